@@ -1,0 +1,170 @@
+//! Command line (clap derive). Each flag's doc says what it does to the measurement.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::BackendChoice;
+use crate::workload::{parse_count, parse_list};
+
+/// servetop: live dashboard and headless runner for LLM-serving benchmarks.
+#[derive(Debug, Parser)]
+#[command(name = "servetop", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Benchmark a running server: concurrency sweep, then long-context ladder.
+    Run(RunArgs),
+    /// Serve the built-in simulated inference server (OpenAI-compatible, labelled simulated).
+    Sim(SimArgs),
+    /// Start the simulator in-process and benchmark it: the whole tool with no GPU or model.
+    Demo(DemoArgs),
+}
+
+fn list(s: &str) -> Result<Vec<u64>, String> {
+    parse_list(s)
+}
+
+fn count(s: &str) -> Result<u64, String> {
+    parse_count(s)
+}
+
+fn count_u32(s: &str) -> Result<u32, String> {
+    let v = parse_count(s)?;
+    u32::try_from(v).map_err(|_| format!("'{s}' is too large"))
+}
+
+/// Options shared by `run` and `demo`.
+#[derive(Debug, Args, Clone)]
+pub struct OutputArgs {
+    /// Run directory for requests.jsonl, results.json and summary.md
+    /// [default: runs/<UTC time>-<model>/].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Print progress lines and tables instead of the dashboard (automatic when stdout is not a
+    /// terminal).
+    #[arg(long)]
+    pub headless: bool,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct RunArgs {
+    /// Server root URL, without /v1 (e.g. `http://127.0.0.1:30000`).
+    #[arg(long, value_name = "URL")]
+    pub base_url: String,
+    /// Request protocol: auto picks /v1/completions (exact prompt lengths, no chat template).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendChoice,
+    /// Model name to request [default: the server's first model].
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Concurrency levels of the closed-loop sweep: a list (1,2,4,8), a range (1-8, 10-100/10,
+    /// 1-128*2), or none.
+    #[arg(long, value_name = "LIST", default_value = "1,2,4,8,16,32,64,100", value_parser = list)]
+    pub concurrency: Vec<u64>,
+    /// Input tokens per sweep request (exact, counted with the server's tokenizer).
+    #[arg(long, value_name = "N", default_value = "1000", value_parser = count)]
+    pub input_len: u64,
+    /// Output tokens per sweep request (sent with `ignore_eos` so every request generates them all).
+    #[arg(long, value_name = "N", default_value = "500", value_parser = count_u32)]
+    pub output_len: u32,
+    /// Measured requests per sweep level [default: max(3×C, 10)].
+    #[arg(long, value_name = "N", value_parser = count_u32)]
+    pub requests_per_level: Option<u32>,
+    /// Unmeasured warmup requests before the first level (also calibrate prompt lengths).
+    #[arg(long, value_name = "N", default_value = "1")]
+    pub warmup: u32,
+    /// Input lengths of the long-context ladder, one request at a time (k = ×1000), or none.
+    #[arg(long, value_name = "LIST", default_value = "30k,60k,100k", value_parser = list)]
+    pub long_context: Vec<u64>,
+    /// Output tokens per long-context request.
+    #[arg(long, value_name = "N", default_value = "256", value_parser = count_u32)]
+    pub long_context_output_len: u32,
+    /// Requests per long-context length.
+    #[arg(long, value_name = "N", default_value = "3")]
+    pub long_context_repeats: u32,
+    /// A local tokenizer.json to size prompts and count chunk tokens when the server has no
+    /// /tokenize.
+    #[arg(long, value_name = "PATH")]
+    pub tokenizer: Option<PathBuf>,
+    /// Sampling temperature.
+    #[arg(long, default_value = "0")]
+    pub temperature: f64,
+    /// Seconds from sending to the first token before a request counts as a timeout.
+    #[arg(long, value_name = "S", default_value = "600")]
+    pub first_token_timeout: f64,
+    /// Seconds of stream silence after the first token before a request counts as a timeout.
+    #[arg(long, value_name = "S", default_value = "60")]
+    pub idle_timeout: f64,
+    /// Seconds in-flight requests get to finish after quit or skip.
+    #[arg(long, value_name = "S", default_value = "3")]
+    pub grace: f64,
+    /// Service-level objectives for goodput, in ms: ttft:2000,tpot:50,e2el:30000.
+    #[arg(long, value_name = "SPEC")]
+    pub slo: Option<String>,
+    /// Seed of the random prompt text (same seed, same prompts).
+    #[arg(long, default_value = "0")]
+    pub seed: u64,
+    /// Environment variable holding the API key (sent as a Bearer token, never written).
+    #[arg(long, value_name = "NAME", default_value = "SERVETOP_API_KEY")]
+    pub api_key_env: String,
+    /// Keep every chunk's arrival time and token count in requests.jsonl.
+    #[arg(long)]
+    pub record_chunks: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct SimArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port (0 picks a free one).
+    #[arg(long, default_value = "8000")]
+    pub port: u16,
+    /// Starting point for every number below: hybrid-27b-2x48g-mtp (alias brief) or fast.
+    #[arg(long, default_value = "hybrid-27b-2x48g-mtp")]
+    pub preset: String,
+    /// Model name served.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Requests decoded at once; more wait in a FIFO queue (their wait shows up as TTFT).
+    #[arg(long, value_name = "N")]
+    pub max_running: Option<u32>,
+    /// Prefill speed: a prompt of N tokens takes N / X seconds before its first token.
+    #[arg(long, value_name = "X")]
+    pub prefill_tokens_per_s: Option<f64>,
+    /// Decode step at batch 1 and short context (one chunk per step).
+    #[arg(long, value_name = "MS")]
+    pub decode_step_ms: Option<f64>,
+    /// Step growth per extra running request, as a fraction of the step: ×(1 + G·(B−1)).
+    #[arg(long, value_name = "G")]
+    pub batch_growth: Option<f64>,
+    /// Step growth per 1000 tokens of context held by the running batch.
+    #[arg(long, value_name = "MS")]
+    pub context_ms_per_1k: Option<f64>,
+    /// Tokens per decode step: 4 (exactly 4 every step), 3.5 (3 or 4, mean 3.5), or per-position
+    /// draft acceptance rates 0.9,0.8,0.6.
+    #[arg(long, value_name = "X")]
+    pub accept_length: Option<String>,
+    /// Longest prompt + output per request; longer ones get a 400 like vLLM's.
+    #[arg(long, value_name = "N", value_parser = count)]
+    pub context_length: Option<u64>,
+    /// Ignore `stream_options.continuous_usage_stats` (forces the client's chunk estimate).
+    #[arg(long)]
+    pub no_continuous_usage: bool,
+    /// Seed of the accept-length draws.
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct DemoArgs {
+    #[command(flatten)]
+    pub output: OutputArgs,
+}

@@ -1,0 +1,371 @@
+//! Parsing one SSE `data:` payload of each engine dialect into what the timing loop needs.
+//!
+//! Pure functions over borrowed text: no allocation for the common case of a plain token chunk,
+//! so the worker's hot loop stays cheap (the per-chunk text is only looked at for its length,
+//! or counted with a tokenizer when one is configured).
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+
+/// The wire format of a stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    /// OpenAI `/v1/completions`: `choices[0].text`.
+    Completions,
+    /// OpenAI `/v1/chat/completions`: `choices[0].delta.content` (+ reasoning deltas).
+    Chat,
+    /// SGLang native `/generate`: `text` plus cumulative `meta_info`.
+    SglangNative,
+}
+
+/// Token usage as reported by the server.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct Usage {
+    #[serde(default)]
+    pub prompt_tokens: Option<u64>,
+    #[serde(default)]
+    pub completion_tokens: Option<u64>,
+}
+
+/// What one SSE payload says.
+#[derive(Debug, Default, PartialEq)]
+pub struct ChunkData<'a> {
+    /// New generated text in this chunk (content and reasoning together).
+    pub text: Cow<'a, str>,
+    /// The chunk had at least one choice (a usage-only chunk has none).
+    pub has_choice: bool,
+    /// A finish reason was given.
+    pub finished: bool,
+    /// Usage attached to this chunk.
+    pub usage: Option<Usage>,
+    /// Cumulative completion tokens reported on a content chunk (exact per-chunk counting).
+    pub cumulative_completion: Option<u64>,
+    /// An error object sent inside the stream.
+    pub error: Option<String>,
+}
+
+/// `Option<Cow<str>>` that borrows from the input when the JSON string has no escapes (serde's
+/// plain `Option<Cow>` always allocates).
+fn opt_cow<'de: 'a, 'a, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Cow<'a, str>>, D::Error> {
+    #[derive(Deserialize)]
+    struct Borrowed<'a>(#[serde(borrow)] Cow<'a, str>);
+    Option::<Borrowed<'a>>::deserialize(d).map(|o| o.map(|b| b.0))
+}
+
+#[derive(Deserialize)]
+struct Wire<'a> {
+    #[serde(default, borrow)]
+    choices: Vec<WireChoice<'a>>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+    #[serde(default, borrow, deserialize_with = "opt_cow")]
+    object: Option<Cow<'a, str>>,
+    #[serde(default)]
+    message: Option<String>,
+    // SGLang native.
+    #[serde(default, borrow, deserialize_with = "opt_cow")]
+    text: Option<Cow<'a, str>>,
+    #[serde(default)]
+    meta_info: Option<MetaInfo>,
+}
+
+#[derive(Deserialize)]
+struct WireChoice<'a> {
+    #[serde(default, borrow, deserialize_with = "opt_cow")]
+    text: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    delta: Option<Delta<'a>>,
+    #[serde(default)]
+    finish_reason: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(default, borrow, deserialize_with = "opt_cow")]
+    content: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "opt_cow")]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "opt_cow")]
+    reasoning: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct MetaInfo {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    finish_reason: Option<serde_json::Value>,
+}
+
+/// Parses one `data:` payload (not `[DONE]`). `Err` carries a short description of bad JSON.
+pub fn parse<'a>(dialect: Dialect, data: &'a str) -> Result<ChunkData<'a>, String> {
+    let w: Wire<'a> = serde_json::from_str(data).map_err(|e| {
+        let head: String = data.chars().take(120).collect();
+        format!("unparseable stream payload ({e}): {head}")
+    })?;
+    if let Some(e) = w.error {
+        return Ok(ChunkData {
+            error: Some(error_message(&e)),
+            ..ChunkData::default()
+        });
+    }
+    if w.object.as_deref() == Some("error") {
+        return Ok(ChunkData {
+            error: Some(w.message.unwrap_or_else(|| "error object in stream".into())),
+            ..ChunkData::default()
+        });
+    }
+    let mut out = ChunkData {
+        usage: w.usage,
+        ..ChunkData::default()
+    };
+    match dialect {
+        Dialect::SglangNative => {
+            out.has_choice = true;
+            out.text = w.text.unwrap_or_default();
+            if let Some(m) = w.meta_info {
+                out.cumulative_completion = m.completion_tokens;
+                out.finished = m.finish_reason.is_some_and(|f| !f.is_null());
+                out.usage = Some(Usage {
+                    prompt_tokens: m.prompt_tokens,
+                    completion_tokens: m.completion_tokens,
+                });
+            }
+        }
+        Dialect::Completions | Dialect::Chat => {
+            if let Some(c) = w.choices.into_iter().next() {
+                out.has_choice = true;
+                out.finished = c.finish_reason.is_some_and(|f| !f.is_null());
+                out.text = match (c.text, c.delta) {
+                    (Some(t), _) => t,
+                    (None, Some(d)) => join3(d.reasoning_content, d.reasoning, d.content),
+                    (None, None) => Cow::Borrowed(""),
+                };
+                // A content chunk that carries usage is vLLM/SGLang `continuous_usage_stats`.
+                out.cumulative_completion = out.usage.and_then(|u| u.completion_tokens);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn join3<'a>(
+    a: Option<Cow<'a, str>>,
+    b: Option<Cow<'a, str>>,
+    c: Option<Cow<'a, str>>,
+) -> Cow<'a, str> {
+    let mut parts = [a, b, c].into_iter().flatten().filter(|s| !s.is_empty());
+    match (parts.next(), parts.next()) {
+        (None, _) => Cow::Borrowed(""),
+        (Some(one), None) => one,
+        (Some(first), Some(second)) => {
+            let mut s = first.into_owned();
+            s.push_str(&second);
+            for p in parts {
+                s.push_str(&p);
+            }
+            Cow::Owned(s)
+        }
+    }
+}
+
+/// The human message of an error JSON value (`{"message":..}`, a string, or the whole value).
+pub fn error_message(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Object(o) => o
+            .get("message")
+            .or_else(|| o.get("error"))
+            .or_else(|| o.get("detail"))
+            .map_or_else(|| v.to_string(), error_message),
+        _ => v.to_string(),
+    }
+}
+
+/// The message of an HTTP error body: OpenAI (`{"error":{"message"}}`), vLLM/SGLang
+/// (`{"object":"error","message"}`), FastAPI (`{"detail"}`), TGI (`{"error":"..."}`), or text.
+pub fn http_error_message(body: &str) -> String {
+    let trimmed = body.trim();
+    match serde_json::from_str::<serde_json::Value>(trimmed) {
+        Ok(v) => error_message(&v),
+        Err(_) => trimmed.chars().take(300).collect(),
+    }
+}
+
+/// Whether an error message says the prompt does not fit the server's context.
+pub fn is_context_error(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    const NEEDLES: [&str; 11] = [
+        "maximum context length",
+        "context length",
+        "context_length",
+        "context size",
+        "context window",
+        "exceed_context_size",
+        "exceeds the available context",
+        "prompt is too long",
+        "input is too long",
+        "too many tokens",
+        "input is too large",
+    ];
+    NEEDLES.iter().any(|n| m.contains(n))
+        || (m.contains("must be <=") && m.contains("tokens"))
+        || (m.contains("longer than") && m.contains("token"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn completions_token_chunk_borrows_text() {
+        let d = parse(
+            Dialect::Completions,
+            r#"{"id":"x","object":"text_completion","choices":[{"index":0,"text":" hello","finish_reason":null}]}"#,
+        )
+        .unwrap();
+        assert_eq!(d.text, " hello");
+        assert!(matches!(d.text, Cow::Borrowed(_)));
+        assert!(d.has_choice && !d.finished);
+        assert_eq!(d.cumulative_completion, None);
+    }
+
+    #[test]
+    fn continuous_usage_gives_cumulative_count() {
+        let d = parse(
+            Dialect::Completions,
+            r#"{"choices":[{"index":0,"text":" a b c d","finish_reason":null}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}"#,
+        )
+        .unwrap();
+        assert_eq!(d.cumulative_completion, Some(5));
+        assert_eq!(d.usage.unwrap().prompt_tokens, Some(10));
+    }
+
+    #[test]
+    fn usage_only_final_chunk_has_no_choice_and_no_per_chunk_count() {
+        let d = parse(
+            Dialect::Completions,
+            r#"{"id":"x","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":500,"total_tokens":510}}"#,
+        )
+        .unwrap();
+        assert!(!d.has_choice);
+        assert_eq!(d.cumulative_completion, None);
+        assert_eq!(d.usage.unwrap().completion_tokens, Some(500));
+    }
+
+    #[test]
+    fn chat_role_chunk_is_empty_and_reasoning_counts_as_text() {
+        let role = parse(
+            Dialect::Chat,
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null},"finish_reason":null}]}"#,
+        )
+        .unwrap();
+        assert_eq!(role.text, "");
+        let r = parse(
+            Dialect::Chat,
+            r#"{"choices":[{"index":0,"delta":{"reasoning_content":"Let me think"},"finish_reason":null}]}"#,
+        )
+        .unwrap();
+        assert_eq!(r.text, "Let me think");
+        let both = parse(
+            Dialect::Chat,
+            r#"{"choices":[{"delta":{"reasoning":"a","content":"b"}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(both.text, "ab");
+    }
+
+    #[test]
+    fn escaped_text_is_owned_and_decoded() {
+        let d = parse(
+            Dialect::Completions,
+            r#"{"choices":[{"text":"a\nb\u00e9"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(d.text, "a\nbé");
+    }
+
+    #[test]
+    fn finish_chunk_with_empty_text() {
+        let d = parse(
+            Dialect::Completions,
+            r#"{"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"length"}],"timings":{"prompt_n":5}}"#,
+        )
+        .unwrap();
+        assert!(d.finished);
+        assert_eq!(d.text, "");
+    }
+
+    #[test]
+    fn sglang_native_meta_info() {
+        let d = parse(
+            Dialect::SglangNative,
+            r#"{"text":"Hello world","meta_info":{"id":"a","prompt_tokens":7,"completion_tokens":3,"finish_reason":null}}"#,
+        )
+        .unwrap();
+        assert_eq!(d.cumulative_completion, Some(3));
+        assert!(!d.finished);
+        let end = parse(
+            Dialect::SglangNative,
+            r#"{"text":"Hello world!","meta_info":{"prompt_tokens":7,"completion_tokens":4,"finish_reason":{"type":"length","length":4}}}"#,
+        )
+        .unwrap();
+        assert!(end.finished);
+    }
+
+    #[test]
+    fn errors_in_stream() {
+        let a = parse(
+            Dialect::Completions,
+            r#"{"error":{"message":"boom","type":"server_error","code":500}}"#,
+        )
+        .unwrap();
+        assert_eq!(a.error.as_deref(), Some("boom"));
+        let b = parse(
+            Dialect::Completions,
+            r#"{"object":"error","message":"bad","type":"BadRequestError","code":400}"#,
+        )
+        .unwrap();
+        assert_eq!(b.error.as_deref(), Some("bad"));
+        assert!(parse(Dialect::Completions, "{not json").is_err());
+    }
+
+    #[test]
+    fn http_error_bodies() {
+        assert_eq!(
+            http_error_message(r#"{"error":{"message":"m1","type":"t"}}"#),
+            "m1"
+        );
+        assert_eq!(
+            http_error_message(r#"{"object":"error","message":"m2"}"#),
+            "m2"
+        );
+        assert_eq!(http_error_message(r#"{"detail":"m3"}"#), "m3");
+        assert_eq!(
+            http_error_message(r#"{"error":"m4","error_type":"validation"}"#),
+            "m4"
+        );
+        assert_eq!(http_error_message("plain text"), "plain text");
+    }
+
+    #[test]
+    fn context_errors_of_each_engine() {
+        for m in [
+            "This model's maximum context length is 32768 tokens. However, you requested 60256 tokens (60000 in the messages, 256 in the completion).",
+            "The input (60001 tokens) is longer than the model's context length (32768 tokens).",
+            "the request exceeds the available context size, try increasing it",
+            "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: 60000 `inputs` tokens and 256 `max_new_tokens`",
+        ] {
+            assert!(is_context_error(m), "{m}");
+        }
+        assert!(!is_context_error("Internal Server Error"));
+        assert!(!is_context_error("rate limited, retry later"));
+    }
+}

@@ -1,0 +1,555 @@
+//! Streaming requests to an inference server, folded into one `RequestRecord` per request.
+//!
+//! The worker owns the per-chunk timestamps (STYLE.md rule 2): it stamps each SSE event as it
+//! is parsed, keeps only the chunks that carry tokens, and hands the app a single record.
+
+pub mod dialect;
+pub mod engine;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+pub use dialect::{Dialect, is_context_error};
+pub use engine::{Engine, ServerInfo};
+
+use crate::metrics::{
+    ChunkCounting, CountSource, FailureKind, Outcome, RequestRecord, TokenChunk, finalize_counts,
+};
+
+/// The request protocol (`--backend`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    /// OpenAI `/v1/completions` (exact prompt lengths: no chat template).
+    Openai,
+    /// OpenAI `/v1/chat/completions` (the prompt goes through the chat template).
+    OpenaiChat,
+    /// SGLang's native `/generate` (exact per-chunk counts from `meta_info`).
+    Sglang,
+}
+
+impl Backend {
+    /// The endpoint path.
+    pub fn path(self) -> &'static str {
+        match self {
+            Backend::Openai => "/v1/completions",
+            Backend::OpenaiChat => "/v1/chat/completions",
+            Backend::Sglang => "/generate",
+        }
+    }
+
+    fn dialect(self) -> Dialect {
+        match self {
+            Backend::Openai => Dialect::Completions,
+            Backend::OpenaiChat => Dialect::Chat,
+            Backend::Sglang => Dialect::SglangNative,
+        }
+    }
+}
+
+/// Timeouts and counting options of the client.
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    /// Longest wait from `t_send` to the first token.
+    pub first_token_timeout: Duration,
+    /// Longest silence between two stream events after the first token.
+    pub idle_timeout: Duration,
+    /// Counts chunk text when the server gives no per-chunk counts.
+    pub tokenizer: Option<Arc<tokenizers::Tokenizer>>,
+    /// Temperature sent with every request.
+    pub temperature: f64,
+}
+
+/// One request to send.
+#[derive(Clone, Debug)]
+pub struct RequestSpec {
+    pub prompt: Arc<str>,
+    pub planned_input_tokens: u64,
+    /// The prompt's length as counted before sending, and by whom.
+    pub counted_input_tokens: Option<(u64, CountSource)>,
+    pub max_tokens: u32,
+}
+
+/// Where the record goes and what it is called.
+#[derive(Clone, Copy, Debug)]
+pub struct RequestTag {
+    pub level: u32,
+    pub index: u32,
+    pub warmup: bool,
+    /// The level's origin: every `*_at_us` is measured from here.
+    pub origin: Instant,
+    /// `t_sched`.
+    pub sched: Instant,
+}
+
+/// A configured client for one server.
+#[derive(Clone, Debug)]
+pub struct Client {
+    http: reqwest::Client,
+    url: String,
+    backend: Backend,
+    engine: Engine,
+    model: String,
+    api_key: Option<String>,
+    opts: ClientOptions,
+}
+
+/// The HTTP client used for benchmark traffic: pooled keep-alive connections, no proxy (a
+/// proxy would add its own latency to every number), Nagle off.
+pub fn http_client() -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .no_proxy()
+        .tcp_nodelay(true)
+        .pool_idle_timeout(Duration::from_secs(30))
+        .connect_timeout(Duration::from_secs(10))
+        .user_agent(concat!("servetop/", env!("CARGO_PKG_VERSION")))
+        .build()
+}
+
+fn us_since(from: Instant, t: Instant) -> u64 {
+    t.saturating_duration_since(from).as_micros() as u64
+}
+
+/// A failure before any record fields are known.
+struct Failure {
+    kind: FailureKind,
+    message: String,
+    http_status: Option<u16>,
+}
+
+impl Failure {
+    fn new(kind: FailureKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            http_status: None,
+        }
+    }
+}
+
+/// The one-line text of a reqwest error, with its causes.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+impl Client {
+    /// A client for `server` speaking `backend`.
+    pub fn new(
+        http: reqwest::Client,
+        server: &ServerInfo,
+        backend: Backend,
+        api_key: Option<String>,
+        opts: ClientOptions,
+    ) -> Self {
+        Self {
+            url: format!("{}{}", server.base_url, backend.path()),
+            http,
+            backend,
+            engine: server.engine,
+            model: server.model.clone(),
+            api_key,
+            opts,
+        }
+    }
+
+    /// The protocol in use.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    fn body(&self, spec: &RequestSpec) -> serde_json::Value {
+        let prompt: &str = &spec.prompt;
+        match self.backend {
+            Backend::Sglang => json!({
+                "text": prompt,
+                "sampling_params": {
+                    "max_new_tokens": spec.max_tokens,
+                    "temperature": self.opts.temperature,
+                    "ignore_eos": true,
+                },
+                "stream": true,
+            }),
+            Backend::Openai | Backend::OpenaiChat => {
+                let mut b = json!({
+                    "model": self.model,
+                    "max_tokens": spec.max_tokens,
+                    "temperature": self.opts.temperature,
+                    "stream": true,
+                    "ignore_eos": true,
+                    "stream_options": {"include_usage": true},
+                });
+                if self.engine.has_continuous_usage() {
+                    b["stream_options"]["continuous_usage_stats"] = json!(true);
+                }
+                if self.backend == Backend::Openai {
+                    b["prompt"] = json!(prompt);
+                } else {
+                    b["messages"] = json!([{"role": "user", "content": prompt}]);
+                }
+                b
+            }
+        }
+    }
+
+    /// Sends one request and folds its stream into a record. Never returns an error: failures
+    /// are data (STYLE.md rule 7).
+    pub async fn send(&self, spec: &RequestSpec, tag: RequestTag) -> RequestRecord {
+        let body = match serde_json::to_vec(&self.body(spec)) {
+            Ok(b) => bytes::Bytes::from(b),
+            Err(e) => {
+                return failed_record(
+                    spec,
+                    tag,
+                    Instant::now(),
+                    Failure::new(FailureKind::BadPayload, e.to_string()),
+                    0,
+                );
+            }
+        };
+        let mut retries = 0u32;
+        let (t_send, resp) = loop {
+            let mut req = self
+                .http
+                .post(&self.url)
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body.clone());
+            if let Some(k) = &self.api_key {
+                req = req.bearer_auth(k);
+            }
+            let t_send = Instant::now();
+            match tokio::time::timeout(self.opts.first_token_timeout, req.send()).await {
+                Err(_) => {
+                    let f = Failure::new(
+                        FailureKind::Timeout,
+                        format!(
+                            "no response headers within the first-token timeout of {:?}",
+                            self.opts.first_token_timeout
+                        ),
+                    );
+                    return failed_record(spec, tag, t_send, f, retries);
+                }
+                Ok(Ok(resp)) => break (t_send, resp),
+                Ok(Err(e)) => {
+                    // A pooled keep-alive connection the server had already closed fails before
+                    // any byte is answered; that is not the server failing the request, so retry
+                    // once on a fresh connection (llama-server closes after every stream).
+                    if !e.is_connect() && !e.is_timeout() && retries == 0 {
+                        retries += 1;
+                        continue;
+                    }
+                    let kind = if e.is_timeout() {
+                        FailureKind::Timeout
+                    } else {
+                        FailureKind::Connect
+                    };
+                    return failed_record(
+                        spec,
+                        tag,
+                        t_send,
+                        Failure::new(kind, error_chain(&e)),
+                        retries,
+                    );
+                }
+            }
+        };
+
+        let status = resp.status();
+        if !status.is_success() {
+            let text = tokio::time::timeout(Duration::from_secs(5), resp.text())
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or_default();
+            let message = dialect::http_error_message(&text);
+            let kind = if is_context_error(&message) {
+                FailureKind::ContextTooLong
+            } else {
+                FailureKind::HttpStatus
+            };
+            let f = Failure {
+                kind,
+                message: format!("HTTP {}: {message}", status.as_u16()),
+                http_status: Some(status.as_u16()),
+            };
+            return failed_record(spec, tag, t_send, f, retries);
+        }
+
+        let mut events = resp.bytes_stream().eventsource();
+        let mut chunks: Vec<TokenChunk> = Vec::with_capacity(spec.max_tokens as usize + 1);
+        let mut counting: Option<ChunkCounting> = None;
+        let mut prev_cum = 0u64;
+        let mut usage_prompt = None;
+        let mut usage_completion = None;
+        let mut finished = false;
+        let mut done = false;
+        let dialect = self.backend.dialect();
+        let first_deadline = t_send + self.opts.first_token_timeout;
+        let failure = loop {
+            let wait = if chunks.is_empty() {
+                first_deadline.saturating_duration_since(Instant::now())
+            } else {
+                self.opts.idle_timeout
+            };
+            let Ok(next) = tokio::time::timeout(wait, events.next()).await else {
+                let msg = if chunks.is_empty() {
+                    format!(
+                        "no token within the first-token timeout of {:?}",
+                        self.opts.first_token_timeout
+                    )
+                } else {
+                    format!("stream idle for longer than {:?}", self.opts.idle_timeout)
+                };
+                break Some(Failure::new(FailureKind::Timeout, msg));
+            };
+            let now = Instant::now();
+            let ev = match next {
+                None => break None,
+                Some(Err(e)) => {
+                    let kind = match &e {
+                        eventsource_stream::EventStreamError::Transport(_) => {
+                            FailureKind::StreamCut
+                        }
+                        _ => FailureKind::BadPayload,
+                    };
+                    break Some(Failure::new(kind, format!("stream error: {e}")));
+                }
+                Some(Ok(ev)) => ev,
+            };
+            let data = ev.data.trim();
+            if data.is_empty() {
+                continue;
+            }
+            if data == "[DONE]" {
+                done = true;
+                break None;
+            }
+            let c = match dialect::parse(dialect, data) {
+                Ok(c) => c,
+                Err(e) => break Some(Failure::new(FailureKind::BadPayload, e)),
+            };
+            if let Some(msg) = c.error {
+                let kind = if is_context_error(&msg) {
+                    FailureKind::ContextTooLong
+                } else {
+                    FailureKind::ServerError
+                };
+                break Some(Failure::new(kind, format!("error in stream: {msg}")));
+            }
+            if let Some(u) = c.usage {
+                usage_prompt = u.prompt_tokens.or(usage_prompt);
+                if !c.has_choice || dialect == Dialect::SglangNative {
+                    usage_completion = u.completion_tokens.or(usage_completion);
+                } else if c.cumulative_completion.is_some() {
+                    usage_completion = c.cumulative_completion;
+                }
+            }
+            finished |= c.finished;
+            if !c.has_choice {
+                continue;
+            }
+            // The counting mode is fixed by the first chunk with choices.
+            let mode = *counting.get_or_insert_with(|| match (dialect, c.cumulative_completion) {
+                (Dialect::SglangNative, Some(_)) => ChunkCounting::Exact(CountSource::EngineNative),
+                (_, Some(_)) => ChunkCounting::Exact(CountSource::PerChunkUsage),
+                _ if self.opts.tokenizer.is_some() => ChunkCounting::Tokenizer,
+                _ => ChunkCounting::OnePerChunk,
+            });
+            let n = match (mode, c.cumulative_completion) {
+                (ChunkCounting::Exact(_), Some(cum)) => {
+                    let n = cum.saturating_sub(prev_cum);
+                    prev_cum = prev_cum.max(cum);
+                    n
+                }
+                (ChunkCounting::Tokenizer, _) => match &self.opts.tokenizer {
+                    Some(t) if !c.text.is_empty() => t
+                        .encode(c.text.as_ref(), false)
+                        .map_or(1, |e| e.len() as u64),
+                    _ => 0,
+                },
+                // Exact mode but this chunk lacks a count, or the estimate: one per content chunk.
+                _ => u64::from(!c.text.is_empty()),
+            };
+            if n > 0 {
+                chunks.push(TokenChunk {
+                    t_us: us_since(t_send, now),
+                    tokens: n.min(u64::from(u32::MAX)) as u32,
+                });
+            }
+        };
+        let end = Instant::now();
+        let failure = failure.or_else(|| {
+            (!done && !finished).then(|| {
+                Failure::new(
+                    FailureKind::StreamCut,
+                    format!(
+                        "stream ended after {} token chunks without a finish reason or [DONE]",
+                        chunks.len()
+                    ),
+                )
+            })
+        });
+        if let Some(f) = failure {
+            return failed_record(spec, tag, t_send, f, retries);
+        }
+        let counts = finalize_counts(
+            &mut chunks,
+            counting.unwrap_or(ChunkCounting::OnePerChunk),
+            usage_completion,
+        );
+        let (input_tokens, input_source) = match (usage_prompt, spec.counted_input_tokens) {
+            (Some(p), _) => (p, CountSource::Usage),
+            (None, Some((n, src))) => (n, src),
+            (None, None) => (spec.planned_input_tokens, CountSource::Planned),
+        };
+        let (ttft_us, e2e_us) = match crate::metrics::record::first_last(&chunks) {
+            Some((a, b)) => (Some(a), Some(b)),
+            None => (None, None),
+        };
+        RequestRecord {
+            level: tag.level,
+            index: tag.index,
+            warmup: tag.warmup,
+            sched_at_us: us_since(tag.origin, tag.sched),
+            send_at_us: us_since(tag.origin, t_send),
+            end_at_us: us_since(tag.origin, end),
+            outcome: Outcome::Ok,
+            planned_input_tokens: spec.planned_input_tokens,
+            input_tokens,
+            input_source,
+            output_tokens: counts.output_tokens,
+            output_source: counts.output_source,
+            chunk_source: counts.chunk_source,
+            ttft_us,
+            e2e_us,
+            chunks,
+            retries,
+        }
+    }
+}
+
+fn failed_record(
+    spec: &RequestSpec,
+    tag: RequestTag,
+    t_send: Instant,
+    f: Failure,
+    retries: u32,
+) -> RequestRecord {
+    RequestRecord {
+        level: tag.level,
+        index: tag.index,
+        warmup: tag.warmup,
+        sched_at_us: us_since(tag.origin, tag.sched),
+        send_at_us: us_since(tag.origin, t_send),
+        end_at_us: us_since(tag.origin, Instant::now()),
+        outcome: Outcome::Failed {
+            kind: f.kind,
+            message: f.message,
+            http_status: f.http_status,
+        },
+        planned_input_tokens: spec.planned_input_tokens,
+        input_tokens: spec
+            .counted_input_tokens
+            .map_or(spec.planned_input_tokens, |c| c.0),
+        input_source: spec
+            .counted_input_tokens
+            .map_or(CountSource::Planned, |c| c.1),
+        output_tokens: 0,
+        output_source: CountSource::Planned,
+        chunk_source: CountSource::Planned,
+        ttft_us: None,
+        e2e_us: None,
+        chunks: Vec::new(),
+        retries,
+    }
+}
+
+/// Response of a non-streamed probe: `usage.prompt_tokens`.
+#[derive(Deserialize)]
+struct ProbeResponse {
+    usage: Option<dialect::Usage>,
+    meta_info: Option<ProbeMeta>,
+}
+
+#[derive(Deserialize)]
+struct ProbeMeta {
+    prompt_tokens: Option<u64>,
+}
+
+impl Client {
+    /// Sends `prompt` with one output token, not streamed, and returns the server's
+    /// `prompt_tokens` (calibration probe when no tokenizer is available).
+    pub async fn probe_prompt_tokens(&self, prompt: &str) -> Result<u64, String> {
+        let spec = RequestSpec {
+            prompt: Arc::from(prompt),
+            planned_input_tokens: 0,
+            counted_input_tokens: None,
+            max_tokens: 1,
+        };
+        let mut body = self.body(&spec);
+        body["stream"] = json!(false);
+        if let Some(o) = body.as_object_mut() {
+            o.remove("stream_options");
+        }
+        let mut req = self.http.post(&self.url).json(&body);
+        if let Some(k) = &self.api_key {
+            req = req.bearer_auth(k);
+        }
+        let resp = req
+            .timeout(self.opts.first_token_timeout)
+            .send()
+            .await
+            .map_err(|e| error_chain(&e))?;
+        let status = resp.status();
+        let text = resp.text().await.map_err(|e| error_chain(&e))?;
+        if !status.is_success() {
+            return Err(format!(
+                "HTTP {}: {}",
+                status.as_u16(),
+                dialect::http_error_message(&text)
+            ));
+        }
+        let r: ProbeResponse = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        r.usage
+            .and_then(|u| u.prompt_tokens)
+            .or_else(|| r.meta_info.and_then(|m| m.prompt_tokens))
+            .ok_or_else(|| "the server reports no usage.prompt_tokens".to_string())
+    }
+}
+
+/// A record for a request cut short by the user (skip or quit).
+pub fn cancelled_record(spec: &RequestSpec, tag: RequestTag, t_send: Instant) -> RequestRecord {
+    RequestRecord {
+        level: tag.level,
+        index: tag.index,
+        warmup: tag.warmup,
+        sched_at_us: us_since(tag.origin, tag.sched),
+        send_at_us: us_since(tag.origin, t_send),
+        end_at_us: us_since(tag.origin, Instant::now()),
+        outcome: Outcome::Cancelled,
+        planned_input_tokens: spec.planned_input_tokens,
+        input_tokens: spec.planned_input_tokens,
+        input_source: CountSource::Planned,
+        output_tokens: 0,
+        output_source: CountSource::Planned,
+        chunk_source: CountSource::Planned,
+        ttft_us: None,
+        e2e_us: None,
+        chunks: Vec::new(),
+        retries: 0,
+    }
+}

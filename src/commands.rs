@@ -1,0 +1,284 @@
+//! The three commands: `run`, `sim`, `demo`. Each returns the process exit code:
+//! 0 finished (even with failed requests), 1 aborted mid-run, 2 bad input, 130 interrupted.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{DemoArgs, OutputArgs, RunArgs, SimArgs};
+use crate::config::{BackendChoice, RunConfig};
+use crate::event::{self, RunState};
+use crate::export::{RunFiles, default_run_dir};
+use crate::metrics::Slo;
+use crate::runner::{self, Control, Runner};
+use crate::session::Session;
+use crate::sim::{self, AcceptLength, SimConfig};
+use crate::summary::RunSummary;
+use crate::{headless, workload};
+
+/// Exit code for bad input.
+pub const EXIT_BAD_INPUT: i32 = 2;
+/// Exit code for a run stopped by the user.
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+fn fail(msg: &str) -> i32 {
+    eprintln!("servetop: {msg}");
+    EXIT_BAD_INPUT
+}
+
+/// Builds the run configuration from `servetop run` flags.
+pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
+    let slo = a.slo.as_deref().map(Slo::parse).transpose()?;
+    let cfg = RunConfig {
+        base_url: a.base_url.trim_end_matches('/').to_string(),
+        backend: a.backend,
+        model: a.model.clone(),
+        concurrency: a.concurrency.clone(),
+        input_len: a.input_len,
+        output_len: a.output_len,
+        requests_per_level: a.requests_per_level,
+        warmup_requests: a.warmup,
+        long_context: a.long_context.clone(),
+        long_context_output_len: a.long_context_output_len,
+        long_context_repeats: a.long_context_repeats,
+        tokenizer: a.tokenizer.clone(),
+        temperature: a.temperature,
+        first_token_timeout_s: a.first_token_timeout,
+        idle_timeout_s: a.idle_timeout,
+        grace_s: a.grace,
+        slo,
+        seed: a.seed,
+        out_dir: a.output.out.clone().unwrap_or_default(),
+        api_key_env: a.api_key_env.clone(),
+        record_chunks: a.record_chunks,
+    };
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// `servetop run`.
+pub async fn run(a: RunArgs) -> i32 {
+    match run_config(&a) {
+        Ok(cfg) => execute(cfg, None, &a.output).await,
+        Err(e) => fail(&e),
+    }
+}
+
+/// Cancels `cancel` on Ctrl-C, SIGTERM or SIGHUP (a dropped SSH session).
+fn spawn_signal_watch(cancel: CancellationToken) {
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut term), Ok(mut hup)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::hangup()),
+            ) else {
+                let _ = tokio::signal::ctrl_c().await;
+                cancel.cancel();
+                return;
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+                _ = hup.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+        eprintln!(
+            "servetop: stopping — in-flight requests get their grace period, results are being saved"
+        );
+        cancel.cancel();
+    });
+}
+
+/// Runs a configuration against its server, headless, and writes the run directory.
+pub async fn execute(mut cfg: RunConfig, simulator: Option<SimConfig>, out: &OutputArgs) -> i32 {
+    let api_key = std::env::var(&cfg.api_key_env)
+        .ok()
+        .filter(|k| !k.is_empty());
+    let prepared = match runner::prepare(&cfg, api_key).await {
+        Ok(p) => p,
+        Err(e) => return fail(&e),
+    };
+    let dir = out
+        .out
+        .clone()
+        .unwrap_or_else(|| default_run_dir(&prepared.server.model));
+    let files = match RunFiles::create(&dir) {
+        Ok(f) => f,
+        Err(e) => return fail(&e),
+    };
+    cfg.out_dir = dir.clone();
+    let warmup_input = match prepared.server.context_limit {
+        Some(limit) => cfg.input_len.min(limit / 2).max(1),
+        None => cfg.input_len.max(1),
+    };
+    let warmup_output = cfg.output_len.min(64);
+    let mut session = Session::new(RunSummary::new(cfg.clone(), simulator), Some(files));
+    let (tx, rx) = event::channel();
+    let cancel = CancellationToken::new();
+    spawn_signal_watch(cancel.clone());
+    // The dashboard will own the sender; headless nobody pauses or skips.
+    let (_control_tx, control_rx) = watch::channel(Control::default());
+    let runner = Runner {
+        prepared,
+        warmup_requests: cfg.warmup_requests,
+        warmup_input_tokens: warmup_input,
+        warmup_output_tokens: warmup_output,
+        grace: Duration::from_secs_f64(cfg.grace_s),
+        tx,
+        cancel: cancel.clone(),
+        control: control_rx,
+    };
+    let task = tokio::spawn(runner.run());
+    let state = headless::drive(rx, &mut session).await;
+    let _ = task.await;
+    session.save();
+    println!("{}", headless::final_tables(&session));
+    eprintln!("results: {}", dir.display());
+    match state {
+        RunState::Finished | RunState::Running => 0,
+        RunState::Interrupted => EXIT_INTERRUPTED,
+        RunState::Aborted => 1,
+    }
+}
+
+/// Applies `servetop sim` flags over the chosen preset.
+pub fn sim_config(a: &SimArgs) -> Result<SimConfig, String> {
+    let mut c = SimConfig::preset(&a.preset)?;
+    if let Some(m) = &a.model {
+        c.model.clone_from(m);
+    }
+    if let Some(v) = a.max_running {
+        c.max_running = v;
+    }
+    if let Some(v) = a.prefill_tokens_per_s {
+        c.prefill_tokens_per_s = v;
+    }
+    if let Some(v) = a.decode_step_ms {
+        c.decode_step_ms = v;
+    }
+    if let Some(v) = a.batch_growth {
+        c.batch_growth = v;
+    }
+    if let Some(v) = a.context_ms_per_1k {
+        c.context_ms_per_1k = v;
+    }
+    if let Some(v) = &a.accept_length {
+        c.accept_length = AcceptLength::parse(v)?;
+    }
+    if let Some(v) = a.context_length {
+        c.context_length = v;
+    }
+    if a.no_continuous_usage {
+        c.continuous_usage = false;
+    }
+    if let Some(s) = a.seed {
+        c.seed = s;
+    }
+    c.validate()?;
+    Ok(c)
+}
+
+/// `servetop sim`.
+pub async fn sim(a: SimArgs) -> i32 {
+    let cfg = match sim_config(&a) {
+        Ok(c) => c,
+        Err(e) => return fail(&e),
+    };
+    let addr: SocketAddr = match format!("{}:{}", a.host, a.port).parse() {
+        Ok(a) => a,
+        Err(e) => return fail(&format!("--host/--port: {e}")),
+    };
+    let handle = match sim::start(cfg.clone(), addr).await {
+        Ok(h) => h,
+        Err(e) => return fail(&format!("cannot serve on {addr}: {e}")),
+    };
+    println!("{}", handle.url());
+    eprintln!(
+        "SIMULATED server (preset {}) serving model {} at {} — context {} tokens, up to {} running, prefill {} tok/s, {} ms steps, accept length {}. Ctrl-C stops.",
+        cfg.preset,
+        cfg.model,
+        handle.url(),
+        cfg.context_length,
+        cfg.max_running,
+        cfg.prefill_tokens_per_s,
+        cfg.decode_step_ms,
+        cfg.accept_length.mean()
+    );
+    let _ = tokio::signal::ctrl_c().await;
+    handle.stop();
+    0
+}
+
+/// The demo's plan: the brief's deployment, shortened so it finishes in under 3 minutes.
+pub fn demo_config() -> RunConfig {
+    RunConfig {
+        base_url: String::new(),
+        backend: BackendChoice::Auto,
+        model: None,
+        concurrency: vec![1, 4, 8, 16, 64, 100],
+        input_len: 1000,
+        output_len: 100,
+        requests_per_level: None,
+        warmup_requests: 1,
+        long_context: vec![8_000, 16_000, 30_000, 60_000, 100_000],
+        long_context_output_len: 128,
+        long_context_repeats: 1,
+        tokenizer: None,
+        temperature: 0.0,
+        first_token_timeout_s: 600.0,
+        idle_timeout_s: 60.0,
+        grace_s: 3.0,
+        slo: None,
+        seed: 0,
+        out_dir: std::path::PathBuf::new(),
+        api_key_env: "SERVETOP_API_KEY".into(),
+        record_chunks: false,
+    }
+}
+
+/// `servetop demo`.
+pub async fn demo(a: DemoArgs) -> i32 {
+    let sim_cfg = match SimConfig::preset("hybrid-27b-2x48g-mtp") {
+        Ok(c) => c,
+        Err(e) => return fail(&e),
+    };
+    let handle = match sim::start(sim_cfg.clone(), SocketAddr::from(([127, 0, 0, 1], 0))).await {
+        Ok(h) => h,
+        Err(e) => return fail(&format!("cannot start the simulator: {e}")),
+    };
+    eprintln!(
+        "servetop demo: SIMULATED server (preset {}) at {} — sweep C={} ({} in / {} out), long context {}",
+        sim_cfg.preset,
+        handle.url(),
+        demo_config()
+            .concurrency
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+        demo_config().input_len,
+        demo_config().output_len,
+        demo_config()
+            .long_context
+            .iter()
+            .map(|n| workload::fmt_tokens(*n))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let mut cfg = demo_config();
+    cfg.base_url = handle.url();
+    cfg.requests_per_level = None;
+    let mut out = a.output.clone();
+    if out.out.is_none() {
+        out.out = Some(default_run_dir("demo-simulated"));
+    }
+    execute(cfg, Some(sim_cfg), &out).await
+}

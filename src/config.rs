@@ -1,0 +1,90 @@
+//! The validated configuration of a run, written into every result file.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::Slo;
+
+/// Which protocol to speak; `auto` picks from what the server answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackendChoice {
+    Auto,
+    Openai,
+    OpenaiChat,
+    Sglang,
+}
+
+/// Everything that shapes a run's measurements.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    /// Server root, without `/v1`.
+    pub base_url: String,
+    pub backend: BackendChoice,
+    pub model: Option<String>,
+    /// Concurrency levels of the sweep (empty: no sweep).
+    pub concurrency: Vec<u64>,
+    pub input_len: u64,
+    pub output_len: u32,
+    /// Fixed measured requests per sweep level; `None`: max(3×C, 10).
+    pub requests_per_level: Option<u32>,
+    /// Unmeasured requests before the first level.
+    pub warmup_requests: u32,
+    /// Input lengths of the long-context ladder (empty: none).
+    pub long_context: Vec<u64>,
+    pub long_context_output_len: u32,
+    pub long_context_repeats: u32,
+    pub tokenizer: Option<PathBuf>,
+    pub temperature: f64,
+    pub first_token_timeout_s: f64,
+    pub idle_timeout_s: f64,
+    /// Seconds in-flight requests get to finish after quit or skip.
+    pub grace_s: f64,
+    pub slo: Option<Slo>,
+    /// Seed of the prompt text.
+    pub seed: u64,
+    pub out_dir: PathBuf,
+    /// Name of the environment variable the API key is read from (never the key itself).
+    pub api_key_env: String,
+    /// Keep per-chunk timings in requests.jsonl.
+    pub record_chunks: bool,
+}
+
+impl RunConfig {
+    /// Checks what clap cannot.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.concurrency.is_empty() && self.long_context.is_empty() {
+            return Err("nothing to run: both --concurrency and --long-context are none".into());
+        }
+        if self.input_len == 0 && !self.concurrency.is_empty() {
+            return Err("--input-len must be at least 1".into());
+        }
+        if self.output_len == 0 || self.long_context_output_len == 0 {
+            return Err("output lengths must be at least 1 token".into());
+        }
+        if self.requests_per_level == Some(0) {
+            return Err("--requests-per-level must be at least 1".into());
+        }
+        for (v, n) in [
+            (self.first_token_timeout_s, "--first-token-timeout"),
+            (self.idle_timeout_s, "--idle-timeout"),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(format!("{n} must be a positive number of seconds"));
+            }
+        }
+        if !(self.grace_s.is_finite() && self.grace_s >= 0.0) {
+            return Err("--grace must be zero or more seconds".into());
+        }
+        let url = reqwest::Url::parse(&self.base_url)
+            .map_err(|e| format!("--base-url '{}' is not a URL ({e})", self.base_url))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(format!(
+                "--base-url '{}' must start with http:// or https://",
+                self.base_url
+            ));
+        }
+        Ok(())
+    }
+}

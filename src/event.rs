@@ -1,0 +1,74 @@
+//! The one `Event` enum that crosses the channel from producers (runner, workers, samplers,
+//! input) to the single consumer that owns the app state.
+//!
+//! The channel is unbounded on purpose: producers never wait for the consumer (STYLE.md rule 1),
+//! so a slow terminal can never delay a request or skew a timestamp. Its volume is bounded by
+//! design: one message per request sent and per request finished, plus a handful per level.
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+use crate::client::{Backend, ServerInfo};
+use crate::metrics::RequestRecord;
+use crate::workload::LevelSpec;
+use crate::workload::prompt::PromptMethod;
+
+/// How a run ended (or that it has not yet).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    Running,
+    /// Every planned level ran (some may have failed requests or been skipped).
+    Finished,
+    /// The user stopped it (q, Ctrl-C, SIGTERM).
+    Interrupted,
+    /// It could not go on (server gone, bad configuration).
+    Aborted,
+}
+
+/// Everything that happens during a run.
+#[derive(Clone, Debug)]
+pub enum Event {
+    /// The server is identified and the plan is fixed.
+    RunStarted {
+        server: ServerInfo,
+        backend: Backend,
+        prompts: PromptMethod,
+        levels: Vec<LevelSpec>,
+    },
+    /// The warmup measured how many tokens the server adds to every prompt.
+    Calibrated(PromptMethod),
+    /// What the runner is doing between levels ("warming up", "preparing prompts").
+    Phase(String),
+    /// A level's first request is about to be sent.
+    LevelStarted { index: u32 },
+    /// A level will not run, and why.
+    LevelSkipped {
+        index: u32,
+        reason: String,
+        raise_flag: Option<String>,
+    },
+    /// A request was sent (for the in-flight count).
+    Sent { level: u32 },
+    /// A request finished (successfully or not).
+    Request(Box<RequestRecord>),
+    /// A level's last request ended.
+    LevelFinished { index: u32, interrupted: bool },
+    /// Something the user should know that is not a request failure.
+    Warning(String),
+    /// The run is over.
+    RunFinished {
+        state: RunState,
+        error: Option<String>,
+    },
+}
+
+/// Producer side of the event channel.
+pub type EventTx = mpsc::UnboundedSender<Event>;
+/// Consumer side of the event channel.
+pub type EventRx = mpsc::UnboundedReceiver<Event>;
+
+/// A fresh event channel.
+pub fn channel() -> (EventTx, EventRx) {
+    mpsc::unbounded_channel()
+}

@@ -1,0 +1,239 @@
+//! `summary.md` and the headless end-of-run tables: plain Markdown a person can paste.
+
+use std::fmt::Write;
+
+use crate::metrics::DistStats;
+use crate::summary::{LevelStatus, LevelSummary, RunSummary};
+use crate::workload::fmt_tokens;
+
+/// A number with precision that suits its size: 73.2, 512, 0.42, or `-` when absent.
+pub fn num(v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(v) if !v.is_finite() => "-".into(),
+        Some(v) if v.abs() >= 100.0 => format!("{v:.0}"),
+        Some(v) if v.abs() >= 10.0 => format!("{v:.1}"),
+        Some(v) => format!("{v:.2}"),
+    }
+}
+
+fn pair(d: Option<&DistStats>, a: fn(&DistStats) -> f64, b: fn(&DistStats) -> f64) -> String {
+    match d {
+        Some(d) => format!("{} / {}", num(Some(a(d))), num(Some(b(d)))),
+        None => "-".into(),
+    }
+}
+
+/// `3 (http_status 2, timeout 1)` or `0`.
+pub fn failures_cell(l: &LevelSummary) -> String {
+    let Some(s) = &l.stats else {
+        return "-".into();
+    };
+    if s.scalars.failed == 0 {
+        return "0".into();
+    }
+    let kinds: Vec<String> = s
+        .scalars
+        .failures
+        .iter()
+        .map(|(k, f)| format!("{k} {}", f.count))
+        .collect();
+    format!("{} ({})", s.scalars.failed, kinds.join(", "))
+}
+
+/// The sweep table.
+pub fn sweep_table(levels: &[LevelSummary]) -> String {
+    let mut out = String::from(
+        "| C | done | req/s | out tok/s | per-stream tok/s | TTFT p50 / p99 (ms) | ITL p50 / p99 (ms) | TPOT p50 (ms) | E2E p50 (ms) | accept len | failures |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+    );
+    for l in levels {
+        let Some(s) = &l.stats else {
+            let _ = writeln!(
+                out,
+                "| {} | {} | - | - | - | - | - | - | - | - | - |",
+                l.concurrency,
+                l.status.name()
+            );
+            continue;
+        };
+        let (sc, d) = (&s.scalars, &s.dists);
+        let done = if l.status == LevelStatus::Done {
+            sc.completed.to_string()
+        } else {
+            format!("{} ({})", sc.completed, l.status.name())
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            l.concurrency,
+            done,
+            num(Some(sc.request_throughput)),
+            num(Some(sc.output_throughput)),
+            num(d.decode_tokens_per_s.as_ref().map(|d| d.mean)),
+            pair(d.ttft_ms.as_ref(), |d| d.p50, |d| d.p99),
+            pair(d.itl_ms.as_ref(), |d| d.p50, |d| d.p99),
+            num(d.tpot_ms.as_ref().map(|d| d.p50)),
+            num(d.e2el_ms.as_ref().map(|d| d.p50)),
+            num(sc.accept_length_client),
+            failures_cell(l),
+        );
+    }
+    out
+}
+
+/// The long-context table.
+pub fn long_context_table(levels: &[LevelSummary]) -> String {
+    let mut out = String::from(
+        "| context | input tokens | TTFT mean (ms) | prefill tok/s | decode tok/s | status |\n\
+         |---:|---:|---:|---:|---:|---|\n",
+    );
+    for l in levels {
+        let s = l.stats.as_ref().filter(|s| s.scalars.completed > 0);
+        let status = match (&l.reason, l.status) {
+            (Some(_), LevelStatus::Skipped) => "skipped (see below)".to_string(),
+            (_, st) => st.name().to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} |",
+            fmt_tokens(l.input_len),
+            num(s.and_then(|s| s.scalars.mean_input_tokens)),
+            num(s.and_then(|s| s.dists.ttft_ms.as_ref().map(|d| d.mean))),
+            num(s.and_then(|s| s.dists.prefill_tokens_per_s.as_ref().map(|d| d.mean))),
+            num(s.and_then(|s| s.dists.decode_tokens_per_s.as_ref().map(|d| d.mean))),
+            status,
+        );
+    }
+    for l in levels.iter().filter(|l| l.reason.is_some()) {
+        let _ = writeln!(
+            out,
+            "\n- **{}**: {}",
+            fmt_tokens(l.input_len),
+            l.reason.as_deref().unwrap_or_default()
+        );
+    }
+    out
+}
+
+/// The whole `summary.md`.
+pub fn summary_md(s: &RunSummary) -> String {
+    let mut out = String::new();
+    let (engine, model, url) = s
+        .server
+        .as_ref()
+        .map_or(("?", "?", s.config.base_url.as_str()), |sv| {
+            (sv.engine.name(), sv.model.as_str(), sv.base_url.as_str())
+        });
+    let _ = writeln!(out, "# servetop results: {model}\n");
+    if s.simulated {
+        let _ = writeln!(
+            out,
+            "> **SIMULATED SERVER** — every number below comes from servetop's built-in simulator{}, not from real hardware.\n",
+            s.simulator
+                .as_ref()
+                .map(|c| format!(" (preset `{}`)", c.preset))
+                .unwrap_or_default()
+        );
+    }
+    let _ = writeln!(
+        out,
+        "- engine: {engine}{}",
+        s.server
+            .as_ref()
+            .and_then(|v| v.engine_version.as_ref())
+            .map(|v| format!(" {v}"))
+            .unwrap_or_default()
+    );
+    let _ = writeln!(out, "- server: {url}");
+    if let Some(sv) = &s.server {
+        let _ = writeln!(
+            out,
+            "- context limit: {}",
+            sv.context_limit.map_or_else(
+                || "not reported".to_string(),
+                |n| format!(
+                    "{n} tokens ({})",
+                    sv.context_limit_source.as_deref().unwrap_or("?")
+                )
+            )
+        );
+    }
+    if let Some(b) = s.backend {
+        let _ = writeln!(out, "- endpoint: {}", b.path());
+    }
+    let _ = writeln!(
+        out,
+        "- started: {} on {} (servetop {}), state: {:?}",
+        s.started_at, s.host, s.tool.version, s.state
+    );
+    if let Some(p) = &s.prompts {
+        let _ = writeln!(
+            out,
+            "- prompts: {} (server adds {} tokens)",
+            p.description, p.offset_tokens
+        );
+    }
+    let sources = count_sources(s);
+    if !sources.is_empty() {
+        let _ = writeln!(out, "- token counts: {sources}");
+    }
+    if !s.sweep.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n## Concurrency sweep ({} in / {} out tokens)\n",
+            s.config.input_len, s.config.output_len
+        );
+        out.push_str(&sweep_table(&s.sweep));
+        out.push_str("\nper-stream tok/s: mean decode speed of one request, (output − 1) / (E2E − TTFT). accept len: mean tokens per chunk after the first, as the client saw them.\n");
+    }
+    if !s.long_context.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n## Long context ({} output tokens, {} at a time)\n",
+            s.config.long_context_output_len, 1
+        );
+        out.push_str(&long_context_table(&s.long_context));
+    }
+    if !s.warnings.is_empty() {
+        out.push_str("\n## Warnings\n\n");
+        for w in &s.warnings {
+            let _ = writeln!(out, "- {w}");
+        }
+    }
+    if let Some(e) = &s.error {
+        let _ = writeln!(out, "\n**Run stopped:** {e}");
+    }
+    out
+}
+
+/// `output: server usage (all); per chunk: per-chunk usage (all)`.
+fn count_sources(s: &RunSummary) -> String {
+    use std::collections::BTreeMap;
+    let mut out_src: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut chunk_src: BTreeMap<&'static str, u64> = BTreeMap::new();
+    for l in s.sweep.iter().chain(&s.long_context) {
+        if let Some(st) = &l.stats {
+            for (k, v) in &st.scalars.output_token_sources {
+                *out_src.entry(k.label()).or_default() += v;
+            }
+            for (k, v) in &st.scalars.chunk_token_sources {
+                *chunk_src.entry(k.label()).or_default() += v;
+            }
+        }
+    }
+    let fmt = |m: &BTreeMap<&str, u64>| {
+        m.iter()
+            .map(|(k, v)| format!("{k} ({v} requests)"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if out_src.is_empty() {
+        return String::new();
+    }
+    format!(
+        "output totals from {}; tokens per chunk from {}",
+        fmt(&out_src),
+        fmt(&chunk_src)
+    )
+}

@@ -1,0 +1,90 @@
+//! What a run leaves on disk: the run directory with `requests.jsonl` (appended as requests
+//! finish), `results.json` and `summary.md` (rewritten atomically after every level).
+
+pub mod markdown;
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use crate::metrics::RequestRecord;
+use crate::summary::RunSummary;
+
+/// The files of one run directory.
+pub struct RunFiles {
+    dir: PathBuf,
+    jsonl: BufWriter<File>,
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename, so a reader (or a crash)
+/// never sees half a file.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_data()?;
+    }
+    fs::rename(&tmp, path)
+}
+
+impl RunFiles {
+    /// Creates `dir` (and parents) and opens `requests.jsonl` for appending. Fails early, before
+    /// any request is sent, when the directory is not writable.
+    pub fn create(dir: &Path) -> Result<Self, String> {
+        fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create output directory {}: {e}", dir.display()))?;
+        let jsonl = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("requests.jsonl"))
+            .map_err(|e| format!("cannot write in output directory {}: {e}", dir.display()))?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            jsonl: BufWriter::new(jsonl),
+        })
+    }
+
+    /// The run directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Appends one record as a JSON line (buffered; see [`RunFiles::flush`]).
+    pub fn append(&mut self, r: &RequestRecord) -> std::io::Result<()> {
+        serde_json::to_writer(&mut self.jsonl, r)?;
+        self.jsonl.write_all(b"\n")
+    }
+
+    /// Pushes buffered request lines to the file.
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        self.jsonl.flush()
+    }
+
+    /// Rewrites `results.json` and `summary.md` from the summary.
+    pub fn write_summary(&mut self, s: &RunSummary) -> std::io::Result<()> {
+        self.flush()?;
+        let json = serde_json::to_vec_pretty(s).map_err(std::io::Error::other)?;
+        write_atomic(&self.dir.join("results.json"), &json)?;
+        write_atomic(
+            &self.dir.join("summary.md"),
+            markdown::summary_md(s).as_bytes(),
+        )
+    }
+}
+
+/// The default run directory: `runs/<UTC time>-<model>/`, the model name made path-safe.
+pub fn default_run_dir(model_hint: &str) -> PathBuf {
+    let t = jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S").to_string();
+    let safe: String = model_hint
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    PathBuf::from("runs").join(format!("{t}-{safe}"))
+}

@@ -1,0 +1,220 @@
+//! Headless mode: folds events into the `Session` like the dashboard does, and prints progress
+//! lines to stderr and the summary tables to stdout.
+
+use std::fmt::Write as _;
+use std::io::Write;
+use std::time::Duration;
+
+use crate::event::{Event, EventRx, RunState};
+use crate::export::markdown::{self, num};
+use crate::session::Session;
+use crate::summary::LevelStatus;
+
+/// What to print about an event, captured before the session consumes it.
+enum Notice {
+    RunStarted,
+    Calibrated,
+    Phase(String),
+    LevelStarted(u32),
+    Level(u32),
+    Warning(String),
+    RunFinished,
+    WarmupDone(Box<crate::metrics::RequestRecord>),
+    None,
+}
+
+fn notice(ev: &Event) -> Notice {
+    match ev {
+        Event::RunStarted { .. } => Notice::RunStarted,
+        Event::Calibrated(_) => Notice::Calibrated,
+        Event::Phase(p) => Notice::Phase(p.clone()),
+        Event::LevelStarted { index } => Notice::LevelStarted(*index),
+        Event::LevelSkipped { index, .. } | Event::LevelFinished { index, .. } => {
+            Notice::Level(*index)
+        }
+        Event::Warning(w) => Notice::Warning(w.clone()),
+        Event::RunFinished { .. } => Notice::RunFinished,
+        Event::Request(r) if r.warmup => Notice::WarmupDone(r.clone()),
+        Event::Sent { .. } | Event::Request(_) => Notice::None,
+    }
+}
+
+fn say(line: &str) {
+    let mut e = std::io::stderr().lock();
+    let _ = writeln!(e, "{line}");
+}
+
+fn print_notice(n: Notice, s: &Session) {
+    match n {
+        Notice::RunStarted => {
+            if let Some(sv) = &s.summary.server {
+                say(&format!(
+                    "[server] {} · model {} · context {} · {}",
+                    sv.engine.name(),
+                    sv.model,
+                    sv.context_limit
+                        .map_or("not reported".into(), |n| format!("{n} tokens")),
+                    s.summary.backend.map_or("", |b| b.path())
+                ));
+            }
+            if let Some(p) = &s.summary.prompts {
+                say(&format!("[prompts] {}", p.description));
+            }
+            if let Some(d) = s.dir() {
+                say(&format!("[files] {}", d.display()));
+            }
+        }
+        Notice::Calibrated => {
+            if let Some(p) = &s.summary.prompts {
+                say(&format!(
+                    "[prompts] the server adds {} tokens to each prompt; planned lengths include them",
+                    p.offset_tokens
+                ));
+            }
+        }
+        Notice::Phase(p) => say(&format!("[phase] {p}")),
+        Notice::LevelStarted(i) => {
+            if let Some(l) = s.summary.level(i) {
+                say(&format!(
+                    "[{}] {} requests of {} in / {} out tokens",
+                    l.label(),
+                    l.requests,
+                    l.input_len,
+                    l.output_len
+                ));
+            }
+        }
+        Notice::Level(i) => {
+            let Some(l) = s.summary.level(i) else { return };
+            if l.status == LevelStatus::Skipped {
+                say(&format!(
+                    "[{}] SKIPPED: {}",
+                    l.label(),
+                    l.reason.as_deref().unwrap_or("")
+                ));
+                return;
+            }
+            let Some(st) = &l.stats else {
+                say(&format!("[{}] {}", l.label(), l.status.name()));
+                return;
+            };
+            let (sc, d) = (&st.scalars, &st.dists);
+            say(&format!(
+                "[{}] {} · {} ok, {} failed · {} out tok/s · per-stream {} tok/s · TTFT p50 {} ms · ITL p50 {} ms · accept {} · {:.1} s",
+                l.label(),
+                l.status.name(),
+                sc.completed,
+                sc.failed,
+                num(Some(sc.output_throughput)),
+                num(d.decode_tokens_per_s.as_ref().map(|d| d.mean)),
+                num(d.ttft_ms.as_ref().map(|d| d.p50)),
+                num(d.itl_ms.as_ref().map(|d| d.p50)),
+                num(sc.accept_length_client),
+                sc.duration_s
+            ));
+            for (k, f) in &sc.failures {
+                say(&format!(
+                    "    {k}: {} × first: {}",
+                    f.count, f.first_message
+                ));
+            }
+        }
+        Notice::Warning(w) => say(&format!("[warning] {w}")),
+        Notice::WarmupDone(r) => match &r.outcome {
+            crate::metrics::Outcome::Ok => say(&format!(
+                "[warmup] ok · {} input tokens · TTFT {} ms",
+                r.input_tokens,
+                num(r.ttft_us.map(|v| v as f64 / 1000.0))
+            )),
+            crate::metrics::Outcome::Failed { message, .. } => {
+                say(&format!("[warmup] failed: {message}"));
+            }
+            crate::metrics::Outcome::Cancelled => {}
+        },
+        Notice::RunFinished => {
+            say(&format!("[done] {}", s.phase));
+            if let Some(e) = &s.summary.error {
+                say(&format!("[error] {e}"));
+            }
+        }
+        Notice::None => {}
+    }
+}
+
+fn progress_line(s: &Session) -> Option<String> {
+    let i = s.current?;
+    let l = s.summary.level(i)?;
+    let p = s.progress.get(&i)?;
+    let st = s.live_stats(i)?;
+    Some(format!(
+        "[{}] {}/{} done, {} in flight · {} out tok/s so far",
+        l.label(),
+        p.finished,
+        l.requests,
+        s.in_flight(i),
+        num(Some(st.scalars.output_throughput))
+    ))
+}
+
+/// Consumes events until the runner finishes; prints as it goes.
+pub async fn drive(mut rx: EventRx, session: &mut Session) -> RunState {
+    let mut tick = tokio::time::interval(Duration::from_secs(5));
+    tick.tick().await;
+    let mut state = RunState::Running;
+    loop {
+        tokio::select! {
+            ev = rx.recv() => {
+                let Some(ev) = ev else { break };
+                let mut batch = vec![ev];
+                while let Ok(more) = rx.try_recv() {
+                    batch.push(more);
+                    if batch.len() >= 4096 { break; }
+                }
+                for ev in batch {
+                    if let Event::RunFinished { state: st, .. } = &ev {
+                        state = *st;
+                    }
+                    let n = notice(&ev);
+                    session.apply(ev);
+                    print_notice(n, session);
+                }
+                session.flush();
+                if state != RunState::Running {
+                    break;
+                }
+            }
+            _ = tick.tick() => {
+                if let Some(line) = progress_line(session) {
+                    say(&line);
+                }
+            }
+        }
+    }
+    state
+}
+
+/// The tables printed on stdout at the end.
+pub fn final_tables(s: &Session) -> String {
+    let mut out = String::new();
+    if s.summary.simulated {
+        out.push_str("SIMULATED SERVER: every number below comes from servetop's built-in simulator, not real hardware.\n\n");
+    }
+    if !s.summary.sweep.is_empty() {
+        let _ = write!(
+            out,
+            "Concurrency sweep ({} in / {} out tokens)\n\n",
+            s.summary.config.input_len, s.summary.config.output_len
+        );
+        out.push_str(&markdown::sweep_table(&s.summary.sweep));
+        out.push('\n');
+    }
+    if !s.summary.long_context.is_empty() {
+        let _ = write!(
+            out,
+            "Long context ({} output tokens)\n\n",
+            s.summary.config.long_context_output_len
+        );
+        out.push_str(&markdown::long_context_table(&s.summary.long_context));
+    }
+    out
+}

@@ -1,0 +1,40 @@
+//! servetop: a live dashboard and headless runner for LLM-serving benchmarks.
+//!
+//! Data flows one way (see STYLE.md of the project):
+//!
+//! ```text
+//! runner ── workers ──► RequestRecord (one per finished request) ─┐
+//! runner ──► LevelStarted / LevelFinished / Phase / Sent ─────────┤ one Event enum,
+//! signals / keys ──► cancel token, Control watch ─────────────────┘ one unbounded channel
+//!                              ▼
+//!        Session::apply (single owner): histograms, summaries, run directory
+//!                              ▼
+//!        headless printer / dashboard render / exports read RunSummary
+//! ```
+//!
+//! Modules:
+//! - [`cli`], [`commands`]: the command line and the three commands (`run`, `sim`, `demo`).
+//! - [`config`]: the validated run configuration written into every result file.
+//! - [`event`]: the one enum crossing the channel.
+//! - [`workload`]: sweep and long-context plans, prompts of exact token length.
+//! - [`client`]: engine detection and streaming requests folded into records.
+//! - [`runner`]: warmup and closed-loop levels, cancellation, pause and skip.
+//! - [`metrics`]: METRICS.md maths: records, HDR distributions, per-level summaries.
+//! - [`session`], [`summary`]: the state folded from events; the one summary type.
+//! - [`export`]: run directory, results.json, summary.md.
+//! - [`headless`]: progress lines and final tables.
+//! - [`sim`]: the built-in simulated inference server.
+
+pub mod cli;
+pub mod client;
+pub mod commands;
+pub mod config;
+pub mod event;
+pub mod export;
+pub mod headless;
+pub mod metrics;
+pub mod runner;
+pub mod session;
+pub mod sim;
+pub mod summary;
+pub mod workload;

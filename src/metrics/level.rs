@@ -1,0 +1,611 @@
+//! Per-level aggregation: `LevelAccumulator` folds `RequestRecord`s as they arrive (compute in
+//! update), `LevelStats` is the finished summary with vLLM-compatible key names.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::dist::{Dist, DistStats};
+use super::record::{CountSource, FailureKind, Outcome, RequestRecord, for_each_gap};
+
+/// Service-level objectives for goodput, in milliseconds (METRICS.md "Goodput").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Slo {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tpot_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub e2el_ms: Option<f64>,
+}
+
+impl Slo {
+    /// Parses `ttft:2000,tpot:50,e2el:10000` (milliseconds).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let mut slo = Slo::default();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, v) = part
+                .split_once(':')
+                .ok_or_else(|| format!("SLO '{part}' must look like ttft:2000"))?;
+            let v: f64 = v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|v: &f64| v.is_finite() && *v > 0.0)
+                .ok_or_else(|| format!("SLO '{part}': '{v}' is not a positive number of ms"))?;
+            match k.trim() {
+                "ttft" => slo.ttft_ms = Some(v),
+                "tpot" => slo.tpot_ms = Some(v),
+                "e2el" | "e2e" => slo.e2el_ms = Some(v),
+                other => {
+                    return Err(format!(
+                        "unknown SLO metric '{other}' (use ttft, tpot, e2el)"
+                    ));
+                }
+            }
+        }
+        if slo.is_empty() {
+            return Err("empty SLO".into());
+        }
+        Ok(slo)
+    }
+
+    /// Whether no objective is set.
+    pub fn is_empty(&self) -> bool {
+        self.ttft_ms.is_none() && self.tpot_ms.is_none() && self.e2el_ms.is_none()
+    }
+
+    /// Whether a successful request meets every objective that is set.
+    pub fn met_by(&self, r: &RequestRecord) -> bool {
+        let ok = |limit: Option<f64>, got_us: Option<f64>| match (limit, got_us) {
+            (None, _) => true,
+            (Some(l), Some(g)) => g * 1e-3 <= l,
+            (Some(_), None) => false,
+        };
+        r.is_ok()
+            && ok(self.ttft_ms, r.ttft_us.map(|v| v as f64))
+            && ok(self.tpot_ms, r.tpot_us().or(Some(0.0)))
+            && ok(self.e2el_ms, r.e2e_us.map(|v| v as f64))
+    }
+}
+
+/// Count and first message of one failure kind.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FailureCount {
+    pub count: u64,
+    pub first_message: String,
+}
+
+const US_PER_S: u64 = 1_000_000;
+
+/// Folds the measured (non-warmup) records of one level.
+#[derive(Clone, Debug, Default)]
+pub struct LevelAccumulator {
+    ttft: Dist,
+    tpot: Dist,
+    itl: Dist,
+    e2el: Dist,
+    client_queue: Dist,
+    chunk_gap: Dist,
+    tokens_per_chunk: Dist,
+    /// milli-tokens/s, so integer buckets keep three digits for slow streams.
+    decode_speed: Dist,
+    prefill_speed: Dist,
+    completed: u64,
+    cancelled: u64,
+    failures: BTreeMap<FailureKind, FailureCount>,
+    input_tokens: u64,
+    output_tokens: u64,
+    window_start_us: Option<u64>,
+    window_end_us: u64,
+    first_end_us: Option<u64>,
+    last_send_us: u64,
+    /// Output tokens placed at their arrival time, 1 s bins from the level origin.
+    bins: Vec<u64>,
+    /// `(send, end)` of every measured request, for the exact peak in flight.
+    intervals: Vec<(u64, u64)>,
+    busy_us: u64,
+    slo: Option<Slo>,
+    slo_met: u64,
+    output_sources: BTreeMap<CountSource, u64>,
+    chunk_sources: BTreeMap<CountSource, u64>,
+}
+
+impl LevelAccumulator {
+    /// An empty accumulator; `slo` enables goodput.
+    pub fn new(slo: Option<Slo>) -> Self {
+        Self {
+            slo: slo.filter(|s| !s.is_empty()),
+            ..Self::default()
+        }
+    }
+
+    /// Folds one record. Warmup records are ignored; cancelled ones are only counted.
+    pub fn add(&mut self, r: &RequestRecord) {
+        if r.warmup {
+            return;
+        }
+        if matches!(r.outcome, Outcome::Cancelled) {
+            self.cancelled += 1;
+            return;
+        }
+        self.window_start_us = Some(
+            self.window_start_us
+                .map_or(r.send_at_us, |s| s.min(r.send_at_us)),
+        );
+        self.last_send_us = self.last_send_us.max(r.send_at_us);
+        let end = if r.is_ok() {
+            r.e2e_us.map_or(r.end_at_us, |e| r.send_at_us + e)
+        } else {
+            r.end_at_us
+        };
+        self.window_end_us = self.window_end_us.max(end);
+        self.first_end_us = Some(self.first_end_us.map_or(end, |f| f.min(end)));
+        self.intervals.push((r.send_at_us, end.max(r.send_at_us)));
+        self.busy_us += end.saturating_sub(r.send_at_us);
+        self.client_queue.record(r.client_queue_us());
+
+        if let Outcome::Failed { kind, message, .. } = &r.outcome {
+            let e = self.failures.entry(*kind).or_insert_with(|| FailureCount {
+                count: 0,
+                first_message: message.clone(),
+            });
+            e.count += 1;
+            return;
+        }
+
+        self.completed += 1;
+        self.input_tokens += r.input_tokens;
+        self.output_tokens += r.output_tokens;
+        *self.output_sources.entry(r.output_source).or_default() += 1;
+        *self.chunk_sources.entry(r.chunk_source).or_default() += 1;
+        if let Some(v) = r.ttft_us {
+            self.ttft.record(v);
+        }
+        if let Some(v) = r.e2e_us {
+            self.e2el.record(v);
+        }
+        if let Some(v) = r.tpot_us() {
+            self.tpot.record(v.round() as u64);
+        }
+        if let Some(v) = r.decode_tokens_per_s() {
+            self.decode_speed.record((v * 1000.0).round() as u64);
+        }
+        if let Some(v) = r.prefill_tokens_per_s() {
+            self.prefill_speed.record((v * 1000.0).round() as u64);
+        }
+        for_each_gap(&r.chunks, |gap, n| {
+            self.chunk_gap.record(gap);
+            if n > 0 {
+                // Split the gap evenly over the chunk's tokens: one ITL value per token.
+                self.itl
+                    .record_n((gap as f64 / f64::from(n)).round() as u64, u64::from(n));
+                self.tokens_per_chunk.record(u64::from(n));
+            }
+        });
+        for c in &r.chunks {
+            let bin = ((r.send_at_us + c.t_us) / US_PER_S) as usize;
+            if self.bins.len() <= bin {
+                self.bins.resize(bin + 1, 0);
+            }
+            self.bins[bin] += u64::from(c.tokens);
+        }
+        if self.slo.is_some_and(|s| s.met_by(r)) {
+            self.slo_met += 1;
+        }
+    }
+
+    /// Requests that ended (completed or failed), excluding cancelled ones.
+    pub fn finished(&self) -> u64 {
+        self.completed + self.failed()
+    }
+
+    /// Failed requests of every kind.
+    pub fn failed(&self) -> u64 {
+        self.failures.values().map(|f| f.count).sum()
+    }
+
+    /// The exact peak of requests in flight.
+    fn peak_in_flight(&self) -> u64 {
+        let mut ev: Vec<(u64, i8)> = Vec::with_capacity(self.intervals.len() * 2);
+        for &(s, e) in &self.intervals {
+            ev.push((s, 1));
+            ev.push((e, -1));
+        }
+        // Ends sort before starts at the same instant: a slot handed over is not two in flight.
+        ev.sort_unstable();
+        let (mut cur, mut peak) = (0i64, 0i64);
+        for (_, d) in ev {
+            cur += i64::from(d);
+            peak = peak.max(cur);
+        }
+        peak as u64
+    }
+
+    /// The summary of everything folded so far (cheap enough to call for a live view).
+    pub fn stats(&self) -> LevelStats {
+        let start = self.window_start_us.unwrap_or(0);
+        let window_s = self.window_end_us.saturating_sub(start) as f64 * 1e-6;
+        let per_s = |x: f64| if window_s > 0.0 { x / window_s } else { 0.0 };
+        let ms = 1e-3;
+        // Steady state: from the first completion (ramp-up over) to the last send (drain starts),
+        // counted over whole 1 s bins inside that span.
+        let (steady_duration_s, steady_output_throughput) = match self.first_end_us {
+            Some(first_end) if self.last_send_us > first_end => {
+                let lo = first_end.div_ceil(US_PER_S) as usize;
+                let hi = (self.last_send_us / US_PER_S) as usize;
+                if hi > lo {
+                    let toks: u64 = (lo..hi)
+                        .map(|b| self.bins.get(b).copied().unwrap_or(0))
+                        .sum();
+                    let secs = (hi - lo) as f64;
+                    (Some(secs), Some(toks as f64 / secs))
+                } else {
+                    (None, None)
+                }
+            }
+            _ => (None, None),
+        };
+        let scalars = LevelScalars {
+            completed: self.completed,
+            failed: self.failed(),
+            cancelled: self.cancelled,
+            duration_s: window_s,
+            total_input_tokens: self.input_tokens,
+            total_output_tokens: self.output_tokens,
+            request_throughput: per_s(self.completed as f64),
+            output_throughput: per_s(self.output_tokens as f64),
+            total_token_throughput: per_s((self.input_tokens + self.output_tokens) as f64),
+            max_output_tokens_per_s: self.bins.iter().copied().max().unwrap_or(0) as f64,
+            max_concurrent_requests: self.peak_in_flight(),
+            mean_concurrency: per_s(self.busy_us as f64 * 1e-6),
+            steady_duration_s,
+            steady_output_throughput,
+            goodput: self.slo.map(|_| per_s(self.slo_met as f64)),
+            slo_met: self.slo.map(|_| self.slo_met),
+            accept_length_client: self.tokens_per_chunk.mean(),
+            mean_input_tokens: (self.completed > 0)
+                .then(|| self.input_tokens as f64 / self.completed as f64),
+            mean_output_tokens: (self.completed > 0)
+                .then(|| self.output_tokens as f64 / self.completed as f64),
+            output_token_sources: self.output_sources.clone(),
+            chunk_token_sources: self.chunk_sources.clone(),
+            failures: self
+                .failures
+                .iter()
+                .map(|(k, v)| (k.name().to_string(), v.clone()))
+                .collect(),
+        };
+        let dists = LevelDists {
+            ttft_ms: self.ttft.stats(ms),
+            tpot_ms: self.tpot.stats(ms),
+            itl_ms: self.itl.stats(ms),
+            e2el_ms: self.e2el.stats(ms),
+            client_queue_ms: self.client_queue.stats(ms),
+            chunk_gap_ms: self.chunk_gap.stats(ms),
+            tokens_per_chunk: self.tokens_per_chunk.stats(1.0),
+            decode_tokens_per_s: self.decode_speed.stats(1e-3),
+            prefill_tokens_per_s: self.prefill_speed.stats(1e-3),
+        };
+        LevelStats { scalars, dists }
+    }
+}
+
+/// Plain numbers of a level summary.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LevelScalars {
+    pub completed: u64,
+    pub failed: u64,
+    pub cancelled: u64,
+    /// Window: first `t_send` to the last completion.
+    pub duration_s: f64,
+    pub total_input_tokens: u64,
+    pub total_output_tokens: u64,
+    pub request_throughput: f64,
+    pub output_throughput: f64,
+    pub total_token_throughput: f64,
+    /// Peak output tokens in any 1 s bin (tokens at their arrival times, not chunks).
+    pub max_output_tokens_per_s: f64,
+    /// Exact peak of requests in flight.
+    pub max_concurrent_requests: u64,
+    /// Concurrency achieved: Σ E2E / window.
+    pub mean_concurrency: f64,
+    pub steady_duration_s: Option<f64>,
+    pub steady_output_throughput: Option<f64>,
+    /// Requests/s meeting every SLO (only with `--slo`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_met: Option<u64>,
+    /// Mean tokens per chunk after the first: the speculative accept length seen by the client.
+    pub accept_length_client: Option<f64>,
+    pub mean_input_tokens: Option<f64>,
+    pub mean_output_tokens: Option<f64>,
+    /// How many requests' output totals came from each source.
+    pub output_token_sources: BTreeMap<CountSource, u64>,
+    /// How many requests' per-chunk counts came from each source.
+    pub chunk_token_sources: BTreeMap<CountSource, u64>,
+    pub failures: BTreeMap<String, FailureCount>,
+}
+
+/// The distributions of a level, serialized as flat vLLM-style keys (`p99_ttft_ms`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LevelDists {
+    pub ttft_ms: Option<DistStats>,
+    pub tpot_ms: Option<DistStats>,
+    pub itl_ms: Option<DistStats>,
+    pub e2el_ms: Option<DistStats>,
+    pub client_queue_ms: Option<DistStats>,
+    pub chunk_gap_ms: Option<DistStats>,
+    pub tokens_per_chunk: Option<DistStats>,
+    pub decode_tokens_per_s: Option<DistStats>,
+    pub prefill_tokens_per_s: Option<DistStats>,
+}
+
+impl LevelDists {
+    /// `(metric key, distribution)` in file order; the key already carries its unit.
+    fn fields(&self) -> [(&'static str, &Option<DistStats>); 9] {
+        [
+            ("ttft_ms", &self.ttft_ms),
+            ("tpot_ms", &self.tpot_ms),
+            ("itl_ms", &self.itl_ms),
+            ("e2el_ms", &self.e2el_ms),
+            ("client_queue_ms", &self.client_queue_ms),
+            ("chunk_gap_ms", &self.chunk_gap_ms),
+            ("tokens_per_chunk", &self.tokens_per_chunk),
+            ("decode_tokens_per_s", &self.decode_tokens_per_s),
+            ("prefill_tokens_per_s", &self.prefill_tokens_per_s),
+        ]
+    }
+
+    fn fields_mut(&mut self) -> [(&'static str, &mut Option<DistStats>); 9] {
+        [
+            ("ttft_ms", &mut self.ttft_ms),
+            ("tpot_ms", &mut self.tpot_ms),
+            ("itl_ms", &mut self.itl_ms),
+            ("e2el_ms", &mut self.e2el_ms),
+            ("client_queue_ms", &mut self.client_queue_ms),
+            ("chunk_gap_ms", &mut self.chunk_gap_ms),
+            ("tokens_per_chunk", &mut self.tokens_per_chunk),
+            ("decode_tokens_per_s", &mut self.decode_tokens_per_s),
+            ("prefill_tokens_per_s", &mut self.prefill_tokens_per_s),
+        ]
+    }
+}
+
+/// A finished (or live) level summary: the one type the screen and every export read.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(into = "Map<String, Value>", try_from = "Map<String, Value>")]
+pub struct LevelStats {
+    pub scalars: LevelScalars,
+    pub dists: LevelDists,
+}
+
+impl From<LevelStats> for Map<String, Value> {
+    fn from(s: LevelStats) -> Self {
+        let mut m = match serde_json::to_value(&s.scalars) {
+            Ok(Value::Object(m)) => m,
+            _ => Map::new(),
+        };
+        for (metric, d) in s.dists.fields() {
+            if let Some(d) = d {
+                m.insert(format!("{metric}_count"), Value::from(d.count));
+                for (stat, v) in d.named() {
+                    m.insert(format!("{stat}_{metric}"), json_f64(v));
+                }
+            }
+        }
+        m
+    }
+}
+
+impl TryFrom<Map<String, Value>> for LevelStats {
+    type Error = String;
+    fn try_from(m: Map<String, Value>) -> Result<Self, String> {
+        let mut dists = LevelDists::default();
+        for (metric, slot) in dists.fields_mut() {
+            let Some(count) = m.get(&format!("{metric}_count")).and_then(Value::as_u64) else {
+                continue;
+            };
+            *slot = DistStats::from_named(count, |stat| {
+                m.get(&format!("{stat}_{metric}"))
+                    .map(|v| v.as_f64().unwrap_or(f64::NAN))
+            });
+        }
+        let scalars: LevelScalars =
+            serde_json::from_value(Value::Object(m)).map_err(|e| e.to_string())?;
+        Ok(LevelStats { scalars, dists })
+    }
+}
+
+/// JSON has no NaN: write null for values that are not finite.
+fn json_f64(v: f64) -> Value {
+    serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::record::TokenChunk;
+
+    /// A successful request at C=1 as the simulator with 20 ms steps and accept length 4 makes it.
+    fn ok_record(send: u64, ttft: u64, n_steps: u64) -> RequestRecord {
+        let mut chunks = vec![TokenChunk {
+            t_us: ttft,
+            tokens: 1,
+        }];
+        for i in 1..=n_steps {
+            chunks.push(TokenChunk {
+                t_us: ttft + i * 20_000,
+                tokens: 4,
+            });
+        }
+        let e2e = chunks.last().unwrap().t_us;
+        RequestRecord {
+            level: 0,
+            index: 0,
+            warmup: false,
+            sched_at_us: send,
+            send_at_us: send,
+            end_at_us: send + e2e + 100,
+            outcome: Outcome::Ok,
+            planned_input_tokens: 100,
+            input_tokens: 100,
+            input_source: CountSource::Usage,
+            output_tokens: 1 + 4 * n_steps,
+            output_source: CountSource::Usage,
+            chunk_source: CountSource::PerChunkUsage,
+            ttft_us: Some(ttft),
+            e2e_us: Some(e2e),
+            chunks,
+            retries: 0,
+        }
+    }
+
+    #[test]
+    fn level_of_fixed_steps_gives_exact_itl_tpot_and_accept_length() {
+        let mut acc = LevelAccumulator::new(None);
+        // Two back-to-back requests: TTFT 50 ms, 100 steps of 20 ms, 401 tokens each.
+        let a = ok_record(0, 50_000, 100);
+        let b_send = a.send_at_us + a.e2e_us.unwrap();
+        let b = ok_record(b_send, 50_000, 100);
+        acc.add(&a);
+        acc.add(&b);
+        let s = acc.stats();
+        let d = &s.dists;
+        assert_eq!(s.scalars.completed, 2);
+        assert_eq!(s.scalars.total_output_tokens, 802);
+        // per-token ITL = 20 ms / 4 = 5 ms; TPOT = 2000 ms / 400 = 5 ms; chunk gap 20 ms.
+        let itl = d.itl_ms.as_ref().unwrap();
+        assert_eq!(itl.count, 800);
+        assert!((itl.mean - 5.0).abs() < 1e-9);
+        assert!((d.tpot_ms.as_ref().unwrap().mean - 5.0).abs() < 1e-9);
+        assert!((d.chunk_gap_ms.as_ref().unwrap().mean - 20.0).abs() < 1e-9);
+        assert!((s.scalars.accept_length_client.unwrap() - 4.0).abs() < 1e-12);
+        assert!((d.decode_tokens_per_s.as_ref().unwrap().mean - 200.0).abs() < 1e-9);
+        assert!((d.ttft_ms.as_ref().unwrap().mean - 50.0).abs() < 1e-9);
+        // Window = 2 × 2.05 s; output tok/s = 802 / 4.1 s.
+        assert!((s.scalars.duration_s - 4.1).abs() < 1e-9);
+        assert!((s.scalars.output_throughput - 802.0 / 4.1).abs() < 1e-9);
+        assert!((s.scalars.request_throughput - 2.0 / 4.1).abs() < 1e-9);
+        assert!(
+            (s.scalars.total_token_throughput - 1002.0 / 4.1).abs() < 1e-9,
+            "{}",
+            s.scalars.total_token_throughput
+        );
+        assert_eq!(s.scalars.max_concurrent_requests, 1);
+        assert!((s.scalars.mean_concurrency - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn peak_counts_tokens_not_chunks_in_one_second_bins() {
+        let mut acc = LevelAccumulator::new(None);
+        let r = ok_record(0, 50_000, 100); // 4 tokens every 20 ms -> 200 tok/s (bins 0 and 1)
+        acc.add(&r);
+        let s = acc.stats();
+        // First bin: first token at 50 ms + 47 steps at 70..990 ms => 1 + 4*47 = 189 tokens.
+        // Second bin: steps at 1010..1990 ms => 50 steps => 200 tokens.
+        assert!((s.scalars.max_output_tokens_per_s - 200.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn peak_in_flight_is_exact_and_handover_is_not_overlap() {
+        let mut acc = LevelAccumulator::new(None);
+        for (send, e2e) in [(0, 1_000_000), (1_000_000, 1_000_000), (500_000, 2_000_000)] {
+            let mut r = ok_record(send, 10_000, 1);
+            r.e2e_us = Some(e2e);
+            r.chunks.last_mut().unwrap().t_us = e2e;
+            acc.add(&r);
+        }
+        // [0,1s) and [1s,2s) hand over; [0.5s,2.5s) overlaps both: peak 2.
+        assert_eq!(acc.stats().scalars.max_concurrent_requests, 2);
+    }
+
+    #[test]
+    fn failures_counted_by_kind_with_first_message_and_excluded_from_latency() {
+        let mut acc = LevelAccumulator::new(None);
+        acc.add(&ok_record(0, 50_000, 10));
+        for msg in ["first", "second"] {
+            let mut r = ok_record(0, 1, 1);
+            r.outcome = Outcome::Failed {
+                kind: FailureKind::HttpStatus,
+                message: msg.into(),
+                http_status: Some(500),
+            };
+            acc.add(&r);
+        }
+        let mut c = ok_record(0, 1, 1);
+        c.outcome = Outcome::Cancelled;
+        acc.add(&c);
+        let mut w = ok_record(0, 1, 1);
+        w.warmup = true;
+        acc.add(&w);
+        let s = acc.stats();
+        assert_eq!(s.scalars.completed, 1);
+        assert_eq!(s.scalars.failed, 2);
+        assert_eq!(s.scalars.cancelled, 1);
+        let f = &s.scalars.failures["http_status"];
+        assert_eq!((f.count, f.first_message.as_str()), (2, "first"));
+        assert_eq!(s.dists.ttft_ms.as_ref().unwrap().count, 1);
+    }
+
+    #[test]
+    fn goodput_counts_requests_meeting_every_slo() {
+        let slo = Slo::parse("ttft:100,tpot:6").unwrap();
+        let mut acc = LevelAccumulator::new(Some(slo));
+        acc.add(&ok_record(0, 50_000, 100)); // ttft 50 ms, tpot 5 ms: meets
+        acc.add(&ok_record(0, 150_000, 100)); // ttft 150 ms: misses
+        let s = acc.stats();
+        assert_eq!(s.scalars.slo_met, Some(1));
+        let window = s.scalars.duration_s;
+        assert!((s.scalars.goodput.unwrap() - 1.0 / window).abs() < 1e-9);
+        assert!(Slo::parse("ttft:x").is_err());
+        assert!(Slo::parse("speed:3").is_err());
+    }
+
+    #[test]
+    fn steady_state_window_drops_ramp_and_drain() {
+        let mut acc = LevelAccumulator::new(None);
+        // Three sequential requests of ~2.05 s: first end 2.05 s, last send 4.1 s.
+        let mut send = 0;
+        for _ in 0..3 {
+            let r = ok_record(send, 50_000, 100);
+            send += r.e2e_us.unwrap();
+            acc.add(&r);
+        }
+        let s = acc.stats();
+        // Whole bins inside [2.05 s, 4.1 s): bin 3 only ([3 s, 4 s)) — 200 tok/s steady.
+        assert_eq!(s.scalars.steady_duration_s, Some(1.0));
+        assert!((s.scalars.steady_output_throughput.unwrap() - 200.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn json_keys_are_vllm_names_and_round_trip() {
+        let mut acc = LevelAccumulator::new(None);
+        acc.add(&ok_record(0, 50_000, 100));
+        let s = acc.stats();
+        let v = serde_json::to_value(&s).unwrap();
+        for key in [
+            "mean_ttft_ms",
+            "median_ttft_ms",
+            "p99_ttft_ms",
+            "p99.9_ttft_ms",
+            "mean_tpot_ms",
+            "p99_itl_ms",
+            "mean_e2el_ms",
+            "request_throughput",
+            "output_throughput",
+            "total_token_throughput",
+            "max_output_tokens_per_s",
+            "max_concurrent_requests",
+            "mean_decode_tokens_per_s",
+            "accept_length_client",
+            "mean_tokens_per_chunk",
+        ] {
+            assert!(v.get(key).is_some(), "missing {key}");
+        }
+        let back: LevelStats = serde_json::from_value(v).unwrap();
+        assert_eq!(back, s);
+    }
+}

@@ -1,0 +1,13 @@
+//! Measurement maths (METRICS.md): per-request records and formulas, HDR-backed distributions,
+//! per-level accumulation and the level summary every screen and export reads.
+
+pub mod dist;
+pub mod level;
+pub mod record;
+
+pub use dist::{Dist, DistStats};
+pub use level::{FailureCount, LevelAccumulator, LevelDists, LevelScalars, LevelStats, Slo};
+pub use record::{
+    ChunkCounting, CountSource, FailureKind, FinalCounts, Outcome, RequestRecord, TokenChunk,
+    finalize_counts,
+};

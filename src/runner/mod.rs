@@ -1,0 +1,420 @@
+//! Drives a plan against a server: warmup, then each level as a closed loop of workers.
+//!
+//! The runner knows nothing of a terminal (STYLE.md rule 5): it only sends `Event`s. It obeys a
+//! cancellation token (quit) and a `watch` of `Control` (pause, skip) from whoever drives it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::{
+    self, Backend, Client, ClientOptions, RequestSpec, RequestTag, ServerInfo, engine,
+};
+use crate::config::{BackendChoice, RunConfig};
+use crate::event::{Event, EventTx, RunState};
+use crate::metrics::{CountSource, FailureKind, Outcome};
+use crate::workload::prompt::{Counter, PromptFactory};
+use crate::workload::{self, LevelKind, LevelSpec};
+
+/// User intents the runner obeys between requests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Control {
+    /// Dispatch no new requests (in-flight ones finish).
+    pub paused: bool,
+    /// Incremented to skip the rest of the current level.
+    pub skip: u64,
+}
+
+/// Everything needed to run, after talking to the server.
+pub struct Prepared {
+    pub server: ServerInfo,
+    pub backend: Backend,
+    pub client: Client,
+    pub factory: PromptFactory,
+    pub levels: Vec<LevelSpec>,
+}
+
+/// Identifies the server, picks the protocol and the prompt counter, and builds the plan.
+/// Every error is one line a user can act on.
+pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepared, String> {
+    let http = client::http_client().map_err(|e| format!("HTTP client: {e}"))?;
+    let base = cfg.base_url.trim_end_matches('/').to_string();
+    let tokenizer = match &cfg.tokenizer {
+        Some(path) => Some(Arc::new(
+            tokenizers::Tokenizer::from_file(path)
+                .map_err(|e| format!("cannot read tokenizer {}: {e}", path.display()))?,
+        )),
+        None => None,
+    };
+    let probes = engine::probe(&http, &base, api_key.as_deref()).await;
+    if probes.models.is_none()
+        && probes.props.is_none()
+        && probes.tgi_info.is_none()
+        && probes.server_info.is_none()
+    {
+        // Tell "nothing listens there" from "something that is not an LLM server".
+        if let Err(e) = http.get(&base).timeout(Duration::from_secs(5)).send().await {
+            return Err(format!(
+                "cannot reach {base}: {} (is the server running, and is the URL right?)",
+                client::error_chain(&e)
+            ));
+        }
+    }
+    let server = engine::identify(&base, &probes, cfg.model.as_deref())?;
+    let backend = match cfg.backend {
+        BackendChoice::Auto | BackendChoice::Openai => Backend::Openai,
+        BackendChoice::OpenaiChat => Backend::OpenaiChat,
+        BackendChoice::Sglang => Backend::Sglang,
+    };
+    let opts = ClientOptions {
+        first_token_timeout: Duration::from_secs_f64(cfg.first_token_timeout_s),
+        idle_timeout: Duration::from_secs_f64(cfg.idle_timeout_s),
+        tokenizer: tokenizer.clone(),
+        temperature: cfg.temperature,
+    };
+    let client = Client::new(http.clone(), &server, backend, api_key.clone(), opts);
+    let counter = match tokenizer {
+        Some(t) => Counter::Local(t),
+        None => match Counter::server(http, &base, server.engine, &server.model, api_key).await {
+            Ok(c) => c,
+            Err(_) => Counter::calibrate_with_probes(&client, cfg.seed).await.map_err(|e| {
+                format!("no way to size prompts: the server has no usable /tokenize and {e}; pass --tokenizer PATH/tokenizer.json")
+            })?,
+        },
+    };
+    let levels = workload::build_plan(
+        &cfg.concurrency,
+        cfg.input_len,
+        cfg.output_len,
+        cfg.requests_per_level,
+        &cfg.long_context,
+        cfg.long_context_output_len,
+        cfg.long_context_repeats,
+    );
+    Ok(Prepared {
+        server,
+        backend,
+        client,
+        factory: PromptFactory::new(counter, cfg.seed),
+        levels,
+    })
+}
+
+/// Runs a prepared plan.
+pub struct Runner {
+    pub prepared: Prepared,
+    pub warmup_requests: u32,
+    pub warmup_input_tokens: u64,
+    pub warmup_output_tokens: u32,
+    pub grace: Duration,
+    pub tx: EventTx,
+    pub cancel: CancellationToken,
+    pub control: watch::Receiver<Control>,
+}
+
+/// Why a level ended.
+enum LevelEnd {
+    Done,
+    Interrupted,
+    /// Every request failed to connect: the server is gone.
+    ServerGone(String),
+}
+
+impl Runner {
+    fn emit(&self, ev: Event) {
+        // The consumer only goes away when the process is ending; nothing to do then.
+        let _ = self.tx.send(ev);
+    }
+
+    /// Runs warmup and every level, then sends `RunFinished`.
+    pub async fn run(mut self) -> RunState {
+        let p = &self.prepared;
+        self.emit(Event::RunStarted {
+            server: p.server.clone(),
+            backend: p.backend,
+            prompts: p.factory.method(),
+            levels: p.levels.clone(),
+        });
+        let (state, error) = match self.run_inner().await {
+            Ok(()) if self.cancel.is_cancelled() => (RunState::Interrupted, None),
+            Ok(()) => (RunState::Finished, None),
+            Err(e) => (RunState::Aborted, Some(e)),
+        };
+        self.emit(Event::RunFinished { state, error });
+        state
+    }
+
+    async fn run_inner(&mut self) -> Result<(), String> {
+        self.warmup().await?;
+        let levels = self.prepared.levels.clone();
+        for spec in &levels {
+            if self.cancel.is_cancelled() {
+                break;
+            }
+            if let Some(reason) = self.context_precheck(spec) {
+                self.emit(Event::LevelSkipped {
+                    index: spec.index,
+                    reason,
+                    raise_flag: Some(self.prepared.server.engine.context_flag().into()),
+                });
+                continue;
+            }
+            self.emit(Event::Phase(format!(
+                "preparing {} prompts of {} tokens for {}",
+                spec.requests,
+                spec.input_tokens,
+                spec.label()
+            )));
+            let mut specs = Vec::with_capacity(spec.requests as usize);
+            for i in 0..spec.requests {
+                if self.cancel.is_cancelled() {
+                    return Ok(());
+                }
+                let prompt = self
+                    .prepared
+                    .factory
+                    .make(spec.input_tokens, spec.index, i)
+                    .await
+                    .map_err(|e| format!("preparing prompts for {}: {e}", spec.label()))?;
+                specs.push(RequestSpec {
+                    prompt: prompt.text,
+                    planned_input_tokens: spec.input_tokens,
+                    counted_input_tokens: prompt
+                        .counted_tokens
+                        .map(|n| (n, self.prepared.factory.counter().source())),
+                    max_tokens: spec.output_tokens,
+                });
+            }
+            match self.run_level(spec, Arc::new(specs)).await {
+                LevelEnd::Done | LevelEnd::Interrupted => {}
+                LevelEnd::ServerGone(msg) => {
+                    return Err(format!(
+                        "the server at {} stopped answering during {}: {msg}",
+                        self.prepared.server.base_url,
+                        spec.label()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A reason to skip a long-context length the server says it cannot hold.
+    fn context_precheck(&self, spec: &LevelSpec) -> Option<String> {
+        let limit = self.prepared.server.context_limit?;
+        let need = spec.input_tokens + u64::from(spec.output_tokens);
+        (need > limit).then(|| {
+            format!(
+                "{} prompt tokens + {} output tokens = {need} exceeds the server's context limit of {limit} tokens ({}); raise it with {} to at least {need} and restart the server",
+                spec.input_tokens,
+                spec.output_tokens,
+                self.prepared.server.context_limit_source.as_deref().unwrap_or("reported by the server"),
+                self.prepared.server.engine.context_flag(),
+            )
+        })
+    }
+
+    async fn warmup(&mut self) -> Result<(), String> {
+        if self.warmup_requests == 0 {
+            return Ok(());
+        }
+        self.emit(Event::Phase("warming up".into()));
+        let origin = Instant::now();
+        let mut any_ok = false;
+        let mut last_err = String::new();
+        for i in 0..self.warmup_requests {
+            if self.cancel.is_cancelled() {
+                return Ok(());
+            }
+            let prompt = self
+                .prepared
+                .factory
+                .make(self.warmup_input_tokens, u32::MAX, i)
+                .await
+                .map_err(|e| format!("preparing the warmup prompt: {e}"))?;
+            let spec = RequestSpec {
+                prompt: prompt.text,
+                planned_input_tokens: self.warmup_input_tokens,
+                counted_input_tokens: prompt
+                    .counted_tokens
+                    .map(|n| (n, CountSource::ServerTokenize)),
+                max_tokens: self.warmup_output_tokens,
+            };
+            let tag = RequestTag {
+                level: 0,
+                index: i,
+                warmup: true,
+                origin,
+                sched: Instant::now(),
+            };
+            let rec = self.prepared.client.send(&spec, tag).await;
+            match &rec.outcome {
+                Outcome::Ok => {
+                    // Calibrate: tokens the server adds (BOS, chat template) to what we count.
+                    if !any_ok
+                        && rec.input_source == CountSource::Usage
+                        && self.prepared.factory.counter().is_exact()
+                        && let Some(counted) = prompt.counted_tokens
+                    {
+                        self.prepared.factory.offset_tokens =
+                            rec.input_tokens as i64 - counted as i64;
+                        self.emit(Event::Calibrated(self.prepared.factory.method()));
+                    }
+                    any_ok = true;
+                }
+                Outcome::Failed { kind, message, .. } => {
+                    last_err.clone_from(message);
+                    if *kind == FailureKind::Connect {
+                        return Err(format!("warmup request could not connect: {message}"));
+                    }
+                }
+                Outcome::Cancelled => {}
+            }
+            self.emit(Event::Request(Box::new(rec)));
+        }
+        if !any_ok {
+            self.emit(Event::Warning(format!(
+                "every warmup request failed: {last_err}"
+            )));
+        }
+        Ok(())
+    }
+
+    async fn run_level(&self, spec: &LevelSpec, specs: Arc<Vec<RequestSpec>>) -> LevelEnd {
+        let level_cancel = self.cancel.child_token();
+        let skip_watch = {
+            let mut control = self.control.clone();
+            let level_cancel = level_cancel.clone();
+            let start_skip = control.borrow().skip;
+            tokio::spawn(async move {
+                while control.changed().await.is_ok() {
+                    if control.borrow().skip != start_skip {
+                        level_cancel.cancel();
+                        break;
+                    }
+                }
+            })
+        };
+        self.emit(Event::LevelStarted { index: spec.index });
+        let origin = Instant::now();
+        let next = Arc::new(AtomicU32::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let connect_failures = Arc::new(AtomicU32::new(0));
+        let last_connect_error = Arc::new(std::sync::Mutex::new(String::new()));
+        let mut workers = Vec::new();
+        for _ in 0..spec.concurrency.min(spec.requests) {
+            let w = Worker {
+                client: self.prepared.client.clone(),
+                specs: specs.clone(),
+                next: next.clone(),
+                stop: stop.clone(),
+                connect_failures: connect_failures.clone(),
+                last_connect_error: last_connect_error.clone(),
+                level: spec.index,
+                long_context: spec.kind == LevelKind::LongContext,
+                origin,
+                tx: self.tx.clone(),
+                cancel: level_cancel.clone(),
+                control: self.control.clone(),
+                grace: self.grace,
+            };
+            workers.push(tokio::spawn(w.run()));
+        }
+        for w in workers {
+            let _ = w.await;
+        }
+        skip_watch.abort();
+        let interrupted = level_cancel.is_cancelled();
+        self.emit(Event::LevelFinished {
+            index: spec.index,
+            interrupted,
+        });
+        let sent = next.load(Ordering::Relaxed).min(spec.requests);
+        if !interrupted && sent > 0 && connect_failures.load(Ordering::Relaxed) >= sent {
+            let msg = last_connect_error
+                .lock()
+                .map(|m| m.clone())
+                .unwrap_or_default();
+            return LevelEnd::ServerGone(msg);
+        }
+        if interrupted {
+            LevelEnd::Interrupted
+        } else {
+            LevelEnd::Done
+        }
+    }
+}
+
+/// One closed-loop worker: takes the next request as soon as its previous one ends.
+struct Worker {
+    client: Client,
+    specs: Arc<Vec<RequestSpec>>,
+    next: Arc<AtomicU32>,
+    stop: Arc<AtomicBool>,
+    connect_failures: Arc<AtomicU32>,
+    last_connect_error: Arc<std::sync::Mutex<String>>,
+    level: u32,
+    long_context: bool,
+    origin: Instant,
+    tx: EventTx,
+    cancel: CancellationToken,
+    control: watch::Receiver<Control>,
+    grace: Duration,
+}
+
+impl Worker {
+    async fn run(mut self) {
+        loop {
+            while self.control.borrow().paused && !self.cancel.is_cancelled() {
+                tokio::select! {
+                    r = self.control.changed() => if r.is_err() { break },
+                    () = self.cancel.cancelled() => break,
+                }
+            }
+            if self.cancel.is_cancelled() || self.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let i = self.next.fetch_add(1, Ordering::Relaxed);
+            let Some(spec) = self.specs.get(i as usize) else {
+                return;
+            };
+            // Closed loop: the slot freed just now, so this is t_sched.
+            let sched = Instant::now();
+            let tag = RequestTag {
+                level: self.level,
+                index: i,
+                warmup: false,
+                origin: self.origin,
+                sched,
+            };
+            let _ = self.tx.send(Event::Sent { level: self.level });
+            let grace = self.grace;
+            let cancel = self.cancel.clone();
+            let rec = tokio::select! {
+                r = self.client.send(spec, tag) => r,
+                () = async move { cancel.cancelled().await; tokio::time::sleep(grace).await } => {
+                    client::cancelled_record(spec, tag, sched)
+                }
+            };
+            if let Outcome::Failed { kind, message, .. } = &rec.outcome {
+                match kind {
+                    FailureKind::Connect => {
+                        self.connect_failures.fetch_add(1, Ordering::Relaxed);
+                        if let Ok(mut m) = self.last_connect_error.lock() {
+                            (*m).clone_from(message);
+                        }
+                    }
+                    // A refused long prompt will be refused again: stop repeating it.
+                    FailureKind::ContextTooLong if self.long_context => {
+                        self.stop.store(true, Ordering::Relaxed);
+                    }
+                    _ => {}
+                }
+            }
+            let _ = self.tx.send(Event::Request(Box::new(rec)));
+        }
+    }
+}

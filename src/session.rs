@@ -1,0 +1,233 @@
+//! `Session`: the single owner of a run's state. It folds every `Event` into the per-level
+//! accumulators and the `RunSummary`, and keeps the run directory in step (compute in update).
+//!
+//! Both the headless printer and the dashboard drive a `Session`; neither computes statistics
+//! of its own, so a number on screen and in a file cannot disagree.
+
+use std::collections::BTreeMap;
+
+use crate::client::Engine;
+use crate::event::{Event, RunState};
+use crate::export::RunFiles;
+use crate::metrics::{FailureKind, LevelAccumulator, LevelStats, Slo};
+use crate::summary::{LevelStatus, LevelSummary, RunSummary, now_rfc3339};
+use crate::workload::{LevelKind, LevelSpec};
+
+/// Live counters of one level.
+#[derive(Clone, Debug, Default)]
+pub struct LevelProgress {
+    pub sent: u64,
+    pub finished: u64,
+}
+
+/// State of a run, folded from events.
+pub struct Session {
+    pub summary: RunSummary,
+    pub specs: Vec<LevelSpec>,
+    accs: BTreeMap<u32, LevelAccumulator>,
+    pub progress: BTreeMap<u32, LevelProgress>,
+    pub current: Option<u32>,
+    pub phase: String,
+    files: Option<RunFiles>,
+    slo: Option<Slo>,
+    record_chunks: bool,
+    /// The first file error, kept so the run goes on and the user is told once.
+    pub io_error: Option<String>,
+}
+
+impl Session {
+    /// A session writing into `files` (None: in memory only, for tests).
+    pub fn new(summary: RunSummary, files: Option<RunFiles>) -> Self {
+        let slo = summary.config.slo;
+        let record_chunks = summary.config.record_chunks;
+        Self {
+            summary,
+            specs: Vec::new(),
+            accs: BTreeMap::new(),
+            progress: BTreeMap::new(),
+            current: None,
+            phase: "connecting".into(),
+            files,
+            slo,
+            record_chunks,
+            io_error: None,
+        }
+    }
+
+    /// The run directory, if writing.
+    pub fn dir(&self) -> Option<&std::path::Path> {
+        self.files.as_ref().map(RunFiles::dir)
+    }
+
+    /// Requests of `level` in flight now.
+    pub fn in_flight(&self, level: u32) -> u64 {
+        self.progress
+            .get(&level)
+            .map_or(0, |p| p.sent.saturating_sub(p.finished))
+    }
+
+    /// Statistics of `level` so far (also while it runs).
+    pub fn live_stats(&self, level: u32) -> Option<LevelStats> {
+        self.accs.get(&level).map(LevelAccumulator::stats)
+    }
+
+    fn io<T>(&mut self, r: std::io::Result<T>) {
+        if let Err(e) = r
+            && self.io_error.is_none()
+        {
+            let msg = format!("writing results failed: {e}");
+            self.summary.warnings.push(msg.clone());
+            self.io_error = Some(msg);
+        }
+    }
+
+    /// Rewrites results.json and summary.md now.
+    pub fn save(&mut self) {
+        self.summary.updated_at = now_rfc3339();
+        if let Some(f) = self.files.as_mut() {
+            let r = f.write_summary(&self.summary);
+            self.io(r);
+        }
+    }
+
+    /// Pushes buffered request lines to disk (call after draining a batch of events).
+    pub fn flush(&mut self) {
+        if let Some(f) = self.files.as_mut() {
+            let r = f.flush();
+            self.io(r);
+        }
+    }
+
+    fn engine(&self) -> Engine {
+        self.summary
+            .server
+            .as_ref()
+            .map_or(Engine::Unknown, |s| s.engine)
+    }
+
+    /// Folds one event.
+    pub fn apply(&mut self, ev: Event) {
+        match ev {
+            Event::RunStarted {
+                server,
+                backend,
+                prompts,
+                levels,
+            } => {
+                self.summary.simulated |= server.simulated;
+                self.summary.server = Some(server);
+                self.summary.backend = Some(backend);
+                self.summary.prompts = Some(prompts);
+                self.summary.sweep = levels
+                    .iter()
+                    .filter(|l| l.kind == LevelKind::Sweep)
+                    .map(LevelSummary::planned)
+                    .collect();
+                self.summary.long_context = levels
+                    .iter()
+                    .filter(|l| l.kind == LevelKind::LongContext)
+                    .map(LevelSummary::planned)
+                    .collect();
+                self.specs = levels;
+                self.save();
+            }
+            Event::Phase(p) => self.phase = p,
+            Event::Calibrated(p) => self.summary.prompts = Some(p),
+            Event::LevelStarted { index } => {
+                self.current = Some(index);
+                self.accs.insert(index, LevelAccumulator::new(self.slo));
+                self.progress.insert(index, LevelProgress::default());
+                if let Some(l) = self.summary.level_mut(index) {
+                    l.status = LevelStatus::Running;
+                    self.phase = format!("running {}", l.label());
+                }
+            }
+            Event::LevelSkipped {
+                index,
+                reason,
+                raise_flag,
+            } => {
+                if let Some(l) = self.summary.level_mut(index) {
+                    l.status = LevelStatus::Skipped;
+                    l.reason = Some(reason);
+                    l.raise_flag = raise_flag;
+                }
+                self.save();
+            }
+            Event::Sent { level } => {
+                self.progress.entry(level).or_default().sent += 1;
+            }
+            Event::Request(mut r) => {
+                if !r.warmup {
+                    self.progress.entry(r.level).or_default().finished += 1;
+                    if let Some(acc) = self.accs.get_mut(&r.level) {
+                        acc.add(&r);
+                    }
+                }
+                if !self.record_chunks {
+                    r.chunks = Vec::new();
+                }
+                if let Some(f) = self.files.as_mut() {
+                    let res = f.append(&r);
+                    self.io(res);
+                }
+            }
+            Event::LevelFinished { index, interrupted } => {
+                self.finish_level(index, interrupted);
+                if self.current == Some(index) {
+                    self.current = None;
+                }
+                self.save();
+            }
+            Event::Warning(w) => {
+                if !self.summary.warnings.contains(&w) {
+                    self.summary.warnings.push(w);
+                }
+            }
+            Event::RunFinished { state, error } => {
+                self.summary.state = state;
+                self.summary.error = error;
+                self.phase = match state {
+                    RunState::Finished => "finished".into(),
+                    RunState::Interrupted => "interrupted".into(),
+                    RunState::Aborted => "aborted".into(),
+                    RunState::Running => "running".into(),
+                };
+                self.save();
+            }
+        }
+    }
+
+    fn finish_level(&mut self, index: u32, interrupted: bool) {
+        let stats = self.accs.get(&index).map(LevelAccumulator::stats);
+        let engine = self.engine();
+        let Some(l) = self.summary.level_mut(index) else {
+            return;
+        };
+        let (completed, failed) = stats
+            .as_ref()
+            .map_or((0, 0), |s| (s.scalars.completed, s.scalars.failed));
+        let context_refusal = stats.as_ref().and_then(|s| {
+            let f = s.scalars.failures.get(FailureKind::ContextTooLong.name())?;
+            (f.count == s.scalars.failed).then(|| f.first_message.clone())
+        });
+        l.status = if interrupted {
+            LevelStatus::Interrupted
+        } else if completed == 0 && failed > 0 {
+            if let Some(msg) = context_refusal {
+                l.reason = Some(format!(
+                    "the server refused the {}-token prompt as too long ({msg}); raise the limit with {} and restart the server",
+                    l.input_len,
+                    engine.context_flag()
+                ));
+                l.raise_flag = Some(engine.context_flag().to_string());
+                LevelStatus::Skipped
+            } else {
+                LevelStatus::Failed
+            }
+        } else {
+            LevelStatus::Done
+        };
+        l.stats = stats;
+    }
+}

@@ -1,0 +1,220 @@
+//! The simulated engine: one task owns the queue, the running batch and the clock.
+//!
+//! Step deadlines are laid on an absolute timeline (`deadline += step`), so the timer's
+//! millisecond rounding delays single wake-ups but never accumulates into the average rate.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::SimConfig;
+
+/// What the engine sends back to a request's HTTP stream.
+#[derive(Debug)]
+pub struct Emit {
+    /// New tokens (one SSE chunk).
+    pub tokens: u32,
+    /// These were the last tokens of the request.
+    pub last: bool,
+}
+
+/// A request handed to the engine.
+pub struct SimRequest {
+    pub input_tokens: u64,
+    pub max_tokens: u64,
+    pub tx: mpsc::UnboundedSender<Emit>,
+    pub arrived: Instant,
+}
+
+struct Active {
+    req: SimRequest,
+    prefilled: u64,
+    generated: u64,
+    first_token_at: Option<Instant>,
+    steps: u32,
+}
+
+/// Ground truth of one request as the simulator served it.
+#[derive(Clone, Debug)]
+pub struct SimRequestLog {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Arrival to first emitted token.
+    pub ttft: Duration,
+    /// Arrival to last emitted token.
+    pub e2e: Duration,
+    /// Decode steps (chunks after the first).
+    pub decode_steps: u32,
+    pub completed: bool,
+}
+
+/// The simulator's own counters and a bounded log of finished requests.
+#[derive(Clone, Debug, Default)]
+pub struct SimLog {
+    pub requests: VecDeque<SimRequestLog>,
+    pub total_prompt_tokens: u64,
+    pub total_generated_tokens: u64,
+    pub peak_running: usize,
+    pub peak_waiting: usize,
+}
+
+const LOG_CAP: usize = 100_000;
+
+impl SimLog {
+    fn push(&mut self, r: SimRequestLog) {
+        if self.requests.len() >= LOG_CAP {
+            self.requests.pop_front();
+        }
+        self.requests.push_back(r);
+    }
+}
+
+/// Starts the engine task; requests go in through the returned sender.
+pub fn spawn(
+    cfg: SimConfig,
+    log: Arc<Mutex<SimLog>>,
+    shutdown: CancellationToken,
+) -> mpsc::UnboundedSender<SimRequest> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        tokio::select! {
+            () = run(cfg, rx, log) => {}
+            () = shutdown.cancelled() => {}
+        }
+    });
+    tx
+}
+
+fn finish(a: &Active, now: Instant, completed: bool, log: &Mutex<SimLog>) {
+    if let Ok(mut l) = log.lock() {
+        l.push(SimRequestLog {
+            input_tokens: a.req.input_tokens,
+            output_tokens: a.generated,
+            ttft: a
+                .first_token_at
+                .map_or(Duration::ZERO, |t| t - a.req.arrived),
+            e2e: now - a.req.arrived,
+            decode_steps: a.steps,
+            completed,
+        });
+        l.total_generated_tokens += a.generated;
+    }
+}
+
+async fn run(cfg: SimConfig, mut rx: mpsc::UnboundedReceiver<SimRequest>, log: Arc<Mutex<SimLog>>) {
+    let mut rng = SmallRng::seed_from_u64(cfg.seed);
+    let mut waiting: VecDeque<Active> = VecDeque::new();
+    let mut prefilling: VecDeque<Active> = VecDeque::new();
+    let mut running: Vec<Active> = Vec::new();
+    let mut deadline = Instant::now();
+    loop {
+        while let Ok(r) = rx.try_recv() {
+            waiting.push_back(new_active(r, &log));
+        }
+        // Clients that went away free their slot (a cancelled request, a dropped connection).
+        let now = Instant::now();
+        for q in [&mut waiting, &mut prefilling] {
+            q.retain(|a| {
+                let open = !a.req.tx.is_closed();
+                if !open {
+                    finish(a, now, false, &log);
+                }
+                open
+            });
+        }
+        running.retain(|a| {
+            let open = !a.req.tx.is_closed();
+            if !open {
+                finish(a, now, false, &log);
+            }
+            open
+        });
+        if waiting.is_empty() && prefilling.is_empty() && running.is_empty() {
+            match rx.recv().await {
+                Some(r) => {
+                    waiting.push_back(new_active(r, &log));
+                    deadline = Instant::now();
+                    continue;
+                }
+                None => return,
+            }
+        }
+        while prefilling.len() + running.len() < cfg.max_running as usize {
+            match waiting.pop_front() {
+                Some(a) => prefilling.push_back(a),
+                None => break,
+            }
+        }
+        if let Ok(mut l) = log.lock() {
+            l.peak_running = l.peak_running.max(running.len() + prefilling.len());
+            l.peak_waiting = l.peak_waiting.max(waiting.len());
+        }
+        // Never schedule a step in the past after an idle period or a slow wake-up.
+        let now = Instant::now();
+        deadline = deadline.max(now.checked_sub(Duration::from_millis(2)).unwrap_or(now));
+
+        if let Some(head) = prefilling.front_mut() {
+            // Prefill has priority and stalls the decode batch while it runs.
+            let piece = (head.req.input_tokens - head.prefilled).min(cfg.prefill_chunk_tokens);
+            deadline += Duration::from_secs_f64(piece as f64 / cfg.prefill_tokens_per_s);
+            tokio::time::sleep_until(deadline.into()).await;
+            head.prefilled += piece;
+            if head.prefilled >= head.req.input_tokens {
+                let mut a = prefilling.pop_front().expect("head exists");
+                let now = Instant::now();
+                a.first_token_at = Some(now);
+                a.generated = 1;
+                let last = a.generated >= a.req.max_tokens;
+                let _ = a.req.tx.send(Emit { tokens: 1, last });
+                if last {
+                    finish(&a, now, true, &log);
+                } else {
+                    running.push(a);
+                }
+            }
+        } else if !running.is_empty() {
+            let context: u64 = running
+                .iter()
+                .map(|a| a.req.input_tokens + a.generated)
+                .sum();
+            deadline += Duration::from_secs_f64(cfg.step_ms(running.len(), context) / 1000.0);
+            tokio::time::sleep_until(deadline.into()).await;
+            let now = Instant::now();
+            running.retain_mut(|a| {
+                let k =
+                    u64::from(cfg.accept_length.draw(&mut rng)).min(a.req.max_tokens - a.generated);
+                a.generated += k;
+                a.steps += 1;
+                let last = a.generated >= a.req.max_tokens;
+                let _ = a.req.tx.send(Emit {
+                    tokens: k as u32,
+                    last,
+                });
+                if last {
+                    finish(a, now, true, &log);
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+    }
+}
+
+fn new_active(req: SimRequest, log: &Mutex<SimLog>) -> Active {
+    if let Ok(mut l) = log.lock() {
+        l.total_prompt_tokens += req.input_tokens;
+    }
+    Active {
+        req,
+        prefilled: 0,
+        generated: 0,
+        first_token_at: None,
+        steps: 0,
+    }
+}

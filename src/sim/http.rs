@@ -1,0 +1,392 @@
+//! The simulator's HTTP surface: OpenAI-compatible completions and chat (vLLM-style streams),
+//! SGLang-native `/generate`, `/v1/models`, `/tokenize` and `/health`.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use axum::Json;
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::SimConfig;
+use super::engine::{Emit, SimRequest};
+use super::tokenizer;
+
+/// Shared state of the HTTP handlers.
+pub struct SimState {
+    pub config: SimConfig,
+    pub engine: mpsc::UnboundedSender<SimRequest>,
+    pub next_id: AtomicU64,
+}
+
+type Shared = Arc<SimState>;
+
+/// All routes.
+pub fn router(state: Shared) -> Router {
+    Router::new()
+        .route("/health", get(|| async { "ok" }))
+        .route("/v1/models", get(models))
+        .route("/tokenize", post(tokenize))
+        .route("/v1/completions", post(completions))
+        .route("/v1/chat/completions", post(chat))
+        .route("/generate", post(generate))
+        .with_state(state)
+}
+
+fn error(status: StatusCode, message: &str) -> Response {
+    // vLLM's error body shape.
+    let body = json!({"object": "error", "message": message, "type": "BadRequestError", "param": null, "code": status.as_u16()});
+    (status, Json(body)).into_response()
+}
+
+async fn models(State(s): State<Shared>) -> Json<Value> {
+    Json(json!({
+        "object": "list",
+        "data": [{
+            "id": s.config.model,
+            "object": "model",
+            "created": 0,
+            "owned_by": "servetop-sim",
+            "root": s.config.model,
+            "max_model_len": s.config.context_length,
+            "simulated": true,
+            "preset": s.config.preset,
+        }]
+    }))
+}
+
+async fn tokenize(State(s): State<Shared>, Json(body): Json<Value>) -> Response {
+    let text = body
+        .get("prompt")
+        .or_else(|| body.get("content"))
+        .and_then(Value::as_str);
+    match text {
+        Some(t) => Json(json!({
+            "count": tokenizer::count(t),
+            "max_model_len": s.config.context_length,
+            "tokens": tokenizer::ids(t),
+        }))
+        .into_response(),
+        None => error(
+            StatusCode::BAD_REQUEST,
+            "body needs a string 'prompt' (or 'content')",
+        ),
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Completions,
+    Chat,
+    Native,
+}
+
+/// What a request asks for.
+struct Ask {
+    input_tokens: u64,
+    max_tokens: u64,
+    stream: bool,
+    include_usage: bool,
+    continuous_usage: bool,
+}
+
+fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, Box<Response>> {
+    if let Some(m) = body.get("model").and_then(Value::as_str)
+        && kind != Kind::Native
+        && m != s.config.model
+    {
+        return Err(Box::new(error(
+            StatusCode::NOT_FOUND,
+            &format!("The model `{m}` does not exist."),
+        )));
+    }
+    let input_tokens = match kind {
+        Kind::Completions => body
+            .get("prompt")
+            .and_then(Value::as_str)
+            .map(tokenizer::count)
+            .ok_or_else(|| Box::new(error(StatusCode::BAD_REQUEST, "'prompt' must be a string")))?,
+        Kind::Native => body
+            .get("text")
+            .and_then(Value::as_str)
+            .map(tokenizer::count)
+            .ok_or_else(|| Box::new(error(StatusCode::BAD_REQUEST, "'text' must be a string")))?,
+        Kind::Chat => {
+            let msgs = body
+                .get("messages")
+                .and_then(Value::as_array)
+                .ok_or_else(|| {
+                    Box::new(error(StatusCode::BAD_REQUEST, "'messages' must be a list"))
+                })?;
+            tokenizer::CHAT_TOKENS_PER_CONVERSATION
+                + msgs
+                    .iter()
+                    .map(|m| {
+                        tokenizer::CHAT_TOKENS_PER_MESSAGE
+                            + m.get("content")
+                                .and_then(Value::as_str)
+                                .map_or(0, tokenizer::count)
+                    })
+                    .sum::<u64>()
+        }
+    };
+    let max_tokens = if kind == Kind::Native {
+        body.pointer("/sampling_params/max_new_tokens")
+            .and_then(Value::as_u64)
+    } else {
+        body.get("max_tokens")
+            .or_else(|| body.get("max_completion_tokens"))
+            .and_then(Value::as_u64)
+    }
+    .unwrap_or(16)
+    .max(1);
+    let total = input_tokens + max_tokens;
+    if total > s.config.context_length {
+        let msg = if kind == Kind::Native {
+            format!(
+                "Requested token count exceeds the model's maximum context length of {} tokens. You requested a total of {total} tokens: {input_tokens} tokens from the input messages and {max_tokens} tokens for the completion. Please reduce the number of tokens in the input messages or the completion to fit within the limit.",
+                s.config.context_length
+            )
+        } else {
+            format!(
+                "This model's maximum context length is {} tokens. However, you requested {total} tokens ({input_tokens} in the messages, {max_tokens} in the completion). Please reduce the length of the messages or completion.",
+                s.config.context_length
+            )
+        };
+        return Err(Box::new(error(StatusCode::BAD_REQUEST, &msg)));
+    }
+    let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let include_usage = body
+        .pointer("/stream_options/include_usage")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let continuous_usage = s.config.continuous_usage
+        && body
+            .pointer("/stream_options/continuous_usage_stats")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+    Ok(Ask {
+        input_tokens,
+        max_tokens,
+        stream,
+        include_usage,
+        continuous_usage,
+    })
+}
+
+async fn completions(State(s): State<Shared>, Json(body): Json<Value>) -> Response {
+    serve(&s, Kind::Completions, &body)
+}
+
+async fn chat(State(s): State<Shared>, Json(body): Json<Value>) -> Response {
+    serve(&s, Kind::Chat, &body)
+}
+
+async fn generate(State(s): State<Shared>, Json(body): Json<Value>) -> Response {
+    serve(&s, Kind::Native, &body)
+}
+
+fn serve(s: &Shared, kind: Kind, body: &Value) -> Response {
+    let ask = match parse_ask(s, kind, body) {
+        Ok(a) => a,
+        Err(r) => return *r,
+    };
+    let (tx, rx) = mpsc::unbounded_channel();
+    let req = SimRequest {
+        input_tokens: ask.input_tokens,
+        max_tokens: ask.max_tokens,
+        tx,
+        arrived: Instant::now(),
+    };
+    if s.engine.send(req).is_err() {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "simulated engine is shutting down",
+        );
+    }
+    let id = s.next_id.fetch_add(1, Ordering::Relaxed);
+    let st = StreamState {
+        rx,
+        kind,
+        model: s.config.model.clone(),
+        id: format!("sim-{id}"),
+        prompt_tokens: ask.input_tokens,
+        generated: 0,
+        text: String::new(),
+        rng: SmallRng::seed_from_u64(id),
+        include_usage: ask.include_usage,
+        continuous_usage: ask.continuous_usage,
+        phase: Phase::Start,
+    };
+    if ask.stream {
+        let stream = futures_util::stream::unfold(st, |mut st| async move {
+            st.next_frame()
+                .await
+                .map(|b| (Ok::<Bytes, Infallible>(b), st))
+        });
+        Response::builder()
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, "text/event-stream")
+            .header(header::CACHE_CONTROL, "no-cache")
+            .body(Body::from_stream(stream))
+            .unwrap_or_else(|_| error(StatusCode::INTERNAL_SERVER_ERROR, "response build failed"))
+    } else {
+        Body::from_stream(futures_util::stream::once(async move {
+            Ok::<Bytes, Infallible>(st.whole().await)
+        }))
+        .into_response()
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Start,
+    Tokens,
+    Usage,
+    Done,
+    End,
+}
+
+struct StreamState {
+    rx: mpsc::UnboundedReceiver<Emit>,
+    kind: Kind,
+    model: String,
+    id: String,
+    prompt_tokens: u64,
+    generated: u64,
+    text: String,
+    rng: SmallRng,
+    include_usage: bool,
+    continuous_usage: bool,
+    phase: Phase,
+}
+
+fn sse(v: &Value) -> Bytes {
+    Bytes::from(format!("data: {v}\n\n"))
+}
+
+impl StreamState {
+    fn words(&mut self, n: u32) -> String {
+        let mut s = String::with_capacity(n as usize * 5);
+        for _ in 0..n {
+            s.push(' ');
+            s.push_str(
+                tokenizer::OUTPUT_WORDS[self.rng.random_range(0..tokenizer::OUTPUT_WORDS.len())],
+            );
+        }
+        s
+    }
+
+    fn usage(&self) -> Value {
+        json!({"prompt_tokens": self.prompt_tokens, "completion_tokens": self.generated, "total_tokens": self.prompt_tokens + self.generated})
+    }
+
+    fn chunk(&self, piece: &str, finish: Option<&str>) -> Value {
+        match self.kind {
+            Kind::Completions => {
+                let mut v = json!({"id": self.id, "object": "text_completion", "created": 0, "model": self.model,
+                    "choices": [{"index": 0, "text": piece, "logprobs": null, "finish_reason": finish}]});
+                if self.continuous_usage {
+                    v["usage"] = self.usage();
+                }
+                v
+            }
+            Kind::Chat => {
+                let mut v = json!({"id": self.id, "object": "chat.completion.chunk", "created": 0, "model": self.model,
+                    "choices": [{"index": 0, "delta": {"content": piece}, "logprobs": null, "finish_reason": finish}]});
+                if self.continuous_usage {
+                    v["usage"] = self.usage();
+                }
+                v
+            }
+            Kind::Native => {
+                let finish = finish.map(|_| json!({"type": "length", "length": self.generated}));
+                json!({"text": self.text, "meta_info": {"id": self.id, "prompt_tokens": self.prompt_tokens,
+                    "completion_tokens": self.generated, "finish_reason": finish, "cached_tokens": 0}})
+            }
+        }
+    }
+
+    /// The next SSE frame, or `None` when the stream is over.
+    async fn next_frame(&mut self) -> Option<Bytes> {
+        loop {
+            match self.phase {
+                Phase::Start => {
+                    self.phase = Phase::Tokens;
+                    if self.kind == Kind::Chat {
+                        // vLLM opens a chat stream with the role and empty content.
+                        let v = json!({"id": self.id, "object": "chat.completion.chunk", "created": 0, "model": self.model,
+                            "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null}]});
+                        return Some(sse(&v));
+                    }
+                }
+                Phase::Tokens => {
+                    let Some(Emit { tokens: n, last }) = self.rx.recv().await else {
+                        // The engine went away: end without a finish reason (a cut stream).
+                        self.phase = Phase::End;
+                        continue;
+                    };
+                    self.generated += u64::from(n);
+                    let piece = self.words(n);
+                    if self.kind == Kind::Native {
+                        self.text.push_str(&piece);
+                    }
+                    if last {
+                        self.phase = Phase::Usage;
+                    }
+                    return Some(sse(&self.chunk(&piece, last.then_some("length"))));
+                }
+                Phase::Usage => {
+                    self.phase = Phase::Done;
+                    if self.include_usage && self.kind != Kind::Native {
+                        let v = json!({"id": self.id, "object": if self.kind == Kind::Chat {"chat.completion.chunk"} else {"text_completion"},
+                            "created": 0, "model": self.model, "choices": [], "usage": self.usage()});
+                        return Some(sse(&v));
+                    }
+                }
+                Phase::Done => {
+                    self.phase = Phase::End;
+                    return Some(Bytes::from_static(b"data: [DONE]\n\n"));
+                }
+                Phase::End => return None,
+            }
+        }
+    }
+
+    /// The whole non-streamed answer.
+    async fn whole(mut self) -> Bytes {
+        let mut text = String::new();
+        while let Some(Emit { tokens, last }) = self.rx.recv().await {
+            self.generated += u64::from(tokens);
+            text.push_str(&self.words(tokens));
+            if last {
+                break;
+            }
+        }
+        let v = match self.kind {
+            Kind::Completions => {
+                json!({"id": self.id, "object": "text_completion", "created": 0, "model": self.model,
+                "choices": [{"index": 0, "text": text, "logprobs": null, "finish_reason": "length"}], "usage": self.usage()})
+            }
+            Kind::Chat => {
+                json!({"id": self.id, "object": "chat.completion", "created": 0, "model": self.model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}], "usage": self.usage()})
+            }
+            Kind::Native => {
+                json!({"text": text, "meta_info": {"id": self.id, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.generated, "finish_reason": {"type": "length", "length": self.generated}}})
+            }
+        };
+        Bytes::from(v.to_string())
+    }
+}

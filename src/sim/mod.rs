@@ -1,0 +1,310 @@
+//! `servetop sim`: a simulated OpenAI-compatible inference server, always labelled simulated.
+//!
+//! It behaves like a continuous-batching engine by shape, in real time (nothing is scaled):
+//! a bounded set of running requests (the rest queue FIFO), prefill that costs
+//! `input / prefill_tokens_per_s` seconds and stalls decoding while it runs (SGLang's default
+//! prefill priority), and decode steps whose duration is
+//!
+//! ```text
+//! step_ms = decode_step_ms × (1 + batch_growth × (B − 1)) + context_ms_per_1k × Σcontext / 1000
+//! ```
+//!
+//! for `B` running requests with `Σcontext` tokens of KV between them. Each step emits one SSE
+//! chunk per request carrying the speculative accept length's worth of tokens.
+
+mod engine;
+mod http;
+pub mod tokenizer;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+pub use engine::{SimLog, SimRequestLog};
+
+/// Tokens emitted per decode step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AcceptLength {
+    /// Exactly this many tokens every step.
+    Fixed(u32),
+    /// `floor` or `floor + 1` tokens, with the probability that makes the mean come out.
+    Mean(f64),
+    /// Per-position acceptance rates of the draft tokens: accept length = 1 + accepted.
+    Rates(Vec<f64>),
+}
+
+impl AcceptLength {
+    /// Parses `4` (fixed), `3.5` (mean of a two-point mix), or `0.9,0.8,0.6` (per-position rates).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        if s.contains(',') {
+            let rates: Vec<f64> = s
+                .split(',')
+                .map(|p| {
+                    p.trim()
+                        .parse::<f64>()
+                        .map_err(|_| format!("accept rate '{p}' is not a number"))
+                })
+                .collect::<Result<_, _>>()?;
+            if rates.iter().any(|r| !(0.0..=1.0).contains(r)) {
+                return Err("accept rates must lie in 0..1".into());
+            }
+            return Ok(AcceptLength::Rates(rates));
+        }
+        let v: f64 = s
+            .parse()
+            .map_err(|_| format!("accept length '{s}' is not a number"))?;
+        if !(1.0..=64.0).contains(&v) {
+            return Err(format!("accept length {v} must lie in 1..64"));
+        }
+        if v.fract() == 0.0 {
+            Ok(AcceptLength::Fixed(v as u32))
+        } else {
+            Ok(AcceptLength::Mean(v))
+        }
+    }
+
+    /// The expected tokens per step.
+    pub fn mean(&self) -> f64 {
+        match self {
+            AcceptLength::Fixed(n) => f64::from(*n),
+            AcceptLength::Mean(m) => *m,
+            AcceptLength::Rates(r) => {
+                let mut p = 1.0;
+                let mut m = 1.0;
+                for x in r {
+                    p *= x;
+                    m += p;
+                }
+                m
+            }
+        }
+    }
+
+    /// Draws one step's accept length.
+    pub fn draw(&self, rng: &mut impl rand::Rng) -> u32 {
+        match self {
+            AcceptLength::Fixed(n) => *n,
+            AcceptLength::Mean(m) => {
+                let lo = m.floor();
+                lo as u32 + u32::from(rng.random_bool((m - lo).clamp(0.0, 1.0)))
+            }
+            AcceptLength::Rates(r) => {
+                let mut n = 1;
+                for &p in r {
+                    if rng.random_bool(p.clamp(0.0, 1.0)) {
+                        n += 1;
+                    } else {
+                        break;
+                    }
+                }
+                n
+            }
+        }
+    }
+}
+
+/// Everything the simulated engine does.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SimConfig {
+    pub preset: String,
+    pub model: String,
+    /// Requests decoded at once; the rest wait in a FIFO queue.
+    pub max_running: u32,
+    pub prefill_tokens_per_s: f64,
+    /// Largest prefill piece per step (long prompts are chunked, as engines do).
+    pub prefill_chunk_tokens: u64,
+    /// Decode step at batch 1 and short context.
+    pub decode_step_ms: f64,
+    /// Extra step time per additional running request, as a fraction of `decode_step_ms`.
+    pub batch_growth: f64,
+    /// Extra step time per 1000 tokens of context held by the running batch.
+    pub context_ms_per_1k: f64,
+    pub accept_length: AcceptLength,
+    /// Largest prompt + output tokens per request.
+    pub context_length: u64,
+    /// Honour `stream_options.continuous_usage_stats` (vLLM/SGLang do).
+    pub continuous_usage: bool,
+    pub seed: u64,
+}
+
+/// Names of the built-in presets.
+pub const PRESETS: [&str; 2] = ["hybrid-27b-2x48g-mtp", "fast"];
+
+impl SimConfig {
+    /// A preset by name.
+    ///
+    /// `hybrid-27b-2x48g-mtp` (alias `brief`) reproduces the deployment of the brief: a 27B
+    /// hybrid-attention model under SGLang on two 48 GB GPUs with MTP speculative decoding —
+    /// ~73 tok/s single stream (accept length 4.0 in 54.8 ms steps), aggregate near 500 tok/s at
+    /// C=64-100 (64 running, the rest queue), prefill 6.7K tok/s, ~65 tok/s decode at 120K,
+    /// 32K context. `fast` is for tests: tiny steps, fast prefill, wide batches.
+    pub fn preset(name: &str) -> Result<Self, String> {
+        match name {
+            "hybrid-27b-2x48g-mtp" | "brief" => Ok(SimConfig {
+                preset: "hybrid-27b-2x48g-mtp".into(),
+                model: "sim/hybrid-27b-mtp".into(),
+                max_running: 64,
+                prefill_tokens_per_s: 6700.0,
+                prefill_chunk_tokens: 8192,
+                decode_step_ms: 54.8,
+                batch_growth: 0.1103,
+                context_ms_per_1k: 0.056,
+                // Mean exactly 4.0: 1 + .95 + .95·.9 + .95·.9·.85 + .95·.9·.85·.6443.
+                accept_length: AcceptLength::Rates(vec![0.95, 0.9, 0.85, 0.6443]),
+                context_length: 32768,
+                continuous_usage: true,
+                seed: 1,
+            }),
+            "fast" => Ok(SimConfig {
+                preset: "fast".into(),
+                model: "sim/fast".into(),
+                max_running: 256,
+                prefill_tokens_per_s: 1_000_000.0,
+                prefill_chunk_tokens: 65536,
+                decode_step_ms: 2.0,
+                batch_growth: 0.0,
+                context_ms_per_1k: 0.0,
+                accept_length: AcceptLength::Fixed(1),
+                context_length: 131_072,
+                continuous_usage: true,
+                seed: 1,
+            }),
+            other => Err(format!(
+                "unknown preset '{other}' (known: {})",
+                PRESETS.join(", ")
+            )),
+        }
+    }
+
+    /// The decode step duration in ms for `batch` running requests holding `context` tokens.
+    pub fn step_ms(&self, batch: usize, context: u64) -> f64 {
+        let b = batch.max(1) as f64;
+        self.decode_step_ms * (1.0 + self.batch_growth * (b - 1.0))
+            + self.context_ms_per_1k * context as f64 / 1000.0
+    }
+
+    /// Checks the numbers make sense.
+    pub fn validate(&self) -> Result<(), String> {
+        let pos = |v: f64, n: &str| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(format!("{n} must be a positive number"))
+            }
+        };
+        pos(self.prefill_tokens_per_s, "--prefill-tokens-per-s")?;
+        pos(self.decode_step_ms, "--decode-step-ms")?;
+        if self.batch_growth < 0.0 || self.context_ms_per_1k < 0.0 {
+            return Err("growth terms must not be negative".into());
+        }
+        if self.max_running == 0 || self.context_length == 0 || self.prefill_chunk_tokens == 0 {
+            return Err(
+                "--max-running, --context-length and the prefill chunk must be at least 1".into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A running simulator.
+pub struct SimHandle {
+    pub addr: SocketAddr,
+    pub config: SimConfig,
+    /// The simulator's own record of what it did (ground truth for tests).
+    pub log: Arc<Mutex<SimLog>>,
+    shutdown: tokio_util::sync::CancellationToken,
+}
+
+impl SimHandle {
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops serving.
+    pub fn stop(&self) {
+        self.shutdown.cancel();
+    }
+}
+
+impl Drop for SimHandle {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// Binds `addr` (port 0 for a free one) and serves in background tasks.
+pub async fn start(config: SimConfig, addr: SocketAddr) -> std::io::Result<SimHandle> {
+    config
+        .validate()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
+    let log = Arc::new(Mutex::new(SimLog::default()));
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let tx = engine::spawn(config.clone(), log.clone(), shutdown.clone());
+    let app = http::router(Arc::new(http::SimState {
+        config: config.clone(),
+        engine: tx,
+        next_id: std::sync::atomic::AtomicU64::new(0),
+    }));
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stop.cancelled().await })
+            .await;
+    });
+    Ok(SimHandle {
+        addr,
+        config,
+        log,
+        shutdown,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn accept_length_forms() {
+        assert_eq!(AcceptLength::parse("4").unwrap(), AcceptLength::Fixed(4));
+        assert_eq!(AcceptLength::parse("3.5").unwrap(), AcceptLength::Mean(3.5));
+        assert!(matches!(
+            AcceptLength::parse("0.9,0.5").unwrap(),
+            AcceptLength::Rates(_)
+        ));
+        assert!(AcceptLength::parse("0").is_err());
+        assert!(AcceptLength::parse("1.5,2").is_err());
+        let preset = SimConfig::preset("brief").unwrap();
+        assert!((preset.accept_length.mean() - 4.0).abs() < 1e-3);
+    }
+
+    #[test]
+    fn accept_draws_average_to_the_mean() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(3);
+        for a in [AcceptLength::Mean(2.5), AcceptLength::Rates(vec![0.8, 0.5])] {
+            let n = 200_000;
+            let s: u64 = (0..n).map(|_| u64::from(a.draw(&mut rng))).sum();
+            let got = s as f64 / f64::from(n);
+            assert!((got - a.mean()).abs() < 0.02, "{got} vs {}", a.mean());
+        }
+        assert_eq!(AcceptLength::Fixed(4).draw(&mut rng), 4);
+    }
+
+    #[test]
+    fn brief_preset_numbers() {
+        let c = SimConfig::preset("brief").unwrap();
+        // Single stream: 4 tokens per 54.8 ms step = 73 tok/s.
+        let single = c.accept_length.mean() / (c.step_ms(1, 1500) / 1000.0);
+        assert!((single - 73.0).abs() < 0.5, "{single}");
+        // Decode at 120K context: about 65 tok/s.
+        let long = c.accept_length.mean() / (c.step_ms(1, 120_000) / 1000.0);
+        assert!((long - 65.0).abs() < 0.7, "{long}");
+        assert!(SimConfig::preset("nope").is_err());
+    }
+}

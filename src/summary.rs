@@ -1,0 +1,177 @@
+//! `RunSummary`: the one summary type behind the screen, results.json, summary.md and charts.
+
+use serde::{Deserialize, Serialize};
+
+use crate::client::{Backend, ServerInfo};
+use crate::config::RunConfig;
+use crate::event::RunState;
+use crate::metrics::LevelStats;
+use crate::sim::SimConfig;
+use crate::workload::prompt::PromptMethod;
+use crate::workload::{LevelKind, LevelSpec};
+
+/// Where a level stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LevelStatus {
+    Waiting,
+    Running,
+    Done,
+    /// Not run: too long for the server, or refused by it as too long.
+    Skipped,
+    /// Ran, but no request succeeded.
+    Failed,
+    /// Stopped by the user part-way.
+    Interrupted,
+}
+
+impl LevelStatus {
+    /// Lower-case name as in files.
+    pub fn name(self) -> &'static str {
+        match self {
+            LevelStatus::Waiting => "waiting",
+            LevelStatus::Running => "running",
+            LevelStatus::Done => "done",
+            LevelStatus::Skipped => "skipped",
+            LevelStatus::Failed => "failed",
+            LevelStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// One level in results.json: its plan, status and (once anything finished) its statistics.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LevelSummary {
+    pub index: u32,
+    pub kind: LevelKind,
+    pub concurrency: u32,
+    /// Planned input tokens of a long-context level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_tokens: Option<u64>,
+    pub input_len: u64,
+    pub output_len: u32,
+    pub requests: u32,
+    pub status: LevelStatus,
+    pub reason: Option<String>,
+    /// The server flag that would let a skipped length run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raise_flag: Option<String>,
+    #[serde(flatten)]
+    pub stats: Option<LevelStats>,
+}
+
+impl LevelSummary {
+    /// A waiting level from its plan.
+    pub fn planned(spec: &LevelSpec) -> Self {
+        Self {
+            index: spec.index,
+            kind: spec.kind,
+            concurrency: spec.concurrency,
+            context_tokens: (spec.kind == LevelKind::LongContext).then_some(spec.input_tokens),
+            input_len: spec.input_tokens,
+            output_len: spec.output_tokens,
+            requests: spec.requests,
+            status: LevelStatus::Waiting,
+            reason: None,
+            raise_flag: None,
+            stats: None,
+        }
+    }
+
+    /// `C=8` or `30K ctx`.
+    pub fn label(&self) -> String {
+        match self.kind {
+            LevelKind::Sweep => format!("C={}", self.concurrency),
+            LevelKind::LongContext => {
+                format!("{} ctx", crate::workload::fmt_tokens(self.input_len))
+            }
+        }
+    }
+}
+
+/// Name and version of the tool that wrote a file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolInfo {
+    pub name: String,
+    pub version: String,
+}
+
+impl Default for ToolInfo {
+    fn default() -> Self {
+        Self {
+            name: "servetop".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+}
+
+/// The whole run: configuration, server, levels, warnings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub tool: ToolInfo,
+    pub state: RunState,
+    pub started_at: String,
+    pub updated_at: String,
+    pub host: String,
+    /// True when the server is servetop's simulator: no number here is from real hardware.
+    pub simulated: bool,
+    /// The simulator's configuration, when servetop started it (demo).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulator: Option<SimConfig>,
+    pub config: RunConfig,
+    pub server: Option<ServerInfo>,
+    pub backend: Option<Backend>,
+    pub prompts: Option<PromptMethod>,
+    pub sweep: Vec<LevelSummary>,
+    pub long_context: Vec<LevelSummary>,
+    pub warnings: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Now as RFC 3339 UTC, seconds precision.
+pub fn now_rfc3339() -> String {
+    jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .map_or_else(|_| String::new(), |t| t.to_string())
+}
+
+impl RunSummary {
+    /// An empty summary of a run about to start.
+    pub fn new(config: RunConfig, simulator: Option<SimConfig>) -> Self {
+        let now = now_rfc3339();
+        Self {
+            tool: ToolInfo::default(),
+            state: RunState::Running,
+            started_at: now.clone(),
+            updated_at: now,
+            host: gethostname::gethostname().to_string_lossy().into_owned(),
+            simulated: simulator.is_some(),
+            simulator,
+            config,
+            server: None,
+            backend: None,
+            prompts: None,
+            sweep: Vec::new(),
+            long_context: Vec::new(),
+            warnings: Vec::new(),
+            error: None,
+        }
+    }
+
+    /// The level with run index `index`.
+    pub fn level_mut(&mut self, index: u32) -> Option<&mut LevelSummary> {
+        self.sweep
+            .iter_mut()
+            .chain(self.long_context.iter_mut())
+            .find(|l| l.index == index)
+    }
+
+    /// The level with run index `index`.
+    pub fn level(&self, index: u32) -> Option<&LevelSummary> {
+        self.sweep
+            .iter()
+            .chain(self.long_context.iter())
+            .find(|l| l.index == index)
+    }
+}

@@ -1,0 +1,228 @@
+//! What to send: the concurrency sweep, the long-context ladder, and prompts of exact length.
+
+pub mod prompt;
+
+use serde::{Deserialize, Serialize};
+
+/// Which tab/table a level belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LevelKind {
+    /// One concurrency value of the closed-loop sweep.
+    Sweep,
+    /// One input length of the long-context ladder.
+    LongContext,
+}
+
+/// One planned level.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LevelSpec {
+    /// Position in the run (0-based), also the `level` of its records.
+    pub index: u32,
+    pub kind: LevelKind,
+    /// Closed-loop workers.
+    pub concurrency: u32,
+    /// Planned input tokens per request.
+    pub input_tokens: u64,
+    /// Output tokens per request (`max_tokens`, with `ignore_eos`).
+    pub output_tokens: u32,
+    /// Measured requests (warmup excluded).
+    pub requests: u32,
+}
+
+impl LevelSpec {
+    /// Short label: `C=8` or `30K ctx`.
+    pub fn label(&self) -> String {
+        match self.kind {
+            LevelKind::Sweep => format!("C={}", self.concurrency),
+            LevelKind::LongContext => format!("{} ctx", fmt_tokens(self.input_tokens)),
+        }
+    }
+}
+
+/// `30000` -> `30K`, `1500` -> `1.5K`, `512` -> `512`.
+pub fn fmt_tokens(n: u64) -> String {
+    if n >= 1000 && n.is_multiple_of(1000) {
+        format!("{}K", n / 1000)
+    } else if n >= 1000 {
+        format!("{:.1}K", n as f64 / 1000.0)
+    } else {
+        n.to_string()
+    }
+}
+
+/// Parses a number with an optional `k` (×1000) or `m` (×1,000,000) suffix.
+pub fn parse_count(s: &str) -> Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let (num, mult) = if let Some(n) = t.strip_suffix('k') {
+        (n, 1_000.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 1_000_000.0)
+    } else {
+        (t.as_str(), 1.0)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number (examples: 8, 30k, 1.5k)"))?;
+    let v = v * mult;
+    if !v.is_finite() || v < 0.0 || v.fract() != 0.0 || v > 1e12 {
+        return Err(format!("'{s}' is not a whole number of at most 10^12"));
+    }
+    Ok(v as u64)
+}
+
+/// Parses a list like `1,2,4,8`, `30k,60k,100k`, a range `1-8` (step 1), `10-100/10` (step 10)
+/// or `1-128*2` (doubling). `none` (or an empty string) means no levels. The result must be
+/// strictly increasing and every value positive.
+pub fn parse_list(s: &str) -> Result<Vec<u64>, String> {
+    let t = s.trim();
+    if t.is_empty() || t.eq_ignore_ascii_case("none") {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for item in t.split(',').map(str::trim) {
+        if item.is_empty() {
+            return Err(format!("'{s}' has an empty item"));
+        }
+        if let Some((a, b)) = item.split_once('-') {
+            let (b, step, geometric) = if let Some((b, f)) = b.split_once('*') {
+                (b, parse_count(f)?, true)
+            } else if let Some((b, st)) = b.split_once('/') {
+                (b, parse_count(st)?, false)
+            } else {
+                (b, 1, false)
+            };
+            let (a, b) = (parse_count(a)?, parse_count(b)?);
+            if a == 0 || b < a {
+                return Err(format!("range '{item}' must go up from a positive start"));
+            }
+            if (geometric && step < 2) || step == 0 {
+                return Err(format!("range '{item}' has a step that never advances"));
+            }
+            let mut v = a;
+            while v <= b {
+                out.push(v);
+                v = if geometric { v * step } else { v + step };
+            }
+            if out.last() != Some(&b) && geometric {
+                out.push(b);
+            }
+        } else {
+            out.push(parse_count(item)?);
+        }
+    }
+    if out.contains(&0) {
+        return Err(format!("'{s}': every value must be at least 1"));
+    }
+    if out.windows(2).any(|w| w[1] <= w[0]) {
+        return Err(format!("'{s}' must be strictly increasing (no repeats)"));
+    }
+    if out.len() > 10_000 {
+        return Err(format!("'{s}' expands to more than 10,000 levels"));
+    }
+    Ok(out)
+}
+
+/// The measured requests of a sweep level: `fixed` if given, else at least 3×C and at least 10.
+pub fn sweep_requests(concurrency: u32, fixed: Option<u32>) -> u32 {
+    fixed.unwrap_or_else(|| (concurrency.saturating_mul(3)).max(10))
+}
+
+/// Builds the level list: the sweep first, then the long-context ladder.
+pub fn build_plan(
+    concurrency: &[u64],
+    input_len: u64,
+    output_len: u32,
+    requests_per_level: Option<u32>,
+    long_context: &[u64],
+    long_context_output: u32,
+    long_context_repeats: u32,
+) -> Vec<LevelSpec> {
+    let mut levels = Vec::new();
+    for &c in concurrency {
+        let c = c.min(u64::from(u32::MAX)) as u32;
+        levels.push(LevelSpec {
+            index: levels.len() as u32,
+            kind: LevelKind::Sweep,
+            concurrency: c,
+            input_tokens: input_len,
+            output_tokens: output_len,
+            requests: sweep_requests(c, requests_per_level),
+        });
+    }
+    for &n in long_context {
+        levels.push(LevelSpec {
+            index: levels.len() as u32,
+            kind: LevelKind::LongContext,
+            concurrency: 1,
+            input_tokens: n,
+            output_tokens: long_context_output,
+            requests: long_context_repeats.max(1),
+        });
+    }
+    levels
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_ranges_and_suffixes() {
+        assert_eq!(parse_list("1,2,4,8").unwrap(), vec![1, 2, 4, 8]);
+        assert_eq!(
+            parse_list("30k,60k,100K").unwrap(),
+            vec![30_000, 60_000, 100_000]
+        );
+        assert_eq!(parse_list("1.5k").unwrap(), vec![1500]);
+        assert_eq!(parse_list("1-4").unwrap(), vec![1, 2, 3, 4]);
+        assert_eq!(parse_list("10-40/10").unwrap(), vec![10, 20, 30, 40]);
+        assert_eq!(
+            parse_list("1-100*2").unwrap(),
+            vec![1, 2, 4, 8, 16, 32, 64, 100]
+        );
+        assert_eq!(parse_list("1-64*2").unwrap(), vec![1, 2, 4, 8, 16, 32, 64]);
+        assert!(parse_list("none").unwrap().is_empty());
+    }
+
+    #[test]
+    fn bad_lists_are_refused_with_a_reason() {
+        for (bad, why) in [
+            ("4,2", "strictly increasing"),
+            ("0,1", "at least 1"),
+            ("1,,2", "empty item"),
+            ("a", "not a number"),
+            ("8-1", "go up"),
+            ("1-8*1", "never advances"),
+            ("1,1", "strictly increasing"),
+            ("1.5", "whole number"),
+        ] {
+            let e = parse_list(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn default_request_counts() {
+        assert_eq!(sweep_requests(1, None), 10);
+        assert_eq!(sweep_requests(4, None), 12);
+        assert_eq!(sweep_requests(100, None), 300);
+        assert_eq!(sweep_requests(100, Some(50)), 50);
+    }
+
+    #[test]
+    fn plan_orders_sweep_then_ladder() {
+        let p = build_plan(&[1, 8], 1000, 500, None, &[30_000, 60_000], 256, 2);
+        assert_eq!(p.len(), 4);
+        assert_eq!(p[1].label(), "C=8");
+        assert_eq!(p[1].requests, 24);
+        assert_eq!(p[2].kind, LevelKind::LongContext);
+        assert_eq!(p[3].label(), "60K ctx");
+        assert_eq!(p[3].index, 3);
+        assert_eq!(
+            (p[3].concurrency, p[3].requests, p[3].output_tokens),
+            (1, 2, 256)
+        );
+    }
+}

@@ -1,0 +1,321 @@
+//! Prompts of an exact token length (METRICS.md "Prompts of exact length").
+//!
+//! Text is random common English words, different for every request (seeded per level and
+//! request, so a run is reproducible) so that a prefix cache cannot turn a prefill test into a
+//! cache-hit test. Its length is settled with the server's own tokenizer (`/tokenize`), else a
+//! local `tokenizer.json`, else a linear calibration from probe requests' `usage.prompt_tokens`.
+
+use std::sync::Arc;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::client::{Client, Engine};
+use crate::metrics::CountSource;
+
+/// The embedded vocabulary (common English words, one per line).
+const WORDS: &str = include_str!("../../assets/words.txt");
+/// Short words used to adjust the last few tokens.
+const FILLERS: [&str; 6] = ["a", "the", "of", "and", "to", "in"];
+
+/// How prompt lengths are counted.
+pub enum Counter {
+    /// The server's `/tokenize` endpoint.
+    Server {
+        http: reqwest::Client,
+        url: String,
+        engine: Engine,
+        model: String,
+        api_key: Option<String>,
+    },
+    /// A local `tokenizer.json`.
+    Local(Arc<tokenizers::Tokenizer>),
+    /// No tokenizer: `prompt_tokens ≈ intercept + slope × words`, learned from probes.
+    Probe { slope: f64, intercept: f64 },
+}
+
+/// How prompts were sized, written into results.json.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PromptMethod {
+    /// `server_tokenize`, `tokenizer` or `probe_calibration`.
+    pub source: CountSource,
+    /// Tokens the server adds to what the counter counts (BOS, chat template), from the warmup.
+    pub offset_tokens: i64,
+    pub description: String,
+}
+
+/// A prompt and its counted length (counter's count plus the server offset).
+#[derive(Clone, Debug)]
+pub struct Prompt {
+    pub text: Arc<str>,
+    pub counted_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct TokenizeResponse {
+    count: Option<u64>,
+    tokens: Option<Vec<serde_json::Value>>,
+}
+
+impl Counter {
+    /// Tries the server's `/tokenize` on a short text.
+    pub async fn server(
+        http: reqwest::Client,
+        base_url: &str,
+        engine: Engine,
+        model: &str,
+        api_key: Option<String>,
+    ) -> Result<Self, String> {
+        let c = Counter::Server {
+            http,
+            url: format!("{base_url}/tokenize"),
+            engine,
+            model: model.to_string(),
+            api_key,
+        };
+        c.count("hello world").await?;
+        Ok(c)
+    }
+
+    /// The source label of this counter.
+    pub fn source(&self) -> CountSource {
+        match self {
+            Counter::Server { .. } => CountSource::ServerTokenize,
+            Counter::Local(_) => CountSource::Tokenizer,
+            Counter::Probe { .. } => CountSource::ChunkEstimate,
+        }
+    }
+
+    /// Whether counts are exact (probe calibration is a linear estimate).
+    pub fn is_exact(&self) -> bool {
+        !matches!(self, Counter::Probe { .. })
+    }
+
+    /// Counts the tokens of `text` (without server-added tokens).
+    pub async fn count(&self, text: &str) -> Result<u64, String> {
+        match self {
+            Counter::Server {
+                http,
+                url,
+                engine,
+                model,
+                api_key,
+            } => {
+                let body = if *engine == Engine::Llamacpp {
+                    json!({"content": text, "add_special": false})
+                } else {
+                    json!({"model": model, "prompt": text, "add_special_tokens": false})
+                };
+                let mut req = http.post(url.as_str()).json(&body);
+                if let Some(k) = api_key {
+                    req = req.bearer_auth(k);
+                }
+                let resp = req
+                    .send()
+                    .await
+                    .map_err(|e| format!("/tokenize: {}", crate::client::error_chain(&e)))?;
+                if !resp.status().is_success() {
+                    return Err(format!(
+                        "/tokenize answered HTTP {}",
+                        resp.status().as_u16()
+                    ));
+                }
+                let r: TokenizeResponse = resp
+                    .json()
+                    .await
+                    .map_err(|e| format!("/tokenize: unexpected answer: {e}"))?;
+                r.count
+                    .or(r.tokens.map(|t| t.len() as u64))
+                    .ok_or_else(|| "/tokenize answered without count or tokens".to_string())
+            }
+            Counter::Local(t) => t
+                .encode(text, false)
+                .map(|e| e.len() as u64)
+                .map_err(|e| format!("tokenizer: {e}")),
+            Counter::Probe { slope, intercept } => {
+                let words = text.split_whitespace().count() as f64;
+                Ok((intercept + slope * words).round().max(0.0) as u64)
+            }
+        }
+    }
+
+    /// Learns the probe calibration from two requests with one output token each.
+    pub async fn calibrate_with_probes(client: &Client, seed: u64) -> Result<Self, String> {
+        let short = random_words(&mut SmallRng::seed_from_u64(seed), 100).join(" ");
+        let long = random_words(&mut SmallRng::seed_from_u64(seed ^ 0x5eed), 600).join(" ");
+        let a = client.probe_prompt_tokens(&short).await?;
+        let b = client.probe_prompt_tokens(&long).await?;
+        let slope = (b as f64 - a as f64) / 500.0;
+        if slope <= 0.0 {
+            return Err(format!(
+                "probe calibration failed: 100 words gave {a} tokens, 600 words gave {b}"
+            ));
+        }
+        Ok(Counter::Probe {
+            slope,
+            intercept: a as f64 - slope * 100.0,
+        })
+    }
+}
+
+fn vocabulary() -> impl Iterator<Item = &'static str> {
+    WORDS.lines().map(str::trim).filter(|w| !w.is_empty())
+}
+
+fn random_words(rng: &mut SmallRng, n: usize) -> Vec<&'static str> {
+    let vocab: Vec<&'static str> = vocabulary().collect();
+    (0..n)
+        .map(|_| vocab[rng.random_range(0..vocab.len())])
+        .collect()
+}
+
+/// Builds prompts of a target length.
+pub struct PromptFactory {
+    counter: Counter,
+    vocab: Vec<&'static str>,
+    seed: u64,
+    /// Tokens per word, learned as prompts are built.
+    tokens_per_word: f64,
+    /// Tokens the server adds to the counted text (learned from the warmup request).
+    pub offset_tokens: i64,
+}
+
+impl PromptFactory {
+    /// A factory over `counter`; `seed` makes the text reproducible.
+    pub fn new(counter: Counter, seed: u64) -> Self {
+        let tokens_per_word = match &counter {
+            Counter::Probe { slope, .. } => *slope,
+            _ => 1.3,
+        };
+        Self {
+            counter,
+            vocab: vocabulary().collect(),
+            seed,
+            tokens_per_word,
+            offset_tokens: 0,
+        }
+    }
+
+    /// The counter in use.
+    pub fn counter(&self) -> &Counter {
+        &self.counter
+    }
+
+    /// How prompts are sized, for the result file.
+    pub fn method(&self) -> PromptMethod {
+        let description = match &self.counter {
+            Counter::Server { .. } => "lengths counted with the server's /tokenize".to_string(),
+            Counter::Local(_) => {
+                "lengths counted with the local tokenizer (--tokenizer)".to_string()
+            }
+            Counter::Probe { slope, intercept } => format!(
+                "no tokenizer: lengths estimated from probe requests (prompt_tokens ≈ {intercept:.1} + {slope:.3} × words); actual counts come from server usage"
+            ),
+        };
+        PromptMethod {
+            source: self.counter.source(),
+            offset_tokens: self.offset_tokens,
+            description,
+        }
+    }
+
+    /// A prompt of `target` tokens as the server will count them, unique to `(level, index)`.
+    pub async fn make(&mut self, target: u64, level: u32, index: u32) -> Result<Prompt, String> {
+        let mut rng = SmallRng::seed_from_u64(
+            self.seed
+                ^ (u64::from(level) << 32)
+                ^ u64::from(index).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        );
+        let want = (target as i64 - self.offset_tokens).max(1) as u64;
+        let mut words: Vec<&'static str> = Vec::new();
+        let mut n_words = ((want as f64 / self.tokens_per_word).floor() as usize).max(1);
+        let mut best: Option<(u64, String)> = None;
+        for _ in 0..24 {
+            while words.len() < n_words {
+                words.push(self.vocab[rng.random_range(0..self.vocab.len())]);
+            }
+            words.truncate(n_words);
+            let text = words.join(" ");
+            let got = self.counter.count(&text).await?;
+            if got > 0 && words.len() > 20 {
+                self.tokens_per_word = got as f64 / words.len() as f64;
+            }
+            let better = match &best {
+                None => true,
+                Some((b, _)) => got.abs_diff(want) < b.abs_diff(want),
+            };
+            if better {
+                best = Some((got, text));
+            }
+            if got == want || !self.counter.is_exact() {
+                break;
+            }
+            let diff = want as f64 - got as f64;
+            if diff.abs() <= 3.0 {
+                if diff > 0.0 {
+                    words.push(FILLERS[rng.random_range(0..FILLERS.len())]);
+                    n_words = words.len();
+                } else {
+                    n_words = words.len().saturating_sub(1).max(1);
+                }
+            } else {
+                // Step by a cautious share of the gap so the loop approaches from either side.
+                let step = (diff.abs() / self.tokens_per_word.max(1.0) * 0.9).max(1.0) as usize;
+                n_words = if diff > 0.0 {
+                    words.len() + step
+                } else {
+                    words.len().saturating_sub(step).max(1)
+                };
+            }
+        }
+        let (got, text) = best.ok_or("no prompt built")?;
+        Ok(Prompt {
+            text: Arc::from(text),
+            counted_tokens: Some((got as i64 + self.offset_tokens).max(0) as u64),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A counter with the simulator's tokenizer rules, through the `Probe`-free local path.
+    fn sim_counter() -> Counter {
+        // Reuse the simulator's tokenizer through a tiny tokenizers model is heavy; instead use
+        // probe mode with an exact slope of 1 token/word, which makes `count` deterministic.
+        Counter::Probe {
+            slope: 1.0,
+            intercept: 0.0,
+        }
+    }
+
+    #[tokio::test]
+    async fn probe_counter_hits_linear_estimate() {
+        let mut f = PromptFactory::new(sim_counter(), 7);
+        let p = f.make(500, 0, 1).await.unwrap();
+        assert_eq!(p.text.split_whitespace().count(), 500);
+        assert_eq!(p.counted_tokens, Some(500));
+    }
+
+    #[tokio::test]
+    async fn prompts_differ_per_request_and_repeat_per_seed() {
+        let mut f = PromptFactory::new(sim_counter(), 7);
+        let a = f.make(200, 0, 1).await.unwrap();
+        let b = f.make(200, 0, 2).await.unwrap();
+        let a2 = f.make(200, 0, 1).await.unwrap();
+        assert_ne!(a.text, b.text);
+        assert_eq!(a.text, a2.text);
+    }
+
+    #[tokio::test]
+    async fn offset_is_subtracted_from_the_target() {
+        let mut f = PromptFactory::new(sim_counter(), 7);
+        f.offset_tokens = 1;
+        let p = f.make(100, 0, 0).await.unwrap();
+        assert_eq!(p.text.split_whitespace().count(), 99);
+        assert_eq!(p.counted_tokens, Some(100));
+    }
+}
