@@ -25,8 +25,12 @@ pub enum Command {
     Demo(DemoArgs),
 }
 
-fn list(s: &str) -> Result<Vec<u64>, String> {
-    parse_list(s)
+/// A parsed LIST flag (one value on the command line, many levels).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct List(pub Vec<u64>);
+
+fn list(s: &str) -> Result<List, String> {
+    parse_list(s).map(List)
 }
 
 fn count(s: &str) -> Result<u64, String> {
@@ -65,22 +69,26 @@ pub struct RunArgs {
     /// Concurrency levels of the closed-loop sweep: a list (1,2,4,8), a range (1-8, 10-100/10,
     /// 1-128*2), or none.
     #[arg(long, value_name = "LIST", default_value = "1,2,4,8,16,32,64,100", value_parser = list)]
-    pub concurrency: Vec<u64>,
+    pub concurrency: List,
     /// Input tokens per sweep request (exact, counted with the server's tokenizer).
     #[arg(long, value_name = "N", default_value = "1000", value_parser = count)]
     pub input_len: u64,
     /// Output tokens per sweep request (sent with `ignore_eos` so every request generates them all).
     #[arg(long, value_name = "N", default_value = "500", value_parser = count_u32)]
     pub output_len: u32,
-    /// Measured requests per sweep level [default: max(3×C, 10)].
-    #[arg(long, value_name = "N", value_parser = count_u32)]
-    pub requests_per_level: Option<u32>,
+    /// Measured requests per sweep level: a number, or a multiple of C like 3x (at least
+    /// --min-requests).
+    #[arg(long, value_name = "N|Fx", default_value = "3x")]
+    pub requests_per_level: String,
+    /// Fewest measured requests per level when --requests-per-level is a multiple of C.
+    #[arg(long, value_name = "N", default_value = "10")]
+    pub min_requests: u32,
     /// Unmeasured warmup requests before the first level (also calibrate prompt lengths).
     #[arg(long, value_name = "N", default_value = "1")]
     pub warmup: u32,
     /// Input lengths of the long-context ladder, one request at a time (k = ×1000), or none.
     #[arg(long, value_name = "LIST", default_value = "30k,60k,100k", value_parser = list)]
-    pub long_context: Vec<u64>,
+    pub long_context: List,
     /// Output tokens per long-context request.
     #[arg(long, value_name = "N", default_value = "256", value_parser = count_u32)]
     pub long_context_output_len: u32,

@@ -35,12 +35,16 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         base_url: a.base_url.trim_end_matches('/').to_string(),
         backend: a.backend,
         model: a.model.clone(),
-        concurrency: a.concurrency.clone(),
+        concurrency: a.concurrency.0.clone(),
         input_len: a.input_len,
         output_len: a.output_len,
-        requests_per_level: a.requests_per_level,
+        requests_per_level: crate::workload::RequestCount::parse(
+            &a.requests_per_level,
+            a.min_requests,
+        )
+        .map_err(|e| format!("--requests-per-level {e}"))?,
         warmup_requests: a.warmup,
-        long_context: a.long_context.clone(),
+        long_context: a.long_context.0.clone(),
         long_context_output_len: a.long_context_output_len,
         long_context_repeats: a.long_context_repeats,
         tokenizer: a.tokenizer.clone(),
@@ -115,31 +119,10 @@ pub async fn execute(mut cfg: RunConfig, simulator: Option<SimConfig>, out: &Out
         Err(e) => return fail(&e),
     };
     cfg.out_dir = dir.clone();
-    let warmup_input = match prepared.server.context_limit {
-        Some(limit) => cfg.input_len.min(limit / 2).max(1),
-        None => cfg.input_len.max(1),
-    };
-    let warmup_output = cfg.output_len.min(64);
-    let mut session = Session::new(RunSummary::new(cfg.clone(), simulator), Some(files));
-    let (tx, rx) = event::channel();
     let cancel = CancellationToken::new();
     spawn_signal_watch(cancel.clone());
-    // The dashboard will own the sender; headless nobody pauses or skips.
-    let (_control_tx, control_rx) = watch::channel(Control::default());
-    let runner = Runner {
-        prepared,
-        warmup_requests: cfg.warmup_requests,
-        warmup_input_tokens: warmup_input,
-        warmup_output_tokens: warmup_output,
-        grace: Duration::from_secs_f64(cfg.grace_s),
-        tx,
-        cancel: cancel.clone(),
-        control: control_rx,
-    };
-    let task = tokio::spawn(runner.run());
-    let state = headless::drive(rx, &mut session).await;
-    let _ = task.await;
-    session.save();
+    let (state, session) =
+        run_prepared(&cfg, prepared, simulator, Some(files), false, cancel).await;
     println!("{}", headless::final_tables(&session));
     eprintln!("results: {}", dir.display());
     match state {
@@ -147,6 +130,41 @@ pub async fn execute(mut cfg: RunConfig, simulator: Option<SimConfig>, out: &Out
         RunState::Interrupted => EXIT_INTERRUPTED,
         RunState::Aborted => 1,
     }
+}
+
+/// Runs a prepared plan headless, folding every event into a `Session` (and its run directory
+/// when `files` is given). `quiet` silences the progress lines (tests).
+pub async fn run_prepared(
+    cfg: &RunConfig,
+    prepared: runner::Prepared,
+    simulator: Option<SimConfig>,
+    files: Option<RunFiles>,
+    quiet: bool,
+    cancel: CancellationToken,
+) -> (RunState, Session) {
+    let warmup_input = match prepared.server.context_limit {
+        Some(limit) => cfg.input_len.min(limit / 2).max(1),
+        None => cfg.input_len.max(1),
+    };
+    let mut session = Session::new(RunSummary::new(cfg.clone(), simulator), files);
+    let (tx, rx) = event::channel();
+    // The dashboard will own the sender; headless nobody pauses or skips.
+    let (_control_tx, control_rx) = watch::channel(Control::default());
+    let runner = Runner {
+        prepared,
+        warmup_requests: cfg.warmup_requests,
+        warmup_input_tokens: warmup_input,
+        warmup_output_tokens: cfg.output_len.min(64),
+        grace: Duration::from_secs_f64(cfg.grace_s),
+        tx,
+        cancel,
+        control: control_rx,
+    };
+    let task = tokio::spawn(runner.run());
+    let state = headless::drive(rx, &mut session, quiet).await;
+    let _ = task.await;
+    session.save();
+    (state, session)
 }
 
 /// Applies `servetop sim` flags over the chosen preset.
@@ -226,7 +244,7 @@ pub fn demo_config() -> RunConfig {
         concurrency: vec![1, 4, 8, 16, 64, 100],
         input_len: 1000,
         output_len: 100,
-        requests_per_level: None,
+        requests_per_level: crate::workload::RequestCount::PerConcurrency { factor: 1.0, min: 5 },
         warmup_requests: 1,
         long_context: vec![8_000, 16_000, 30_000, 60_000, 100_000],
         long_context_output_len: 128,
@@ -275,7 +293,6 @@ pub async fn demo(a: DemoArgs) -> i32 {
     );
     let mut cfg = demo_config();
     cfg.base_url = handle.url();
-    cfg.requests_per_level = None;
     let mut out = a.output.clone();
     if out.out.is_none() {
         out.out = Some(default_run_dir("demo-simulated"));

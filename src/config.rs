@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::metrics::Slo;
+use crate::workload::RequestCount;
 
 /// Which protocol to speak; `auto` picks from what the server answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -27,8 +28,8 @@ pub struct RunConfig {
     pub concurrency: Vec<u64>,
     pub input_len: u64,
     pub output_len: u32,
-    /// Fixed measured requests per sweep level; `None`: max(3×C, 10).
-    pub requests_per_level: Option<u32>,
+    /// Measured requests per sweep level.
+    pub requests_per_level: RequestCount,
     /// Unmeasured requests before the first level.
     pub warmup_requests: u32,
     /// Input lengths of the long-context ladder (empty: none).
@@ -62,9 +63,6 @@ impl RunConfig {
         }
         if self.output_len == 0 || self.long_context_output_len == 0 {
             return Err("output lengths must be at least 1 token".into());
-        }
-        if self.requests_per_level == Some(0) {
-            return Err("--requests-per-level must be at least 1".into());
         }
         for (v, n) in [
             (self.first_token_timeout_s, "--first-token-timeout"),

@@ -157,7 +157,7 @@ fn progress_line(s: &Session) -> Option<String> {
 }
 
 /// Consumes events until the runner finishes; prints as it goes.
-pub async fn drive(mut rx: EventRx, session: &mut Session) -> RunState {
+pub async fn drive(mut rx: EventRx, session: &mut Session, quiet: bool) -> RunState {
     let mut tick = tokio::time::interval(Duration::from_secs(5));
     tick.tick().await;
     let mut state = RunState::Running;
@@ -174,7 +174,7 @@ pub async fn drive(mut rx: EventRx, session: &mut Session) -> RunState {
                     if let Event::RunFinished { state: st, .. } = &ev {
                         state = *st;
                     }
-                    let n = notice(&ev);
+                    let n = if quiet { Notice::None } else { notice(&ev) };
                     session.apply(ev);
                     print_notice(n, session);
                 }
@@ -184,7 +184,7 @@ pub async fn drive(mut rx: EventRx, session: &mut Session) -> RunState {
                 }
             }
             _ = tick.tick() => {
-                if let Some(line) = progress_line(session) {
+                if let Some(line) = progress_line(session).filter(|_| !quiet) {
                     say(&line);
                 }
             }

@@ -362,7 +362,11 @@ impl Client {
             if !c.has_choice {
                 continue;
             }
-            // The counting mode is fixed by the first chunk with choices.
+            // A role-only opening chunk (chat) says nothing about how tokens are counted.
+            if counting.is_none() && c.cumulative_completion.is_none() && c.text.is_empty() {
+                continue;
+            }
+            // The counting mode is fixed by the first chunk that carries text or a count.
             let mode = *counting.get_or_insert_with(|| match (dialect, c.cumulative_completion) {
                 (Dialect::SglangNative, Some(_)) => ChunkCounting::Exact(CountSource::EngineNative),
                 (_, Some(_)) => ChunkCounting::Exact(CountSource::PerChunkUsage),

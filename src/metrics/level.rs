@@ -269,6 +269,7 @@ impl LevelAccumulator {
                 .then(|| self.input_tokens as f64 / self.completed as f64),
             mean_output_tokens: (self.completed > 0)
                 .then(|| self.output_tokens as f64 / self.completed as f64),
+            prefill_tokens_per_s: self.prefill_speed.mean().map(|v| v / 1000.0),
             output_token_sources: self.output_sources.clone(),
             chunk_token_sources: self.chunk_sources.clone(),
             failures: self
@@ -322,6 +323,8 @@ pub struct LevelScalars {
     pub accept_length_client: Option<f64>,
     pub mean_input_tokens: Option<f64>,
     pub mean_output_tokens: Option<f64>,
+    /// Mean over requests of input tokens / TTFT (the long-context prefill speed).
+    pub prefill_tokens_per_s: Option<f64>,
     /// How many requests' output totals came from each source.
     pub output_token_sources: BTreeMap<CountSource, u64>,
     /// How many requests' per-chunk counts came from each source.

@@ -124,9 +124,55 @@ pub fn parse_list(s: &str) -> Result<Vec<u64>, String> {
     Ok(out)
 }
 
-/// The measured requests of a sweep level: `fixed` if given, else at least 3×C and at least 10.
-pub fn sweep_requests(concurrency: u32, fixed: Option<u32>) -> u32 {
-    fixed.unwrap_or_else(|| (concurrency.saturating_mul(3)).max(10))
+/// How many measured requests a sweep level sends.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestCount {
+    /// The same number at every level.
+    Fixed(u32),
+    /// `ceil(factor × C)`, but at least `min`.
+    PerConcurrency { factor: f64, min: u32 },
+}
+
+impl Default for RequestCount {
+    /// At least 3×C and at least 10: enough for stable percentiles at every level.
+    fn default() -> Self {
+        RequestCount::PerConcurrency {
+            factor: 3.0,
+            min: 10,
+        }
+    }
+}
+
+impl RequestCount {
+    /// Parses `50` (fixed) or `3x` (3×C, with `min`).
+    pub fn parse(s: &str, min: u32) -> Result<Self, String> {
+        let t = s.trim();
+        if let Some(f) = t.strip_suffix(['x', 'X']) {
+            let factor: f64 = f
+                .trim()
+                .parse()
+                .ok()
+                .filter(|v: &f64| v.is_finite() && *v > 0.0)
+                .ok_or_else(|| format!("'{s}': the factor before x must be a positive number"))?;
+            return Ok(RequestCount::PerConcurrency { factor, min });
+        }
+        let n = parse_count(t)?;
+        match u32::try_from(n) {
+            Ok(n) if n > 0 => Ok(RequestCount::Fixed(n)),
+            _ => Err(format!("'{s}' must be between 1 and 4294967295 requests, or like 3x")),
+        }
+    }
+
+    /// The measured requests at concurrency `c`.
+    pub fn at(self, c: u32) -> u32 {
+        match self {
+            RequestCount::Fixed(n) => n,
+            RequestCount::PerConcurrency { factor, min } => {
+                ((factor * f64::from(c)).ceil() as u32).max(min).max(1)
+            }
+        }
+    }
 }
 
 /// Builds the level list: the sweep first, then the long-context ladder.
@@ -134,7 +180,7 @@ pub fn build_plan(
     concurrency: &[u64],
     input_len: u64,
     output_len: u32,
-    requests_per_level: Option<u32>,
+    requests: RequestCount,
     long_context: &[u64],
     long_context_output: u32,
     long_context_repeats: u32,
@@ -148,7 +194,7 @@ pub fn build_plan(
             concurrency: c,
             input_tokens: input_len,
             output_tokens: output_len,
-            requests: sweep_requests(c, requests_per_level),
+            requests: requests.at(c),
         });
     }
     for &n in long_context {
@@ -204,16 +250,19 @@ mod tests {
     }
 
     #[test]
-    fn default_request_counts() {
-        assert_eq!(sweep_requests(1, None), 10);
-        assert_eq!(sweep_requests(4, None), 12);
-        assert_eq!(sweep_requests(100, None), 300);
-        assert_eq!(sweep_requests(100, Some(50)), 50);
+    fn request_counts() {
+        let d = RequestCount::default();
+        assert_eq!((d.at(1), d.at(4), d.at(100)), (10, 12, 300));
+        assert_eq!(RequestCount::parse("50", 10).unwrap().at(100), 50);
+        let x = RequestCount::parse("1x", 5).unwrap();
+        assert_eq!((x.at(1), x.at(8), x.at(100)), (5, 8, 100));
+        assert!(RequestCount::parse("0", 1).is_err());
+        assert!(RequestCount::parse("-2x", 1).is_err());
     }
 
     #[test]
     fn plan_orders_sweep_then_ladder() {
-        let p = build_plan(&[1, 8], 1000, 500, None, &[30_000, 60_000], 256, 2);
+        let p = build_plan(&[1, 8], 1000, 500, RequestCount::default(), &[30_000, 60_000], 256, 2);
         assert_eq!(p.len(), 4);
         assert_eq!(p[1].label(), "C=8");
         assert_eq!(p[1].requests, 24);

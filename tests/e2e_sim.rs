@@ -1,0 +1,339 @@
+//! End-to-end: headless runs against the built-in simulator on 127.0.0.1:0, checked against the
+//! simulator's own configuration and its log of what it served.
+//!
+//! Tolerances: the simulator sleeps on tokio's 1 ms timer but lays its step deadlines on an
+//! absolute timeline, so single wake-ups can be up to ~1 ms late while averages stay exact; the
+//! client adds its own scheduling delay. On a loaded 2-core CI machine we allow 5 % on means of
+//! 20 ms steps (1 ms) and a few milliseconds on TTFT.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use servetop::commands::run_prepared;
+use servetop::config::{BackendChoice, RunConfig};
+use servetop::event::RunState;
+use servetop::metrics::{CountSource, LevelStats};
+use servetop::runner;
+use servetop::session::Session;
+use servetop::sim::{self, AcceptLength, SimConfig, SimHandle};
+use servetop::summary::LevelStatus;
+use servetop::workload::RequestCount;
+use tokio_util::sync::CancellationToken;
+
+fn sim_config() -> SimConfig {
+    let mut c = SimConfig::preset("fast").unwrap();
+    c.decode_step_ms = 20.0;
+    c.accept_length = AcceptLength::Fixed(4);
+    c.batch_growth = 0.0;
+    c.context_ms_per_1k = 0.0;
+    c.prefill_tokens_per_s = 1_000_000.0;
+    c.context_length = 32768;
+    c
+}
+
+fn run_config(url: &str) -> RunConfig {
+    RunConfig {
+        base_url: url.to_string(),
+        backend: BackendChoice::Auto,
+        model: None,
+        concurrency: vec![1],
+        input_len: 100,
+        output_len: 201,
+        requests_per_level: RequestCount::Fixed(3),
+        warmup_requests: 1,
+        long_context: vec![],
+        long_context_output_len: 16,
+        long_context_repeats: 1,
+        tokenizer: None,
+        temperature: 0.0,
+        first_token_timeout_s: 30.0,
+        idle_timeout_s: 30.0,
+        grace_s: 1.0,
+        slo: None,
+        seed: 0,
+        out_dir: PathBuf::new(),
+        api_key_env: "SERVETOP_TEST_NO_KEY".into(),
+        record_chunks: false,
+    }
+}
+
+async fn start(sim: SimConfig) -> SimHandle {
+    sim::start(sim, SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .expect("simulator starts")
+}
+
+async fn run_with(
+    h: &SimHandle,
+    edit: impl FnOnce(&mut RunConfig),
+    edit_prepared: impl FnOnce(&mut runner::Prepared),
+) -> Session {
+    let mut cfg = run_config(&h.url());
+    edit(&mut cfg);
+    let mut prepared = runner::prepare(&cfg, None).await.expect("prepare");
+    edit_prepared(&mut prepared);
+    let (state, session) =
+        run_prepared(&cfg, prepared, None, None, true, CancellationToken::new()).await;
+    assert_eq!(state, RunState::Finished, "{:?}", session.summary.error);
+    session
+}
+
+fn stats(s: &Session, i: usize) -> &LevelStats {
+    s.summary.sweep[i].stats.as_ref().expect("level has stats")
+}
+
+fn close(got: f64, want: f64, rel: f64, what: &str) {
+    assert!(
+        (got - want).abs() <= want.abs() * rel,
+        "{what}: got {got}, want {want} ± {:.1}%",
+        rel * 100.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixed_accept_length_c1_gives_exact_decode_numbers() {
+    let h = start(sim_config()).await;
+    let s = run_with(&h, |_| {}, |_| {}).await;
+    let st = stats(&s, 0);
+    let (sc, d) = (&st.scalars, &st.dists);
+    assert_eq!(sc.completed, 3);
+    assert_eq!(sc.failed, 0);
+    // 1 token from prefill + 50 steps × 4 tokens, counted exactly from per-chunk usage.
+    assert_eq!(sc.total_output_tokens, 3 * 201);
+    assert_eq!(sc.chunk_token_sources.get(&CountSource::PerChunkUsage), Some(&3));
+    assert_eq!(sc.accept_length_client, Some(4.0));
+    // 4 tokens per 20 ms step: 200 tok/s decode, TPOT and per-token ITL 5 ms, chunk gap 20 ms.
+    close(d.decode_tokens_per_s.as_ref().unwrap().mean, 200.0, 0.05, "decode tok/s");
+    close(d.tpot_ms.as_ref().unwrap().mean, 5.0, 0.05, "TPOT");
+    close(d.itl_ms.as_ref().unwrap().mean, 5.0, 0.05, "ITL mean");
+    close(d.itl_ms.as_ref().unwrap().p50, 5.0, 0.1, "ITL p50");
+    close(d.chunk_gap_ms.as_ref().unwrap().mean, 20.0, 0.05, "chunk gap");
+    assert_eq!(d.itl_ms.as_ref().unwrap().count, 3 * 200, "one ITL value per token");
+    // Ground truth: the simulator made 50 decode steps for each measured request.
+    let log = h.log.lock().unwrap();
+    let served: Vec<_> = log.requests.iter().skip(1).collect();
+    assert_eq!(served.len(), 3);
+    assert!(served.iter().all(|r| r.decode_steps == 50 && r.output_tokens == 201));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_per_chunk_usage_the_estimate_is_rescaled_and_labelled() {
+    let mut c = sim_config();
+    c.continuous_usage = false;
+    let h = start(c).await;
+    let s = run_with(&h, |_| {}, |_| {}).await;
+    let sc = &stats(&s, 0).scalars;
+    assert_eq!(sc.total_output_tokens, 3 * 201, "totals from final usage");
+    assert_eq!(sc.output_token_sources.get(&CountSource::Usage), Some(&3));
+    assert_eq!(sc.chunk_token_sources.get(&CountSource::ChunkEstimate), Some(&3));
+    assert_eq!(sc.accept_length_client, Some(4.0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefill_rate_sets_ttft_and_prompts_are_exact() {
+    let mut c = sim_config();
+    c.prefill_tokens_per_s = 10_000.0;
+    c.prefill_chunk_tokens = 65536;
+    let h = start(c).await;
+    let s = run_with(
+        &h,
+        |c| {
+            c.input_len = 5000;
+            c.output_len = 2;
+        },
+        |_| {},
+    )
+    .await;
+    let st = stats(&s, 0);
+    // Every prompt is exactly 5000 tokens as the server counts them.
+    assert_eq!(st.scalars.mean_input_tokens, Some(5000.0));
+    assert_eq!(st.scalars.total_input_tokens, 3 * 5000);
+    // 5000 tokens at 10,000 tok/s = 0.5 s (+ at most a few ms of HTTP and timer).
+    let ttft = st.dists.ttft_ms.as_ref().unwrap();
+    assert!(ttft.mean >= 499.0 && ttft.mean <= 530.0, "TTFT {}", ttft.mean);
+    close(st.scalars.prefill_tokens_per_s.unwrap(), 10_000.0, 0.06, "prefill tok/s");
+    // Against the simulator's own TTFT (arrival to first token): the client sees slightly more.
+    let log = h.log.lock().unwrap();
+    let sim_mean: f64 = log
+        .requests
+        .iter()
+        .skip(1)
+        .map(|r| r.ttft.as_secs_f64() * 1000.0)
+        .sum::<f64>()
+        / 3.0;
+    let diff = ttft.mean - sim_mean;
+    assert!((0.0..10.0).contains(&diff), "client {} vs sim {sim_mean}", ttft.mean);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queueing_beyond_max_running_shows_as_ttft_not_lost_requests() {
+    let mut c = sim_config();
+    c.max_running = 2;
+    c.decode_step_ms = 10.0;
+    c.accept_length = AcceptLength::Fixed(1);
+    let h = start(c).await;
+    let s = run_with(
+        &h,
+        |c| {
+            c.concurrency = vec![2, 6];
+            c.output_len = 20;
+            c.requests_per_level = RequestCount::Fixed(12);
+        },
+        |_| {},
+    )
+    .await;
+    let (c2, c6) = (stats(&s, 0), stats(&s, 1));
+    assert_eq!((c2.scalars.completed, c6.scalars.completed), (12, 12));
+    assert_eq!(c6.scalars.failed, 0);
+    assert_eq!(c6.scalars.max_concurrent_requests, 6);
+    // A request takes ~200 ms (20 steps of 10 ms); at C=6 with 2 running, 4 wait in the
+    // server's queue, one or two service times: that wait is TTFT.
+    let (t2, t6) = (c2.dists.ttft_ms.as_ref().unwrap(), c6.dists.ttft_ms.as_ref().unwrap());
+    assert!(t2.p99 < 60.0, "C=2 TTFT p99 {}", t2.p99);
+    assert!(t6.p50 > 150.0, "C=6 TTFT p50 {}", t6.p50);
+    // ...and not client-side queueing: the closed loop sends as soon as a slot frees.
+    assert!(c6.dists.client_queue_ms.as_ref().unwrap().p99 < 20.0);
+    assert!(h.log.lock().unwrap().peak_waiting >= 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_long_context_is_skipped_with_the_flag_to_raise() {
+    let h = start(sim_config()).await;
+    let s = run_with(
+        &h,
+        |c| {
+            c.concurrency = vec![];
+            c.long_context = vec![20_000, 60_000];
+            c.long_context_output_len = 8;
+        },
+        |_| {},
+    )
+    .await;
+    let lc = &s.summary.long_context;
+    assert_eq!(lc[0].status, LevelStatus::Done);
+    assert_eq!(lc[0].stats.as_ref().unwrap().scalars.mean_input_tokens, Some(20_000.0));
+    assert_eq!(lc[1].status, LevelStatus::Skipped);
+    let reason = lc[1].reason.as_deref().unwrap();
+    assert!(reason.contains("32768") && reason.contains("--context-length"), "{reason}");
+    assert!(reason.contains("at least 60008"), "{reason}");
+    let md = servetop::export::markdown::summary_md(&s.summary);
+    assert!(md.contains("| 60K | - | - | - | - | skipped (see below) |"), "{md}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_rejection_without_precheck_is_classified_as_context_skip() {
+    let h = start(sim_config()).await;
+    let s = run_with(
+        &h,
+        |c| {
+            c.concurrency = vec![];
+            c.long_context = vec![40_000];
+            c.long_context_repeats = 3;
+        },
+        // Pretend the server did not report its limit, so the request is really sent.
+        |p| p.server.context_limit = None,
+    )
+    .await;
+    let l = &s.summary.long_context[0];
+    assert_eq!(l.status, LevelStatus::Skipped);
+    let reason = l.reason.as_deref().unwrap();
+    assert!(reason.contains("refused") && reason.contains("--context-length"), "{reason}");
+    let f = &l.stats.as_ref().unwrap().scalars.failures["context_too_long"];
+    // The first refusal stops the repeats: a refused prompt is refused again.
+    assert_eq!(f.count, 1);
+    assert!(f.first_message.contains("maximum context length is 32768"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_and_sglang_native_backends_count_exactly() {
+    let mut c = sim_config();
+    c.decode_step_ms = 5.0;
+    c.accept_length = AcceptLength::Fixed(2);
+    let h = start(c).await;
+    for backend in [BackendChoice::OpenaiChat, BackendChoice::Sglang] {
+        let s = run_with(
+            &h,
+            |c| {
+                c.backend = backend;
+                c.concurrency = vec![2];
+                c.output_len = 21;
+                c.requests_per_level = RequestCount::Fixed(4);
+            },
+            |_| {},
+        )
+        .await;
+        let sc = &stats(&s, 0).scalars;
+        assert_eq!(sc.completed, 4, "{backend:?}");
+        assert_eq!(sc.total_output_tokens, 4 * 21, "{backend:?}");
+        assert_eq!(sc.accept_length_client, Some(2.0), "{backend:?}");
+        // The chat template adds tokens; the warmup learned how many, so prompts still total 100.
+        assert_eq!(sc.mean_input_tokens, Some(100.0), "{backend:?}");
+        let src = if backend == BackendChoice::Sglang {
+            CountSource::EngineNative
+        } else {
+            CountSource::PerChunkUsage
+        };
+        assert_eq!(sc.chunk_token_sources.get(&src), Some(&4), "{backend:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_directory_is_complete_and_consistent() {
+    let h = start(sim_config()).await;
+    let dir = std::env::temp_dir().join(format!("servetop-e2e-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut cfg = run_config(&h.url());
+    cfg.concurrency = vec![1, 2];
+    cfg.output_len = 9;
+    cfg.long_context = vec![2000, 40_000];
+    cfg.long_context_output_len = 5;
+    cfg.out_dir = dir.clone();
+    let prepared = runner::prepare(&cfg, None).await.unwrap();
+    let files = servetop::export::RunFiles::create(&dir).unwrap();
+    let (state, _s) =
+        run_prepared(&cfg, prepared, None, Some(files), true, CancellationToken::new()).await;
+    assert_eq!(state, RunState::Finished);
+    let lines = std::fs::read_to_string(dir.join("requests.jsonl")).unwrap();
+    // 1 warmup + 3 + 3 sweep + 1 long context (40K is skipped before sending).
+    assert_eq!(lines.lines().count(), 8);
+    for l in lines.lines() {
+        let r: servetop::metrics::RequestRecord = serde_json::from_str(l).unwrap();
+        assert!(r.is_ok());
+    }
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(v["state"], "finished");
+    assert_eq!(v["tool"]["name"], "servetop");
+    assert_eq!(v["server"]["engine"], "sim");
+    assert_eq!(v["server"]["simulated"], true);
+    for key in [
+        "concurrency",
+        "completed",
+        "failed",
+        "request_throughput",
+        "output_throughput",
+        "total_token_throughput",
+        "mean_decode_tokens_per_s",
+        "accept_length_client",
+        "mean_ttft_ms",
+        "median_ttft_ms",
+        "p90_ttft_ms",
+        "p99_ttft_ms",
+        "mean_itl_ms",
+        "p99_itl_ms",
+        "mean_tpot_ms",
+        "p99_e2el_ms",
+    ] {
+        assert!(!v["sweep"][1][key].is_null(), "sweep key {key}");
+    }
+    for key in ["context_tokens", "status", "mean_ttft_ms", "prefill_tokens_per_s", "mean_decode_tokens_per_s"] {
+        assert!(!v["long_context"][0][key].is_null(), "long_context key {key}");
+    }
+    assert_eq!(v["long_context"][1]["status"], "skipped");
+    assert!(v["long_context"][1]["reason"].as_str().unwrap().contains("--context-length"));
+    let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(md.contains("SIMULATED") || !v["simulated"].as_bool().unwrap());
+    assert!(md.contains("| C | done | req/s |"));
+    assert!(md.contains("| context | input tokens |"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
