@@ -244,7 +244,10 @@ pub fn demo_config() -> RunConfig {
         concurrency: vec![1, 4, 8, 16, 64, 100],
         input_len: 1000,
         output_len: 100,
-        requests_per_level: crate::workload::RequestCount::PerConcurrency { factor: 1.0, min: 5 },
+        requests_per_level: crate::workload::RequestCount::PerConcurrency {
+            factor: 1.0,
+            min: 5,
+        },
         warmup_requests: 1,
         long_context: vec![8_000, 16_000, 30_000, 60_000, 100_000],
         long_context_output_len: 128,

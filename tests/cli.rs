@@ -30,17 +30,28 @@ fn bad_inputs_give_one_line_and_exit_2() {
             "is not a URL",
         ),
         (
-            &["run", "--base-url", "http://127.0.0.1:9", "--concurrency", "4,2"],
+            &[
+                "run",
+                "--base-url",
+                "http://127.0.0.1:9",
+                "--concurrency",
+                "4,2",
+            ],
             "must be strictly increasing",
         ),
         (
-            &["run", "--base-url", "http://127.0.0.1:9", "--concurrency", "none", "--long-context", "none"],
+            &[
+                "run",
+                "--base-url",
+                "http://127.0.0.1:9",
+                "--concurrency",
+                "none",
+                "--long-context",
+                "none",
+            ],
             "nothing to run",
         ),
-        (
-            &["sim", "--preset", "nope"],
-            "unknown preset 'nope'",
-        ),
+        (&["sim", "--preset", "nope"], "unknown preset 'nope'"),
     ];
     for (args, want) in cases {
         let (code, err, took) = servetop(args);

@@ -255,9 +255,10 @@ pub async fn start(config: SimConfig, addr: SocketAddr) -> std::io::Result<SimHa
     tokio::spawn(async move {
         // Real servers turn Nagle off; without it small SSE frames wait for delayed ACKs
         // (~40 ms) and arrive in bursts.
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
-            let _ = tcp.set_nodelay(true);
-        });
+        let listener =
+            axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
+                let _ = tcp.set_nodelay(true);
+            });
         let _ = axum::serve(listener, app)
             .with_graceful_shutdown(async move { stop.cancelled().await })
             .await;

@@ -160,7 +160,9 @@ impl RequestCount {
         let n = parse_count(t)?;
         match u32::try_from(n) {
             Ok(n) if n > 0 => Ok(RequestCount::Fixed(n)),
-            _ => Err(format!("'{s}' must be between 1 and 4294967295 requests, or like 3x")),
+            _ => Err(format!(
+                "'{s}' must be between 1 and 4294967295 requests, or like 3x"
+            )),
         }
     }
 
@@ -262,7 +264,15 @@ mod tests {
 
     #[test]
     fn plan_orders_sweep_then_ladder() {
-        let p = build_plan(&[1, 8], 1000, 500, RequestCount::default(), &[30_000, 60_000], 256, 2);
+        let p = build_plan(
+            &[1, 8],
+            1000,
+            500,
+            RequestCount::default(),
+            &[30_000, 60_000],
+            256,
+            2,
+        );
         assert_eq!(p.len(), 4);
         assert_eq!(p[1].label(), "C=8");
         assert_eq!(p[1].requests, 24);
