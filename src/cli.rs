@@ -53,6 +53,9 @@ pub struct OutputArgs {
     /// terminal).
     #[arg(long)]
     pub headless: bool,
+    /// Dashboard frames per second (lower it over a slow link).
+    #[arg(long, default_value = "10")]
+    pub fps: f64,
 }
 
 #[derive(Debug, Args, Clone)]

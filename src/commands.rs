@@ -70,8 +70,23 @@ pub async fn run(a: RunArgs) -> i32 {
     }
 }
 
-/// Cancels `cancel` on Ctrl-C, SIGTERM or SIGHUP (a dropped SSH session).
-fn spawn_signal_watch(cancel: CancellationToken) {
+/// Sends tracing output to `servetop.log` in the run directory (never onto the dashboard).
+fn init_file_log(dir: &std::path::Path) {
+    let Ok(file) = std::fs::File::create(dir.join("servetop.log")) else {
+        return;
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SERVETOP_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(std::sync::Mutex::new(file))
+        .try_init();
+}
+
+/// Cancels `cancel` on Ctrl-C, SIGTERM or SIGHUP (a dropped SSH session). `say` prints a line
+/// (headless only: under the dashboard the screen says it).
+fn spawn_signal_watch(cancel: CancellationToken, say: bool) {
     tokio::spawn(async move {
         #[cfg(unix)]
         {
@@ -94,9 +109,11 @@ fn spawn_signal_watch(cancel: CancellationToken) {
         {
             let _ = tokio::signal::ctrl_c().await;
         }
-        eprintln!(
-            "servetop: stopping — in-flight requests get their grace period, results are being saved"
-        );
+        if say {
+            eprintln!(
+                "servetop: stopping — in-flight requests get their grace period, results are being saved"
+            );
+        }
         cancel.cancel();
     });
 }
@@ -120,9 +137,23 @@ pub async fn execute(mut cfg: RunConfig, simulator: Option<SimConfig>, out: &Out
     };
     cfg.out_dir = dir.clone();
     let cancel = CancellationToken::new();
-    spawn_signal_watch(cancel.clone());
-    let (state, session) =
-        run_prepared(&cfg, prepared, simulator, Some(files), false, cancel).await;
+    let dashboard = !out.headless && crate::tui::available();
+    spawn_signal_watch(cancel.clone(), !dashboard);
+    let (state, session) = if dashboard {
+        init_file_log(&dir);
+        match crate::tui::run(&cfg, prepared, simulator, Some(files), out.fps, cancel).await {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!(
+                    "servetop: the dashboard failed ({e}); results so far are in {}",
+                    dir.display()
+                );
+                return 1;
+            }
+        }
+    } else {
+        run_prepared(&cfg, prepared, simulator, Some(files), false, cancel).await
+    };
     println!("{}", headless::final_tables(&session));
     eprintln!("results: {}", dir.display());
     match state {
@@ -142,10 +173,7 @@ pub async fn run_prepared(
     quiet: bool,
     cancel: CancellationToken,
 ) -> (RunState, Session) {
-    let warmup_input = match prepared.server.context_limit {
-        Some(limit) => cfg.input_len.min(limit / 2).max(1),
-        None => cfg.input_len.max(1),
-    };
+    let warmup_input = warmup_input(cfg, &prepared);
     let mut session = Session::new(RunSummary::new(cfg.clone(), simulator), files);
     let (tx, rx) = event::channel();
     // The dashboard will own the sender; headless nobody pauses or skips.
@@ -165,6 +193,14 @@ pub async fn run_prepared(
     let _ = task.await;
     session.save();
     (state, session)
+}
+
+/// Input tokens of the warmup request: the sweep's length, kept well inside the context.
+pub fn warmup_input(cfg: &RunConfig, prepared: &runner::Prepared) -> u64 {
+    match prepared.server.context_limit {
+        Some(limit) => cfg.input_len.min(limit / 2).max(1),
+        None => cfg.input_len.max(1),
+    }
 }
 
 /// Applies `servetop sim` flags over the chosen preset.

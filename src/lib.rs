@@ -37,4 +37,5 @@ pub mod runner;
 pub mod session;
 pub mod sim;
 pub mod summary;
+pub mod tui;
 pub mod workload;

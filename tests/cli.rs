@@ -1,5 +1,8 @@
 //! The binary's answers to bad input: one line naming the problem, exit code 2, fast.
 
+// Integration tests may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
 use std::process::Command;
 use std::time::{Duration, Instant};
 

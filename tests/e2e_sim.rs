@@ -6,6 +6,9 @@
 //! client adds its own scheduling delay. On a loaded 2-core CI machine we allow 5 % on means of
 //! 20 ms steps (1 ms) and a few milliseconds on TTFT.
 
+// Integration tests may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 

@@ -151,10 +151,12 @@ impl Runner {
         self.warmup().await?;
         let levels = self.prepared.levels.clone();
         for spec in &levels {
+            self.wait_while_paused().await;
             if self.cancel.is_cancelled() {
                 break;
             }
             if let Some(reason) = self.context_precheck(spec) {
+                tracing::info!(level = spec.index, %reason, "length skipped before sending");
                 self.emit(Event::LevelSkipped {
                     index: spec.index,
                     reason,
@@ -200,6 +202,18 @@ impl Runner {
             }
         }
         Ok(())
+    }
+
+    /// Holds the next level back while the user has paused.
+    async fn wait_while_paused(&mut self) {
+        let mut control = self.control.clone();
+        while control.borrow().paused && !self.cancel.is_cancelled() {
+            self.emit(Event::Phase("paused (p resumes)".into()));
+            tokio::select! {
+                r = control.changed() => if r.is_err() { return },
+                () = self.cancel.cancelled() => return,
+            }
+        }
     }
 
     /// A reason to skip a long-context length the server says it cannot hold.
@@ -298,6 +312,7 @@ impl Runner {
                 }
             })
         };
+        tracing::info!(level = spec.index, label = %spec.label(), requests = spec.requests, "level started");
         self.emit(Event::LevelStarted { index: spec.index });
         let origin = Instant::now();
         let next = Arc::new(AtomicU32::new(0));
@@ -328,6 +343,7 @@ impl Runner {
         }
         skip_watch.abort();
         let interrupted = level_cancel.is_cancelled();
+        tracing::info!(level = spec.index, interrupted, "level finished");
         self.emit(Event::LevelFinished {
             index: spec.index,
             interrupted,
@@ -368,6 +384,10 @@ struct Worker {
 impl Worker {
     async fn run(mut self) {
         loop {
+            // Nothing left to send: end now, paused or not, so the level can finish.
+            if self.next.load(Ordering::Relaxed) as usize >= self.specs.len() {
+                return;
+            }
             while self.control.borrow().paused && !self.cancel.is_cancelled() {
                 tokio::select! {
                     r = self.control.changed() => if r.is_err() { break },

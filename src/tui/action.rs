@@ -1,0 +1,130 @@
+//! Keys to user intents: a pure mapping, tested without a terminal.
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+use super::app::Tab;
+
+/// What the user asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    NextTab,
+    PrevTab,
+    Tab(Tab),
+    /// Stop or resume dispatching new requests (in-flight ones finish).
+    TogglePause,
+    /// Skip the rest of the level in progress.
+    Skip,
+    /// Write results.json and summary.md now.
+    Export,
+    ToggleHelp,
+    /// Ask to quit (confirmation needed while running).
+    Quit,
+    /// Yes to the quit question.
+    Confirm,
+    /// No to the quit question (or close help).
+    Cancel,
+    /// Ctrl-C: quit without asking.
+    ForceQuit,
+}
+
+/// Maps a key press. While the quit question is open only its answers count.
+pub fn map_key(key: KeyEvent, confirming: bool) -> Option<Action> {
+    if key.kind == KeyEventKind::Release {
+        return None;
+    }
+    if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
+        return Some(Action::ForceQuit);
+    }
+    if confirming {
+        return match key.code {
+            KeyCode::Char('y' | 'Y' | 'q') | KeyCode::Enter => Some(Action::Confirm),
+            KeyCode::Char('n' | 'N') | KeyCode::Esc => Some(Action::Cancel),
+            _ => None,
+        };
+    }
+    Some(match key.code {
+        KeyCode::Tab | KeyCode::Right => Action::NextTab,
+        KeyCode::BackTab | KeyCode::Left => Action::PrevTab,
+        KeyCode::Char('1') => Action::Tab(Tab::Sweep),
+        KeyCode::Char('2') => Action::Tab(Tab::LongContext),
+        KeyCode::Char('3') => Action::Tab(Tab::Telemetry),
+        KeyCode::Char('4') => Action::Tab(Tab::Log),
+        KeyCode::Char('p') => Action::TogglePause,
+        KeyCode::Char('s') => Action::Skip,
+        KeyCode::Char('e') => Action::Export,
+        KeyCode::Char('?' | 'h') => Action::ToggleHelp,
+        KeyCode::Char('q') => Action::Quit,
+        KeyCode::Esc => Action::Cancel,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(code: KeyCode) -> KeyEvent {
+        KeyEvent::new(code, KeyModifiers::NONE)
+    }
+
+    #[test]
+    fn tab_keys() {
+        assert_eq!(map_key(key(KeyCode::Tab), false), Some(Action::NextTab));
+        assert_eq!(map_key(key(KeyCode::Right), false), Some(Action::NextTab));
+        assert_eq!(map_key(key(KeyCode::BackTab), false), Some(Action::PrevTab));
+        assert_eq!(map_key(key(KeyCode::Left), false), Some(Action::PrevTab));
+        assert_eq!(
+            map_key(key(KeyCode::Char('2')), false),
+            Some(Action::Tab(Tab::LongContext))
+        );
+        assert_eq!(
+            map_key(key(KeyCode::Char('4')), false),
+            Some(Action::Tab(Tab::Log))
+        );
+        assert_eq!(map_key(key(KeyCode::Char('x')), false), None);
+    }
+
+    #[test]
+    fn control_keys() {
+        assert_eq!(
+            map_key(key(KeyCode::Char('p')), false),
+            Some(Action::TogglePause)
+        );
+        assert_eq!(map_key(key(KeyCode::Char('s')), false), Some(Action::Skip));
+        assert_eq!(
+            map_key(key(KeyCode::Char('e')), false),
+            Some(Action::Export)
+        );
+        assert_eq!(
+            map_key(key(KeyCode::Char('?')), false),
+            Some(Action::ToggleHelp)
+        );
+        assert_eq!(map_key(key(KeyCode::Char('q')), false), Some(Action::Quit));
+        let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        assert_eq!(map_key(ctrl_c, false), Some(Action::ForceQuit));
+        assert_eq!(map_key(ctrl_c, true), Some(Action::ForceQuit));
+    }
+
+    #[test]
+    fn quit_question_takes_only_its_answers() {
+        assert_eq!(
+            map_key(key(KeyCode::Char('y')), true),
+            Some(Action::Confirm)
+        );
+        assert_eq!(
+            map_key(key(KeyCode::Char('q')), true),
+            Some(Action::Confirm)
+        );
+        assert_eq!(map_key(key(KeyCode::Char('n')), true), Some(Action::Cancel));
+        assert_eq!(map_key(key(KeyCode::Esc), true), Some(Action::Cancel));
+        assert_eq!(map_key(key(KeyCode::Char('p')), true), None);
+        assert_eq!(map_key(key(KeyCode::Tab), true), None);
+    }
+
+    #[test]
+    fn releases_are_ignored() {
+        let mut k = key(KeyCode::Char('q'));
+        k.kind = KeyEventKind::Release;
+        assert_eq!(map_key(k, false), None);
+    }
+}

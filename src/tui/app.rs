@@ -1,0 +1,477 @@
+//! `App`: the dashboard's state. Events and key intents go in (`apply`, `handle`, `tick`);
+//! everything the screen shows is computed here, so rendering only reads and formats.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::event::{Event, RunState};
+use crate::metrics::LevelStats;
+use crate::session::Session;
+use crate::workload::LevelKind;
+
+use super::action::Action;
+
+/// The dashboard's tabs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tab {
+    Sweep,
+    LongContext,
+    Telemetry,
+    Log,
+}
+
+impl Tab {
+    /// Every tab in order.
+    pub const ALL: [Tab; 4] = [Tab::Sweep, Tab::LongContext, Tab::Telemetry, Tab::Log];
+
+    /// The title in the tab bar.
+    pub fn title(self) -> &'static str {
+        match self {
+            Tab::Sweep => "1 Sweep",
+            Tab::LongContext => "2 Long context",
+            Tab::Telemetry => "3 GPU & server",
+            Tab::Log => "4 Log",
+        }
+    }
+
+    fn index(self) -> usize {
+        Tab::ALL.iter().position(|t| *t == self).unwrap_or(0)
+    }
+
+    /// The tab after this one (wrapping).
+    #[must_use]
+    pub fn next(self) -> Tab {
+        Tab::ALL[(self.index() + 1) % Tab::ALL.len()]
+    }
+
+    /// The tab before this one (wrapping).
+    #[must_use]
+    pub fn prev(self) -> Tab {
+        Tab::ALL[(self.index() + Tab::ALL.len() - 1) % Tab::ALL.len()]
+    }
+}
+
+/// What the event loop must do after a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Tell the runner to pause (`true`) or resume.
+    Pause(bool),
+    /// Tell the runner to skip the level in progress.
+    Skip,
+    /// Cancel the run (in-flight requests get their grace period).
+    Cancel,
+}
+
+/// Output tokens per second sampled once a second during the current level.
+#[derive(Clone, Debug, Default)]
+pub struct LiveRate {
+    /// `(seconds since the level started, tokens/s)`.
+    pub series: Vec<(f64, f64)>,
+    level_start: Option<Duration>,
+    last: Option<(Duration, u64)>,
+    /// The latest one-second rate.
+    pub current: f64,
+}
+
+/// Chart points of the sweep, computed in update.
+#[derive(Clone, Debug, Default)]
+pub struct SweepView {
+    /// `(log2 C, output tok/s)` per level with results (the running level live).
+    pub aggregate: Vec<(f64, f64)>,
+    /// `(log2 C, mean per-stream decode tok/s)`.
+    pub per_stream: Vec<(f64, f64)>,
+    /// Largest log2 C planned.
+    pub x_max: f64,
+}
+
+/// Chart points of the long-context ladder, computed in update.
+#[derive(Clone, Debug, Default)]
+pub struct LongView {
+    /// `(context in K tokens, mean TTFT in s)`.
+    pub ttft_s: Vec<(f64, f64)>,
+    /// `(context in K tokens, prefill tok/s)`.
+    pub prefill: Vec<(f64, f64)>,
+    /// `(context in K tokens, decode tok/s)`.
+    pub decode: Vec<(f64, f64)>,
+    /// Largest planned context in K tokens.
+    pub x_max: f64,
+}
+
+/// Largest value of the second coordinate (0 when empty).
+pub fn y_max(points: &[(f64, f64)]) -> f64 {
+    points.iter().map(|p| p.1).fold(0.0, f64::max)
+}
+
+/// Longest live series kept (one point a second).
+const SERIES_CAP: usize = 3600;
+
+/// The dashboard state.
+// Independent UI flags (help open, quit question, paused, quitting, exit, no colour), not a
+// hidden state machine.
+#[allow(clippy::struct_excessive_bools)]
+pub struct App {
+    pub session: Session,
+    pub tab: Tab,
+    pub show_help: bool,
+    pub confirm_quit: bool,
+    pub paused: bool,
+    /// Quit was confirmed: waiting for in-flight requests and the final save.
+    pub quitting: bool,
+    /// Leave the event loop.
+    pub exit: bool,
+    /// Time since the dashboard started (set by `tick`, so rendering never reads a clock).
+    pub now: Duration,
+    /// When the last request of the level in progress was sent (for the live prefill timer).
+    pub last_sent_at: Option<Duration>,
+    /// Tokens received since the last request was sent (0: still prefilling).
+    pub tokens_since_send: u64,
+    pub live: LiveRate,
+    live_tokens: Arc<AtomicU64>,
+    tokens_at_send: u64,
+    /// Statistics of the level in progress, refreshed as records arrive.
+    pub current_stats: Option<LevelStats>,
+    stats_dirty: bool,
+    /// Client accept length of finished sweep levels (×100, for the sparkline).
+    pub accept_history: Vec<u64>,
+    pub sweep_view: SweepView,
+    pub long_view: LongView,
+    /// A short message shown in the footer until the given time.
+    pub flash: Option<(String, Duration)>,
+    pub no_color: bool,
+}
+
+impl App {
+    /// A dashboard over `session`; `live_tokens` is the client's running token count.
+    pub fn new(session: Session, live_tokens: Arc<AtomicU64>, no_color: bool) -> Self {
+        Self {
+            session,
+            tab: Tab::Sweep,
+            show_help: false,
+            confirm_quit: false,
+            paused: false,
+            quitting: false,
+            exit: false,
+            now: Duration::ZERO,
+            last_sent_at: None,
+            tokens_since_send: 0,
+            live: LiveRate::default(),
+            live_tokens,
+            tokens_at_send: 0,
+            current_stats: None,
+            stats_dirty: false,
+            accept_history: Vec::new(),
+            sweep_view: SweepView::default(),
+            long_view: LongView::default(),
+            flash: None,
+            no_color,
+        }
+    }
+
+    /// Whether the run has ended (finished, interrupted or aborted).
+    pub fn run_over(&self) -> bool {
+        self.session.summary.state != RunState::Running
+    }
+
+    /// Folds one event from the runner.
+    pub fn apply(&mut self, ev: Event) {
+        match &ev {
+            Event::LevelStarted { .. } => {
+                self.live = LiveRate {
+                    level_start: Some(self.now),
+                    last: Some((self.now, self.live_tokens.load(Ordering::Relaxed))),
+                    ..LiveRate::default()
+                };
+                self.current_stats = None;
+            }
+            Event::Sent { .. } => {
+                self.last_sent_at = Some(self.now);
+                self.tokens_at_send = self.live_tokens.load(Ordering::Relaxed);
+                self.tokens_since_send = 0;
+            }
+            Event::Request(r) if !r.warmup => self.stats_dirty = true,
+            _ => {}
+        }
+        let finished = match &ev {
+            Event::LevelFinished { index, .. } => Some(*index),
+            _ => None,
+        };
+        let over = matches!(ev, Event::RunFinished { .. });
+        self.session.apply(ev);
+        if let Some(i) = finished {
+            self.current_stats = None;
+            self.last_sent_at = None;
+            let accept = self
+                .session
+                .summary
+                .level(i)
+                .filter(|l| l.kind == LevelKind::Sweep)
+                .and_then(|l| l.stats.as_ref())
+                .and_then(|s| s.scalars.accept_length_client);
+            if let Some(a) = accept {
+                self.accept_history.push((a * 100.0).round() as u64);
+            }
+        }
+        if over && self.quitting {
+            self.exit = true;
+        }
+        if finished.is_some() || over {
+            self.refresh_views();
+        }
+    }
+
+    /// The statistics to show for a level: live for the one in progress, final otherwise.
+    pub fn level_stats(&self, index: u32) -> Option<&LevelStats> {
+        if self.session.current == Some(index) {
+            self.current_stats.as_ref()
+        } else {
+            self.session
+                .summary
+                .level(index)
+                .and_then(|l| l.stats.as_ref())
+        }
+    }
+
+    /// Recomputes the chart points from the summaries.
+    fn refresh_views(&mut self) {
+        let mut sv = SweepView::default();
+        for l in &self.session.summary.sweep {
+            let x = f64::from(l.concurrency.max(1)).log2();
+            sv.x_max = sv.x_max.max(x);
+            if let Some(s) = self
+                .level_stats(l.index)
+                .filter(|s| s.scalars.completed > 0)
+            {
+                sv.aggregate.push((x, s.scalars.output_throughput));
+                if let Some(d) = &s.dists.decode_tokens_per_s {
+                    sv.per_stream.push((x, d.mean));
+                }
+            }
+        }
+        let mut lv = LongView::default();
+        for l in &self.session.summary.long_context {
+            let x = l.input_len as f64 / 1000.0;
+            lv.x_max = lv.x_max.max(x);
+            if let Some(s) = self
+                .level_stats(l.index)
+                .filter(|s| s.scalars.completed > 0)
+            {
+                if let Some(t) = &s.dists.ttft_ms {
+                    lv.ttft_s.push((x, t.mean / 1000.0));
+                }
+                if let Some(p) = s.scalars.prefill_tokens_per_s {
+                    lv.prefill.push((x, p));
+                }
+                if let Some(d) = &s.dists.decode_tokens_per_s {
+                    lv.decode.push((x, d.mean));
+                }
+            }
+        }
+        self.sweep_view = sv;
+        self.long_view = lv;
+    }
+
+    /// Seconds left in the level in progress at its pace so far.
+    pub fn eta_s(&self) -> Option<f64> {
+        let i = self.session.current?;
+        let l = self.session.summary.level(i)?;
+        let p = self.session.progress.get(&i)?;
+        let start = self.live.level_start?;
+        let elapsed = self.now.saturating_sub(start).as_secs_f64();
+        if p.finished == 0 || elapsed <= 0.0 {
+            return None;
+        }
+        let left = u64::from(l.requests).saturating_sub(p.finished) as f64;
+        Some(left * elapsed / p.finished as f64)
+    }
+
+    /// Ends a batch of events: refresh the live statistics once, push request lines to disk.
+    pub fn end_batch(&mut self) {
+        if self.stats_dirty {
+            self.current_stats = self
+                .session
+                .current
+                .and_then(|i| self.session.live_stats(i));
+            self.stats_dirty = false;
+            self.refresh_views();
+        }
+        self.session.flush();
+    }
+
+    /// Advances the clock: samples the live token rate once a second.
+    pub fn tick(&mut self, now: Duration) {
+        self.now = now;
+        let tokens = self.live_tokens.load(Ordering::Relaxed);
+        self.tokens_since_send = tokens.saturating_sub(self.tokens_at_send);
+        if let (Some(start), Some((t0, n0))) = (self.live.level_start, self.live.last) {
+            let dt = now.saturating_sub(t0);
+            if dt >= Duration::from_secs(1) && self.session.current.is_some() {
+                let rate = tokens.saturating_sub(n0) as f64 / dt.as_secs_f64();
+                self.live.current = rate;
+                if self.live.series.len() >= SERIES_CAP {
+                    self.live.series.remove(0);
+                }
+                self.live
+                    .series
+                    .push((now.saturating_sub(start).as_secs_f64(), rate));
+                self.live.last = Some((now, tokens));
+            }
+        }
+        if self.flash.as_ref().is_some_and(|(_, until)| now >= *until) {
+            self.flash = None;
+        }
+    }
+
+    fn say(&mut self, msg: String) {
+        self.flash = Some((msg, self.now + Duration::from_secs(4)));
+    }
+
+    /// Applies a user intent; returns what the loop must tell the runner.
+    pub fn handle(&mut self, a: Action) -> Option<Effect> {
+        match a {
+            Action::NextTab => self.tab = self.tab.next(),
+            Action::PrevTab => self.tab = self.tab.prev(),
+            Action::Tab(t) => self.tab = t,
+            Action::ToggleHelp => self.show_help = !self.show_help,
+            Action::TogglePause if !self.run_over() => {
+                self.paused = !self.paused;
+                self.say(if self.paused {
+                    "paused: no new requests are sent; in-flight ones finish".into()
+                } else {
+                    "resumed".into()
+                });
+                return Some(Effect::Pause(self.paused));
+            }
+            Action::Skip if self.session.current.is_some() => {
+                self.say("skipping the rest of this level".into());
+                return Some(Effect::Skip);
+            }
+            Action::Export => {
+                self.session.save();
+                let msg = match (&self.session.io_error, self.session.dir()) {
+                    (Some(e), _) => e.clone(),
+                    (None, Some(d)) => {
+                        format!("wrote results.json and summary.md in {}", d.display())
+                    }
+                    (None, None) => "nothing to write: no run directory".into(),
+                };
+                self.say(msg);
+            }
+            Action::Quit if self.run_over() => self.exit = true,
+            Action::Quit => self.confirm_quit = true,
+            Action::Confirm if self.confirm_quit => return self.quit(),
+            Action::ForceQuit => {
+                if self.run_over() {
+                    self.exit = true;
+                } else {
+                    return self.quit();
+                }
+            }
+            Action::Cancel => {
+                self.confirm_quit = false;
+                self.show_help = false;
+            }
+            Action::TogglePause | Action::Skip | Action::Confirm => {}
+        }
+        None
+    }
+
+    fn quit(&mut self) -> Option<Effect> {
+        self.confirm_quit = false;
+        if self.quitting {
+            return None;
+        }
+        self.quitting = true;
+        self.say(
+            "stopping: in-flight requests get their grace period, then results are saved".into(),
+        );
+        Some(Effect::Cancel)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::summary::RunSummary;
+
+    fn app() -> App {
+        let cfg = crate::commands::demo_config();
+        App::new(
+            Session::new(RunSummary::new(cfg, None), None),
+            Arc::new(AtomicU64::new(0)),
+            true,
+        )
+    }
+
+    #[test]
+    fn tabs_cycle_both_ways() {
+        let mut a = app();
+        assert_eq!(a.tab, Tab::Sweep);
+        a.handle(Action::PrevTab);
+        assert_eq!(a.tab, Tab::Log);
+        a.handle(Action::NextTab);
+        a.handle(Action::NextTab);
+        assert_eq!(a.tab, Tab::LongContext);
+        a.handle(Action::Tab(Tab::Telemetry));
+        assert_eq!(a.tab, Tab::Telemetry);
+    }
+
+    #[test]
+    fn quit_needs_confirmation_while_running() {
+        let mut a = app();
+        assert_eq!(a.handle(Action::Quit), None);
+        assert!(a.confirm_quit && !a.quitting);
+        assert_eq!(a.handle(Action::Cancel), None);
+        assert!(!a.confirm_quit);
+        a.handle(Action::Quit);
+        assert_eq!(a.handle(Action::Confirm), Some(Effect::Cancel));
+        assert!(a.quitting && !a.exit);
+        // The loop exits once the runner reports the end.
+        a.apply(Event::RunFinished {
+            state: RunState::Interrupted,
+            error: None,
+        });
+        assert!(a.exit);
+    }
+
+    #[test]
+    fn quit_after_the_run_needs_no_confirmation() {
+        let mut a = app();
+        a.apply(Event::RunFinished {
+            state: RunState::Finished,
+            error: None,
+        });
+        a.handle(Action::Quit);
+        assert!(a.exit);
+    }
+
+    #[test]
+    fn pause_toggles_and_skip_needs_a_level() {
+        let mut a = app();
+        assert_eq!(a.handle(Action::TogglePause), Some(Effect::Pause(true)));
+        assert_eq!(a.handle(Action::TogglePause), Some(Effect::Pause(false)));
+        assert_eq!(a.handle(Action::Skip), None);
+        a.session.current = Some(0);
+        assert_eq!(a.handle(Action::Skip), Some(Effect::Skip));
+    }
+
+    #[test]
+    fn live_rate_is_sampled_each_second() {
+        let counter = Arc::new(AtomicU64::new(0));
+        let cfg = crate::commands::demo_config();
+        let mut a = App::new(
+            Session::new(RunSummary::new(cfg, None), None),
+            counter.clone(),
+            true,
+        );
+        a.session.current = Some(0);
+        a.apply(Event::LevelStarted { index: 0 });
+        a.session.current = Some(0);
+        counter.store(300, Ordering::Relaxed);
+        a.tick(Duration::from_millis(500));
+        assert!(a.live.series.is_empty());
+        a.tick(Duration::from_millis(1500));
+        assert_eq!(a.live.series.len(), 1);
+        assert!((a.live.current - 200.0).abs() < 1e-9, "{}", a.live.current);
+    }
+}

@@ -1,0 +1,109 @@
+//! Log tab: failures by kind with their first message, warnings, and the run's configuration.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph, Widget, Wrap};
+
+use crate::tui::app::App;
+use crate::tui::theme::Theme;
+
+/// Draws the tab.
+pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
+    let s = &app.session.summary;
+    let mut events: Vec<Line> = Vec::new();
+    for l in s.sweep.iter().chain(&s.long_context) {
+        let Some(st) = app.level_stats(l.index) else {
+            continue;
+        };
+        for (kind, f) in &st.scalars.failures {
+            events.push(Line::from(vec![
+                Span::styled(format!("{:<9} {kind} ×{} ", l.label(), f.count), th.bad),
+                Span::raw(format!("first: {}", f.first_message)),
+            ]));
+        }
+        if st.scalars.cancelled > 0 {
+            events.push(Line::styled(
+                format!(
+                    "{:<9} {} requests cancelled by the user",
+                    l.label(),
+                    st.scalars.cancelled
+                ),
+                th.warn,
+            ));
+        }
+    }
+    for l in s.sweep.iter().chain(&s.long_context) {
+        if let Some(r) = &l.reason {
+            events.push(Line::from(vec![
+                Span::styled(format!("{:<9} skipped ", l.label()), th.warn),
+                Span::raw(r.clone()),
+            ]));
+        }
+    }
+    for w in &s.warnings {
+        events.push(Line::from(vec![
+            Span::styled("warning   ", th.warn),
+            Span::raw(w.clone()),
+        ]));
+    }
+    if let Some(e) = &s.error {
+        events.push(Line::from(vec![
+            Span::styled("error     ", th.bad),
+            Span::raw(e.clone()),
+        ]));
+    }
+    if events.is_empty() {
+        events.push(Line::styled("no failures, skips or warnings so far", th.ok));
+    }
+    let mut cfg_lines: Vec<Line> = Vec::new();
+    if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(&s.config) {
+        for (k, v) in m {
+            let v = match v {
+                serde_json::Value::String(s) => s,
+                other => other.to_string(),
+            };
+            cfg_lines.push(Line::from(vec![
+                Span::styled(format!("{k:<24}"), th.accent),
+                Span::raw(v),
+            ]));
+        }
+    }
+    if let Some(p) = &s.prompts {
+        cfg_lines.push(Line::from(vec![
+            Span::styled(format!("{:<24}", "prompts"), th.accent),
+            Span::raw(format!(
+                "{} (server adds {} tokens)",
+                p.description, p.offset_tokens
+            )),
+        ]));
+    }
+    let side = area.width >= 120;
+    let (a, b) = if side {
+        let [a, b] = Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)])
+            .areas(area);
+        (a, b)
+    } else {
+        let [a, b] =
+            Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(area);
+        (a, b)
+    };
+    Paragraph::new(events)
+        .block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(" failures, skips, warnings ")
+                .title_style(th.title),
+        )
+        .wrap(Wrap { trim: true })
+        .render(a, buf);
+    Paragraph::new(cfg_lines)
+        .block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(" configuration ")
+                .title_style(th.title),
+        )
+        .wrap(Wrap { trim: true })
+        .render(b, buf);
+}

@@ -1,0 +1,307 @@
+//! Sweep tab: throughput versus concurrency, the live output rate, the percentile table and the
+//! progress of the level in progress.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Cell, Gauge, Row, Sparkline, Table, Widget};
+
+use super::{Series, line_chart};
+use crate::export::markdown::num;
+use crate::metrics::DistStats;
+use crate::summary::{LevelStatus, LevelSummary};
+use crate::tui::app::App;
+use crate::tui::theme::Theme;
+
+/// Draws the tab.
+pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
+    let charts = area.width >= 100 && area.height >= 28;
+    if charts {
+        let [top, table, bottom] = Layout::vertical([
+            Constraint::Percentage(40),
+            Constraint::Min(5),
+            Constraint::Length(3),
+        ])
+        .areas(area);
+        render_charts(app, top, buf, th);
+        render_table(app, table, buf, th, true);
+        render_progress(app, bottom, buf, th);
+    } else {
+        let [table, bottom] =
+            Layout::vertical([Constraint::Min(4), Constraint::Length(3)]).areas(area);
+        render_table(app, table, buf, th, area.width >= 120);
+        render_progress(app, bottom, buf, th);
+    }
+}
+
+fn c_labels(x_max: f64) -> ([f64; 2], Vec<String>) {
+    let top = x_max.max(1.0);
+    let mid = (top / 2.0).round();
+    (
+        [0.0, top],
+        vec![
+            "C=1".into(),
+            format!("{}", 2f64.powf(mid).round()),
+            format!("{}", 2f64.powf(top).round()),
+        ],
+    )
+}
+
+fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
+    let [a, b, c] = Layout::horizontal([
+        Constraint::Ratio(1, 3),
+        Constraint::Ratio(1, 3),
+        Constraint::Ratio(1, 3),
+    ])
+    .areas(area);
+    let v = &app.sweep_view;
+    line_chart(
+        "aggregate out tok/s vs C (log2)",
+        &[Series {
+            name: "out tok/s",
+            points: &v.aggregate,
+            style: ratatui::style::Style::default().fg(th.series[0]),
+        }],
+        c_labels(v.x_max),
+        "waiting for the first level…",
+        a,
+        buf,
+        th,
+    );
+    line_chart(
+        "per-stream tok/s vs C (log2)",
+        &[Series {
+            name: "per-stream",
+            points: &v.per_stream,
+            style: ratatui::style::Style::default().fg(th.series[1]),
+        }],
+        c_labels(v.x_max),
+        "waiting for the first level…",
+        b,
+        buf,
+        th,
+    );
+    let series = &app.live.series;
+    let t_max = series.last().map_or(1.0, |p| p.0.max(1.0));
+    let title = match app
+        .session
+        .current
+        .and_then(|i| app.session.summary.level(i))
+    {
+        Some(l) => format!(
+            "out tok/s now, {} ({} tok/s)",
+            l.label(),
+            num(Some(app.live.current))
+        ),
+        None => "out tok/s over the level".into(),
+    };
+    line_chart(
+        &title,
+        &[Series {
+            name: "tok/s",
+            points: series,
+            style: ratatui::style::Style::default().fg(th.series[2]),
+        }],
+        ([0.0, t_max], vec!["0 s".into(), format!("{t_max:.0} s")]),
+        "sampled once a second while a level runs",
+        c,
+        buf,
+        th,
+    );
+}
+
+fn ppp(d: Option<&DistStats>, wide: bool) -> String {
+    match d {
+        None => "-".into(),
+        Some(d) if wide => format!(
+            "{}/{}/{}",
+            num(Some(d.p50)),
+            num(Some(d.p90)),
+            num(Some(d.p99))
+        ),
+        Some(d) => format!("{}/{}", num(Some(d.p50)), num(Some(d.p99))),
+    }
+}
+
+fn row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a> {
+    let stats = app.level_stats(l.index);
+    let running = app.session.current == Some(l.index);
+    let progress = app.session.progress.get(&l.index);
+    let done = match (stats, progress) {
+        (_, Some(p)) if running => format!("{}/{}", p.finished, l.requests),
+        (Some(s), _) => s.scalars.completed.to_string(),
+        _ => "-".into(),
+    };
+    let status_text = if running { "running" } else { l.status.name() };
+    let failed = stats.map_or(0, |s| s.scalars.failed);
+    let mut cells = vec![
+        Cell::from(format!("C={}", l.concurrency)),
+        Cell::from(status_text),
+        Cell::from(done),
+    ];
+    let s = stats;
+    let d = s.map(|s| &s.dists);
+    if wide {
+        cells.push(Cell::from(num(s.map(|s| s.scalars.request_throughput))));
+    }
+    cells.extend([
+        Cell::from(num(s.map(|s| s.scalars.output_throughput))),
+        Cell::from(num(d
+            .and_then(|d| d.decode_tokens_per_s.as_ref())
+            .map(|x| x.mean))),
+        Cell::from(ppp(d.and_then(|d| d.ttft_ms.as_ref()), wide)),
+        Cell::from(ppp(d.and_then(|d| d.itl_ms.as_ref()), wide)),
+    ]);
+    if wide {
+        cells.push(Cell::from(ppp(d.and_then(|d| d.tpot_ms.as_ref()), true)));
+        cells.push(Cell::from(ppp(d.and_then(|d| d.e2el_ms.as_ref()), true)));
+    }
+    cells.push(Cell::from(num(
+        s.and_then(|s| s.scalars.accept_length_client)
+    )));
+    let fail_text = if stats.is_some() {
+        failed.to_string()
+    } else {
+        "-".into()
+    };
+    cells.push(Cell::from(fail_text).style(if failed > 0 { th.bad } else { th.dim }));
+    let style = if running {
+        th.current
+    } else if l.status == LevelStatus::Waiting {
+        th.dim
+    } else {
+        ratatui::style::Style::default()
+    };
+    Row::new(cells).style(style)
+}
+
+fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool) {
+    let mut header = vec!["C", "status", "done"];
+    let mut widths = vec![
+        Constraint::Length(6),
+        Constraint::Length(8),
+        Constraint::Length(8),
+    ];
+    if wide {
+        header.push("req/s");
+        widths.push(Constraint::Length(6));
+    }
+    header.extend([
+        "out tok/s",
+        "stream",
+        if wide {
+            "TTFT p50/90/99"
+        } else {
+            "TTFT p50/99"
+        },
+        if wide { "ITL p50/90/99" } else { "ITL p50/99" },
+    ]);
+    widths.extend([
+        Constraint::Length(9),
+        Constraint::Length(7),
+        Constraint::Length(if wide { 19 } else { 13 }),
+        Constraint::Length(if wide { 17 } else { 11 }),
+    ]);
+    if wide {
+        header.extend(["TPOT p50/90/99", "E2E p50/90/99"]);
+        widths.extend([Constraint::Length(16), Constraint::Length(19)]);
+    }
+    header.extend(["acc", "fail"]);
+    widths.extend([Constraint::Length(5), Constraint::Length(4)]);
+    let rows: Vec<Row> = app
+        .session
+        .summary
+        .sweep
+        .iter()
+        .map(|l| row(app, l, wide, th))
+        .collect();
+    // Keep the level in progress in view when there are more levels than rows.
+    let visible = area.height.saturating_sub(3) as usize;
+    let current_pos = app
+        .session
+        .summary
+        .sweep
+        .iter()
+        .position(|l| app.session.current == Some(l.index))
+        .unwrap_or(0);
+    let skip = (current_pos + 1).saturating_sub(visible);
+    let title = format!(
+        " concurrency sweep · {} in / {} out tokens · ms unless noted ",
+        app.session.summary.config.input_len, app.session.summary.config.output_len
+    );
+    Table::new(rows.into_iter().skip(skip), widths)
+        .header(Row::new(header).style(th.title))
+        .column_spacing(1)
+        .block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(title)
+                .title_style(th.title),
+        )
+        .render(area, buf);
+}
+
+fn render_progress(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(" progress ")
+        .title_style(th.title);
+    let inner = block.inner(area);
+    block.render(area, buf);
+    let spark_w = if inner.width >= 90 { 30 } else { 0 };
+    let [gauge_area, spark_area] =
+        Layout::horizontal([Constraint::Min(10), Constraint::Length(spark_w)]).areas(inner);
+    let level = app
+        .session
+        .current
+        .and_then(|i| app.session.summary.level(i));
+    match level {
+        Some(l) => {
+            let p = app
+                .session
+                .progress
+                .get(&l.index)
+                .cloned()
+                .unwrap_or_default();
+            let ratio = if l.requests > 0 {
+                (p.finished as f64 / f64::from(l.requests)).clamp(0.0, 1.0)
+            } else {
+                0.0
+            };
+            let eta = app.eta_s().map_or(String::new(), |e| {
+                format!(
+                    " · ETA {}",
+                    crate::tui::ui::clock(std::time::Duration::from_secs_f64(e))
+                )
+            });
+            let paused = if app.paused { " · PAUSED" } else { "" };
+            let label = format!(
+                "{} · {}/{} done · {} in flight{eta}{paused}",
+                l.label(),
+                p.finished,
+                l.requests,
+                app.session.in_flight(l.index)
+            );
+            Gauge::default()
+                .ratio(ratio)
+                .label(crate::tui::ui::fit(&label, gauge_area.width as usize))
+                .gauge_style(ratatui::style::Style::default().fg(th.series[0]))
+                .render(gauge_area, buf);
+        }
+        None => Line::from(Span::styled(
+            crate::tui::ui::fit(&app.session.phase, gauge_area.width as usize),
+            th.accent,
+        ))
+        .render(gauge_area, buf),
+    }
+    if spark_w > 0 {
+        let [label, spark] =
+            Layout::horizontal([Constraint::Length(12), Constraint::Min(1)]).areas(spark_area);
+        let last = app.accept_history.last().map(|v| *v as f64 / 100.0);
+        Line::from(Span::styled(format!(" acc {} ", num(last)), th.accent)).render(label, buf);
+        Sparkline::default()
+            .data(&app.accept_history)
+            .style(ratatui::style::Style::default().fg(th.series[1]))
+            .render(spark, buf);
+    }
+}

@@ -1,0 +1,184 @@
+//! Drawing the whole screen from `&App`: header, tab bar, the tab's body, footer, pop-ups.
+//! Pure: reads the app, formats, draws; never computes statistics or reads a clock.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Flex, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Tabs, Widget, Wrap};
+
+use super::app::{App, Tab};
+use super::tabs;
+use super::theme::Theme;
+
+/// `mm:ss` or `h:mm:ss`.
+pub fn clock(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{:02}:{:02}", s / 60, s % 60)
+    }
+}
+
+/// Cuts `s` to `max` characters, marking the cut with `…`.
+pub fn fit(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else if max == 0 {
+        String::new()
+    } else {
+        let mut t: String = s.chars().take(max - 1).collect();
+        t.push('…');
+        t
+    }
+}
+
+impl Widget for &App {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let th = Theme::new(self.no_color);
+        let [header, tabs_bar, body, footer] = Layout::vertical([
+            Constraint::Length(1),
+            Constraint::Length(1),
+            Constraint::Min(1),
+            Constraint::Length(1),
+        ])
+        .areas(area);
+        render_header(self, header, buf, &th);
+        let titles: Vec<&str> = Tab::ALL.iter().map(|t| t.title()).collect();
+        Tabs::new(titles)
+            .select(Tab::ALL.iter().position(|t| *t == self.tab))
+            .highlight_style(th.current)
+            .divider("│")
+            .render(tabs_bar, buf);
+        match self.tab {
+            Tab::Sweep => tabs::sweep::render(self, body, buf, &th),
+            Tab::LongContext => tabs::long_context::render(self, body, buf, &th),
+            Tab::Telemetry => tabs::telemetry::render(self, body, buf, &th),
+            Tab::Log => tabs::log::render(self, body, buf, &th),
+        }
+        render_footer(self, footer, buf, &th);
+        if self.show_help {
+            render_help(area, buf, &th);
+        }
+        if self.confirm_quit {
+            render_confirm(self, area, buf, &th);
+        }
+    }
+}
+
+fn render_header(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
+    let s = &app.session.summary;
+    let mut spans = vec![Span::styled(" servetop ", th.title)];
+    if s.simulated {
+        spans.push(Span::styled(" SIMULATED ", th.badge));
+        spans.push(Span::raw(" "));
+    }
+    let (engine, model, url) = s
+        .server
+        .as_ref()
+        .map_or(("connecting", "", s.config.base_url.as_str()), |sv| {
+            (sv.engine.name(), sv.model.as_str(), sv.base_url.as_str())
+        });
+    let right = format!(" {} │ {} ", clock(app.now), app.session.phase);
+    let used: usize = spans
+        .iter()
+        .map(|s| s.content.chars().count())
+        .sum::<usize>()
+        + right.chars().count();
+    let room = (area.width as usize).saturating_sub(used);
+    let engine = engine.trim_end_matches(" (simulated)");
+    let middle = fit(&format!("{engine} · {model} · {url}"), room);
+    spans.push(Span::styled(middle.clone(), th.accent));
+    let pad = room.saturating_sub(middle.chars().count());
+    spans.push(Span::raw(" ".repeat(pad)));
+    spans.push(Span::styled(right, th.title));
+    Line::from(spans).render(area, buf);
+}
+
+fn render_footer(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
+    let keys = if area.width >= 100 {
+        " Tab/←→ tabs · p pause · s skip level · e export · ? help · q quit "
+    } else {
+        " ←→ tabs p pause s skip e export ? help q quit "
+    };
+    let status = if let Some((msg, _)) = &app.flash {
+        Span::styled(msg.clone(), th.warn)
+    } else if app.run_over() {
+        let dir = app
+            .session
+            .dir()
+            .map(|d| format!(" · results in {}", d.display()))
+            .unwrap_or_default();
+        Span::styled(format!("{}{dir} · q exits", app.session.phase), th.ok)
+    } else if app.paused {
+        Span::styled("PAUSED (p resumes)", th.warn)
+    } else {
+        Span::raw("")
+    };
+    let room = (area.width as usize).saturating_sub(keys.chars().count());
+    let status = Span::styled(fit(&status.content, room), status.style);
+    let pad = room.saturating_sub(status.content.chars().count());
+    Line::from(vec![
+        Span::styled(keys, th.dim),
+        Span::raw(" ".repeat(pad)),
+        status,
+    ])
+    .render(area, buf);
+}
+
+/// A centred rectangle of at most `w`×`h`.
+pub fn centered(area: Rect, w: u16, h: u16) -> Rect {
+    let [v] = Layout::vertical([Constraint::Length(h.min(area.height))])
+        .flex(Flex::Center)
+        .areas(area);
+    let [r] = Layout::horizontal([Constraint::Length(w.min(area.width))])
+        .flex(Flex::Center)
+        .areas(v);
+    r
+}
+
+fn render_help(area: Rect, buf: &mut Buffer, th: &Theme) {
+    let lines = [
+        "Tab / ← →, 1-4   switch tabs",
+        "p                pause / resume sending (in-flight requests finish)",
+        "s                skip the rest of the level in progress",
+        "e                write results.json and summary.md now",
+        "q                quit (asks first while running); Ctrl-C quits at once",
+        "? / Esc          this help",
+        "",
+        "per-stream tok/s  one request's decode speed: (out − 1) / (E2E − TTFT)",
+        "ITL               chunk gap split evenly over the chunk's tokens",
+        "accept            mean tokens per chunk after the first (client view)",
+        "TTFT              includes waiting in the server's queue",
+        "numbers in ms unless a column says otherwise",
+    ];
+    let r = centered(area, 78, lines.len() as u16 + 2);
+    Clear.render(r, buf);
+    Paragraph::new(lines.iter().map(|l| Line::raw(*l)).collect::<Vec<_>>())
+        .block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(" help ")
+                .title_style(th.title),
+        )
+        .wrap(Wrap { trim: false })
+        .render(r, buf);
+}
+
+fn render_confirm(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
+    let grace = app.session.summary.config.grace_s;
+    let text = vec![
+        Line::styled("Stop the run?", th.title),
+        Line::raw(format!(
+            "In-flight requests get {grace:.0} s to finish; all results are saved."
+        )),
+        Line::raw(""),
+        Line::styled("y / q: stop    n / Esc: keep running", th.accent),
+    ];
+    let r = centered(area, 64, 6);
+    Clear.render(r, buf);
+    Paragraph::new(text)
+        .block(Block::default().borders(Borders::ALL).border_style(th.warn))
+        .wrap(Wrap { trim: true })
+        .render(r, buf);
+}
