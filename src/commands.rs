@@ -286,7 +286,7 @@ pub fn demo_config() -> RunConfig {
         },
         warmup_requests: 1,
         long_context: vec![8_000, 16_000, 30_000, 60_000, 100_000],
-        long_context_output_len: 128,
+        long_context_output_len: 256,
         long_context_repeats: 1,
         tokenizer: None,
         temperature: 0.0,

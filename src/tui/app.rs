@@ -98,6 +98,27 @@ pub struct LongView {
     pub x_max: f64,
 }
 
+/// The configuration as `(key, value)` lines, plus how prompts are sized.
+fn config_lines(s: &crate::summary::RunSummary) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(&s.config) {
+        for (k, v) in m {
+            let v = match v {
+                serde_json::Value::String(s) => s,
+                other => other.to_string(),
+            };
+            out.push((k, v));
+        }
+    }
+    if let Some(p) = &s.prompts {
+        out.push((
+            "prompts".into(),
+            format!("{} (server adds {} tokens)", p.description, p.offset_tokens),
+        ));
+    }
+    out
+}
+
 /// Largest value of the second coordinate (0 when empty).
 pub fn y_max(points: &[(f64, f64)]) -> f64 {
     points.iter().map(|p| p.1).fold(0.0, f64::max)
@@ -135,6 +156,8 @@ pub struct App {
     /// Client accept length of finished sweep levels (×100, for the sparkline).
     pub accept_history: Vec<u64>,
     pub sweep_view: SweepView,
+    /// `(key, value)` lines of the run configuration (Log tab), built when the run starts.
+    pub config_lines: Vec<(String, String)>,
     pub long_view: LongView,
     /// A short message shown in the footer until the given time.
     pub flash: Option<(String, Duration)>,
@@ -162,6 +185,7 @@ impl App {
             stats_dirty: false,
             accept_history: Vec::new(),
             sweep_view: SweepView::default(),
+            config_lines: Vec::new(),
             long_view: LongView::default(),
             flash: None,
             no_color,
@@ -197,6 +221,7 @@ impl App {
             _ => None,
         };
         let over = matches!(ev, Event::RunFinished { .. });
+        let started = matches!(ev, Event::RunStarted { .. } | Event::Calibrated(_));
         self.session.apply(ev);
         if let Some(i) = finished {
             self.current_stats = None;
@@ -217,6 +242,9 @@ impl App {
         }
         if finished.is_some() || over {
             self.refresh_views();
+        }
+        if self.config_lines.is_empty() || started {
+            self.config_lines = config_lines(&self.session.summary);
         }
     }
 
@@ -251,7 +279,10 @@ impl App {
         let mut lv = LongView::default();
         for l in &self.session.summary.long_context {
             let x = l.input_len as f64 / 1000.0;
-            lv.x_max = lv.x_max.max(x);
+            // Skipped lengths have no point; stretching the axis to them squeezes the others.
+            if l.status != crate::summary::LevelStatus::Skipped {
+                lv.x_max = lv.x_max.max(x);
+            }
             if let Some(s) = self
                 .level_stats(l.index)
                 .filter(|s| s.scalars.completed > 0)

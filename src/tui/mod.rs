@@ -6,6 +6,7 @@
 
 pub mod action;
 pub mod app;
+pub mod fixtures;
 pub mod tabs;
 pub mod theme;
 pub mod ui;
@@ -81,10 +82,15 @@ pub async fn run(
     frames.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let start = Instant::now();
     let mut draw_error = None;
+    // The runner drops its sender when it is done; the screen stays up until the user leaves.
+    let mut runner_open = true;
     while !app.exit {
         tokio::select! {
-            ev = rx.recv() => {
-                let Some(ev) = ev else { break };
+            ev = rx.recv(), if runner_open => {
+                let Some(ev) = ev else {
+                    runner_open = false;
+                    continue;
+                };
                 app.apply(ev);
                 let mut n = 1;
                 while let Ok(more) = rx.try_recv() {
@@ -138,6 +144,96 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
+
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    use super::action::Action;
+    use super::app::{App, Tab};
+    use super::fixtures;
+
+    fn draw(app: &App, w: u16, h: u16) -> String {
+        let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+        t.draw(|f| f.render_widget(app, f.area())).unwrap();
+        t.backend().to_string()
+    }
+
+    fn snap(name: &str, app: &mut App, tab: Tab) {
+        app.tab = tab;
+        for (w, h) in [(80, 24), (160, 48)] {
+            insta::assert_snapshot!(format!("{name}_{w}x{h}"), draw(app, w, h));
+        }
+    }
+
+    #[test]
+    fn sweep_tab_mid_run() {
+        snap(
+            "sweep_mid",
+            &mut fixtures::mid_sweep(vec![1, 4, 8, 16, 64, 100]),
+            Tab::Sweep,
+        );
+    }
+
+    #[test]
+    fn sweep_tab_finished() {
+        snap("sweep_finished", &mut fixtures::finished_run(), Tab::Sweep);
+    }
+
+    #[test]
+    fn long_context_tab() {
+        snap(
+            "long_context",
+            &mut fixtures::finished_run(),
+            Tab::LongContext,
+        );
+    }
+
+    #[test]
+    fn telemetry_tab() {
+        snap("telemetry", &mut fixtures::finished_run(), Tab::Telemetry);
+    }
+
+    #[test]
+    fn log_tab() {
+        snap("log", &mut fixtures::finished_run(), Tab::Log);
+    }
+
+    #[test]
+    fn help_and_quit_question() {
+        let mut app = fixtures::mid_sweep(vec![1, 4, 8]);
+        app.handle(Action::ToggleHelp);
+        insta::assert_snapshot!("help_80x24", draw(&app, 80, 24));
+        app.handle(Action::Cancel);
+        app.handle(Action::Quit);
+        insta::assert_snapshot!("quit_question_80x24", draw(&app, 80, 24));
+    }
+
+    #[test]
+    fn running_level_row_is_highlighted() {
+        let app = fixtures::mid_sweep(vec![1, 4, 8]);
+        let mut t = Terminal::new(TestBackend::new(160, 48)).unwrap();
+        t.draw(|f| f.render_widget(&app, f.area())).unwrap();
+        let buf = t.backend().buffer();
+        let row = (0..48u16)
+            .find(|y| {
+                let line: String = (0..160u16).map(|x| buf[(x, *y)].symbol()).collect();
+                line.contains("│C=8 ") && line.contains("running")
+            })
+            .expect("a row for the running level");
+        assert!(
+            buf[(2, row)]
+                .modifier
+                .contains(ratatui::style::Modifier::REVERSED)
+        );
+    }
+
+    #[test]
+    fn tiny_terminal_does_not_panic() {
+        let app = fixtures::finished_run();
+        for (w, h) in [(1, 1), (20, 5), (40, 10), (79, 23)] {
+            let _ = draw(&app, w, h);
+        }
+    }
 
     #[test]
     fn panic_hook_restores_before_the_message() {

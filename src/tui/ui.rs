@@ -87,7 +87,15 @@ fn render_header(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         + right.chars().count();
     let room = (area.width as usize).saturating_sub(used);
     let engine = engine.trim_end_matches(" (simulated)");
-    let middle = fit(&format!("{engine} · {model} · {url}"), room);
+    // Drop whole parts (URL, then model) rather than cutting a word in half.
+    let middle = [
+        format!("{engine} · {model} · {url}"),
+        format!("{engine} · {model}"),
+        engine.to_string(),
+    ]
+    .into_iter()
+    .find(|c| c.chars().count() <= room)
+    .unwrap_or_default();
     spans.push(Span::styled(middle.clone(), th.accent));
     let pad = room.saturating_sub(middle.chars().count());
     spans.push(Span::raw(" ".repeat(pad)));

@@ -56,28 +56,16 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     if events.is_empty() {
         events.push(Line::styled("no failures, skips or warnings so far", th.ok));
     }
-    let mut cfg_lines: Vec<Line> = Vec::new();
-    if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(&s.config) {
-        for (k, v) in m {
-            let v = match v {
-                serde_json::Value::String(s) => s,
-                other => other.to_string(),
-            };
-            cfg_lines.push(Line::from(vec![
+    let cfg_lines: Vec<Line> = app
+        .config_lines
+        .iter()
+        .map(|(k, v)| {
+            Line::from(vec![
                 Span::styled(format!("{k:<24}"), th.accent),
-                Span::raw(v),
-            ]));
-        }
-    }
-    if let Some(p) = &s.prompts {
-        cfg_lines.push(Line::from(vec![
-            Span::styled(format!("{:<24}", "prompts"), th.accent),
-            Span::raw(format!(
-                "{} (server adds {} tokens)",
-                p.description, p.offset_tokens
-            )),
-        ]));
-    }
+                Span::raw(v.as_str()),
+            ])
+        })
+        .collect();
     let side = area.width >= 120;
     let (a, b) = if side {
         let [a, b] = Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)])

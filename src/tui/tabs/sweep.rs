@@ -176,30 +176,26 @@ fn row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a> {
 }
 
 fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool) {
+    // Narrow terminals get shorter headers and two percentiles, so nothing is cut mid-word.
     let mut header = vec!["C", "status", "done"];
     let mut widths = vec![
         Constraint::Length(6),
-        Constraint::Length(8),
-        Constraint::Length(8),
+        Constraint::Length(7),
+        Constraint::Length(7),
     ];
     if wide {
         header.push("req/s");
         widths.push(Constraint::Length(6));
     }
-    header.extend([
-        "out tok/s",
-        "stream",
-        if wide {
-            "TTFT p50/90/99"
-        } else {
-            "TTFT p50/99"
-        },
-        if wide { "ITL p50/90/99" } else { "ITL p50/99" },
-    ]);
+    header.extend(if wide {
+        ["out tok/s", "stream", "TTFT p50/90/99", "ITL p50/90/99"]
+    } else {
+        ["tok/s", "stream", "TTFT p50/99", "ITL p50/99"]
+    });
     widths.extend([
-        Constraint::Length(9),
-        Constraint::Length(7),
-        Constraint::Length(if wide { 19 } else { 13 }),
+        Constraint::Length(if wide { 9 } else { 6 }),
+        Constraint::Length(6),
+        Constraint::Length(if wide { 19 } else { 12 }),
         Constraint::Length(if wide { 17 } else { 11 }),
     ]);
     if wide {
@@ -208,14 +204,8 @@ fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool)
     }
     header.extend(["acc", "fail"]);
     widths.extend([Constraint::Length(5), Constraint::Length(4)]);
-    let rows: Vec<Row> = app
-        .session
-        .summary
-        .sweep
-        .iter()
-        .map(|l| row(app, l, wide, th))
-        .collect();
-    // Keep the level in progress in view when there are more levels than rows.
+    // Keep the level in progress in view when there are more levels than rows, and format only
+    // the rows that fit.
     let visible = area.height.saturating_sub(3) as usize;
     let current_pos = app
         .session
@@ -229,7 +219,16 @@ fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool)
         " concurrency sweep · {} in / {} out tokens · ms unless noted ",
         app.session.summary.config.input_len, app.session.summary.config.output_len
     );
-    Table::new(rows.into_iter().skip(skip), widths)
+    let rows: Vec<Row> = app
+        .session
+        .summary
+        .sweep
+        .iter()
+        .skip(skip)
+        .take(visible)
+        .map(|l| row(app, l, wide, th))
+        .collect();
+    Table::new(rows, widths)
         .header(Row::new(header).style(th.title))
         .column_spacing(1)
         .block(
@@ -276,11 +275,12 @@ fn render_progress(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
             });
             let paused = if app.paused { " · PAUSED" } else { "" };
             let label = format!(
-                "{} · {}/{} done · {} in flight{eta}{paused}",
+                "{} · {}/{} done · {} in flight · {} tok/s now{eta}{paused}",
                 l.label(),
                 p.finished,
                 l.requests,
-                app.session.in_flight(l.index)
+                app.session.in_flight(l.index),
+                num(Some(app.live.current))
             );
             Gauge::default()
                 .ratio(ratio)

@@ -1,0 +1,223 @@
+//! Synthetic dashboard states for snapshot tests and the render benchmark. Nothing here is a
+//! measurement: the records are generated from a fixed formula so pictures are reproducible.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use crate::client::{Backend, Engine, ServerInfo};
+use crate::config::{BackendChoice, RunConfig};
+use crate::event::{Event, RunState};
+use crate::metrics::{CountSource, FailureKind, Outcome, RequestRecord, TokenChunk};
+use crate::session::Session;
+use crate::summary::RunSummary;
+use crate::workload::prompt::PromptMethod;
+use crate::workload::{RequestCount, build_plan};
+
+use super::app::App;
+
+fn config(concurrency: Vec<u64>) -> RunConfig {
+    RunConfig {
+        base_url: "http://127.0.0.1:8000".into(),
+        backend: BackendChoice::Auto,
+        model: None,
+        concurrency,
+        input_len: 1000,
+        output_len: 100,
+        requests_per_level: RequestCount::PerConcurrency {
+            factor: 1.0,
+            min: 4,
+        },
+        warmup_requests: 1,
+        long_context: vec![8_000, 16_000, 30_000, 60_000, 100_000],
+        long_context_output_len: 128,
+        long_context_repeats: 1,
+        tokenizer: None,
+        temperature: 0.0,
+        first_token_timeout_s: 600.0,
+        idle_timeout_s: 60.0,
+        grace_s: 3.0,
+        slo: None,
+        seed: 0,
+        out_dir: "runs/synthetic".into(),
+        api_key_env: "SERVETOP_API_KEY".into(),
+        record_chunks: false,
+    }
+}
+
+/// One synthetic request: TTFT and step time grow with concurrency, 4 tokens per chunk.
+fn record(
+    level: u32,
+    index: u32,
+    c: u32,
+    input: u64,
+    output: u64,
+    send_at_us: u64,
+) -> RequestRecord {
+    let ttft = 150_000 + u64::from(c) * 40_000 + input * 150 + u64::from(index % 3) * 10_000;
+    let step = 55_000 + u64::from(c) * 6_000;
+    let mut chunks = vec![TokenChunk {
+        t_us: ttft,
+        tokens: 1,
+    }];
+    let mut left = output - 1;
+    let mut t = ttft;
+    let mut i = 0u64;
+    while left > 0 {
+        let n = [3u64, 5, 4][(i % 3) as usize].min(left);
+        t += step;
+        chunks.push(TokenChunk {
+            t_us: t,
+            tokens: n as u32,
+        });
+        left -= n;
+        i += 1;
+    }
+    RequestRecord {
+        level,
+        index,
+        warmup: false,
+        sched_at_us: send_at_us,
+        send_at_us,
+        end_at_us: send_at_us + t + 200,
+        outcome: Outcome::Ok,
+        planned_input_tokens: input,
+        input_tokens: input,
+        input_source: CountSource::Usage,
+        output_tokens: output,
+        output_source: CountSource::Usage,
+        chunk_source: CountSource::PerChunkUsage,
+        ttft_us: Some(ttft),
+        e2e_us: Some(t),
+        chunks,
+        retries: 0,
+    }
+}
+
+fn run_level(app: &mut App, index: u32, c: u32, n: u32, input: u64, output: u64, finish: bool) {
+    app.apply(Event::LevelStarted { index });
+    for k in 0..n {
+        app.apply(Event::Sent { level: index });
+        let wave = u64::from(k / c.max(1));
+        let mut r = record(
+            index,
+            k,
+            c,
+            input,
+            output,
+            wave * 8_000_000 + u64::from(k % c.max(1)) * 1_000,
+        );
+        if k % 7 == 6 && c >= 16 {
+            r.outcome = Outcome::Failed {
+                kind: FailureKind::HttpStatus,
+                message: "HTTP 503: server overloaded (synthetic)".into(),
+                http_status: Some(503),
+            };
+        }
+        app.apply(Event::Request(Box::new(r)));
+    }
+    if finish {
+        app.apply(Event::LevelFinished {
+            index,
+            interrupted: false,
+        });
+    } else {
+        for _ in 0..c.min(3) {
+            app.apply(Event::Sent { level: index });
+        }
+    }
+    app.end_batch();
+}
+
+fn started(concurrency: Vec<u64>) -> App {
+    let cfg = config(concurrency);
+    let levels = build_plan(
+        &cfg.concurrency,
+        cfg.input_len,
+        cfg.output_len,
+        cfg.requests_per_level,
+        &cfg.long_context,
+        cfg.long_context_output_len,
+        cfg.long_context_repeats,
+    );
+    let session = Session::new(RunSummary::new(cfg, None), None);
+    let mut app = App::new(session, Arc::new(AtomicU64::new(0)), true);
+    app.session.summary.host = "synthetic-host".into();
+    app.session.summary.started_at = "2026-11-29T12:00:00Z".into();
+    app.apply(Event::RunStarted {
+        server: ServerInfo {
+            base_url: "http://127.0.0.1:8000".into(),
+            engine: Engine::Sim,
+            engine_version: None,
+            model: "sim/hybrid-27b-mtp".into(),
+            models: vec!["sim/hybrid-27b-mtp".into()],
+            context_limit: Some(32768),
+            context_limit_source: Some("/v1/models max_model_len".into()),
+            simulated: true,
+        },
+        backend: Backend::Openai,
+        prompts: PromptMethod {
+            source: CountSource::ServerTokenize,
+            offset_tokens: 0,
+            description: "lengths counted with the server's /tokenize".into(),
+        },
+        levels,
+    });
+    app.now = Duration::from_secs(83);
+    app
+}
+
+/// A sweep in progress: all but the last level done, the last one part-way.
+pub fn mid_sweep(concurrency: Vec<u64>) -> App {
+    let cs = concurrency.clone();
+    let mut app = started(concurrency);
+    let last = cs.len() - 1;
+    for (i, c) in cs.iter().enumerate() {
+        let c = *c as u32;
+        let n = c.max(4);
+        if i < last {
+            run_level(&mut app, i as u32, c, n, 1000, 100, true);
+        } else {
+            run_level(&mut app, i as u32, c, n / 2, 1000, 100, false);
+        }
+    }
+    app.live.series = (1..=40)
+        .map(|s| (f64::from(s), 200.0 + f64::from(s % 7) * 15.0))
+        .collect();
+    app.live.current = 245.0;
+    app
+}
+
+/// A finished run: every sweep level, three long-context lengths done and two skipped.
+pub fn finished_run() -> App {
+    let cs = vec![1, 4, 8, 16, 64, 100];
+    let mut app = started(cs.clone());
+    for (i, c) in cs.iter().enumerate() {
+        let c = *c as u32;
+        run_level(&mut app, i as u32, c, c.max(4), 1000, 100, true);
+    }
+    let base = cs.len() as u32;
+    for (k, ctx) in [8_000u64, 16_000, 30_000].iter().enumerate() {
+        run_level(&mut app, base + k as u32, 1, 1, *ctx, 128, true);
+    }
+    for (k, ctx) in [60_000u64, 100_000].iter().enumerate() {
+        app.apply(Event::LevelSkipped {
+            index: base + 3 + k as u32,
+            reason: format!(
+                "{ctx} prompt tokens + 128 output tokens = {} exceeds the server's context limit of 32768 tokens (/v1/models max_model_len); raise it with --context-length to at least {} and restart the server",
+                ctx + 128,
+                ctx + 128
+            ),
+            raise_flag: Some("--context-length".into()),
+        });
+    }
+    app.apply(Event::Warning(
+        "synthetic warning: 2 requests retried on a fresh connection".into(),
+    ));
+    app.apply(Event::RunFinished {
+        state: RunState::Finished,
+        error: None,
+    });
+    app.end_batch();
+    app
+}
