@@ -109,22 +109,29 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     } else {
         " ←→ tabs p pause s skip e export ? help q quit "
     };
+    let room = (area.width as usize).saturating_sub(keys.chars().count());
     let status = if let Some((msg, _)) = &app.flash {
-        Span::styled(msg.clone(), th.warn)
+        Span::styled(fit(msg, room), th.warn)
     } else if app.run_over() {
         let dir = app
             .session
             .dir()
             .map(|d| format!(" · results in {}", d.display()))
             .unwrap_or_default();
-        Span::styled(format!("{}{dir} · q exits", app.session.phase), th.ok)
+        // Drop the directory rather than cut it.
+        let full = format!("{}{dir} · q exits", app.session.phase);
+        let short = format!("{} · q exits", app.session.phase);
+        let text = if full.chars().count() <= room {
+            full
+        } else {
+            fit(&short, room)
+        };
+        Span::styled(text, th.ok)
     } else if app.paused {
-        Span::styled("PAUSED (p resumes)", th.warn)
+        Span::styled(fit("PAUSED (p resumes)", room), th.warn)
     } else {
         Span::raw("")
     };
-    let room = (area.width as usize).saturating_sub(keys.chars().count());
-    let status = Span::styled(fit(&status.content, room), status.style);
     let pad = room.saturating_sub(status.content.chars().count());
     Line::from(vec![
         Span::styled(keys, th.dim),

@@ -13,25 +13,32 @@ use crate::summary::{LevelStatus, LevelSummary};
 use crate::tui::app::App;
 use crate::tui::theme::Theme;
 
-/// Draws the tab.
+/// Draws the tab: charts on top (when there is room), the level table sized to its rows, the
+/// progress line at the bottom.
 pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
-    let charts = area.width >= 100 && area.height >= 28;
-    if charts {
-        let [top, table, bottom] = Layout::vertical([
-            Constraint::Percentage(40),
-            Constraint::Min(5),
-            Constraint::Length(3),
-        ])
-        .areas(area);
-        render_charts(app, top, buf, th);
-        render_table(app, table, buf, th, true);
-        render_progress(app, bottom, buf, th);
+    let avail = area.height.saturating_sub(3);
+    let wanted_table = app.session.summary.sweep.len() as u16 + 3;
+    let min_chart = if area.height >= 30 { 12 } else { 7 };
+    let chart_h = if area.width < 60 {
+        0
+    } else if avail >= wanted_table + min_chart {
+        avail - wanted_table
+    } else if avail >= 8 + min_chart {
+        min_chart
     } else {
-        let [table, bottom] =
-            Layout::vertical([Constraint::Min(4), Constraint::Length(3)]).areas(area);
-        render_table(app, table, buf, th, area.width >= 120);
-        render_progress(app, bottom, buf, th);
+        0
+    };
+    let [top, table, bottom] = Layout::vertical([
+        Constraint::Length(chart_h),
+        Constraint::Min(3),
+        Constraint::Length(3),
+    ])
+    .areas(area);
+    if chart_h > 0 {
+        render_charts(app, top, buf, th);
     }
+    render_table(app, table, buf, th, area.width >= 120);
+    render_progress(app, bottom, buf, th);
 }
 
 fn c_labels(x_max: f64) -> ([f64; 2], Vec<String>) {
@@ -48,12 +55,20 @@ fn c_labels(x_max: f64) -> ([f64; 2], Vec<String>) {
 }
 
 fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
-    let [a, b, c] = Layout::horizontal([
-        Constraint::Ratio(1, 3),
-        Constraint::Ratio(1, 3),
-        Constraint::Ratio(1, 3),
-    ])
-    .areas(area);
+    // Three charts when wide; when narrow, aggregate vs C and the live rate.
+    let (a, b, c) = if area.width >= 120 {
+        let [a, b, c] = Layout::horizontal([
+            Constraint::Ratio(1, 3),
+            Constraint::Ratio(1, 3),
+            Constraint::Ratio(1, 3),
+        ])
+        .areas(area);
+        (a, Some(b), c)
+    } else {
+        let [a, c] =
+            Layout::horizontal([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).areas(area);
+        (a, None, c)
+    };
     let v = &app.sweep_view;
     line_chart(
         "aggregate out tok/s vs C (log2)",
@@ -68,19 +83,21 @@ fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         buf,
         th,
     );
-    line_chart(
-        "per-stream tok/s vs C (log2)",
-        &[Series {
-            name: "per-stream",
-            points: &v.per_stream,
-            style: ratatui::style::Style::default().fg(th.series[1]),
-        }],
-        c_labels(v.x_max),
-        "waiting for the first level…",
-        b,
-        buf,
-        th,
-    );
+    if let Some(b) = b {
+        line_chart(
+            "per-stream tok/s vs C (log2)",
+            &[Series {
+                name: "per-stream",
+                points: &v.per_stream,
+                style: ratatui::style::Style::default().fg(th.series[1]),
+            }],
+            c_labels(v.x_max),
+            "waiting for the first level…",
+            b,
+            buf,
+            th,
+        );
+    }
     let series = &app.live.series;
     let t_max = series.last().map_or(1.0, |p| p.0.max(1.0));
     let title = match app
