@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::metrics::Slo;
-use crate::workload::RequestCount;
+use crate::workload::{LevelSpec, RequestCount, build_plan};
 
 /// Which protocol to speak; `auto` picks from what the server answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -53,6 +53,19 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
+    /// The planned levels: the sweep, then the long-context ladder.
+    pub fn levels(&self) -> Vec<LevelSpec> {
+        build_plan(
+            &self.concurrency,
+            self.input_len,
+            self.output_len,
+            self.requests_per_level,
+            &self.long_context,
+            self.long_context_output_len,
+            self.long_context_repeats,
+        )
+    }
+
     /// Checks what clap cannot.
     pub fn validate(&self) -> Result<(), String> {
         if self.concurrency.is_empty() && self.long_context.is_empty() {

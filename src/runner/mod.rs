@@ -17,7 +17,7 @@ use crate::config::{BackendChoice, RunConfig};
 use crate::event::{Event, EventTx, RunState};
 use crate::metrics::{CountSource, FailureKind, Outcome};
 use crate::workload::prompt::{Counter, PromptFactory};
-use crate::workload::{self, LevelKind, LevelSpec};
+use crate::workload::{LevelKind, LevelSpec};
 
 /// User intents the runner obeys between requests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -85,15 +85,7 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
             })?,
         },
     };
-    let levels = workload::build_plan(
-        &cfg.concurrency,
-        cfg.input_len,
-        cfg.output_len,
-        cfg.requests_per_level,
-        &cfg.long_context,
-        cfg.long_context_output_len,
-        cfg.long_context_repeats,
-    );
+    let levels = cfg.levels();
     Ok(Prepared {
         server,
         backend,

@@ -6,43 +6,27 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use crate::client::{Backend, Engine, ServerInfo};
-use crate::config::{BackendChoice, RunConfig};
+use crate::config::RunConfig;
 use crate::event::{Event, RunState};
 use crate::metrics::{CountSource, FailureKind, Outcome, RequestRecord, TokenChunk};
 use crate::session::Session;
 use crate::summary::RunSummary;
+use crate::workload::RequestCount;
 use crate::workload::prompt::PromptMethod;
-use crate::workload::{RequestCount, build_plan};
 
 use super::app::App;
 
 fn config(concurrency: Vec<u64>) -> RunConfig {
-    RunConfig {
-        base_url: "http://127.0.0.1:8000".into(),
-        backend: BackendChoice::Auto,
-        model: None,
-        concurrency,
-        input_len: 1000,
-        output_len: 100,
-        requests_per_level: RequestCount::PerConcurrency {
-            factor: 1.0,
-            min: 4,
-        },
-        warmup_requests: 1,
-        long_context: vec![8_000, 16_000, 30_000, 60_000, 100_000],
-        long_context_output_len: 128,
-        long_context_repeats: 1,
-        tokenizer: None,
-        temperature: 0.0,
-        first_token_timeout_s: 600.0,
-        idle_timeout_s: 60.0,
-        grace_s: 3.0,
-        slo: None,
-        seed: 0,
-        out_dir: "runs/synthetic".into(),
-        api_key_env: "SERVETOP_API_KEY".into(),
-        record_chunks: false,
-    }
+    let mut c = crate::commands::demo_config();
+    c.base_url = "http://127.0.0.1:8000".into();
+    c.concurrency = concurrency;
+    c.long_context_output_len = 128;
+    c.requests_per_level = RequestCount::PerConcurrency {
+        factor: 1.0,
+        min: 4,
+    };
+    c.out_dir = "runs/synthetic".into();
+    c
 }
 
 /// One synthetic request: TTFT and step time grow with concurrency, 4 tokens per chunk.
@@ -131,15 +115,7 @@ fn run_level(app: &mut App, index: u32, c: u32, n: u32, input: u64, output: u64,
 
 fn started(concurrency: Vec<u64>) -> App {
     let cfg = config(concurrency);
-    let levels = build_plan(
-        &cfg.concurrency,
-        cfg.input_len,
-        cfg.output_len,
-        cfg.requests_per_level,
-        &cfg.long_context,
-        cfg.long_context_output_len,
-        cfg.long_context_repeats,
-    );
+    let levels = cfg.levels();
     let session = Session::new(RunSummary::new(cfg, None), None);
     let mut app = App::new(session, Arc::new(AtomicU64::new(0)), true);
     app.session.summary.host = "synthetic-host".into();

@@ -5,6 +5,7 @@
 //! which survive `NO_COLOR` and any palette.
 
 use ratatui::style::{Color, Modifier, Style};
+use ratatui::widgets::{Block, Borders};
 
 /// Styles of the dashboard.
 #[derive(Clone, Copy, Debug)]
@@ -53,5 +54,13 @@ impl Theme {
                 .add_modifier(Modifier::BOLD),
             series: [Color::Cyan, Color::Magenta, Color::Yellow],
         }
+    }
+
+    /// A bordered panel with a title in the title style.
+    pub fn panel<'a>(&self, title: impl Into<ratatui::text::Line<'a>>) -> Block<'a> {
+        Block::default()
+            .borders(Borders::ALL)
+            .title(title)
+            .title_style(self.title)
     }
 }

@@ -170,12 +170,7 @@ fn render_help(area: Rect, buf: &mut Buffer, th: &Theme) {
     let r = centered(area, 78, lines.len() as u16 + 2);
     Clear.render(r, buf);
     Paragraph::new(lines.iter().map(|l| Line::raw(*l)).collect::<Vec<_>>())
-        .block(
-            Block::default()
-                .borders(Borders::ALL)
-                .title(" help ")
-                .title_style(th.title),
-        )
+        .block(th.panel(" help "))
         .wrap(Wrap { trim: false })
         .render(r, buf);
 }

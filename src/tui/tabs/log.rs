@@ -3,7 +3,7 @@
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph, Widget, Wrap};
+use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use crate::tui::app::App;
 use crate::tui::theme::Theme;
@@ -77,21 +77,11 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         (a, b)
     };
     Paragraph::new(events)
-        .block(
-            Block::default()
-                .borders(Borders::ALL)
-                .title(" failures, skips, warnings ")
-                .title_style(th.title),
-        )
+        .block(th.panel(" failures, skips, warnings "))
         .wrap(Wrap { trim: true })
         .render(a, buf);
     Paragraph::new(cfg_lines)
-        .block(
-            Block::default()
-                .borders(Borders::ALL)
-                .title(" configuration ")
-                .title_style(th.title),
-        )
+        .block(th.panel(" configuration "))
         .wrap(Wrap { trim: true })
         .render(b, buf);
 }

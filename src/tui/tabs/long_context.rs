@@ -158,12 +158,7 @@ fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         .style(th.title),
     )
     .column_spacing(1)
-    .block(
-        Block::default()
-            .borders(Borders::ALL)
-            .title(title)
-            .title_style(th.title),
-    )
+    .block(th.panel(title))
     .render(area, buf);
 }
 

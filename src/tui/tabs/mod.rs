@@ -10,7 +10,7 @@ use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::symbols::Marker;
 use ratatui::text::Span;
-use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType, Paragraph, Widget};
+use ratatui::widgets::{Axis, Chart, Dataset, GraphType, Paragraph, Widget};
 
 use super::theme::Theme;
 
@@ -31,10 +31,7 @@ pub fn line_chart(
     buf: &mut Buffer,
     th: &Theme,
 ) {
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .title(format!(" {title} "))
-        .title_style(th.title);
+    let block = th.panel(format!(" {title} "));
     if series.iter().all(|s| s.points.is_empty()) {
         Paragraph::new(Span::styled(empty, th.dim))
             .block(block)

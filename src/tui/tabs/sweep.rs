@@ -4,7 +4,7 @@
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Cell, Gauge, Row, Sparkline, Table, Widget};
+use ratatui::widgets::{Cell, Gauge, Row, Sparkline, Table, Widget};
 
 use super::{Series, line_chart};
 use crate::export::markdown::num;
@@ -248,20 +248,12 @@ fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool)
     Table::new(rows, widths)
         .header(Row::new(header).style(th.title))
         .column_spacing(1)
-        .block(
-            Block::default()
-                .borders(Borders::ALL)
-                .title(title)
-                .title_style(th.title),
-        )
+        .block(th.panel(title))
         .render(area, buf);
 }
 
 fn render_progress(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .title(" progress ")
-        .title_style(th.title);
+    let block = th.panel(" progress ");
     let inner = block.inner(area);
     block.render(area, buf);
     let spark_w = if inner.width >= 90 { 30 } else { 0 };

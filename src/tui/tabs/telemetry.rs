@@ -4,7 +4,7 @@
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::Line;
-use ratatui::widgets::{Block, Borders, Paragraph, Widget, Wrap};
+use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use crate::tui::app::App;
 use crate::tui::theme::Theme;
@@ -43,12 +43,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         )));
     }
     Paragraph::new(lines)
-        .block(
-            Block::default()
-                .borders(Borders::ALL)
-                .title(" GPU & server ")
-                .title_style(th.title),
-        )
+        .block(th.panel(" GPU & server "))
         .wrap(Wrap { trim: true })
         .render(area, buf);
 }
