@@ -23,6 +23,21 @@ pub enum Command {
     Sim(SimArgs),
     /// Start the simulator in-process and benchmark it: the whole tool with no GPU or model.
     Demo(DemoArgs),
+    /// Print what the GPU sampler sees (NVML on this host).
+    Gpu(GpuArgs),
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct GpuArgs {
+    /// One reading, then exit (otherwise one per --interval until Ctrl-C).
+    #[arg(long)]
+    pub once: bool,
+    /// JSON: {"available", "reason", "source", "gpus": [...]}.
+    #[arg(long)]
+    pub json: bool,
+    /// Seconds between readings.
+    #[arg(long, value_name = "S", default_value = "1")]
+    pub interval: f64,
 }
 
 /// A parsed LIST flag (one value on the command line, many levels).
@@ -126,6 +141,21 @@ pub struct RunArgs {
     /// Keep every chunk's arrival time and token count in requests.jsonl.
     #[arg(long)]
     pub record_chunks: bool,
+    /// The engine's Prometheus endpoint [default: <base-url>/metrics].
+    #[arg(long, value_name = "URL")]
+    pub metrics_url: Option<String>,
+    /// Do not scrape the engine's metrics.
+    #[arg(long)]
+    pub no_metrics: bool,
+    /// A DCGM exporter endpoint (e.g. <http://gpu-host:9400/metrics>) for GPUs on another host.
+    #[arg(long, value_name = "URL")]
+    pub dcgm_url: Option<String>,
+    /// Do not sample GPUs.
+    #[arg(long)]
+    pub no_gpu: bool,
+    /// Seconds between GPU samples.
+    #[arg(long, value_name = "S", default_value = "1")]
+    pub gpu_interval: f64,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -172,6 +202,18 @@ pub struct SimArgs {
     /// Seed of the accept-length draws.
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Metric names on /metrics: sglang, vllm, or none (no endpoint).
+    #[arg(long, value_name = "NAME")]
+    pub flavor: Option<String>,
+    /// Simulated GPUs served on /dcgm/metrics in DCGM-exporter format (0: none).
+    #[arg(long, value_name = "N")]
+    pub gpus: Option<u32>,
+    /// Memory of each simulated GPU.
+    #[arg(long, value_name = "GB")]
+    pub gpu_mem_gb: Option<f64>,
+    /// KV-cache capacity in tokens (for the KV usage gauge).
+    #[arg(long, value_name = "N", value_parser = count)]
+    pub kv_capacity_tokens: Option<u64>,
 }
 
 #[derive(Debug, Args, Clone)]

@@ -57,6 +57,11 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         out_dir: a.output.out.clone().unwrap_or_default(),
         api_key_env: a.api_key_env.clone(),
         record_chunks: a.record_chunks,
+        metrics_url: a.metrics_url.clone(),
+        no_metrics: a.no_metrics,
+        dcgm_url: a.dcgm_url.clone(),
+        no_gpu: a.no_gpu,
+        gpu_interval_s: a.gpu_interval,
     };
     cfg.validate()?;
     Ok(cfg)
@@ -176,6 +181,8 @@ pub async fn run_prepared(
     let warmup_input = warmup_input(cfg, &prepared);
     let mut session = Session::new(RunSummary::new(cfg.clone(), simulator), files);
     let (tx, rx) = event::channel();
+    let telemetry_stop = cancel.child_token();
+    crate::telemetry::spawn_all(cfg, &prepared.client.http(), &tx, &telemetry_stop);
     // The dashboard will own the sender; headless nobody pauses or skips.
     let (_control_tx, control_rx) = watch::channel(Control::default());
     let runner = Runner {
@@ -191,6 +198,7 @@ pub async fn run_prepared(
     let task = tokio::spawn(runner.run());
     let state = headless::drive(rx, &mut session, quiet).await;
     let _ = task.await;
+    telemetry_stop.cancel();
     session.save();
     (state, session)
 }
@@ -235,6 +243,23 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, String> {
     }
     if let Some(s) = a.seed {
         c.seed = s;
+    }
+    if let Some(f) = &a.flavor {
+        c.metrics = match f.as_str() {
+            "sglang" => Some(crate::sim::MetricsFlavor::Sglang),
+            "vllm" => Some(crate::sim::MetricsFlavor::Vllm),
+            "none" => None,
+            other => return Err(format!("--flavor '{other}': use sglang, vllm or none")),
+        };
+    }
+    if let Some(g) = a.gpus {
+        c.gpus = g;
+    }
+    if let Some(g) = a.gpu_mem_gb {
+        c.gpu_mem_gb = g;
+    }
+    if let Some(k) = a.kv_capacity_tokens {
+        c.kv_capacity_tokens = k;
     }
     c.validate()?;
     Ok(c)
@@ -298,6 +323,47 @@ pub fn demo_config() -> RunConfig {
         out_dir: std::path::PathBuf::new(),
         api_key_env: "SERVETOP_API_KEY".into(),
         record_chunks: false,
+        metrics_url: None,
+        no_metrics: false,
+        dcgm_url: None,
+        no_gpu: false,
+        gpu_interval_s: 1.0,
+    }
+}
+
+/// `servetop gpu`: what the GPU sampler sees. Exits 0 with or without GPUs.
+pub async fn gpu(a: &crate::cli::GpuArgs) -> i32 {
+    loop {
+        let reading = tokio::task::spawn_blocking(crate::telemetry::gpu::read_once)
+            .await
+            .unwrap_or_else(|e| Err(format!("sampler thread failed: {e}")));
+        if a.json {
+            let v = match &reading {
+                Ok(g) => {
+                    serde_json::json!({"available": true, "reason": null, "source": "nvml", "gpus": g})
+                }
+                Err(r) => {
+                    serde_json::json!({"available": false, "reason": r, "source": "nvml", "gpus": []})
+                }
+            };
+            println!("{v}");
+        } else {
+            match &reading {
+                Ok(gpus) => {
+                    for g in gpus {
+                        println!("{}", crate::telemetry::gpu_line(g));
+                    }
+                }
+                Err(r) => println!("no NVIDIA GPU: {r}"),
+            }
+        }
+        if a.once || reading.is_err() {
+            return 0;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(std::time::Duration::from_secs_f64(a.interval.max(0.1))) => {}
+            _ = tokio::signal::ctrl_c() => return 0,
+        }
     }
 }
 
@@ -332,6 +398,8 @@ pub async fn demo(a: DemoArgs) -> i32 {
     );
     let mut cfg = demo_config();
     cfg.base_url = handle.url();
+    // The simulator's GPUs stand in for the host's: the demo shows every panel filled.
+    cfg.dcgm_url = Some(format!("{}/dcgm/metrics", handle.url()));
     let mut out = a.output.clone();
     if out.out.is_none() {
         out.out = Some(default_run_dir("demo-simulated"));

@@ -50,6 +50,25 @@ pub struct RunConfig {
     pub api_key_env: String,
     /// Keep per-chunk timings in requests.jsonl.
     pub record_chunks: bool,
+    /// The engine's Prometheus endpoint (default: `<base-url>/metrics`).
+    #[serde(default)]
+    pub metrics_url: Option<String>,
+    /// Do not scrape the engine's metrics.
+    #[serde(default)]
+    pub no_metrics: bool,
+    /// A DCGM exporter's Prometheus endpoint, for GPUs on another host (instead of NVML).
+    #[serde(default)]
+    pub dcgm_url: Option<String>,
+    /// Do not sample GPUs.
+    #[serde(default)]
+    pub no_gpu: bool,
+    /// Seconds between GPU samples (engine metrics are scraped every second).
+    #[serde(default = "one_second")]
+    pub gpu_interval_s: f64,
+}
+
+fn one_second() -> f64 {
+    1.0
 }
 
 impl RunConfig {
@@ -83,6 +102,17 @@ impl RunConfig {
         ] {
             if !(v.is_finite() && v > 0.0) {
                 return Err(format!("{n} must be a positive number of seconds"));
+            }
+        }
+        if !(self.gpu_interval_s.is_finite() && self.gpu_interval_s >= 0.05) {
+            return Err("--gpu-interval must be at least 0.05 seconds".into());
+        }
+        for (u, n) in [
+            (&self.metrics_url, "--metrics-url"),
+            (&self.dcgm_url, "--dcgm-url"),
+        ] {
+            if let Some(u) = u {
+                reqwest::Url::parse(u).map_err(|e| format!("{n} '{u}' is not a URL ({e})"))?;
             }
         }
         if !(self.grace_s.is_finite() && self.grace_s >= 0.0) {

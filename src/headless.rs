@@ -35,7 +35,13 @@ fn notice(ev: &Event) -> Notice {
         Event::Warning(w) => Notice::Warning(w.clone()),
         Event::RunFinished { .. } => Notice::RunFinished,
         Event::Request(r) if r.warmup => Notice::WarmupDone(r.clone()),
-        Event::Sent { .. } | Event::Request(_) => Notice::None,
+        Event::Telemetry(crate::telemetry::TelemetryRecord::GpuUnavailable { reason, .. }) => {
+            Notice::Warning(format!("no GPU telemetry: {reason}"))
+        }
+        Event::Telemetry(crate::telemetry::TelemetryRecord::ServerUnavailable {
+            reason, ..
+        }) => Notice::Warning(format!("no engine metrics: {reason}")),
+        Event::Sent { .. } | Event::Request(_) | Event::Telemetry(_) => Notice::None,
     }
 }
 

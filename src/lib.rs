@@ -23,6 +23,7 @@
 //! - [`session`], [`summary`]: the state folded from events; the one summary type.
 //! - [`export`]: run directory, results.json, summary.md.
 //! - [`headless`]: progress lines and final tables.
+//! - [`telemetry`]: GPUs (NVML, DCGM) and the engine's `/metrics`, sampled beside the run.
 //! - [`sim`]: the built-in simulated inference server.
 
 pub mod cli;
@@ -37,5 +38,6 @@ pub mod runner;
 pub mod session;
 pub mod sim;
 pub mod summary;
+pub mod telemetry;
 pub mod tui;
 pub mod workload;

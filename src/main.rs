@@ -19,6 +19,7 @@ fn main() {
             servetop::cli::Command::Run(a) => servetop::commands::run(a).await,
             servetop::cli::Command::Sim(a) => servetop::commands::sim(a).await,
             servetop::cli::Command::Demo(a) => servetop::commands::demo(a).await,
+            servetop::cli::Command::Gpu(a) => servetop::commands::gpu(&a).await,
         }
     });
     // Let in-flight tasks notice the runtime going away before exiting with the code.

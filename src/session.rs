@@ -11,6 +11,8 @@ use crate::event::{Event, RunState};
 use crate::export::RunFiles;
 use crate::metrics::{FailureKind, LevelAccumulator, LevelStats, Slo};
 use crate::summary::{LevelStatus, LevelSummary, RunSummary, now_rfc3339};
+use crate::telemetry::level::LevelTelemetryAcc;
+use crate::telemetry::{GpuSample, ServerSample, TelemetryRecord};
 use crate::workload::{LevelKind, LevelSpec};
 
 /// Live counters of one level.
@@ -33,6 +35,10 @@ pub struct Session {
     record_chunks: bool,
     /// The first file error, kept so the run goes on and the user is told once.
     pub io_error: Option<String>,
+    /// The newest GPU and engine samples (for the telemetry panel).
+    pub latest_gpu: Option<GpuSample>,
+    pub latest_server: Option<ServerSample>,
+    level_telemetry: BTreeMap<u32, LevelTelemetryAcc>,
 }
 
 impl Session {
@@ -51,6 +57,9 @@ impl Session {
             slo,
             record_chunks,
             io_error: None,
+            latest_gpu: None,
+            latest_server: None,
+            level_telemetry: BTreeMap::new(),
         }
     }
 
@@ -136,6 +145,8 @@ impl Session {
             Event::LevelStarted { index } => {
                 self.current = Some(index);
                 self.accs.insert(index, LevelAccumulator::new(self.slo));
+                self.level_telemetry
+                    .insert(index, LevelTelemetryAcc::new(self.latest_server.clone()));
                 self.progress.insert(index, LevelProgress::default());
                 if let Some(l) = self.summary.level_mut(index) {
                     l.status = LevelStatus::Running;
@@ -179,6 +190,7 @@ impl Session {
                 }
                 self.save();
             }
+            Event::Telemetry(rec) => self.telemetry(rec),
             Event::Warning(w) => {
                 if !self.summary.warnings.contains(&w) {
                     self.summary.warnings.push(w);
@@ -198,8 +210,60 @@ impl Session {
         }
     }
 
+    fn telemetry(&mut self, rec: TelemetryRecord) {
+        if let Some(f) = self.files.as_mut() {
+            let r = f.append_telemetry(&rec);
+            self.io(r);
+        }
+        let t = &mut self.summary.telemetry;
+        let current = self.current.and_then(|i| self.level_telemetry.get_mut(&i));
+        match rec {
+            TelemetryRecord::Gpu(g) => {
+                t.gpu_source = Some(g.source);
+                t.gpu_reason = None;
+                if let Some(acc) = current {
+                    acc.add_gpu(&g);
+                }
+                self.latest_gpu = Some(g);
+            }
+            TelemetryRecord::Server(s) => {
+                t.server_flavor = Some(s.flavor.clone());
+                t.server_reason = None;
+                if let Some(acc) = current {
+                    acc.add_server(&s);
+                }
+                self.latest_server = Some(*s);
+            }
+            TelemetryRecord::GpuUnavailable { reason, .. } => t.gpu_reason = Some(reason),
+            TelemetryRecord::ServerUnavailable { reason, .. } => t.server_reason = Some(reason),
+        }
+    }
+
     fn finish_level(&mut self, index: u32, interrupted: bool) {
+        let tel = self.level_telemetry.remove(&index);
+        let mut warning = None;
+        if let (Some(l), Some(tel)) = (self.summary.level_mut(index), &tel) {
+            l.server_metrics = tel.server();
+            l.gpus = tel.gpus();
+            l.spec_server = tel.spec();
+            l.accept_length_server = l.spec_server.as_ref().map(|s| s.accept_length);
+        }
         let stats = self.accs.get(&index).map(LevelAccumulator::stats);
+        if let (Some(l), Some(st)) = (self.summary.level(index), &stats)
+            && let (Some(c), Some(s)) = (st.scalars.accept_length_client, l.accept_length_server)
+        {
+            // Tokens per chunk (client) and tokens per step (server) agree when each step is
+            // one chunk; a large gap means the transport merges or splits chunks.
+            if s > 0.0 && ((c - s) / s).abs() > 0.25 {
+                warning = Some(format!(
+                    "{}: the client saw {c:.2} tokens per chunk but the server reports an accept length of {s:.2}; chunks are being merged or split on the way, so the client figure is not the accept length",
+                    l.label()
+                ));
+            }
+        }
+        if let Some(w) = warning {
+            self.summary.warnings.push(w);
+        }
         let engine = self.engine();
         let Some(l) = self.summary.level_mut(index) else {
             return;

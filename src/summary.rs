@@ -7,6 +7,8 @@ use crate::config::RunConfig;
 use crate::event::RunState;
 use crate::metrics::LevelStats;
 use crate::sim::SimConfig;
+use crate::telemetry::GpuSource;
+use crate::telemetry::level::{GpuLevelStats, ServerLevelStats, SpecLevelStats};
 use crate::workload::prompt::PromptMethod;
 use crate::workload::{LevelKind, LevelSpec};
 
@@ -56,6 +58,18 @@ pub struct LevelSummary {
     /// The server flag that would let a skipped length run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raise_flag: Option<String>,
+    /// Speculative accept length the server reports for this level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accept_length_server: Option<f64>,
+    /// How the server figure was obtained, acceptance rate and per-position rates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_server: Option<SpecLevelStats>,
+    /// The engine's own load over the level (from its /metrics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_metrics: Option<ServerLevelStats>,
+    /// Each GPU over the level.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<GpuLevelStats>,
     #[serde(flatten)]
     pub stats: Option<LevelStats>,
 }
@@ -74,6 +88,10 @@ impl LevelSummary {
             status: LevelStatus::Waiting,
             reason: None,
             raise_flag: None,
+            accept_length_server: None,
+            spec_server: None,
+            server_metrics: None,
+            gpus: Vec::new(),
             stats: None,
         }
     }
@@ -127,6 +145,21 @@ pub struct RunSummary {
     pub warnings: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Whether GPU and engine telemetry were available, from where, or why not.
+    #[serde(default)]
+    pub telemetry: TelemetryStatus,
+}
+
+/// What telemetry the run had.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TelemetryStatus {
+    pub gpu_source: Option<GpuSource>,
+    /// Why there are no GPU readings (NVML's or the exporter's words).
+    pub gpu_reason: Option<String>,
+    /// `sglang`, `vllm` or `llamacpp`: whose metric names were read.
+    pub server_flavor: Option<String>,
+    /// Why there are no engine metrics.
+    pub server_reason: Option<String>,
 }
 
 /// Now as RFC 3339 UTC, seconds precision.
@@ -156,6 +189,7 @@ impl RunSummary {
             long_context: Vec::new(),
             warnings: Vec::new(),
             error: None,
+            telemetry: TelemetryStatus::default(),
         }
     }
 

@@ -57,6 +57,12 @@ fn run_config(url: &str) -> RunConfig {
         out_dir: PathBuf::new(),
         api_key_env: "SERVETOP_TEST_NO_KEY".into(),
         record_chunks: false,
+        metrics_url: None,
+        no_metrics: false,
+        dcgm_url: None,
+        // NVML is not what these tests are about (and CI has no GPU).
+        no_gpu: true,
+        gpu_interval_s: 1.0,
     }
 }
 

@@ -172,6 +172,11 @@ impl Client {
         }
     }
 
+    /// The HTTP client (shared connection pool) for side requests such as metrics scrapes.
+    pub fn http(&self) -> reqwest::Client {
+        self.http.clone()
+    }
+
     /// The run-wide count of tokens received so far (for live rates).
     pub fn live_tokens(&self) -> Arc<AtomicU64> {
         self.live_tokens.clone()

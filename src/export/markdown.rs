@@ -75,7 +75,10 @@ pub fn sweep_table(levels: &[LevelSummary]) -> String {
             pair(d.itl_ms.as_ref(), |d| d.p50, |d| d.p99),
             num(d.tpot_ms.as_ref().map(|d| d.p50)),
             num(d.e2el_ms.as_ref().map(|d| d.p50)),
-            num(sc.accept_length_client),
+            match l.accept_length_server {
+                Some(srv) => format!("{} / {}", num(sc.accept_length_client), num(Some(srv))),
+                None => num(sc.accept_length_client),
+            },
             failures_cell(l),
         );
     }
@@ -114,6 +117,50 @@ pub fn long_context_table(levels: &[LevelSummary]) -> String {
         );
     }
     out
+}
+
+/// Per level and GPU: peak memory and mean utilization; the engine's mean KV usage and queue.
+pub fn telemetry_table(levels: &[LevelSummary]) -> String {
+    const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+    let rows: Vec<String> = levels
+        .iter()
+        .filter(|l| !l.gpus.is_empty() || l.server_metrics.is_some())
+        .map(|l| {
+            let gpus: Vec<String> = l
+                .gpus
+                .iter()
+                .map(|g| {
+                    format!(
+                        "GPU{} {} GiB peak, {}% util",
+                        g.index,
+                        num(g.peak_mem_used_bytes.map(|b| b as f64 / GIB)),
+                        num(g.mean_util_pct)
+                    )
+                })
+                .collect();
+            let sm = l.server_metrics.as_ref();
+            format!(
+                "| {} | {} | {} | {} | {} |",
+                l.label(),
+                sm.and_then(|m| m.mean_kv_usage)
+                    .map_or("-".into(), |k| format!("{:.0}%", k * 100.0)),
+                num(sm.and_then(|m| m.mean_running)),
+                num(sm.and_then(|m| m.mean_queued)),
+                if gpus.is_empty() {
+                    "-".into()
+                } else {
+                    gpus.join("; ")
+                }
+            )
+        })
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\n| level | KV cache (mean) | running (mean) | queued (mean) | GPUs |\n|---|---:|---:|---:|---|\n{}\n",
+        rows.join("\n")
+    )
 }
 
 /// The whole `summary.md`.
@@ -162,6 +209,23 @@ pub fn summary_md(s: &RunSummary) -> String {
     if let Some(b) = s.backend {
         let _ = writeln!(out, "- endpoint: {}", b.path());
     }
+    let t = &s.telemetry;
+    let _ = writeln!(
+        out,
+        "- GPUs: {}; engine metrics: {}",
+        match (&t.gpu_source, &t.gpu_reason) {
+            (Some(crate::telemetry::GpuSource::SimulatedDcgm), _) =>
+                "simulated (servetop-sim DCGM endpoint)".to_string(),
+            (Some(src), _) => format!("{src:?}").to_lowercase(),
+            (None, Some(r)) => format!("none ({r})"),
+            (None, None) => "not sampled".into(),
+        },
+        match (&t.server_flavor, &t.server_reason) {
+            (Some(f), _) => format!("{f} /metrics"),
+            (None, Some(r)) => format!("none ({r})"),
+            (None, None) => "not scraped".into(),
+        }
+    );
     let _ = writeln!(
         out,
         "- started: {} on {} (servetop {}), state: {:?}",
@@ -185,7 +249,8 @@ pub fn summary_md(s: &RunSummary) -> String {
             s.config.input_len, s.config.output_len
         );
         out.push_str(&sweep_table(&s.sweep));
-        out.push_str("\nper-stream tok/s: mean decode speed of one request, (output − 1) / (E2E − TTFT). accept len: mean tokens per chunk after the first, as the client saw them.\n");
+        out.push_str("\nper-stream tok/s: mean decode speed of one request, (output − 1) / (E2E − TTFT). accept len: mean tokens per chunk after the first, as the client saw them (client / server when the engine reports it).\n");
+        out.push_str(&telemetry_table(&s.sweep));
     }
     if !s.long_context.is_empty() {
         let _ = writeln!(

@@ -9,11 +9,13 @@ use std::path::{Path, PathBuf};
 
 use crate::metrics::RequestRecord;
 use crate::summary::RunSummary;
+use crate::telemetry::TelemetryRecord;
 
 /// The files of one run directory.
 pub struct RunFiles {
     dir: PathBuf,
     jsonl: BufWriter<File>,
+    telemetry: Option<BufWriter<File>>,
 }
 
 /// Writes `bytes` to `path` through a temporary file and a rename, so a reader (or a crash)
@@ -42,6 +44,7 @@ impl RunFiles {
         Ok(Self {
             dir: dir.to_path_buf(),
             jsonl: BufWriter::new(jsonl),
+            telemetry: None,
         })
     }
 
@@ -56,8 +59,27 @@ impl RunFiles {
         self.jsonl.write_all(b"\n")
     }
 
-    /// Pushes buffered request lines to the file.
+    /// Appends one telemetry sample to `telemetry.jsonl` (created on the first sample).
+    pub fn append_telemetry(&mut self, r: &TelemetryRecord) -> std::io::Result<()> {
+        if self.telemetry.is_none() {
+            let f = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(self.dir.join("telemetry.jsonl"))?;
+            self.telemetry = Some(BufWriter::new(f));
+        }
+        if let Some(w) = self.telemetry.as_mut() {
+            serde_json::to_writer(&mut *w, r)?;
+            w.write_all(b"\n")?;
+        }
+        Ok(())
+    }
+
+    /// Pushes buffered request and telemetry lines to their files.
     pub fn flush(&mut self) -> std::io::Result<()> {
+        if let Some(t) = self.telemetry.as_mut() {
+            t.flush()?;
+        }
         self.jsonl.flush()
     }
 

@@ -61,7 +61,64 @@ pub struct SimLog {
     pub total_generated_tokens: u64,
     pub peak_running: usize,
     pub peak_waiting: usize,
+    /// Requests admitted (prefilling or decoding) and waiting, now.
+    pub running: usize,
+    pub waiting: usize,
+    /// Tokens of context held by admitted requests, now.
+    pub kv_tokens: u64,
+    /// Speculative decoding counters, vLLM-style: one draft per request per decode step.
+    pub spec_drafts: u64,
+    pub spec_draft_tokens: u64,
+    pub spec_accepted: u64,
+    pub spec_accepted_per_pos: Vec<u64>,
+    /// Tokens per step of recent decode steps (the engine's own recent-window accept length).
+    pub recent_accept: VecDeque<u32>,
+    /// Start and end of recent engine steps (utilization over the last second).
+    pub recent_busy: VecDeque<(Instant, Instant)>,
+    /// Generated tokens with their times, last few seconds (generation throughput gauge).
+    pub recent_tokens: VecDeque<(Instant, u32)>,
 }
+
+impl SimLog {
+    /// Fraction of the last second the engine was stepping.
+    pub fn busy_fraction(&self, now: Instant) -> f64 {
+        let from = now.checked_sub(Duration::from_secs(1)).unwrap_or(now);
+        let busy: f64 = self
+            .recent_busy
+            .iter()
+            .map(|&(a, b)| {
+                b.min(now)
+                    .saturating_duration_since(a.max(from))
+                    .as_secs_f64()
+            })
+            .sum();
+        busy.clamp(0.0, 1.0)
+    }
+
+    /// Tokens generated over the last second.
+    pub fn tokens_last_second(&self, now: Instant) -> u64 {
+        let from = now.checked_sub(Duration::from_secs(1)).unwrap_or(now);
+        self.recent_tokens
+            .iter()
+            .filter(|(t, _)| *t >= from)
+            .map(|(_, n)| u64::from(*n))
+            .sum()
+    }
+
+    fn record_step(&mut self, start: Instant, end: Instant, tokens: u32) {
+        self.recent_busy.push_back((start, end));
+        self.recent_tokens.push_back((end, tokens));
+        let keep = end.checked_sub(Duration::from_secs(2)).unwrap_or(end);
+        while self.recent_busy.front().is_some_and(|(_, e)| *e < keep) {
+            self.recent_busy.pop_front();
+        }
+        while self.recent_tokens.front().is_some_and(|(t, _)| *t < keep) {
+            self.recent_tokens.pop_front();
+        }
+    }
+}
+
+const RECENT_ACCEPT: usize = 256;
 
 const LOG_CAP: usize = 100_000;
 
@@ -151,9 +208,17 @@ async fn run(cfg: SimConfig, mut rx: mpsc::UnboundedReceiver<SimRequest>, log: A
             }
         }
         if let Ok(mut l) = log.lock() {
-            l.peak_running = l.peak_running.max(running.len() + prefilling.len());
-            l.peak_waiting = l.peak_waiting.max(waiting.len());
+            l.running = running.len() + prefilling.len();
+            l.waiting = waiting.len();
+            l.kv_tokens = running
+                .iter()
+                .map(|a| a.req.input_tokens + a.generated)
+                .chain(prefilling.iter().map(|a| a.prefilled))
+                .sum();
+            l.peak_running = l.peak_running.max(l.running);
+            l.peak_waiting = l.peak_waiting.max(l.waiting);
         }
+        let step_start = Instant::now();
         // Never schedule a step in the past after an idle period or a slow wake-up.
         let now = Instant::now();
         deadline = deadline.max(now.checked_sub(Duration::from_millis(2)).unwrap_or(now));
@@ -164,7 +229,11 @@ async fn run(cfg: SimConfig, mut rx: mpsc::UnboundedReceiver<SimRequest>, log: A
             deadline += Duration::from_secs_f64(piece as f64 / cfg.prefill_tokens_per_s);
             tokio::time::sleep_until(deadline.into()).await;
             head.prefilled += piece;
-            if head.prefilled >= head.req.input_tokens {
+            let done = head.prefilled >= head.req.input_tokens;
+            if let Ok(mut l) = log.lock() {
+                l.record_step(step_start, Instant::now(), u32::from(done));
+            }
+            if done {
                 let mut a = prefilling.pop_front().expect("head exists");
                 let now = Instant::now();
                 a.first_token_at = Some(now);
@@ -185,11 +254,28 @@ async fn run(cfg: SimConfig, mut rx: mpsc::UnboundedReceiver<SimRequest>, log: A
             deadline += Duration::from_secs_f64(cfg.step_ms(running.len(), context) / 1000.0);
             tokio::time::sleep_until(deadline.into()).await;
             let now = Instant::now();
+            let width = cfg.accept_length.draft_width();
+            let mut step_tokens = 0u32;
+            let (mut drafts, mut draft_tokens, mut accepted) = (0u64, 0u64, 0u64);
+            let mut per_pos = vec![0u64; width as usize];
+            let mut accepts = Vec::with_capacity(running.len());
             running.retain_mut(|a| {
                 let k =
                     u64::from(cfg.accept_length.draw(&mut rng)).min(a.req.max_tokens - a.generated);
                 a.generated += k;
                 a.steps += 1;
+                step_tokens += k as u32;
+                if width > 0 {
+                    // One draft of `width` tokens per request per step, k − 1 of them accepted
+                    // (the step's last token is the target model's own), as vLLM counts.
+                    drafts += 1;
+                    draft_tokens += u64::from(width);
+                    accepted += k - 1;
+                    for p in per_pos.iter_mut().take((k - 1) as usize) {
+                        *p += 1;
+                    }
+                }
+                accepts.push(k as u32);
                 let last = a.generated >= a.req.max_tokens;
                 let _ = a.req.tx.send(Emit {
                     tokens: k as u32,
@@ -202,6 +288,24 @@ async fn run(cfg: SimConfig, mut rx: mpsc::UnboundedReceiver<SimRequest>, log: A
                     true
                 }
             });
+            if let Ok(mut l) = log.lock() {
+                l.record_step(step_start, now, step_tokens);
+                l.spec_drafts += drafts;
+                l.spec_draft_tokens += draft_tokens;
+                l.spec_accepted += accepted;
+                if l.spec_accepted_per_pos.len() < per_pos.len() {
+                    l.spec_accepted_per_pos.resize(per_pos.len(), 0);
+                }
+                for (i, v) in per_pos.iter().enumerate() {
+                    l.spec_accepted_per_pos[i] += v;
+                }
+                for k in accepts {
+                    if l.recent_accept.len() >= RECENT_ACCEPT {
+                        l.recent_accept.pop_front();
+                    }
+                    l.recent_accept.push_back(k);
+                }
+            }
         }
     }
 }

@@ -19,14 +19,17 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::SimConfig;
-use super::engine::{Emit, SimRequest};
+use super::engine::{Emit, SimLog, SimRequest};
+use super::metrics;
 use super::tokenizer;
+use std::sync::Mutex;
 
 /// Shared state of the HTTP handlers.
 pub struct SimState {
     pub config: SimConfig,
     pub engine: mpsc::UnboundedSender<SimRequest>,
     pub next_id: AtomicU64,
+    pub log: Arc<Mutex<SimLog>>,
 }
 
 type Shared = Arc<SimState>;
@@ -40,6 +43,10 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat))
         .route("/generate", post(generate))
+        .route("/metrics", get(engine_metrics))
+        .route("/server_info", get(server_info))
+        .route("/get_server_info", get(server_info))
+        .route("/dcgm/metrics", get(dcgm_metrics))
         .with_state(state)
 }
 
@@ -63,6 +70,49 @@ async fn models(State(s): State<Shared>) -> Json<Value> {
             "preset": s.config.preset,
         }]
     }))
+}
+
+fn prometheus(body: String) -> Response {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
+}
+
+async fn engine_metrics(State(s): State<Shared>) -> Response {
+    let Some(flavor) = s.config.metrics else {
+        return (
+            StatusCode::NOT_FOUND,
+            "metrics are off (servetop sim --flavor none)",
+        )
+            .into_response();
+    };
+    let page = match s.log.lock() {
+        Ok(l) => metrics::engine_page(&s.config, &l, flavor, Instant::now()),
+        Err(_) => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    };
+    prometheus(page)
+}
+
+async fn server_info(State(s): State<Shared>) -> Response {
+    if s.config.metrics != Some(super::MetricsFlavor::Sglang) {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    match s.log.lock() {
+        Ok(l) => Json(metrics::server_info(&s.config, &l)).into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+async fn dcgm_metrics(State(s): State<Shared>) -> Response {
+    if s.config.gpus == 0 {
+        return (
+            StatusCode::NOT_FOUND,
+            "no simulated GPUs (servetop sim --gpus N)",
+        )
+            .into_response();
+    }
+    match s.log.lock() {
+        Ok(l) => prometheus(metrics::dcgm_page(&s.config, &l, Instant::now())),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
 }
 
 async fn tokenize(State(s): State<Shared>, Json(body): Json<Value>) -> Response {

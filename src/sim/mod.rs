@@ -14,6 +14,7 @@
 
 mod engine;
 mod http;
+mod metrics;
 pub mod tokenizer;
 
 use std::net::SocketAddr;
@@ -63,6 +64,15 @@ impl AcceptLength {
             Ok(AcceptLength::Fixed(v as u32))
         } else {
             Ok(AcceptLength::Mean(v))
+        }
+    }
+
+    /// Draft tokens proposed per step (0: no speculative decoding).
+    pub fn draft_width(&self) -> u32 {
+        match self {
+            AcceptLength::Fixed(n) => n.saturating_sub(1),
+            AcceptLength::Mean(m) => (m.ceil() as u32).saturating_sub(1),
+            AcceptLength::Rates(r) => r.len() as u32,
         }
     }
 
@@ -128,6 +138,23 @@ pub struct SimConfig {
     /// Honour `stream_options.continuous_usage_stats` (vLLM/SGLang do).
     pub continuous_usage: bool,
     pub seed: u64,
+    /// Serve `/metrics` with SGLang or vLLM names (`None`: no metrics endpoint).
+    pub metrics: Option<MetricsFlavor>,
+    /// KV-cache capacity in tokens (for the usage gauge and simulated GPU memory).
+    pub kv_capacity_tokens: u64,
+    /// Simulated GPUs on the DCGM-style endpoint `/dcgm/metrics` (0: none).
+    pub gpus: u32,
+    pub gpu_mem_gb: f64,
+    /// Model weights, split evenly over the GPUs.
+    pub weights_gb: f64,
+}
+
+/// Which engine's metric names the simulator uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum MetricsFlavor {
+    Sglang,
+    Vllm,
 }
 
 /// Names of the built-in presets.
@@ -157,6 +184,11 @@ impl SimConfig {
                 context_length: 32768,
                 continuous_usage: true,
                 seed: 1,
+                metrics: Some(MetricsFlavor::Sglang),
+                kv_capacity_tokens: 400_000,
+                gpus: 2,
+                gpu_mem_gb: 48.0,
+                weights_gb: 54.0,
             }),
             "fast" => Ok(SimConfig {
                 preset: "fast".into(),
@@ -171,6 +203,11 @@ impl SimConfig {
                 context_length: 131_072,
                 continuous_usage: true,
                 seed: 1,
+                metrics: Some(MetricsFlavor::Vllm),
+                kv_capacity_tokens: 10_000_000,
+                gpus: 0,
+                gpu_mem_gb: 80.0,
+                weights_gb: 16.0,
             }),
             other => Err(format!(
                 "unknown preset '{other}' (known: {})",
@@ -250,6 +287,7 @@ pub async fn start(config: SimConfig, addr: SocketAddr) -> std::io::Result<SimHa
         config: config.clone(),
         engine: tx,
         next_id: std::sync::atomic::AtomicU64::new(0),
+        log: log.clone(),
     }));
     let stop = shutdown.clone();
     tokio::spawn(async move {

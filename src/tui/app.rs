@@ -119,6 +119,66 @@ fn config_lines(s: &crate::summary::RunSummary) -> Vec<(String, String)> {
     out
 }
 
+/// Telemetry history for the GPU & server tab, in seconds since the dashboard started.
+#[derive(Clone, Debug, Default)]
+pub struct TelemetryView {
+    /// Per GPU (by position in the sample): memory used in GiB and utilization in percent.
+    pub gpu_mem_gib: Vec<Vec<(f64, f64)>>,
+    pub gpu_util: Vec<Vec<(f64, f64)>>,
+    /// Largest GPU memory in GiB (the memory chart's ceiling).
+    pub gpu_mem_total_gib: f64,
+    pub running: Vec<(f64, f64)>,
+    pub queued: Vec<(f64, f64)>,
+    pub kv_pct: Vec<(f64, f64)>,
+    /// When each level started (vertical marks on the charts).
+    pub level_marks: Vec<(f64, String)>,
+}
+
+fn push_capped(v: &mut Vec<(f64, f64)>, p: (f64, f64)) {
+    if v.len() >= SERIES_CAP {
+        v.remove(0);
+    }
+    v.push(p);
+}
+
+impl TelemetryView {
+    fn add(&mut self, t: f64, rec: &crate::telemetry::TelemetryRecord) {
+        use crate::telemetry::TelemetryRecord;
+        const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+        match rec {
+            TelemetryRecord::Gpu(g) => {
+                for (i, r) in g.gpus.iter().enumerate() {
+                    if self.gpu_mem_gib.len() <= i {
+                        self.gpu_mem_gib.resize(i + 1, Vec::new());
+                        self.gpu_util.resize(i + 1, Vec::new());
+                    }
+                    if let Some(m) = r.mem_used_bytes {
+                        push_capped(&mut self.gpu_mem_gib[i], (t, m as f64 / GIB));
+                    }
+                    if let Some(u) = r.util_gpu_pct {
+                        push_capped(&mut self.gpu_util[i], (t, u));
+                    }
+                    if let Some(total) = r.mem_total_bytes {
+                        self.gpu_mem_total_gib = self.gpu_mem_total_gib.max(total as f64 / GIB);
+                    }
+                }
+            }
+            TelemetryRecord::Server(s) => {
+                if let Some(v) = s.running {
+                    push_capped(&mut self.running, (t, v));
+                }
+                if let Some(v) = s.queued {
+                    push_capped(&mut self.queued, (t, v));
+                }
+                if let Some(v) = s.kv_usage {
+                    push_capped(&mut self.kv_pct, (t, v * 100.0));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Largest value of the second coordinate (0 when empty).
 pub fn y_max(points: &[(f64, f64)]) -> f64 {
     points.iter().map(|p| p.1).fold(0.0, f64::max)
@@ -156,6 +216,7 @@ pub struct App {
     /// Client accept length of finished sweep levels (×100, for the sparkline).
     pub accept_history: Vec<u64>,
     pub sweep_view: SweepView,
+    pub telemetry: TelemetryView,
     /// `(key, value)` lines of the run configuration (Log tab), built when the run starts.
     pub config_lines: Vec<(String, String)>,
     pub long_view: LongView,
@@ -185,6 +246,7 @@ impl App {
             stats_dirty: false,
             accept_history: Vec::new(),
             sweep_view: SweepView::default(),
+            telemetry: TelemetryView::default(),
             config_lines: Vec::new(),
             long_view: LongView::default(),
             flash: None,
@@ -214,7 +276,19 @@ impl App {
                 self.tokens_since_send = 0;
             }
             Event::Request(r) if !r.warmup => self.stats_dirty = true,
+            Event::Telemetry(rec) => self.telemetry.add(self.now.as_secs_f64(), rec),
             _ => {}
+        }
+        if let Event::LevelStarted { index } = &ev {
+            let label = self
+                .session
+                .summary
+                .level(*index)
+                .map(crate::summary::LevelSummary::label)
+                .unwrap_or_default();
+            self.telemetry
+                .level_marks
+                .push((self.now.as_secs_f64(), label));
         }
         let finished = match &ev {
             Event::LevelFinished { index, .. } => Some(*index),

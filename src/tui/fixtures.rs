@@ -197,3 +197,64 @@ pub fn finished_run() -> App {
     app.end_batch();
     app
 }
+
+/// A finished run with `gpus` GPUs and engine metrics sampled once a second for 60 s
+/// (`gpus == 0`: NVML reported no GPU, with its reason).
+pub fn with_telemetry(gpus: u32) -> App {
+    use crate::telemetry::{GpuReading, GpuSample, GpuSource, ServerSample, TelemetryRecord};
+    let mut app = finished_run();
+    app.session.latest_gpu = None;
+    const GIB: u64 = 1024 * 1024 * 1024;
+    for t in 0..60u64 {
+        app.now = Duration::from_secs(t);
+        if t % 10 == 0 {
+            app.telemetry
+                .level_marks
+                .push((t as f64, format!("C={}", 1u64 << (t / 10))));
+        }
+        let load = ((t % 20) as f64 / 20.0).min(1.0);
+        if gpus > 0 {
+            let readings = (0..gpus)
+                .map(|i| GpuReading {
+                    index: i,
+                    name: "NVIDIA H200".into(),
+                    uuid: Some(format!("GPU-synthetic-{i}")),
+                    mem_used_bytes: Some((60 + u64::from(i) * 5 + (load * 40.0) as u64) * GIB),
+                    mem_total_bytes: Some(141 * GIB),
+                    util_gpu_pct: Some((load * 100.0).round() - f64::from(i)),
+                    util_mem_pct: Some((load * 60.0).round()),
+                    power_w: Some(150.0 + load * 500.0),
+                    power_limit_w: Some(700.0),
+                    temp_c: Some(40.0 + load * 30.0),
+                    sm_clock_mhz: Some(1980.0),
+                })
+                .collect();
+            app.apply(Event::Telemetry(TelemetryRecord::Gpu(GpuSample {
+                at_unix_ms: t as i64 * 1000,
+                source: GpuSource::Nvml,
+                gpus: readings,
+            })));
+        }
+        app.apply(Event::Telemetry(TelemetryRecord::Server(Box::new(
+            ServerSample {
+                at_unix_ms: t as i64 * 1000,
+                flavor: "sglang".into(),
+                running: Some((load * 64.0).round()),
+                queued: Some(((load - 0.5).max(0.0) * 72.0).round()),
+                kv_usage: Some(load * 0.8),
+                gen_throughput: Some(load * 500.0),
+                accept_length_gauge: Some(3.9),
+                ..ServerSample::default()
+            },
+        ))));
+    }
+    if gpus == 0 {
+        app.apply(Event::Telemetry(TelemetryRecord::GpuUnavailable {
+            at_unix_ms: 0,
+            reason: "the NVIDIA driver library is not installed (libnvidia-ml.so.1: cannot open shared object file: No such file or directory)".into(),
+        }));
+    }
+    app.now = Duration::from_secs(60);
+    app.end_batch();
+    app
+}

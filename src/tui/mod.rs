@@ -59,6 +59,8 @@ pub async fn run(
     let live = prepared.client.live_tokens();
     let session = Session::new(RunSummary::new(cfg.clone(), simulator), files);
     let (tx, mut rx) = event::channel();
+    let telemetry_stop = cancel.child_token();
+    crate::telemetry::spawn_all(cfg, &prepared.client.http(), &tx, &telemetry_stop);
     let (control_tx, control_rx) = watch::channel(Control::default());
     let runner = Runner {
         warmup_input_tokens: crate::commands::warmup_input(cfg, &prepared),
@@ -128,6 +130,7 @@ pub async fn run(
         }
     }
     ratatui::restore();
+    telemetry_stop.cancel();
     let state = task.await.unwrap_or(RunState::Aborted);
     // Events sent after the loop stopped (the final RunFinished) still count.
     while let Ok(ev) = rx.try_recv() {
@@ -189,8 +192,14 @@ mod tests {
     }
 
     #[test]
-    fn telemetry_tab() {
-        snap("telemetry", &mut fixtures::finished_run(), Tab::Telemetry);
+    fn telemetry_tab_with_0_1_2_8_gpus() {
+        for n in [0, 1, 2, 8] {
+            snap(
+                &format!("telemetry_{n}gpu"),
+                &mut fixtures::with_telemetry(n),
+                Tab::Telemetry,
+            );
+        }
     }
 
     #[test]

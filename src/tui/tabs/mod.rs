@@ -31,6 +31,23 @@ pub fn line_chart(
     buf: &mut Buffer,
     th: &Theme,
 ) {
+    line_chart_marked(title, series, x, &[], None, empty, area, buf, th);
+}
+
+/// [`line_chart`] with faint vertical marks at `marks` (level starts on a time axis) and an
+/// optional fixed top for the y axis (100 for percentages).
+#[allow(clippy::too_many_arguments)]
+pub fn line_chart_marked(
+    title: &str,
+    series: &[Series<'_>],
+    x: ([f64; 2], Vec<String>),
+    marks: &[f64],
+    y_fixed: Option<f64>,
+    empty: &str,
+    area: Rect,
+    buf: &mut Buffer,
+    th: &Theme,
+) {
     let block = th.panel(format!(" {title} "));
     if series.iter().all(|s| s.points.is_empty()) {
         Paragraph::new(Span::styled(empty, th.dim))
@@ -38,23 +55,33 @@ pub fn line_chart(
             .render(area, buf);
         return;
     }
-    let y_top = series
+    let y_top = y_fixed.unwrap_or_else(|| {
+        series
+            .iter()
+            .map(|s| super::app::y_max(s.points))
+            .fold(0.0, f64::max)
+            .max(1e-9)
+            * 1.15
+    });
+    let mark_points: Vec<[(f64, f64); 2]> = marks.iter().map(|&m| [(m, 0.0), (m, y_top)]).collect();
+    let mut datasets: Vec<Dataset> = mark_points
         .iter()
-        .map(|s| super::app::y_max(s.points))
-        .fold(0.0, f64::max)
-        .max(1e-9)
-        * 1.15;
-    let datasets: Vec<Dataset> = series
-        .iter()
-        .map(|s| {
+        .map(|p| {
             Dataset::default()
-                .name(s.name.to_string())
                 .marker(Marker::Braille)
                 .graph_type(GraphType::Line)
-                .style(s.style)
-                .data(s.points)
+                .style(th.dim)
+                .data(p)
         })
         .collect();
+    datasets.extend(series.iter().map(|s| {
+        Dataset::default()
+            .name(s.name.to_string())
+            .marker(Marker::Braille)
+            .graph_type(GraphType::Line)
+            .style(s.style)
+            .data(s.points)
+    }));
     let fmt = |v: f64| crate::export::markdown::num(Some(v));
     Chart::new(datasets)
         .block(block)

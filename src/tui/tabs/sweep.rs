@@ -176,6 +176,13 @@ fn row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a> {
     cells.push(Cell::from(num(
         s.and_then(|s| s.scalars.accept_length_client)
     )));
+    if wide {
+        cells.push(Cell::from(num(l.accept_length_server)));
+        let kv = l.server_metrics.as_ref().and_then(|m| m.mean_kv_usage);
+        cells.push(Cell::from(
+            kv.map_or("-".into(), |k| format!("{:.0}", k * 100.0)),
+        ));
+    }
     let fail_text = if stats.is_some() {
         failed.to_string()
     } else {
@@ -219,8 +226,14 @@ fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool)
         header.extend(["TPOT p50/90/99", "E2E p50/90/99"]);
         widths.extend([Constraint::Length(16), Constraint::Length(19)]);
     }
-    header.extend(["acc", "fail"]);
-    widths.extend([Constraint::Length(5), Constraint::Length(4)]);
+    header.push("acc");
+    widths.push(Constraint::Length(5));
+    if wide {
+        header.extend(["srv", "KV%"]);
+        widths.extend([Constraint::Length(5), Constraint::Length(4)]);
+    }
+    header.push("fail");
+    widths.push(Constraint::Length(4));
     // Keep the level in progress in view when there are more levels than rows, and format only
     // the rows that fit.
     let visible = area.height.saturating_sub(3) as usize;

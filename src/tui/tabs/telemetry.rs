@@ -1,49 +1,300 @@
-//! GPU & server tab. Telemetry (NVML, DCGM, the engine's /metrics) is not sampled yet; the tab
-//! says what will appear and what is known about the server now.
+//! GPU & server tab: each GPU's memory and utilization now and over time (level starts marked),
+//! power, temperature and clock; the engine's running and queued requests and KV-cache usage;
+//! the accept length as the server reports it. Missing sources say why.
 
 use ratatui::buffer::Buffer;
-use ratatui::layout::Rect;
-use ratatui::text::Line;
-use ratatui::widgets::{Paragraph, Widget, Wrap};
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{LineGauge, Paragraph, Widget, Wrap};
 
+use super::{Series, line_chart_marked};
+use crate::export::markdown::num;
+use crate::telemetry::{GpuReading, GpuSource};
 use crate::tui::app::App;
 use crate::tui::theme::Theme;
 
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
 /// Draws the tab.
 pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
-    let mut lines = vec![
-        Line::styled(
-            "No telemetry is sampled yet, so this tab is empty.",
-            th.warn,
-        ),
-        Line::raw(""),
-        Line::raw(
-            "This tab will show each GPU's memory and utilization (NVML on this host, or a DCGM exporter elsewhere), power and temperature, and the server's own view from its /metrics: running and queued requests, KV-cache usage, prefix-cache hits and the speculative accept length the engine measures.",
-        ),
-        Line::raw(""),
+    let gpus = app
+        .session
+        .latest_gpu
+        .as_ref()
+        .map_or(&[][..], |g| g.gpus.as_slice());
+    let gpu_rows = if gpus.is_empty() {
+        2
+    } else {
+        gpus.len() as u16
+    };
+    let gpu_h = (gpu_rows + 2).min(area.height.saturating_sub(4));
+    let server_h = 4;
+    let charts_h = area.height.saturating_sub(gpu_h + server_h);
+    let [gpu_area, charts, server_area] = Layout::vertical([
+        Constraint::Length(gpu_h),
+        Constraint::Length(if charts_h >= 7 { charts_h } else { 0 }),
+        Constraint::Min(server_h),
+    ])
+    .areas(area);
+    render_gpus(app, gpus, gpu_area, buf, th);
+    if charts_h >= 7 {
+        render_charts(app, charts, buf, th);
+    }
+    render_server(app, server_area, buf, th);
+}
+
+fn gpu_title(app: &App) -> String {
+    match app.session.latest_gpu.as_ref().map(|g| g.source) {
+        Some(GpuSource::Nvml) => " GPUs (NVML) ".into(),
+        Some(GpuSource::Dcgm) => " GPUs (DCGM exporter) ".into(),
+        Some(GpuSource::SimulatedDcgm) => " GPUs — SIMULATED by servetop-sim ".into(),
+        None => " GPUs ".into(),
+    }
+}
+
+fn render_gpus(app: &App, gpus: &[GpuReading], area: Rect, buf: &mut Buffer, th: &Theme) {
+    let block = th.panel(gpu_title(app));
+    let inner = block.inner(area);
+    block.render(area, buf);
+    if gpus.is_empty() {
+        let why = app
+            .session
+            .summary
+            .telemetry
+            .gpu_reason
+            .as_deref()
+            .map_or_else(
+                || "waiting for the first GPU sample…".to_string(),
+                |r| format!("no NVIDIA GPU: {r}"),
+            );
+        Paragraph::new(Span::styled(why, th.warn))
+            .wrap(Wrap { trim: true })
+            .render(inner, buf);
+        return;
+    }
+    let wide = inner.width >= 110;
+    for (row, g) in gpus.iter().enumerate() {
+        let y = inner.y + row as u16;
+        if y >= inner.y + inner.height {
+            break;
+        }
+        let line = Rect::new(inner.x, y, inner.width, 1);
+        let [label, mem, util, rest] = Layout::horizontal([
+            Constraint::Length(if wide { 30 } else { 6 }),
+            Constraint::Percentage(if wide { 30 } else { 45 }),
+            Constraint::Percentage(if wide { 20 } else { 30 }),
+            Constraint::Min(0),
+        ])
+        .areas(line);
+        let name = if wide {
+            crate::tui::ui::fit(&format!("{} {}", g.index, g.name), 29)
+        } else {
+            format!("GPU{}", g.index)
+        };
+        Span::styled(name, th.accent).render(label, buf);
+        let (mem_ratio, mem_label) = match (g.mem_used_bytes, g.mem_total_bytes) {
+            (Some(u), Some(t)) if t > 0 => (
+                u as f64 / t as f64,
+                format!("{:.0}/{:.0}G", u as f64 / GIB, t as f64 / GIB),
+            ),
+            _ => (0.0, "mem N/A".into()),
+        };
+        LineGauge::default()
+            .ratio(mem_ratio.clamp(0.0, 1.0))
+            .label(mem_label)
+            .filled_style(Style::default().fg(th.series[0]))
+            .render(mem, buf);
+        let u = g.util_gpu_pct;
+        LineGauge::default()
+            .ratio((u.unwrap_or(0.0) / 100.0).clamp(0.0, 1.0))
+            .label(u.map_or("util N/A".into(), |u| format!("{u:>3.0}%")))
+            .filled_style(Style::default().fg(th.series[1]))
+            .render(util, buf);
+        let power = match (g.power_w, g.power_limit_w) {
+            (Some(p), Some(l)) => format!("{p:.0}/{l:.0}W"),
+            (Some(p), None) => format!("{p:.0}W"),
+            _ => "N/A".into(),
+        };
+        let temp = g.temp_c.map_or("N/A".into(), |t| format!("{t:.0}°C"));
+        let extra = if wide {
+            format!(
+                " {power} {temp} {}",
+                g.sm_clock_mhz
+                    .map_or(String::new(), |c| format!("{c:.0}MHz"))
+            )
+        } else {
+            // Narrow: the two numbers that matter most, whole.
+            format!(
+                " {} {temp}",
+                g.power_w.map_or("N/A".into(), |p| format!("{p:.0}W"))
+            )
+        };
+        Span::styled(crate::tui::ui::fit(&extra, rest.width as usize), th.dim).render(rest, buf);
+    }
+}
+
+fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
+    let v = &app.telemetry;
+    let t_max = v
+        .running
+        .last()
+        .map(|p| p.0)
+        .into_iter()
+        .chain(v.gpu_util.iter().filter_map(|s| s.last().map(|p| p.0)))
+        .fold(1.0f64, f64::max);
+    let x = || {
+        (
+            [0.0, t_max],
+            vec!["0 s".to_string(), format!("{t_max:.0} s")],
+        )
+    };
+    let marks: Vec<f64> = v.level_marks.iter().map(|m| m.0).collect();
+    let colors = [th.series[0], th.series[1], th.series[2]];
+    let names: Vec<String> = (0..v.gpu_mem_gib.len())
+        .map(|i| format!("GPU{i}"))
+        .collect();
+    let per_gpu = |sets: &'_ [Vec<(f64, f64)>]| -> Vec<(usize, usize)> {
+        (0..sets.len()).map(|i| (i, i % 3)).collect()
+    };
+    let mem: Vec<Series> = per_gpu(&v.gpu_mem_gib)
+        .into_iter()
+        .map(|(i, c)| Series {
+            name: &names[i],
+            points: &v.gpu_mem_gib[i],
+            style: Style::default().fg(colors[c]),
+        })
+        .collect();
+    let util: Vec<Series> = per_gpu(&v.gpu_util)
+        .into_iter()
+        .map(|(i, c)| Series {
+            name: &names[i],
+            points: &v.gpu_util[i],
+            style: Style::default().fg(colors[c]),
+        })
+        .collect();
+    let server = [
+        Series {
+            name: "running",
+            points: &v.running,
+            style: Style::default().fg(colors[0]),
+        },
+        Series {
+            name: "queued",
+            points: &v.queued,
+            style: Style::default().fg(colors[1]),
+        },
     ];
-    if let Some(sv) = &app.session.summary.server {
-        lines.push(Line::styled("The server as detected:", th.title));
-        lines.push(Line::raw(format!(
-            "  engine        {}{}",
-            sv.engine.name(),
-            sv.engine_version
-                .as_ref()
-                .map(|v| format!(" {v}"))
-                .unwrap_or_default()
-        )));
-        lines.push(Line::raw(format!("  model         {}", sv.model)));
-        lines.push(Line::raw(format!("  URL           {}", sv.base_url)));
-        lines.push(Line::raw(format!(
-            "  context limit {}",
-            sv.context_limit.map_or("not reported".into(), |n| format!(
-                "{n} tokens ({})",
-                sv.context_limit_source.as_deref().unwrap_or("?")
-            ))
-        )));
+    let kv = [Series {
+        name: "KV %",
+        points: &v.kv_pct,
+        style: Style::default().fg(colors[2]),
+    }];
+    let cells: Vec<Rect> = if area.width >= 120 {
+        Layout::horizontal([Constraint::Ratio(1, 4); 4])
+            .split(area)
+            .to_vec()
+    } else {
+        let [top, bottom] = Layout::vertical([Constraint::Ratio(1, 2); 2]).areas(area);
+        let a = Layout::horizontal([Constraint::Ratio(1, 2); 2]).split(top);
+        let b = Layout::horizontal([Constraint::Ratio(1, 2); 2]).split(bottom);
+        vec![a[0], a[1], b[0], b[1]]
+    };
+    let (no_gpu, no_srv) = ("no GPU samples", "no engine metrics");
+    let mem_top = (v.gpu_mem_total_gib > 0.0).then_some(v.gpu_mem_total_gib);
+    line_chart_marked(
+        "GPU memory (GiB) · │ level starts",
+        &mem,
+        x(),
+        &marks,
+        mem_top,
+        no_gpu,
+        cells[0],
+        buf,
+        th,
+    );
+    line_chart_marked(
+        "GPU utilization (%)",
+        &util,
+        x(),
+        &marks,
+        Some(100.0),
+        no_gpu,
+        cells[1],
+        buf,
+        th,
+    );
+    line_chart_marked(
+        "server: running, queued",
+        &server,
+        x(),
+        &marks,
+        None,
+        no_srv,
+        cells[2],
+        buf,
+        th,
+    );
+    line_chart_marked(
+        "server KV-cache use (%)",
+        &kv,
+        x(),
+        &marks,
+        Some(100.0),
+        no_srv,
+        cells[3],
+        buf,
+        th,
+    );
+}
+
+fn render_server(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
+    let s = &app.session;
+    let title = match &s.summary.telemetry.server_flavor {
+        Some(f) => format!(" server ({f} metrics) "),
+        None => " server ".into(),
+    };
+    let mut lines = Vec::new();
+    match (&s.latest_server, &s.summary.telemetry.server_reason) {
+        (Some(v), _) => {
+            let accept = v
+                .accept_length_gauge
+                .or(v.accept_length_cumulative)
+                .or_else(|| match (v.spec_accepted_total, v.spec_drafts_total) {
+                    (Some(a), Some(d)) if d > 0.0 => Some(1.0 + a / d),
+                    _ => None,
+                });
+            let count = |x: Option<f64>| x.map_or("N/A".into(), |x| format!("{x:.0}"));
+            lines.push(Line::raw(format!(
+                "running {} · queued {} · KV {} · gen {} tok/s · accept (server) {}",
+                count(v.running),
+                count(v.queued),
+                v.kv_usage
+                    .map_or("N/A".into(), |k| format!("{:.0}%", k * 100.0)),
+                num(v.gen_throughput),
+                num(accept),
+            )));
+        }
+        (None, Some(r)) => lines.push(Line::styled(format!("no engine metrics: {r}"), th.warn)),
+        (None, None) => lines.push(Line::styled(
+            "waiting for the first scrape of the engine's /metrics…",
+            th.dim,
+        )),
+    }
+    if let Some(sv) = &s.summary.server {
+        lines.push(Line::styled(
+            format!(
+                "{} · {} · context {}",
+                sv.engine.name(),
+                sv.model,
+                sv.context_limit
+                    .map_or("not reported".into(), |n| format!("{n} tokens"))
+            ),
+            th.dim,
+        ));
     }
     Paragraph::new(lines)
-        .block(th.panel(" GPU & server "))
+        .block(th.panel(title))
         .wrap(Wrap { trim: true })
         .render(area, buf);
 }

@@ -1,0 +1,147 @@
+//! Local GPUs through NVML, sampled on a thread of their own: NVML calls are blocking FFI and
+//! must never stall the async runtime that times requests.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{GpuReading, GpuSample, GpuSource, TelemetryRecord, now_unix_ms};
+use crate::event::{Event, EventTx};
+
+/// Every GPU now, or why there are none (the reason NVML gives, in words).
+pub fn read_once() -> Result<Vec<GpuReading>, String> {
+    imp::Sampler::init()?.sample()
+}
+
+/// Samples every `interval` until `cancel`, sending `Event::Telemetry`. A machine without the
+/// driver or without GPUs sends one `GpuUnavailable` with the reason and stops.
+pub fn spawn(interval: Duration, tx: EventTx, cancel: CancellationToken) {
+    let spawned = std::thread::Builder::new()
+        .name("servetop-nvml".into())
+        .spawn(move || {
+            let sampler = match imp::Sampler::init() {
+                Ok(s) => s,
+                Err(reason) => {
+                    let _ = tx.send(Event::Telemetry(TelemetryRecord::GpuUnavailable {
+                        at_unix_ms: now_unix_ms(),
+                        reason,
+                    }));
+                    return;
+                }
+            };
+            while !cancel.is_cancelled() {
+                let rec = match sampler.sample() {
+                    Ok(gpus) => TelemetryRecord::Gpu(GpuSample {
+                        at_unix_ms: now_unix_ms(),
+                        source: GpuSource::Nvml,
+                        gpus,
+                    }),
+                    Err(reason) => TelemetryRecord::GpuUnavailable {
+                        at_unix_ms: now_unix_ms(),
+                        reason,
+                    },
+                };
+                if tx.send(Event::Telemetry(rec)).is_err() {
+                    return;
+                }
+                // Sleep in short steps so quitting is not held up by a long interval.
+                let mut left = interval;
+                while !left.is_zero() && !cancel.is_cancelled() {
+                    let step = left.min(Duration::from_millis(100));
+                    std::thread::sleep(step);
+                    left = left.saturating_sub(step);
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("cannot start the GPU sampler thread: {e}");
+    }
+}
+
+#[cfg(feature = "nvml")]
+mod imp {
+    use nvml_wrapper::Nvml;
+    use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+    use nvml_wrapper::error::NvmlError;
+
+    use super::GpuReading;
+
+    pub struct Sampler(Nvml);
+
+    /// `NotSupported` (and other per-field errors) read as N/A, not as failure.
+    fn opt<T>(r: Result<T, NvmlError>) -> Option<T> {
+        r.ok()
+    }
+
+    impl Sampler {
+        pub fn init() -> Result<Self, String> {
+            Nvml::init().map(Sampler).map_err(|e| match e {
+                NvmlError::LibloadingError(inner) => {
+                    format!("the NVIDIA driver library is not installed ({inner})")
+                }
+                NvmlError::DriverNotLoaded => "the NVIDIA driver is not loaded".into(),
+                NvmlError::NoPermission => "no permission to talk to the NVIDIA driver".into(),
+                other => other.to_string(),
+            })
+        }
+
+        pub fn sample(&self) -> Result<Vec<GpuReading>, String> {
+            let n = self.0.device_count().map_err(|e| e.to_string())?;
+            if n == 0 {
+                return Err("NVML found no GPU".into());
+            }
+            let mut out = Vec::with_capacity(n as usize);
+            for i in 0..n {
+                let d = self
+                    .0
+                    .device_by_index(i)
+                    .map_err(|e| format!("GPU {i}: {e}"))?;
+                let mem = opt(d.memory_info());
+                let util = opt(d.utilization_rates());
+                out.push(GpuReading {
+                    index: i,
+                    name: opt(d.name()).unwrap_or_else(|| format!("GPU {i}")),
+                    uuid: opt(d.uuid()),
+                    mem_used_bytes: mem.as_ref().map(|m| m.used),
+                    mem_total_bytes: mem.as_ref().map(|m| m.total),
+                    util_gpu_pct: util.as_ref().map(|u| f64::from(u.gpu)),
+                    util_mem_pct: util.as_ref().map(|u| f64::from(u.memory)),
+                    power_w: opt(d.power_usage()).map(|mw| f64::from(mw) / 1000.0),
+                    power_limit_w: opt(d.enforced_power_limit()).map(|mw| f64::from(mw) / 1000.0),
+                    temp_c: opt(d.temperature(TemperatureSensor::Gpu)).map(f64::from),
+                    sm_clock_mhz: opt(d.clock_info(Clock::SM)).map(f64::from),
+                });
+            }
+            Ok(out)
+        }
+    }
+}
+
+#[cfg(not(feature = "nvml"))]
+mod imp {
+    use super::GpuReading;
+
+    pub struct Sampler;
+
+    impl Sampler {
+        pub fn init() -> Result<Self, String> {
+            Err("this servetop was built without NVML support (cargo feature nvml)".into())
+        }
+
+        pub fn sample(&self) -> Result<Vec<GpuReading>, String> {
+            Err("no NVML".into())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn no_gpu_here_is_a_reason_not_a_crash() {
+        // CI machines have no NVIDIA driver; where one exists this reads real GPUs instead.
+        match super::read_once() {
+            Ok(gpus) => assert!(!gpus.is_empty()),
+            Err(reason) => assert!(!reason.is_empty()),
+        }
+    }
+}

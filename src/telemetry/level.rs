@@ -1,0 +1,335 @@
+//! Telemetry summarised per level: engine counters differenced over the level, gauges averaged
+//! and peaked, GPU memory peaks and mean utilization, and the accept length the server reports.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{GpuSample, ServerSample};
+
+/// The engine's view of one level.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerLevelStats {
+    pub samples: u64,
+    pub mean_running: Option<f64>,
+    pub max_running: Option<f64>,
+    pub mean_queued: Option<f64>,
+    pub max_queued: Option<f64>,
+    /// KV-cache usage 0..1.
+    pub mean_kv_usage: Option<f64>,
+    pub max_kv_usage: Option<f64>,
+    /// Prefix-cache hits / queries over the level (vLLM counters), or the mean SGLang gauge.
+    pub prefix_hit_rate: Option<f64>,
+    pub preemptions: Option<f64>,
+    /// Mean of the engine's own generation-throughput gauge.
+    pub mean_gen_throughput: Option<f64>,
+    /// Generated tokens the engine counted over the level.
+    pub generation_tokens: Option<f64>,
+}
+
+/// One GPU over one level.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuLevelStats {
+    pub index: u32,
+    pub name: String,
+    pub peak_mem_used_bytes: Option<u64>,
+    pub mem_total_bytes: Option<u64>,
+    pub mean_util_pct: Option<f64>,
+    pub mean_power_w: Option<f64>,
+    pub max_temp_c: Option<f64>,
+}
+
+/// Speculative decoding as the server reports it over one level.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SpecLevelStats {
+    /// Mean tokens per verification step.
+    pub accept_length: f64,
+    /// `counters` (1 + Δaccepted/Δdrafts), `gauge` (mean of SGLang's `spec_accept_length` over the
+    /// level) or `server_info` (SGLang's cumulative average).
+    pub source: String,
+    /// Δaccepted / Δdraft tokens, with counters.
+    pub acceptance_rate: Option<f64>,
+    /// Per draft position: Δaccepted at that position / Δdrafts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_position: Vec<f64>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Gauge {
+    sum: f64,
+    n: u64,
+    max: f64,
+}
+
+impl Gauge {
+    fn add(&mut self, v: Option<f64>) {
+        if let Some(v) = v.filter(|v| v.is_finite()) {
+            self.sum += v;
+            self.n += 1;
+            self.max = if self.n == 1 { v } else { self.max.max(v) };
+        }
+    }
+    fn mean(&self) -> Option<f64> {
+        (self.n > 0).then(|| self.sum / self.n as f64)
+    }
+    fn max(&self) -> Option<f64> {
+        (self.n > 0).then_some(self.max)
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct GpuAcc {
+    name: String,
+    peak_mem: Option<u64>,
+    mem_total: Option<u64>,
+    util: Gauge,
+    power: Gauge,
+    temp: Gauge,
+}
+
+/// Folds the samples that arrive while a level runs.
+#[derive(Clone, Debug, Default)]
+pub struct LevelTelemetryAcc {
+    /// The last server sample before the level started (counter baseline).
+    baseline: Option<ServerSample>,
+    last: Option<ServerSample>,
+    running: Gauge,
+    queued: Gauge,
+    kv: Gauge,
+    prefix_gauge: Gauge,
+    gen_tput: Gauge,
+    accept_gauge: Gauge,
+    gpus: BTreeMap<u32, GpuAcc>,
+}
+
+fn delta(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    Some(b? - a?).filter(|d| *d >= 0.0)
+}
+
+impl LevelTelemetryAcc {
+    /// Starts a level with `baseline` as the counters' starting point.
+    pub fn new(baseline: Option<ServerSample>) -> Self {
+        Self {
+            baseline,
+            ..Self::default()
+        }
+    }
+
+    /// Folds one engine sample.
+    pub fn add_server(&mut self, s: &ServerSample) {
+        self.running.add(s.running);
+        self.queued.add(s.queued);
+        self.kv.add(s.kv_usage);
+        self.prefix_gauge.add(s.prefix_hit_rate);
+        self.gen_tput.add(s.gen_throughput);
+        self.accept_gauge.add(s.accept_length_gauge);
+        if self.baseline.is_none() {
+            self.baseline = Some(s.clone());
+        }
+        self.last = Some(s.clone());
+    }
+
+    /// Folds one GPU sample.
+    pub fn add_gpu(&mut self, s: &GpuSample) {
+        for g in &s.gpus {
+            let a = self.gpus.entry(g.index).or_default();
+            a.name.clone_from(&g.name);
+            a.peak_mem = match (a.peak_mem, g.mem_used_bytes) {
+                (Some(p), Some(m)) => Some(p.max(m)),
+                (p, m) => p.or(m),
+            };
+            a.mem_total = g.mem_total_bytes.or(a.mem_total);
+            a.util.add(g.util_gpu_pct);
+            a.power.add(g.power_w);
+            a.temp.add(g.temp_c);
+        }
+    }
+
+    /// The engine's view, if any sample arrived.
+    pub fn server(&self) -> Option<ServerLevelStats> {
+        let last = self.last.as_ref()?;
+        let base = self.baseline.as_ref();
+        let d = |f: fn(&ServerSample) -> Option<f64>| delta(base.and_then(f), f(last));
+        let prefix_hit_rate = match (d(|s| s.prefix_hits_total), d(|s| s.prefix_queries_total)) {
+            (Some(h), Some(q)) if q > 0.0 => Some(h / q),
+            _ => self.prefix_gauge.mean(),
+        };
+        Some(ServerLevelStats {
+            samples: self.running.n.max(self.kv.n),
+            mean_running: self.running.mean(),
+            max_running: self.running.max(),
+            mean_queued: self.queued.mean(),
+            max_queued: self.queued.max(),
+            mean_kv_usage: self.kv.mean(),
+            max_kv_usage: self.kv.max(),
+            prefix_hit_rate,
+            preemptions: d(|s| s.preemptions_total),
+            mean_gen_throughput: self.gen_tput.mean(),
+            generation_tokens: d(|s| s.generation_tokens_total),
+        })
+    }
+
+    /// Speculative decoding over the level: counters first, then the gauge, then `server_info`.
+    pub fn spec(&self) -> Option<SpecLevelStats> {
+        let last = self.last.as_ref()?;
+        let base = self.baseline.as_ref();
+        let d = |f: fn(&ServerSample) -> Option<f64>| delta(base.and_then(f), f(last));
+        if let (Some(drafts), Some(acc)) =
+            (d(|s| s.spec_drafts_total), d(|s| s.spec_accepted_total))
+            && drafts > 0.0
+        {
+            let per_position = match base {
+                Some(b) if !last.spec_accepted_per_pos_total.is_empty() => last
+                    .spec_accepted_per_pos_total
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| {
+                        (v - b.spec_accepted_per_pos_total.get(i).copied().unwrap_or(0.0)) / drafts
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            return Some(SpecLevelStats {
+                accept_length: 1.0 + acc / drafts,
+                source: "counters".into(),
+                acceptance_rate: d(|s| s.spec_draft_tokens_total)
+                    .filter(|t| *t > 0.0)
+                    .map(|t| acc / t),
+                per_position,
+            });
+        }
+        if let Some(g) = self.accept_gauge.mean() {
+            return Some(SpecLevelStats {
+                accept_length: g,
+                source: "gauge".into(),
+                ..SpecLevelStats::default()
+            });
+        }
+        last.accept_length_cumulative.map(|v| SpecLevelStats {
+            accept_length: v,
+            source: "server_info".into(),
+            ..SpecLevelStats::default()
+        })
+    }
+
+    /// Each GPU over the level.
+    pub fn gpus(&self) -> Vec<GpuLevelStats> {
+        self.gpus
+            .iter()
+            .map(|(i, a)| GpuLevelStats {
+                index: *i,
+                name: a.name.clone(),
+                peak_mem_used_bytes: a.peak_mem,
+                mem_total_bytes: a.mem_total,
+                mean_util_pct: a.util.mean(),
+                mean_power_w: a.power.mean(),
+                max_temp_c: a.temp.max(),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telemetry::{GpuReading, GpuSource};
+
+    fn server(
+        drafts: f64,
+        draft_tokens: f64,
+        accepted: f64,
+        per_pos: Vec<f64>,
+        kv: f64,
+    ) -> ServerSample {
+        ServerSample {
+            spec_drafts_total: Some(drafts),
+            spec_draft_tokens_total: Some(draft_tokens),
+            spec_accepted_total: Some(accepted),
+            spec_accepted_per_pos_total: per_pos,
+            kv_usage: Some(kv),
+            running: Some(4.0),
+            generation_tokens_total: Some(accepted + drafts),
+            ..ServerSample::default()
+        }
+    }
+
+    #[test]
+    fn counters_are_differenced_over_the_level() {
+        // Before the level: 100 drafts, 300 draft tokens, 150 accepted.
+        let mut a = LevelTelemetryAcc::new(Some(server(
+            100.0,
+            300.0,
+            150.0,
+            vec![80.0, 50.0, 20.0],
+            0.1,
+        )));
+        a.add_server(&server(150.0, 450.0, 250.0, vec![120.0, 85.0, 45.0], 0.3));
+        // During: 300 more drafts, 900 draft tokens, 600 accepted: accept length 1 + 600/300 = 3.
+        a.add_server(&server(
+            400.0,
+            1200.0,
+            750.0,
+            vec![370.0, 250.0, 130.0],
+            0.5,
+        ));
+        let s = a.spec().unwrap();
+        assert_eq!(s.source, "counters");
+        assert!((s.accept_length - 3.0).abs() < 1e-12);
+        assert!((s.acceptance_rate.unwrap() - 600.0 / 900.0).abs() < 1e-12);
+        assert_eq!(s.per_position.len(), 3);
+        assert!((s.per_position[0] - 290.0 / 300.0).abs() < 1e-12);
+        let sv = a.server().unwrap();
+        assert!((sv.mean_kv_usage.unwrap() - 0.4).abs() < 1e-12);
+        assert_eq!(sv.max_kv_usage, Some(0.5));
+    }
+
+    #[test]
+    fn gauge_then_server_info_when_no_counters() {
+        let mut a = LevelTelemetryAcc::new(None);
+        a.add_server(&ServerSample {
+            accept_length_gauge: Some(3.0),
+            ..ServerSample::default()
+        });
+        a.add_server(&ServerSample {
+            accept_length_gauge: Some(4.0),
+            ..ServerSample::default()
+        });
+        assert_eq!(
+            a.spec().unwrap(),
+            SpecLevelStats {
+                accept_length: 3.5,
+                source: "gauge".into(),
+                ..SpecLevelStats::default()
+            }
+        );
+        let mut b = LevelTelemetryAcc::new(None);
+        b.add_server(&ServerSample {
+            accept_length_cumulative: Some(2.5),
+            ..ServerSample::default()
+        });
+        assert_eq!(b.spec().unwrap().source, "server_info");
+        assert!(LevelTelemetryAcc::new(None).spec().is_none());
+    }
+
+    #[test]
+    fn gpu_peaks_and_means() {
+        let mut a = LevelTelemetryAcc::new(None);
+        for (m, u) in [(10u64, 50.0), (30, 100.0), (20, 0.0)] {
+            a.add_gpu(&GpuSample {
+                at_unix_ms: 0,
+                source: GpuSource::Nvml,
+                gpus: vec![GpuReading {
+                    index: 0,
+                    name: "g".into(),
+                    mem_used_bytes: Some(m),
+                    mem_total_bytes: Some(40),
+                    util_gpu_pct: Some(u),
+                    ..GpuReading::default()
+                }],
+            });
+        }
+        let g = &a.gpus()[0];
+        assert_eq!(g.peak_mem_used_bytes, Some(30));
+        assert_eq!(g.mean_util_pct, Some(50.0));
+    }
+}

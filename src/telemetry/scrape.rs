@@ -1,0 +1,160 @@
+//! Periodic scrapes of the engine's `/metrics` (plus SGLang's `/server_info`) and of a DCGM
+//! exporter, as async tasks that send `Event::Telemetry` and never wait for the consumer.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{GpuSample, GpuSource, TelemetryRecord, dcgm, engine_metrics, now_unix_ms, prom};
+use crate::client::error_chain;
+use crate::event::{Event, EventTx};
+
+async fn get_text(http: &reqwest::Client, url: &str) -> Result<String, String> {
+    let resp = http
+        .get(url)
+        .timeout(Duration::from_secs(3))
+        .send()
+        .await
+        .map_err(|e| format!("GET {url}: {}", error_chain(&e)))?;
+    let status = resp.status();
+    if !status.is_success() {
+        return Err(format!("GET {url}: HTTP {}", status.as_u16()));
+    }
+    resp.text().await.map_err(|e| format!("GET {url}: {e}"))
+}
+
+/// Sends `reason` only when it changes, so a missing endpoint is one line, not one a second.
+fn unavailable(tx: &EventTx, last: &mut Option<String>, reason: String, gpu: bool) {
+    if last.as_deref() != Some(reason.as_str()) {
+        let at_unix_ms = now_unix_ms();
+        let rec = if gpu {
+            TelemetryRecord::GpuUnavailable {
+                at_unix_ms,
+                reason: reason.clone(),
+            }
+        } else {
+            TelemetryRecord::ServerUnavailable {
+                at_unix_ms,
+                reason: reason.clone(),
+            }
+        };
+        let _ = tx.send(Event::Telemetry(rec));
+        *last = Some(reason);
+    }
+}
+
+/// Scrapes the engine's metrics every `interval`. When the page uses SGLang names,
+/// `server_info_url` adds SGLang's cumulative accept length.
+pub fn spawn_engine(
+    http: reqwest::Client,
+    metrics_url: String,
+    server_info_url: String,
+    interval: Duration,
+    tx: EventTx,
+    cancel: CancellationToken,
+) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_reason = None;
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = cancel.cancelled() => return,
+            }
+            let text = match get_text(&http, &metrics_url).await {
+                Ok(t) => t,
+                Err(e) => {
+                    let hint = if e.contains("HTTP 404") {
+                        " — the server has no Prometheus endpoint there (SGLang needs --enable-metrics, llama-server needs --metrics; or pass --metrics-url)"
+                    } else {
+                        ""
+                    };
+                    unavailable(&tx, &mut last_reason, format!("{e}{hint}"), false);
+                    continue;
+                }
+            };
+            let page = prom::parse(&text);
+            let Some(mut sample) = engine_metrics::map(&page, now_unix_ms()) else {
+                unavailable(
+                    &tx,
+                    &mut last_reason,
+                    format!(
+                        "{metrics_url} has no SGLang, vLLM or llama.cpp metrics ({} samples)",
+                        page.samples.len()
+                    ),
+                    false,
+                );
+                continue;
+            };
+            if sample.flavor == "sglang"
+                && let Ok(t) = get_text(&http, &server_info_url).await
+            {
+                sample.accept_length_cumulative = serde_json::from_str::<serde_json::Value>(&t)
+                    .ok()
+                    .and_then(|v| {
+                        v.pointer("/internal_states/0/avg_spec_accept_length")
+                            .and_then(serde_json::Value::as_f64)
+                    });
+            }
+            last_reason = None;
+            if tx
+                .send(Event::Telemetry(TelemetryRecord::Server(Box::new(sample))))
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
+}
+
+/// Scrapes a DCGM exporter every `interval` for GPUs on another host.
+pub fn spawn_dcgm(
+    http: reqwest::Client,
+    url: String,
+    interval: Duration,
+    tx: EventTx,
+    cancel: CancellationToken,
+) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_reason = None;
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = cancel.cancelled() => return,
+            }
+            let page = match get_text(&http, &url).await {
+                Ok(t) => prom::parse(&t),
+                Err(e) => {
+                    unavailable(&tx, &mut last_reason, e, true);
+                    continue;
+                }
+            };
+            let Some(gpus) = dcgm::map(&page) else {
+                unavailable(
+                    &tx,
+                    &mut last_reason,
+                    format!("{url} has no DCGM_FI_* metrics"),
+                    true,
+                );
+                continue;
+            };
+            last_reason = None;
+            let source = if dcgm::is_simulated(&page) {
+                GpuSource::SimulatedDcgm
+            } else {
+                GpuSource::Dcgm
+            };
+            let rec = TelemetryRecord::Gpu(GpuSample {
+                at_unix_ms: now_unix_ms(),
+                source,
+                gpus,
+            });
+            if tx.send(Event::Telemetry(rec)).is_err() {
+                return;
+            }
+        }
+    });
+}
