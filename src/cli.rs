@@ -25,6 +25,25 @@ pub enum Command {
     Demo(DemoArgs),
     /// Print what the GPU sampler sees (NVML on this host).
     Gpu(GpuArgs),
+    /// Re-render charts, CSV and summary.md from saved run directories; several overlay.
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct ReportArgs {
+    /// Run directories (each with results.json).
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<std::path::PathBuf>,
+    /// Legend label for each directory, in order [default: the directory name].
+    #[arg(long = "label", value_name = "LABEL")]
+    pub labels: Vec<String>,
+    /// Where a comparison goes [default: the run directory itself for one run,
+    /// runs/<time>-compare/ for several].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<std::path::PathBuf>,
+    /// Chart size in pixels.
+    #[arg(long, value_name = "WxH", default_value = "1600x900", value_parser = crate::export::report::parse_size)]
+    pub chart_size: (u32, u32),
 }
 
 #[derive(Debug, Args, Clone)]
@@ -71,6 +90,9 @@ pub struct OutputArgs {
     /// Dashboard frames per second (lower it over a slow link).
     #[arg(long, default_value = "10")]
     pub fps: f64,
+    /// Size of the PNG charts written into <run dir>/charts/.
+    #[arg(long, value_name = "WxH", default_value = "1600x900", value_parser = crate::export::report::parse_size)]
+    pub chart_size: (u32, u32),
 }
 
 #[derive(Debug, Args, Clone)]

@@ -160,6 +160,19 @@ pub async fn execute(mut cfg: RunConfig, simulator: Option<SimConfig>, out: &Out
         run_prepared(&cfg, prepared, simulator, Some(files), false, cancel).await
     };
     println!("{}", headless::final_tables(&session));
+    let summary = session.summary.clone();
+    let chart_dir = dir.clone();
+    let size = out.chart_size;
+    let charts =
+        tokio::task::spawn_blocking(move || export_charts(&chart_dir, &summary, size)).await;
+    match charts {
+        Ok(Ok(_)) => eprintln!(
+            "charts: {} (throughput, latency, long_context, spec_decoding, gpu_timeline .png); tables: sweep.csv, long_context.csv",
+            dir.join("charts").display()
+        ),
+        Ok(Err(e)) => eprintln!("servetop: charts not written: {e}"),
+        Err(e) => eprintln!("servetop: charts not written: {e}"),
+    }
     eprintln!("results: {}", dir.display());
     match state {
         RunState::Finished | RunState::Running => 0,
@@ -328,6 +341,32 @@ pub fn demo_config() -> RunConfig {
         dcgm_url: None,
         no_gpu: false,
         gpu_interval_s: 1.0,
+    }
+}
+
+/// Charts and CSV for a run directory from its summary and telemetry.jsonl; returns how many
+/// files were written.
+pub fn export_charts(
+    dir: &std::path::Path,
+    summary: &RunSummary,
+    size: (u32, u32),
+) -> Result<usize, String> {
+    let telemetry = crate::export::report::load_run(dir)
+        .map(|r| r.1)
+        .unwrap_or_default();
+    crate::export::report::export_run(dir, summary, &telemetry, size).map(|f| f.len())
+}
+
+/// `servetop report`.
+pub fn report(a: &crate::cli::ReportArgs) -> i32 {
+    match crate::export::report::report(&a.dirs, &a.labels, a.out.as_deref(), a.chart_size) {
+        Ok(files) => {
+            for f in files {
+                println!("{}", f.display());
+            }
+            0
+        }
+        Err(e) => fail(&e),
     }
 }
 

@@ -20,6 +20,7 @@ fn main() {
             servetop::cli::Command::Sim(a) => servetop::commands::sim(a).await,
             servetop::cli::Command::Demo(a) => servetop::commands::demo(a).await,
             servetop::cli::Command::Gpu(a) => servetop::commands::gpu(&a).await,
+            servetop::cli::Command::Report(a) => servetop::commands::report(&a),
         }
     });
     // Let in-flight tasks notice the runtime going away before exiting with the code.

@@ -150,6 +150,7 @@ impl Session {
                 self.progress.insert(index, LevelProgress::default());
                 if let Some(l) = self.summary.level_mut(index) {
                     l.status = LevelStatus::Running;
+                    l.started_at_unix_ms = Some(crate::telemetry::now_unix_ms());
                     self.phase = format!("running {}", l.label());
                 }
             }
@@ -240,6 +241,9 @@ impl Session {
     }
 
     fn finish_level(&mut self, index: u32, interrupted: bool) {
+        if let Some(l) = self.summary.level_mut(index) {
+            l.finished_at_unix_ms = Some(crate::telemetry::now_unix_ms());
+        }
         let tel = self.level_telemetry.remove(&index);
         let mut warning = None;
         if let (Some(l), Some(tel)) = (self.summary.level_mut(index), &tel) {

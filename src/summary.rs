@@ -58,6 +58,11 @@ pub struct LevelSummary {
     /// The server flag that would let a skipped length run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raise_flag: Option<String>,
+    /// When the level started and ended (Unix ms), to place it on telemetry timelines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at_unix_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at_unix_ms: Option<i64>,
     /// Speculative accept length the server reports for this level.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accept_length_server: Option<f64>,
@@ -88,6 +93,8 @@ impl LevelSummary {
             status: LevelStatus::Waiting,
             reason: None,
             raise_flag: None,
+            started_at_unix_ms: None,
+            finished_at_unix_ms: None,
             accept_length_server: None,
             spec_server: None,
             server_metrics: None,

@@ -1,7 +1,9 @@
 //! What a run leaves on disk: the run directory with `requests.jsonl` (appended as requests
 //! finish), `results.json` and `summary.md` (rewritten atomically after every level).
 
+pub mod charts;
 pub mod markdown;
+pub mod report;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Write};

@@ -192,6 +192,12 @@ async fn run(cfg: SimConfig, mut rx: mpsc::UnboundedReceiver<SimRequest>, log: A
             open
         });
         if waiting.is_empty() && prefilling.is_empty() && running.is_empty() {
+            // Idle: the gauges read zero until the next request arrives.
+            if let Ok(mut l) = log.lock() {
+                l.running = 0;
+                l.waiting = 0;
+                l.kv_tokens = 0;
+            }
             match rx.recv().await {
                 Some(r) => {
                     waiting.push_back(new_active(r, &log));

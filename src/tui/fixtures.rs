@@ -166,8 +166,12 @@ pub fn mid_sweep(concurrency: Vec<u64>) -> App {
 
 /// A finished run: every sweep level, three long-context lengths done and two skipped.
 pub fn finished_run() -> App {
-    let cs = vec![1, 4, 8, 16, 64, 100];
-    let mut app = started(cs.clone());
+    finished_run_with(&[1, 4, 8, 16, 64, 100])
+}
+
+/// A finished run over `cs` concurrency levels, with the same long-context ladder.
+pub fn finished_run_with(cs: &[u64]) -> App {
+    let mut app = started(cs.to_vec());
     for (i, c) in cs.iter().enumerate() {
         let c = *c as u32;
         run_level(&mut app, i as u32, c, c.max(4), 1000, 100, true);

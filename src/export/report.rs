@@ -1,0 +1,236 @@
+//! Reports from saved runs: charts, CSV tables and summary.md re-rendered from results.json
+//! (and telemetry.jsonl), for one run or several overlaid — without re-running anything.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use super::charts::{ChartRun, render_all};
+use super::markdown::summary_md;
+use super::write_atomic;
+use crate::summary::RunSummary;
+use crate::telemetry::TelemetryRecord;
+
+/// Reads a run directory's results.json and telemetry.jsonl (lines that do not parse are skipped).
+pub fn load_run(dir: &Path) -> Result<(RunSummary, Vec<TelemetryRecord>), String> {
+    let path = dir.join("results.json");
+    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let summary: RunSummary = serde_json::from_slice(&bytes)
+        .map_err(|e| format!("{} is not a servetop results file: {e}", path.display()))?;
+    let telemetry = std::fs::read_to_string(dir.join("telemetry.jsonl"))
+        .map(|t| {
+            t.lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok((summary, telemetry))
+}
+
+fn f(v: Option<f64>) -> String {
+    v.map_or_else(String::new, |v| format!("{v}"))
+}
+
+fn csv_text(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// `sweep.csv`: one row per level (and run, when several).
+pub fn sweep_csv(runs: &[(String, &RunSummary)]) -> String {
+    let mut out = String::from(
+        "run,concurrency,status,completed,failed,duration_s,request_throughput,output_throughput,total_token_throughput,mean_decode_tokens_per_s,accept_length_client,accept_length_server,mean_ttft_ms,median_ttft_ms,p90_ttft_ms,p99_ttft_ms,mean_itl_ms,median_itl_ms,p99_itl_ms,mean_tpot_ms,median_tpot_ms,p99_tpot_ms,mean_e2el_ms,median_e2el_ms,p99_e2el_ms,max_concurrent_requests,mean_kv_usage\n",
+    );
+    for (label, s) in runs {
+        for l in &s.sweep {
+            let st = l.stats.as_ref();
+            let d = |g: fn(&crate::metrics::LevelDists) -> Option<&crate::metrics::DistStats>,
+                     k: fn(&crate::metrics::DistStats) -> f64| {
+                f(st.and_then(|s| g(&s.dists)).map(k))
+            };
+            let _ = writeln!(
+                out,
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                csv_text(label),
+                l.concurrency,
+                l.status.name(),
+                st.map_or(0, |s| s.scalars.completed),
+                st.map_or(0, |s| s.scalars.failed),
+                f(st.map(|s| s.scalars.duration_s)),
+                f(st.map(|s| s.scalars.request_throughput)),
+                f(st.map(|s| s.scalars.output_throughput)),
+                f(st.map(|s| s.scalars.total_token_throughput)),
+                d(|x| x.decode_tokens_per_s.as_ref(), |x| x.mean),
+                f(st.and_then(|s| s.scalars.accept_length_client)),
+                f(l.accept_length_server),
+                d(|x| x.ttft_ms.as_ref(), |x| x.mean),
+                d(|x| x.ttft_ms.as_ref(), |x| x.p50),
+                d(|x| x.ttft_ms.as_ref(), |x| x.p90),
+                d(|x| x.ttft_ms.as_ref(), |x| x.p99),
+                d(|x| x.itl_ms.as_ref(), |x| x.mean),
+                d(|x| x.itl_ms.as_ref(), |x| x.p50),
+                d(|x| x.itl_ms.as_ref(), |x| x.p99),
+                d(|x| x.tpot_ms.as_ref(), |x| x.mean),
+                d(|x| x.tpot_ms.as_ref(), |x| x.p50),
+                d(|x| x.tpot_ms.as_ref(), |x| x.p99),
+                d(|x| x.e2el_ms.as_ref(), |x| x.mean),
+                d(|x| x.e2el_ms.as_ref(), |x| x.p50),
+                d(|x| x.e2el_ms.as_ref(), |x| x.p99),
+                st.map_or(String::new(), |s| s
+                    .scalars
+                    .max_concurrent_requests
+                    .to_string()),
+                f(l.server_metrics.as_ref().and_then(|m| m.mean_kv_usage)),
+            );
+        }
+    }
+    out
+}
+
+/// `long_context.csv`: one row per length (and run).
+pub fn long_context_csv(runs: &[(String, &RunSummary)]) -> String {
+    let mut out = String::from(
+        "run,context_tokens,status,mean_input_tokens,mean_ttft_ms,prefill_tokens_per_s,mean_decode_tokens_per_s,completed,failed,reason\n",
+    );
+    for (label, s) in runs {
+        for l in &s.long_context {
+            let st = l.stats.as_ref().filter(|s| s.scalars.completed > 0);
+            let _ = writeln!(
+                out,
+                "{},{},{},{},{},{},{},{},{},{}",
+                csv_text(label),
+                l.input_len,
+                l.status.name(),
+                f(st.and_then(|s| s.scalars.mean_input_tokens)),
+                f(st.and_then(|s| s.dists.ttft_ms.as_ref().map(|d| d.mean))),
+                f(st.and_then(|s| s.scalars.prefill_tokens_per_s)),
+                f(st.and_then(|s| s.dists.decode_tokens_per_s.as_ref().map(|d| d.mean))),
+                l.stats.as_ref().map_or(0, |s| s.scalars.completed),
+                l.stats.as_ref().map_or(0, |s| s.scalars.failed),
+                csv_text(l.reason.as_deref().unwrap_or("")),
+            );
+        }
+    }
+    out
+}
+
+/// Charts into `dir/charts/` and the two CSV files into `dir`, for one finished (or stopped) run.
+pub fn export_run(
+    dir: &Path,
+    summary: &RunSummary,
+    telemetry: &[TelemetryRecord],
+    size: (u32, u32),
+) -> Result<Vec<PathBuf>, String> {
+    let runs = [ChartRun {
+        label: run_label(summary, dir),
+        summary,
+        telemetry,
+    }];
+    let mut files = render_all(&runs, &dir.join("charts"), size)?;
+    let labelled = [(runs[0].label.clone(), summary)];
+    for (name, text) in [
+        ("sweep.csv", sweep_csv(&labelled)),
+        ("long_context.csv", long_context_csv(&labelled)),
+    ] {
+        let p = dir.join(name);
+        write_atomic(&p, text.as_bytes())
+            .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+        files.push(p);
+    }
+    Ok(files)
+}
+
+/// A run's default label: its directory name.
+pub fn run_label(_summary: &RunSummary, dir: &Path) -> String {
+    dir.file_name().map_or_else(
+        || dir.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+/// `servetop report`: one directory re-renders in place; several overlay into `out`.
+pub fn report(
+    dirs: &[PathBuf],
+    labels: &[String],
+    out: Option<&Path>,
+    size: (u32, u32),
+) -> Result<Vec<PathBuf>, String> {
+    let loaded: Vec<(RunSummary, Vec<TelemetryRecord>)> =
+        dirs.iter().map(|d| load_run(d)).collect::<Result<_, _>>()?;
+    if !labels.is_empty() && labels.len() != dirs.len() {
+        return Err(format!(
+            "{} --label values for {} run directories: give one per directory, or none",
+            labels.len(),
+            dirs.len()
+        ));
+    }
+    let names: Vec<String> = dirs
+        .iter()
+        .zip(&loaded)
+        .enumerate()
+        .map(|(i, (d, (s, _)))| labels.get(i).cloned().unwrap_or_else(|| run_label(s, d)))
+        .collect();
+    if dirs.len() == 1 && out.is_none() {
+        let (s, t) = &loaded[0];
+        let mut files = export_run(&dirs[0], s, t, size)?;
+        let md = dirs[0].join("summary.md");
+        write_atomic(&md, summary_md(s).as_bytes())
+            .map_err(|e| format!("cannot write {}: {e}", md.display()))?;
+        files.push(md);
+        return Ok(files);
+    }
+    let out = out.map_or_else(|| super::default_run_dir("compare"), Path::to_path_buf);
+    let runs: Vec<ChartRun> = names
+        .iter()
+        .zip(&loaded)
+        .map(|(n, (s, t))| ChartRun {
+            label: n.clone(),
+            summary: s,
+            telemetry: t,
+        })
+        .collect();
+    let mut files = render_all(&runs, &out.join("charts"), size)?;
+    let labelled: Vec<(String, &RunSummary)> = names
+        .iter()
+        .cloned()
+        .zip(loaded.iter().map(|(s, _)| s))
+        .collect();
+    let mut md = String::from("# servetop comparison\n\n");
+    for ((name, s), dir) in labelled.iter().zip(dirs) {
+        let _ = writeln!(md, "## {name} ({})\n", dir.display());
+        md.push_str(&summary_md(s).replacen("# servetop results", "### results", 1));
+        md.push('\n');
+    }
+    for (name, text) in [
+        ("sweep.csv", sweep_csv(&labelled)),
+        ("long_context.csv", long_context_csv(&labelled)),
+        ("summary.md", md),
+    ] {
+        let p = out.join(name);
+        write_atomic(&p, text.as_bytes())
+            .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+        files.push(p);
+    }
+    Ok(files)
+}
+
+/// Parses `1600x900`.
+pub fn parse_size(s: &str) -> Result<(u32, u32), String> {
+    let (w, h) = s
+        .split_once(['x', 'X'])
+        .ok_or_else(|| format!("--chart-size '{s}' must look like 1600x900"))?;
+    let p = |v: &str| {
+        v.trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (200..=8000).contains(n))
+    };
+    match (p(w), p(h)) {
+        (Some(w), Some(h)) => Ok((w, h)),
+        _ => Err(format!(
+            "--chart-size '{s}': width and height must be 200 to 8000 pixels"
+        )),
+    }
+}

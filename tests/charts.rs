@@ -1,0 +1,196 @@
+//! PNG charts and reports: valid images of the requested size with drawn text and several
+//! colours, overlays that show every run, and `report` reproducing summary.md byte for byte.
+
+// Integration tests may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use image::GenericImageView;
+use servetop::commands::{demo_config, run_prepared};
+use servetop::export::charts::{ChartRun, render_all};
+use servetop::export::report;
+use servetop::runner;
+use servetop::sim::{self, AcceptLength, SimConfig};
+use servetop::tui::fixtures;
+use servetop::workload::RequestCount;
+use tokio_util::sync::CancellationToken;
+
+const NAMES: [&str; 5] = [
+    "throughput.png",
+    "latency.png",
+    "long_context.png",
+    "spec_decoding.png",
+    "gpu_timeline.png",
+];
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("servetop-charts-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn colours_in(img: &image::DynamicImage, area: (u32, u32, u32, u32)) -> HashSet<[u8; 3]> {
+    let (x0, y0, w, h) = area;
+    let mut set = HashSet::new();
+    for y in y0..y0 + h {
+        for x in x0..x0 + w {
+            let p = img.get_pixel(x, y).0;
+            set.insert([p[0], p[1], p[2]]);
+        }
+    }
+    set
+}
+
+#[test]
+fn every_chart_is_a_png_of_the_requested_size_with_text_and_colours() {
+    let app = fixtures::finished_run();
+    let dir = tmp("one");
+    let runs = [ChartRun {
+        label: "synthetic".into(),
+        summary: &app.session.summary,
+        telemetry: &[],
+    }];
+    let files = render_all(&runs, &dir, (1200, 700)).unwrap();
+    assert_eq!(files.len(), 5);
+    for name in NAMES {
+        let img = image::open(dir.join(name)).unwrap();
+        assert_eq!(img.dimensions(), (1200, 700), "{name}");
+        // The title band (top 80 px) holds dark text on white: not blank.
+        let title = colours_in(&img, (0, 0, 700, 80));
+        assert!(
+            title.len() > 5,
+            "{name}: title area looks blank ({} colours)",
+            title.len()
+        );
+        assert!(
+            title.iter().any(|c| c.iter().all(|v| *v < 100)),
+            "{name}: no dark text pixels"
+        );
+        // Axes, grid, text and at least one series colour.
+        let all = colours_in(&img, (0, 0, 1200, 700));
+        assert!(all.len() >= 8, "{name}: only {} colours", all.len());
+    }
+    // Without telemetry, the timeline says why instead of drawing empty axes.
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_overlay_of_two_runs_draws_both_series() {
+    let a = fixtures::finished_run();
+    let b = fixtures::finished_run_with(&[1, 2, 4, 8]);
+    let dir = tmp("overlay");
+    let runs = [
+        ChartRun {
+            label: "before".into(),
+            summary: &a.session.summary,
+            telemetry: &[],
+        },
+        ChartRun {
+            label: "after".into(),
+            summary: &b.session.summary,
+            telemetry: &[],
+        },
+    ];
+    render_all(&runs, &dir, (1600, 900)).unwrap();
+    let img = image::open(dir.join("throughput.png")).unwrap();
+    let colours = colours_in(&img, (0, 80, 1600, 820));
+    // The first two palette colours (Okabe–Ito blue and vermillion) both appear.
+    assert!(
+        colours.contains(&[0, 114, 178]),
+        "first run's colour missing"
+    );
+    assert!(
+        colours.contains(&[213, 94, 0]),
+        "second run's colour missing"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn chart_size_is_parsed_and_checked() {
+    assert_eq!(report::parse_size("1600x900").unwrap(), (1600, 900));
+    assert!(report::parse_size("16x9").is_err());
+    assert!(report::parse_size("wide").is_err());
+}
+
+async fn real_run(dir: &Path) {
+    let mut c = SimConfig::preset("fast").unwrap();
+    c.decode_step_ms = 5.0;
+    c.accept_length = AcceptLength::Fixed(2);
+    c.gpus = 2;
+    let h = sim::start(c, SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .unwrap();
+    let mut cfg = demo_config();
+    cfg.base_url = h.url();
+    cfg.concurrency = vec![1, 4];
+    cfg.output_len = 41;
+    cfg.requests_per_level = RequestCount::Fixed(4);
+    cfg.long_context = vec![2000, 200_000];
+    cfg.long_context_output_len = 9;
+    cfg.dcgm_url = Some(format!("{}/dcgm/metrics", h.url()));
+    cfg.out_dir = dir.to_path_buf();
+    let prepared = runner::prepare(&cfg, None).await.unwrap();
+    let files = servetop::export::RunFiles::create(dir).unwrap();
+    let (_, s) = run_prepared(
+        &cfg,
+        prepared,
+        None,
+        Some(files),
+        true,
+        CancellationToken::new(),
+    )
+    .await;
+    servetop::commands::export_charts(dir, &s.summary, (800, 500)).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn report_reproduces_summary_md_byte_for_byte() {
+    let dir = tmp("report");
+    real_run(&dir).await;
+    let before = std::fs::read(dir.join("summary.md")).unwrap();
+    for name in NAMES {
+        assert!(
+            dir.join("charts").join(name).exists(),
+            "{name} written at the end of the run"
+        );
+    }
+    let sweep_csv = std::fs::read_to_string(dir.join("sweep.csv")).unwrap();
+    assert_eq!(sweep_csv.lines().count(), 3, "header + 2 levels");
+    std::fs::remove_file(dir.join("summary.md")).unwrap();
+    let files = report::report(std::slice::from_ref(&dir), &[], None, (800, 500)).unwrap();
+    assert!(files.iter().any(|f| f.ends_with("summary.md")));
+    let after = std::fs::read(dir.join("summary.md")).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&before),
+        String::from_utf8_lossy(&after)
+    );
+    let lc = std::fs::read_to_string(dir.join("long_context.csv")).unwrap();
+    assert!(lc.contains("200000,skipped"), "{lc}");
+    // Two runs overlay into their own directory with one CSV row set per run.
+    let out = tmp("report-out");
+    report::report(
+        &[dir.clone(), dir.clone()],
+        &["a".into(), "b".into()],
+        Some(&out),
+        (800, 500),
+    )
+    .unwrap();
+    let both = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
+    assert_eq!(both.lines().filter(|l| l.starts_with("a,")).count(), 2);
+    assert_eq!(both.lines().filter(|l| l.starts_with("b,")).count(), 2);
+    assert!(
+        report::report(
+            std::slice::from_ref(&dir),
+            &["x".into(), "y".into()],
+            None,
+            (800, 500)
+        )
+        .is_err()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&out);
+}
