@@ -44,6 +44,28 @@ pub struct ReportArgs {
     /// Chart size in pixels.
     #[arg(long, value_name = "WxH", default_value = "1600x900", value_parser = crate::export::report::parse_size)]
     pub chart_size: (u32, u32),
+    /// Also write PNG screenshots of every dashboard tab into <DIR>/screenshots/ (one run).
+    #[arg(long)]
+    pub screenshots: bool,
+    /// Terminal size of the screenshots, in cells.
+    #[arg(long, value_name = "COLSxROWS", default_value = "160x48", value_parser = parse_cells)]
+    pub screenshot_size: (u16, u16),
+}
+
+fn parse_cells(s: &str) -> Result<(u16, u16), String> {
+    let (w, h) = s
+        .split_once(['x', 'X'])
+        .ok_or_else(|| format!("'{s}' must look like 160x48"))?;
+    let p = |v: &str| {
+        v.trim()
+            .parse::<u16>()
+            .ok()
+            .filter(|n| (10..=1000).contains(n))
+    };
+    match (p(w), p(h)) {
+        (Some(w), Some(h)) => Ok((w, h)),
+        _ => Err(format!("'{s}': columns and rows must be 10 to 1000")),
+    }
 }
 
 #[derive(Debug, Args, Clone)]

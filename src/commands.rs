@@ -146,7 +146,17 @@ pub async fn execute(mut cfg: RunConfig, simulator: Option<SimConfig>, out: &Out
     spawn_signal_watch(cancel.clone(), !dashboard);
     let (state, session) = if dashboard {
         init_file_log(&dir);
-        match crate::tui::run(&cfg, prepared, simulator, Some(files), out.fps, cancel).await {
+        match crate::tui::run(
+            &cfg,
+            prepared,
+            simulator,
+            Some(files),
+            out.fps,
+            out.chart_size,
+            cancel,
+        )
+        .await
+        {
             Ok(r) => r,
             Err(e) => {
                 eprintln!(
@@ -359,7 +369,23 @@ pub fn export_charts(
 
 /// `servetop report`.
 pub fn report(a: &crate::cli::ReportArgs) -> i32 {
-    match crate::export::report::report(&a.dirs, &a.labels, a.out.as_deref(), a.chart_size) {
+    if a.screenshots && a.dirs.len() != 1 {
+        return fail("--screenshots takes one run directory");
+    }
+    let result = crate::export::report::report(&a.dirs, &a.labels, a.out.as_deref(), a.chart_size)
+        .and_then(|mut files| {
+            if a.screenshots {
+                let (summary, telemetry) = crate::export::report::load_run(&a.dirs[0])?;
+                let mut app = crate::tui::app::App::from_saved(summary, &telemetry);
+                let buffers = app.tab_buffers(a.screenshot_size.0, a.screenshot_size.1);
+                files.extend(crate::tui::write_screenshots(
+                    &a.dirs[0].join("screenshots"),
+                    &buffers,
+                )?);
+            }
+            Ok(files)
+        });
+    match result {
         Ok(files) => {
             for f in files {
                 println!("{}", f.display());

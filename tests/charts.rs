@@ -194,3 +194,28 @@ async fn report_reproduces_summary_md_byte_for_byte() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn tab_screenshots_are_pngs_of_the_terminal_grid() {
+    let mut app = fixtures::with_telemetry(2);
+    app.no_color = false;
+    let buffers = app.tab_buffers(80, 24);
+    let dir = tmp("shots");
+    let files = servetop::tui::write_screenshots(&dir, &buffers).unwrap();
+    assert_eq!(files.len(), 4);
+    let (cw, ch) = servetop::export::screenshot::CELL;
+    for f in &files {
+        let img = image::open(f).unwrap();
+        assert_eq!(img.dimensions(), (80 * cw, 24 * ch), "{}", f.display());
+        // Text and colours of the real cells, not a blank frame.
+        assert!(
+            colours_in(&img, (0, 0, 80 * cw, 24 * ch)).len() > 10,
+            "{}",
+            f.display()
+        );
+    }
+    // The SIMULATED badge keeps its magenta background in the header row.
+    let sweep = image::open(&files[0]).unwrap();
+    assert!(colours_in(&sweep, (0, 0, 40 * cw, ch)).contains(&[200, 90, 200]));
+    let _ = std::fs::remove_dir_all(&dir);
+}

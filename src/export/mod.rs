@@ -4,6 +4,7 @@
 pub mod charts;
 pub mod markdown;
 pub mod report;
+pub mod screenshot;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Write};

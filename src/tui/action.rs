@@ -14,8 +14,10 @@ pub enum Action {
     TogglePause,
     /// Skip the rest of the level in progress.
     Skip,
-    /// Write results.json and summary.md now.
+    /// Write results.json, summary.md, charts and CSV now.
     Export,
+    /// Write PNG screenshots of every tab.
+    Screenshot,
     ToggleHelp,
     /// Ask to quit (confirmation needed while running).
     Quit,
@@ -52,6 +54,7 @@ pub fn map_key(key: KeyEvent, confirming: bool) -> Option<Action> {
         KeyCode::Char('p') => Action::TogglePause,
         KeyCode::Char('s') => Action::Skip,
         KeyCode::Char('e') => Action::Export,
+        KeyCode::Char('S') => Action::Screenshot,
         KeyCode::Char('?' | 'h') => Action::ToggleHelp,
         KeyCode::Char('q') => Action::Quit,
         KeyCode::Esc => Action::Cancel,
@@ -94,6 +97,10 @@ mod tests {
         assert_eq!(
             map_key(key(KeyCode::Char('e')), false),
             Some(Action::Export)
+        );
+        assert_eq!(
+            map_key(key(KeyCode::Char('S')), false),
+            Some(Action::Screenshot)
         );
         assert_eq!(
             map_key(key(KeyCode::Char('?')), false),

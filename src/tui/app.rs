@@ -61,6 +61,10 @@ pub enum Effect {
     Skip,
     /// Cancel the run (in-flight requests get their grace period).
     Cancel,
+    /// Write PNG screenshots of every tab into the run directory.
+    Screenshots,
+    /// Draw the PNG charts and CSV tables into the run directory.
+    Charts,
 }
 
 /// Output tokens per second sampled once a second during the current level.
@@ -252,6 +256,87 @@ impl App {
             flash: None,
             no_color,
         }
+    }
+
+    /// A finished run's dashboard rebuilt from its saved results and telemetry (for
+    /// `servetop report --screenshots`).
+    pub fn from_saved(
+        summary: crate::summary::RunSummary,
+        telemetry: &[crate::telemetry::TelemetryRecord],
+    ) -> Self {
+        use crate::telemetry::TelemetryRecord;
+        let levels: Vec<crate::summary::LevelSummary> = summary
+            .sweep
+            .iter()
+            .chain(&summary.long_context)
+            .cloned()
+            .collect();
+        let t0 = telemetry
+            .iter()
+            .filter_map(|t| match t {
+                TelemetryRecord::Gpu(g) => Some(g.at_unix_ms),
+                TelemetryRecord::Server(s) => Some(s.at_unix_ms),
+                _ => None,
+            })
+            .chain(levels.iter().filter_map(|l| l.started_at_unix_ms))
+            .min()
+            .unwrap_or(0);
+        let secs = |ms: i64| (ms - t0).max(0) as f64 / 1000.0;
+        let phase = format!("{:?}", summary.state).to_lowercase();
+        let mut app = App::new(
+            Session::new(summary, None),
+            Arc::new(AtomicU64::new(0)),
+            false,
+        );
+        app.session.phase = phase;
+        for rec in telemetry {
+            match rec {
+                TelemetryRecord::Gpu(g) => {
+                    app.telemetry.add(secs(g.at_unix_ms), rec);
+                    app.session.latest_gpu = Some(g.clone());
+                }
+                TelemetryRecord::Server(s) => {
+                    app.telemetry.add(secs(s.at_unix_ms), rec);
+                    app.session.latest_server = Some((**s).clone());
+                }
+                _ => {}
+            }
+        }
+        for l in &levels {
+            if let Some(t) = l.started_at_unix_ms {
+                app.telemetry.level_marks.push((secs(t), l.label()));
+            }
+        }
+        let end = levels.iter().filter_map(|l| l.finished_at_unix_ms).max();
+        app.now = Duration::from_secs_f64(end.map_or(0.0, secs));
+        app.accept_history = app
+            .session
+            .summary
+            .sweep
+            .iter()
+            .filter_map(|l| l.stats.as_ref()?.scalars.accept_length_client)
+            .map(|a| (a * 100.0).round() as u64)
+            .collect();
+        app.config_lines = config_lines(&app.session.summary);
+        app.refresh_views();
+        app
+    }
+
+    /// Every tab drawn into a buffer of `width`×`height` cells.
+    pub fn tab_buffers(&mut self, width: u16, height: u16) -> Vec<(Tab, ratatui::buffer::Buffer)> {
+        let keep = (self.tab, self.show_help, self.confirm_quit);
+        self.show_help = false;
+        self.confirm_quit = false;
+        let area = ratatui::layout::Rect::new(0, 0, width, height);
+        let mut out = Vec::new();
+        for tab in Tab::ALL {
+            self.tab = tab;
+            let mut buf = ratatui::buffer::Buffer::empty(area);
+            ratatui::widgets::Widget::render(&*self, area, &mut buf);
+            out.push((tab, buf));
+        }
+        (self.tab, self.show_help, self.confirm_quit) = keep;
+        out
     }
 
     /// Whether the run has ended (finished, interrupted or aborted).
@@ -451,16 +536,22 @@ impl App {
                 self.say("skipping the rest of this level".into());
                 return Some(Effect::Skip);
             }
+            Action::Screenshot => {
+                self.say("writing screenshots of every tab…".into());
+                return Some(Effect::Screenshots);
+            }
             Action::Export => {
                 self.session.save();
                 let msg = match (&self.session.io_error, self.session.dir()) {
                     (Some(e), _) => e.clone(),
-                    (None, Some(d)) => {
-                        format!("wrote results.json and summary.md in {}", d.display())
-                    }
+                    (None, Some(d)) => format!(
+                        "wrote results.json and summary.md; charts and CSV are being drawn in {}",
+                        d.display()
+                    ),
                     (None, None) => "nothing to write: no run directory".into(),
                 };
                 self.say(msg);
+                return self.session.dir().map(|_| Effect::Charts);
             }
             Action::Quit if self.run_over() => self.exit = true,
             Action::Quit => self.confirm_quit = true,

@@ -46,6 +46,52 @@ pub fn install_panic_hook(restore: impl Fn() + Send + Sync + 'static) {
     }));
 }
 
+/// Draws charts and CSV off the UI thread (PNG encoding takes a moment).
+fn spawn_charts(app: &App, size: (u32, u32)) {
+    let Some(dir) = app.session.dir().map(std::path::Path::to_path_buf) else {
+        return;
+    };
+    let summary = app.session.summary.clone();
+    tokio::task::spawn_blocking(move || {
+        if let Err(e) = crate::commands::export_charts(&dir, &summary, size) {
+            tracing::warn!("charts not written: {e}");
+        }
+    });
+}
+
+/// Screenshots of every tab at the terminal's size, as PNG in `<run dir>/screenshots/`.
+fn spawn_screenshots(app: &mut App, width: u16, height: u16) {
+    let Some(dir) = app.session.dir().map(|d| d.join("screenshots")) else {
+        return;
+    };
+    let buffers = app.tab_buffers(width, height);
+    tokio::task::spawn_blocking(move || {
+        if let Err(e) = write_screenshots(&dir, &buffers) {
+            tracing::warn!("screenshots not written: {e}");
+        }
+    });
+}
+
+/// Writes `buffers` as `<n>-<tab>.png` into `dir`; returns the files.
+pub fn write_screenshots(
+    dir: &std::path::Path,
+    buffers: &[(app::Tab, ratatui::buffer::Buffer)],
+) -> Result<Vec<std::path::PathBuf>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut files = Vec::new();
+    for (tab, buf) in buffers {
+        let name = tab
+            .title()
+            .to_lowercase()
+            .replace(" & ", "-")
+            .replace(' ', "-");
+        let path = dir.join(format!("{name}.png"));
+        crate::export::screenshot::buffer_to_png(buf, &path)?;
+        files.push(path);
+    }
+    Ok(files)
+}
+
 /// Runs `prepared` under the dashboard. Returns when the user leaves after the run ended, or
 /// when a confirmed quit has finished saving.
 pub async fn run(
@@ -54,6 +100,7 @@ pub async fn run(
     simulator: Option<SimConfig>,
     files: Option<RunFiles>,
     fps: f64,
+    chart_size: (u32, u32),
     cancel: CancellationToken,
 ) -> std::io::Result<(RunState, Session)> {
     let live = prepared.client.live_tokens();
@@ -110,6 +157,11 @@ pub async fn run(
                         Some(Effect::Pause(p)) => control_tx.send_modify(|c| c.paused = p),
                         Some(Effect::Skip) => control_tx.send_modify(|c| c.skip += 1),
                         Some(Effect::Cancel) => cancel.cancel(),
+                        Some(Effect::Charts) => spawn_charts(&app, chart_size),
+                        Some(Effect::Screenshots) => {
+                            let size = terminal.size().unwrap_or_default();
+                            spawn_screenshots(&mut app, size.width, size.height);
+                        }
                         None => {}
                     }
                 }
