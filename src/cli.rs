@@ -120,8 +120,12 @@ pub struct OutputArgs {
 #[derive(Debug, Args, Clone)]
 pub struct RunArgs {
     /// Server root URL, without /v1 (e.g. `http://127.0.0.1:30000`).
-    #[arg(long, value_name = "URL")]
-    pub base_url: String,
+    #[arg(long, value_name = "URL", required_unless_present = "resume")]
+    pub base_url: Option<String>,
+    /// Continue an interrupted run in DIR from its first unfinished level, with the
+    /// configuration it was started with (other measurement flags are ignored).
+    #[arg(long, value_name = "DIR")]
+    pub resume: Option<PathBuf>,
     /// Request protocol: auto picks /v1/completions (exact prompt lengths, no chat template).
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: BackendChoice,
@@ -258,6 +262,11 @@ pub struct SimArgs {
     /// KV-cache capacity in tokens (for the KV usage gauge).
     #[arg(long, value_name = "N", value_parser = count)]
     pub kv_capacity_tokens: Option<u64>,
+    /// Inject faults, each a probability per request: http500, http429, ctx400, reset-mid,
+    /// malformed, stall, slow-first, error-event; durations stall-s and slow-first-s.
+    /// Example: http500=0.05,stall=0.02,stall-s=10
+    #[arg(long, value_name = "KIND=RATE,...")]
+    pub inject: Option<String>,
 }
 
 #[derive(Debug, Args, Clone)]

@@ -32,7 +32,12 @@ fn fail(msg: &str) -> i32 {
 pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
     let slo = a.slo.as_deref().map(Slo::parse).transpose()?;
     let cfg = RunConfig {
-        base_url: a.base_url.trim_end_matches('/').to_string(),
+        base_url: a
+            .base_url
+            .as_deref()
+            .unwrap_or_default()
+            .trim_end_matches('/')
+            .to_string(),
         backend: a.backend,
         model: a.model.clone(),
         concurrency: a.concurrency.0.clone(),
@@ -69,10 +74,34 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
 
 /// `servetop run`.
 pub async fn run(a: RunArgs) -> i32 {
+    if let Some(dir) = &a.resume {
+        return resume(dir, &a.output).await;
+    }
     match run_config(&a) {
         Ok(cfg) => execute(cfg, None, &a.output).await,
         Err(e) => fail(&e),
     }
+}
+
+/// `servetop run --resume DIR`: the saved configuration, the levels not yet done.
+async fn resume(dir: &std::path::Path, out: &OutputArgs) -> i32 {
+    let (summary, _) = match crate::export::report::load_run(dir) {
+        Ok(r) => r,
+        Err(e) => return fail(&e),
+    };
+    if summary.state == RunState::Finished {
+        return fail(&format!(
+            "the run in {} already finished; nothing to resume",
+            dir.display()
+        ));
+    }
+    let mut out = out.clone();
+    out.out = Some(dir.to_path_buf());
+    let cfg = summary.config.clone();
+    if let Err(e) = cfg.validate() {
+        return fail(&e);
+    }
+    execute_with(cfg, summary.simulator.clone(), &out, Some(summary)).await
 }
 
 /// Sends tracing output to `servetop.log` in the run directory (never onto the dashboard).
@@ -124,11 +153,21 @@ fn spawn_signal_watch(cancel: CancellationToken, say: bool) {
 }
 
 /// Runs a configuration against its server, headless, and writes the run directory.
-pub async fn execute(mut cfg: RunConfig, simulator: Option<SimConfig>, out: &OutputArgs) -> i32 {
+pub async fn execute(cfg: RunConfig, simulator: Option<SimConfig>, out: &OutputArgs) -> i32 {
+    execute_with(cfg, simulator, out, None).await
+}
+
+/// [`execute`], continuing `previous` (a resumed run) when given.
+async fn execute_with(
+    mut cfg: RunConfig,
+    simulator: Option<SimConfig>,
+    out: &OutputArgs,
+    previous: Option<RunSummary>,
+) -> i32 {
     let api_key = std::env::var(&cfg.api_key_env)
         .ok()
         .filter(|k| !k.is_empty());
-    let prepared = match runner::prepare(&cfg, api_key).await {
+    let mut prepared = match runner::prepare(&cfg, api_key).await {
         Ok(p) => p,
         Err(e) => return fail(&e),
     };
@@ -141,6 +180,7 @@ pub async fn execute(mut cfg: RunConfig, simulator: Option<SimConfig>, out: &Out
         Err(e) => return fail(&e),
     };
     cfg.out_dir = dir.clone();
+    let initial = initial_summary(&cfg, simulator, previous, &mut prepared);
     let cancel = CancellationToken::new();
     let dashboard = !out.headless && crate::tui::available();
     spawn_signal_watch(cancel.clone(), !dashboard);
@@ -149,7 +189,7 @@ pub async fn execute(mut cfg: RunConfig, simulator: Option<SimConfig>, out: &Out
         match crate::tui::run(
             &cfg,
             prepared,
-            simulator,
+            initial,
             Some(files),
             out.fps,
             out.chart_size,
@@ -167,7 +207,7 @@ pub async fn execute(mut cfg: RunConfig, simulator: Option<SimConfig>, out: &Out
             }
         }
     } else {
-        run_prepared(&cfg, prepared, simulator, Some(files), false, cancel).await
+        run_prepared(&cfg, prepared, initial, Some(files), false, cancel).await
     };
     println!("{}", headless::final_tables(&session));
     let summary = session.summary.clone();
@@ -196,13 +236,13 @@ pub async fn execute(mut cfg: RunConfig, simulator: Option<SimConfig>, out: &Out
 pub async fn run_prepared(
     cfg: &RunConfig,
     prepared: runner::Prepared,
-    simulator: Option<SimConfig>,
+    summary: RunSummary,
     files: Option<RunFiles>,
     quiet: bool,
     cancel: CancellationToken,
 ) -> (RunState, Session) {
     let warmup_input = warmup_input(cfg, &prepared);
-    let mut session = Session::new(RunSummary::new(cfg.clone(), simulator), files);
+    let mut session = Session::new(summary, files);
     let (tx, rx) = event::channel();
     let telemetry_stop = cancel.child_token();
     crate::telemetry::spawn_all(cfg, &prepared.client.http(), &tx, &telemetry_stop);
@@ -224,6 +264,38 @@ pub async fn run_prepared(
     telemetry_stop.cancel();
     session.save();
     (state, session)
+}
+
+/// The summary a run starts from: new, or (resuming) the saved one; when resuming, levels that
+/// are done or skipped are taken out of `prepared`'s plan and keep their results.
+pub fn initial_summary(
+    cfg: &RunConfig,
+    simulator: Option<SimConfig>,
+    previous: Option<RunSummary>,
+    prepared: &mut runner::Prepared,
+) -> RunSummary {
+    match previous {
+        None => RunSummary::new(cfg.clone(), simulator),
+        Some(mut s) => {
+            let settled = |i: u32| {
+                s.level(i).is_some_and(|l| {
+                    matches!(
+                        l.status,
+                        crate::summary::LevelStatus::Done | crate::summary::LevelStatus::Skipped
+                    )
+                })
+            };
+            prepared.levels.retain(|l| !settled(l.index));
+            s.state = RunState::Running;
+            s.error = None;
+            s.warnings.push(format!(
+                "resumed at {} with {} levels left",
+                crate::summary::now_rfc3339(),
+                prepared.levels.len()
+            ));
+            s
+        }
+    }
 }
 
 /// Input tokens of the warmup request: the sweep's length, kept well inside the context.
@@ -283,6 +355,9 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, String> {
     }
     if let Some(k) = a.kv_capacity_tokens {
         c.kv_capacity_tokens = k;
+    }
+    if let Some(i) = &a.inject {
+        c.faults = crate::sim::faults::Faults::parse(i)?;
     }
     c.validate()?;
     Ok(c)

@@ -127,16 +127,25 @@ impl Session {
                 self.summary.server = Some(server);
                 self.summary.backend = Some(backend);
                 self.summary.prompts = Some(prompts);
-                self.summary.sweep = levels
-                    .iter()
-                    .filter(|l| l.kind == LevelKind::Sweep)
-                    .map(LevelSummary::planned)
-                    .collect();
-                self.summary.long_context = levels
-                    .iter()
-                    .filter(|l| l.kind == LevelKind::LongContext)
-                    .map(LevelSummary::planned)
-                    .collect();
+                if self.summary.sweep.is_empty() && self.summary.long_context.is_empty() {
+                    self.summary.sweep = levels
+                        .iter()
+                        .filter(|l| l.kind == LevelKind::Sweep)
+                        .map(LevelSummary::planned)
+                        .collect();
+                    self.summary.long_context = levels
+                        .iter()
+                        .filter(|l| l.kind == LevelKind::LongContext)
+                        .map(LevelSummary::planned)
+                        .collect();
+                } else {
+                    // Resuming: the levels to run start again; finished ones keep their results.
+                    for spec in &levels {
+                        if let Some(l) = self.summary.level_mut(spec.index) {
+                            *l = LevelSummary::planned(spec);
+                        }
+                    }
+                }
                 self.specs = levels;
                 self.save();
             }

@@ -138,7 +138,7 @@ async fn real_run(dir: &Path) {
     let (_, s) = run_prepared(
         &cfg,
         prepared,
-        None,
+        servetop::summary::RunSummary::new(cfg.clone(), None),
         Some(files),
         true,
         CancellationToken::new(),

@@ -81,8 +81,15 @@ async fn run_with(
     edit(&mut cfg);
     let mut prepared = runner::prepare(&cfg, None).await.expect("prepare");
     edit_prepared(&mut prepared);
-    let (state, session) =
-        run_prepared(&cfg, prepared, None, None, true, CancellationToken::new()).await;
+    let (state, session) = run_prepared(
+        &cfg,
+        prepared,
+        servetop::summary::RunSummary::new(cfg.clone(), None),
+        None,
+        true,
+        CancellationToken::new(),
+    )
+    .await;
     assert_eq!(state, RunState::Finished, "{:?}", session.summary.error);
     session
 }
@@ -354,7 +361,7 @@ async fn run_directory_is_complete_and_consistent() {
     let (state, _s) = run_prepared(
         &cfg,
         prepared,
-        None,
+        servetop::summary::RunSummary::new(cfg.clone(), None),
         Some(files),
         true,
         CancellationToken::new(),

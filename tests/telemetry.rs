@@ -137,7 +137,15 @@ async fn run_against(sim_cfg: SimConfig) -> servetop::session::Session {
     cfg.long_context = vec![];
     cfg.no_gpu = true;
     let prepared = runner::prepare(&cfg, None).await.unwrap();
-    let (state, s) = run_prepared(&cfg, prepared, None, None, true, CancellationToken::new()).await;
+    let (state, s) = run_prepared(
+        &cfg,
+        prepared,
+        servetop::summary::RunSummary::new(cfg.clone(), None),
+        None,
+        true,
+        CancellationToken::new(),
+    )
+    .await;
     assert_eq!(state, RunState::Finished);
     s
 }

@@ -584,6 +584,29 @@ mod tests {
     }
 
     #[test]
+    fn awkward_floats_round_trip_bit_for_bit() {
+        // serde_json's default parser can be one ULP off; results.json must read back exactly
+        // (report re-renders summary.md byte for byte from it).
+        let mut s = LevelStats::default();
+        s.scalars.output_throughput = 2.405_f64.next_down();
+        s.scalars.duration_s = 0.1 + 0.2;
+        s.scalars.request_throughput = 1.0 / 3.0;
+        let back: LevelStats = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(
+            back.scalars.output_throughput.to_bits(),
+            s.scalars.output_throughput.to_bits()
+        );
+        assert_eq!(
+            back.scalars.duration_s.to_bits(),
+            s.scalars.duration_s.to_bits()
+        );
+        assert_eq!(
+            back.scalars.request_throughput.to_bits(),
+            s.scalars.request_throughput.to_bits()
+        );
+    }
+
+    #[test]
     fn json_keys_are_vllm_names_and_round_trip() {
         let mut acc = LevelAccumulator::new(None);
         acc.add(&ok_record(0, 50_000, 100));

@@ -77,6 +77,8 @@ pub struct SimLog {
     pub recent_busy: VecDeque<(Instant, Instant)>,
     /// Generated tokens with their times, last few seconds (generation throughput gauge).
     pub recent_tokens: VecDeque<(Instant, u32)>,
+    /// Faults injected so far, by kind.
+    pub injected: std::collections::BTreeMap<super::faults::FaultKind, u64>,
 }
 
 impl SimLog {

@@ -20,6 +20,7 @@ use tokio::sync::mpsc;
 
 use super::SimConfig;
 use super::engine::{Emit, SimLog, SimRequest};
+use super::faults::FaultKind;
 use super::metrics;
 use super::tokenizer;
 use std::sync::Mutex;
@@ -251,6 +252,54 @@ fn serve(s: &Shared, kind: Kind, body: &Value) -> Response {
         Ok(a) => a,
         Err(r) => return *r,
     };
+    let id = s.next_id.fetch_add(1, Ordering::Relaxed);
+    let draw: f64 =
+        SmallRng::seed_from_u64(s.config.seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15)).random();
+    let fault = s
+        .config
+        .faults
+        .pick(draw)
+        // Stream faults need a stream.
+        .filter(|f| {
+            ask.stream
+                || matches!(
+                    f,
+                    FaultKind::Http500 | FaultKind::Http429 | FaultKind::Ctx400
+                )
+        });
+    if let Some(f) = fault {
+        if let Ok(mut l) = s.log.lock() {
+            *l.injected.entry(f).or_default() += 1;
+        }
+        match f {
+            FaultKind::Http500 => {
+                return error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "simulated internal server error (injected fault)",
+                );
+            }
+            FaultKind::Http429 => {
+                let mut r = error(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "simulated rate limit (injected fault)",
+                );
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+                return r;
+            }
+            FaultKind::Ctx400 => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    &format!(
+                        "This model's maximum context length is {} tokens. However, you requested {} tokens (injected fault).",
+                        s.config.context_length,
+                        ask.input_tokens + ask.max_tokens
+                    ),
+                );
+            }
+            _ => {}
+        }
+    }
     let (tx, rx) = mpsc::unbounded_channel();
     let req = SimRequest {
         input_tokens: ask.input_tokens,
@@ -264,7 +313,6 @@ fn serve(s: &Shared, kind: Kind, body: &Value) -> Response {
             "simulated engine is shutting down",
         );
     }
-    let id = s.next_id.fetch_add(1, Ordering::Relaxed);
     let st = StreamState {
         rx,
         kind,
@@ -277,12 +325,15 @@ fn serve(s: &Shared, kind: Kind, body: &Value) -> Response {
         include_usage: ask.include_usage,
         continuous_usage: ask.continuous_usage,
         phase: Phase::Start,
+        fault,
+        fault_done: false,
+        sent_first: false,
+        stall_s: s.config.faults.stall_s,
+        slow_first_s: s.config.faults.slow_first_s,
     };
     if ask.stream {
         let stream = futures_util::stream::unfold(st, |mut st| async move {
-            st.next_frame()
-                .await
-                .map(|b| (Ok::<Bytes, Infallible>(b), st))
+            st.next_frame().await.map(|b| (b, st))
         });
         Response::builder()
             .status(StatusCode::OK)
@@ -307,6 +358,8 @@ enum Phase {
     End,
 }
 
+// Stream position flags (fault applied, first token sent) beside the request options.
+#[allow(clippy::struct_excessive_bools)]
 struct StreamState {
     rx: mpsc::UnboundedReceiver<Emit>,
     kind: Kind,
@@ -319,6 +372,11 @@ struct StreamState {
     include_usage: bool,
     continuous_usage: bool,
     phase: Phase,
+    fault: Option<FaultKind>,
+    fault_done: bool,
+    sent_first: bool,
+    stall_s: f64,
+    slow_first_s: f64,
 }
 
 fn sse(v: &Value) -> Bytes {
@@ -367,8 +425,46 @@ impl StreamState {
         }
     }
 
-    /// The next SSE frame, or `None` when the stream is over.
-    async fn next_frame(&mut self) -> Option<Bytes> {
+    /// The next SSE frame (an error cuts the connection), or `None` when the stream is over.
+    async fn next_frame(&mut self) -> Option<Result<Bytes, std::io::Error>> {
+        if let Some(f) = self.fault.filter(|_| !self.fault_done) {
+            match f {
+                FaultKind::SlowFirst if !self.sent_first => {
+                    self.fault_done = true;
+                    tokio::time::sleep(std::time::Duration::from_secs_f64(self.slow_first_s)).await;
+                }
+                _ if self.sent_first && self.phase == Phase::Tokens => {
+                    self.fault_done = true;
+                    match f {
+                        FaultKind::ResetMid => {
+                            self.phase = Phase::End;
+                            return Some(Err(std::io::Error::other("injected connection reset")));
+                        }
+                        FaultKind::Malformed => {
+                            return Some(Ok(Bytes::from_static(
+                                b"data: {\"choices\": [{\"text\": \"broken\n\n",
+                            )));
+                        }
+                        FaultKind::ErrorEvent => {
+                            self.phase = Phase::Done;
+                            return Some(Ok(Bytes::from_static(
+                                b"data: {\"error\": {\"message\": \"simulated engine error (injected fault)\", \"type\": \"server_error\", \"code\": 500}}\n\n",
+                            )));
+                        }
+                        FaultKind::Stall => {
+                            tokio::time::sleep(std::time::Duration::from_secs_f64(self.stall_s))
+                                .await;
+                        }
+                        _ => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.next_plain_frame().await.map(Ok)
+    }
+
+    async fn next_plain_frame(&mut self) -> Option<Bytes> {
         loop {
             match self.phase {
                 Phase::Start => {
@@ -394,6 +490,7 @@ impl StreamState {
                     if last {
                         self.phase = Phase::Usage;
                     }
+                    self.sent_first = true;
                     return Some(sse(&self.chunk(&piece, last.then_some("length"))));
                 }
                 Phase::Usage => {

@@ -13,6 +13,7 @@
 //! chunk per request carrying the speculative accept length's worth of tokens.
 
 mod engine;
+pub mod faults;
 mod http;
 mod metrics;
 pub mod tokenizer;
@@ -147,6 +148,9 @@ pub struct SimConfig {
     pub gpu_mem_gb: f64,
     /// Model weights, split evenly over the GPUs.
     pub weights_gb: f64,
+    /// Injected faults (none by default).
+    #[serde(default)]
+    pub faults: faults::Faults,
 }
 
 /// Which engine's metric names the simulator uses.
@@ -189,6 +193,7 @@ impl SimConfig {
                 gpus: 2,
                 gpu_mem_gb: 48.0,
                 weights_gb: 54.0,
+                faults: faults::Faults::default(),
             }),
             "fast" => Ok(SimConfig {
                 preset: "fast".into(),
@@ -208,6 +213,7 @@ impl SimConfig {
                 gpus: 0,
                 gpu_mem_gb: 80.0,
                 weights_gb: 16.0,
+                faults: faults::Faults::default(),
             }),
             other => Err(format!(
                 "unknown preset '{other}' (known: {})",

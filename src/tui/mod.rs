@@ -25,7 +25,6 @@ use crate::event::{self, RunState};
 use crate::export::RunFiles;
 use crate::runner::{Control, Prepared, Runner};
 use crate::session::Session;
-use crate::sim::SimConfig;
 use crate::summary::RunSummary;
 
 use self::action::map_key;
@@ -97,14 +96,14 @@ pub fn write_screenshots(
 pub async fn run(
     cfg: &RunConfig,
     prepared: Prepared,
-    simulator: Option<SimConfig>,
+    summary: RunSummary,
     files: Option<RunFiles>,
     fps: f64,
     chart_size: (u32, u32),
     cancel: CancellationToken,
 ) -> std::io::Result<(RunState, Session)> {
     let live = prepared.client.live_tokens();
-    let session = Session::new(RunSummary::new(cfg.clone(), simulator), files);
+    let session = Session::new(summary, files);
     let (tx, mut rx) = event::channel();
     let telemetry_stop = cancel.child_token();
     crate::telemetry::spawn_all(cfg, &prepared.client.http(), &tx, &telemetry_stop);

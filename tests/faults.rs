@@ -1,0 +1,120 @@
+//! Faults end to end: the simulator injects each kind of failure and counts what it injected;
+//! the run must finish, count failures by kind exactly as injected, and keep every completed
+//! request in requests.jsonl.
+
+// Integration tests may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+
+use servetop::commands::{demo_config, run_prepared};
+use servetop::event::RunState;
+use servetop::metrics::{FailureKind, RequestRecord};
+use servetop::runner;
+use servetop::sim::faults::{FaultKind, Faults};
+use servetop::sim::{self, AcceptLength, SimConfig};
+use servetop::workload::RequestCount;
+use tokio_util::sync::CancellationToken;
+
+async fn run_with_fault(kind: FaultKind, expect: FailureKind) {
+    let mut c = SimConfig::preset("fast").unwrap();
+    c.decode_step_ms = 5.0;
+    c.accept_length = AcceptLength::Fixed(2);
+    c.faults = Faults {
+        rates: vec![(kind, 0.4)],
+        stall_s: 2.0,
+        slow_first_s: 2.0,
+    };
+    c.seed = 7;
+    let h = sim::start(c, SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!(
+        "servetop-fault-{}-{}",
+        kind.name(),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut cfg = demo_config();
+    cfg.base_url = h.url();
+    cfg.concurrency = vec![4];
+    cfg.output_len = 31;
+    cfg.requests_per_level = RequestCount::Fixed(20);
+    cfg.warmup_requests = 0;
+    cfg.long_context = vec![];
+    cfg.no_gpu = true;
+    cfg.no_metrics = true;
+    // Shorter than the injected stall and slow first token, so those become timeouts.
+    cfg.first_token_timeout_s = 1.0;
+    cfg.idle_timeout_s = 1.0;
+    cfg.out_dir = dir.clone();
+    let prepared = runner::prepare(&cfg, None).await.unwrap();
+    let files = servetop::export::RunFiles::create(&dir).unwrap();
+    let (state, s) = run_prepared(
+        &cfg,
+        prepared,
+        servetop::summary::RunSummary::new(cfg.clone(), None),
+        Some(files),
+        true,
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(state, RunState::Finished, "{kind:?}");
+    let injected = h
+        .log
+        .lock()
+        .unwrap()
+        .injected
+        .get(&kind)
+        .copied()
+        .unwrap_or(0);
+    assert!(
+        injected > 0,
+        "{kind:?}: the simulator injected nothing; pick another seed"
+    );
+    let sc = &s.summary.sweep[0].stats.as_ref().unwrap().scalars;
+    let counted = sc.failures.get(expect.name()).map_or(0, |f| f.count);
+    assert_eq!(
+        counted, injected,
+        "{kind:?} counted as {expect:?}: {:?}",
+        sc.failures
+    );
+    assert_eq!(sc.failed, injected, "{kind:?}: no other kind of failure");
+    assert_eq!(
+        sc.completed + sc.failed,
+        20,
+        "{kind:?}: every request accounted for"
+    );
+    let lines = std::fs::read_to_string(dir.join("requests.jsonl")).unwrap();
+    let records: Vec<RequestRecord> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        records.iter().filter(|r| r.is_ok()).count() as u64,
+        sc.completed,
+        "{kind:?}"
+    );
+    assert_eq!(records.len(), 20);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_errors() {
+    run_with_fault(FaultKind::Http500, FailureKind::HttpStatus).await;
+    run_with_fault(FaultKind::Http429, FailureKind::HttpStatus).await;
+    run_with_fault(FaultKind::Ctx400, FailureKind::ContextTooLong).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_streams() {
+    run_with_fault(FaultKind::ResetMid, FailureKind::StreamCut).await;
+    run_with_fault(FaultKind::Malformed, FailureKind::BadPayload).await;
+    run_with_fault(FaultKind::ErrorEvent, FailureKind::ServerError).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_servers_time_out() {
+    run_with_fault(FaultKind::Stall, FailureKind::Timeout).await;
+    run_with_fault(FaultKind::SlowFirst, FailureKind::Timeout).await;
+}

@@ -1,0 +1,126 @@
+//! Interruption and resume through the real binary: SIGTERM and SIGINT end a running sweep the
+//! same clean way (exit 130, results.json and requests.jsonl consistent), and `--resume` finishes
+//! the same levels from where it stopped.
+
+// Integration tests may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use servetop::metrics::{Outcome, RequestRecord};
+use servetop::sim::{self, AcceptLength, SimConfig};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_servetop")
+}
+
+fn results(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap()
+}
+
+fn records(dir: &Path) -> Vec<RequestRecord> {
+    std::fs::read_to_string(dir.join("requests.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn signals_stop_cleanly_and_resume_finishes_the_run() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut c = SimConfig::preset("fast").unwrap();
+    c.decode_step_ms = 20.0;
+    c.accept_length = AcceptLength::Fixed(1);
+    let h = rt
+        .block_on(sim::start(c, SocketAddr::from(([127, 0, 0, 1], 0))))
+        .unwrap();
+    for sig in ["TERM", "INT"] {
+        let dir = std::env::temp_dir().join(format!("servetop-sig{sig}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let args = [
+            "run",
+            "--base-url",
+            &h.url(),
+            "--concurrency",
+            "1,2,4",
+            "--requests-per-level",
+            "6",
+            "--output-len",
+            "20",
+            "--long-context",
+            "none",
+            "--headless",
+            "--no-gpu",
+            "--grace",
+            "0.3",
+            "--out",
+            dir.to_str().unwrap(),
+        ];
+        let mut child = Command::new(bin())
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Warmup, then part of the C=1 level (each request takes ~0.4 s).
+        std::thread::sleep(Duration::from_millis(1500));
+        let killed = Command::new("kill")
+            .args([format!("-{sig}"), child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(130), "SIG{sig} exits 130");
+
+        let v = results(&dir);
+        assert_eq!(v["state"], "interrupted", "SIG{sig}");
+        assert_eq!(v["sweep"][0]["status"], "interrupted");
+        assert_eq!(v["sweep"][1]["status"], "waiting");
+        let recs = records(&dir);
+        let measured: Vec<&RequestRecord> = recs.iter().filter(|r| !r.warmup).collect();
+        let ok = measured.iter().filter(|r| r.is_ok()).count() as u64;
+        let cancelled = measured
+            .iter()
+            .filter(|r| r.outcome == Outcome::Cancelled)
+            .count() as u64;
+        assert_eq!(
+            ok,
+            v["sweep"][0]["completed"].as_u64().unwrap(),
+            "every completed request is in requests.jsonl"
+        );
+        assert_eq!(cancelled, v["sweep"][0]["cancelled"].as_u64().unwrap());
+        assert!(ok < 6, "the level was really interrupted");
+
+        let out = Command::new(bin())
+            .args(["run", "--resume", dir.to_str().unwrap(), "--headless"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v = results(&dir);
+        assert_eq!(v["state"], "finished");
+        for (i, c) in [1, 2, 4].iter().enumerate() {
+            assert_eq!(v["sweep"][i]["concurrency"], *c);
+            assert_eq!(v["sweep"][i]["status"], "done", "level {i} after resume");
+            assert_eq!(v["sweep"][i]["completed"], 6, "level {i} after resume");
+        }
+        let recs = records(&dir);
+        let ok_now = recs.iter().filter(|r| !r.warmup && r.is_ok()).count();
+        assert_eq!(
+            ok_now as u64,
+            ok + 18,
+            "the resumed run appended its requests"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
