@@ -79,3 +79,125 @@ fn help_lists_the_three_commands() {
         assert!(s.contains(c), "{s}");
     }
 }
+
+/// A `servetop sim` child on a free port; returns it and its URL.
+fn sim_child() -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_servetop"))
+        .args(["sim", "--preset", "fast", "--port", "0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (child, line.trim().to_string())
+}
+
+#[test]
+fn bad_inputs_against_a_live_server() {
+    let (mut sim, url) = sim_child();
+    let not_llm = format!("{url}/health");
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (
+            vec!["run", "--base-url", &url, "--model", "nope", "--headless"],
+            format!("model 'nope' is not served at {url}; it serves: sim/fast"),
+        ),
+        (
+            vec![
+                "run",
+                "--base-url",
+                &url,
+                "--headless",
+                "--out",
+                "/proc/servetop-cannot-write-here",
+            ],
+            "cannot create output directory /proc/servetop-cannot-write-here".into(),
+        ),
+        (
+            vec![
+                "run",
+                "--base-url",
+                &url,
+                "--headless",
+                "--tokenizer",
+                "/nonexistent/tokenizer.json",
+            ],
+            "cannot read tokenizer /nonexistent/tokenizer.json".into(),
+        ),
+        (
+            vec!["run", "--base-url", &not_llm, "--headless"],
+            "is it an LLM server, and is the URL its root (without /v1)?".into(),
+        ),
+    ];
+    for (args, want) in cases {
+        let (code, err, took) = servetop(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(&want), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(took < Duration::from_secs(5), "{args:?} took {took:?}");
+    }
+    let _ = sim.kill();
+}
+
+#[test]
+fn the_api_key_is_never_written() {
+    let (mut sim, url) = sim_child();
+    let dir = std::env::temp_dir().join(format!("servetop-secret-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let secret = "sk-servetop-test-SECRET-1234567890";
+    let out = Command::new(env!("CARGO_BIN_EXE_servetop"))
+        .args([
+            "run",
+            "--base-url",
+            &url,
+            "--concurrency",
+            "1",
+            "--requests-per-level",
+            "2",
+            "--output-len",
+            "5",
+            "--long-context",
+            "none",
+            "--headless",
+            "--no-gpu",
+            "--out",
+            dir.to_str().unwrap(),
+        ])
+        .env("SERVETOP_API_KEY", secret)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!printed.contains(secret));
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains(secret),
+                "{} holds the API key",
+                path.display()
+            );
+            seen += 1;
+        }
+    }
+    assert!(
+        seen >= 4,
+        "results.json, summary.md, requests.jsonl, csv files were checked"
+    );
+    let results = std::fs::read_to_string(dir.join("results.json")).unwrap();
+    assert!(
+        results.contains("\"api_key_env\": \"SERVETOP_API_KEY\""),
+        "the variable's name is recorded"
+    );
+    let _ = sim.kill();
+    let _ = std::fs::remove_dir_all(&dir);
+}

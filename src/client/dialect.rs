@@ -224,6 +224,27 @@ pub fn is_context_error(message: &str) -> bool {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        #[test]
+        fn parsing_never_panics(data in ".{0,300}") {
+            for d in [Dialect::Completions, Dialect::Chat, Dialect::SglangNative] {
+                let _ = parse(d, &data);
+            }
+            let _ = http_error_message(&data);
+            let _ = is_context_error(&data);
+        }
+
+        #[test]
+        fn json_shaped_chunks_never_panic(text in ".{0,40}", n in proptest::option::of(0u64..10_000), fin in proptest::bool::ANY) {
+            let v = serde_json::json!({"choices": [{"text": text, "delta": {"content": text}, "finish_reason": if fin { serde_json::json!("length") } else { serde_json::Value::Null }}], "usage": n.map(|n| serde_json::json!({"completion_tokens": n}))});
+            let s = v.to_string();
+            let c = parse(Dialect::Completions, &s).unwrap();
+            proptest::prop_assert_eq!(c.text.as_ref(), text.as_str());
+            proptest::prop_assert_eq!(c.finished, fin);
+            proptest::prop_assert_eq!(c.cumulative_completion, n);
+        }
+    }
+
     #[test]
     fn completions_token_chunk_borrows_text() {
         let d = parse(
