@@ -174,6 +174,10 @@ pub struct RunArgs {
     /// Seconds of stream silence after the first token before a request counts as a timeout.
     #[arg(long, value_name = "S", default_value = "60")]
     pub idle_timeout: f64,
+    /// Seconds to wait, with a countdown, for a server that stopped accepting connections before
+    /// the rest of the run is aborted.
+    #[arg(long, value_name = "S", default_value = "60")]
+    pub server_wait: f64,
     /// Seconds in-flight requests get to finish after quit or skip.
     #[arg(long, value_name = "S", default_value = "3")]
     pub grace: f64,

@@ -67,6 +67,7 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         dcgm_url: a.dcgm_url.clone(),
         no_gpu: a.no_gpu,
         gpu_interval_s: a.gpu_interval,
+        server_wait_s: a.server_wait,
     };
     cfg.validate()?;
     Ok(cfg)
@@ -249,6 +250,7 @@ pub async fn run_prepared(
     // The dashboard will own the sender; headless nobody pauses or skips.
     let (_control_tx, control_rx) = watch::channel(Control::default());
     let runner = Runner {
+        server_wait: Duration::from_secs_f64(cfg.server_wait_s),
         prepared,
         warmup_requests: cfg.warmup_requests,
         warmup_input_tokens: warmup_input,
@@ -426,6 +428,7 @@ pub fn demo_config() -> RunConfig {
         dcgm_url: None,
         no_gpu: false,
         gpu_interval_s: 1.0,
+        server_wait_s: 60.0,
     }
 }
 

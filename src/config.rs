@@ -65,6 +65,13 @@ pub struct RunConfig {
     /// Seconds between GPU samples (engine metrics are scraped every second).
     #[serde(default = "one_second")]
     pub gpu_interval_s: f64,
+    /// Seconds to wait for a server that stopped accepting connections before aborting.
+    #[serde(default = "sixty_seconds")]
+    pub server_wait_s: f64,
+}
+
+fn sixty_seconds() -> f64 {
+    60.0
 }
 
 fn one_second() -> f64 {
@@ -114,6 +121,9 @@ impl RunConfig {
             if let Some(u) = u {
                 reqwest::Url::parse(u).map_err(|e| format!("{n} '{u}' is not a URL ({e})"))?;
             }
+        }
+        if !(self.server_wait_s.is_finite() && self.server_wait_s >= 0.0) {
+            return Err("--server-wait must be zero or more seconds".into());
         }
         if !(self.grace_s.is_finite() && self.grace_s >= 0.0) {
             return Err("--grace must be zero or more seconds".into());

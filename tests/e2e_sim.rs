@@ -63,6 +63,7 @@ fn run_config(url: &str) -> RunConfig {
         // NVML is not what these tests are about (and CI has no GPU).
         no_gpu: true,
         gpu_interval_s: 1.0,
+        server_wait_s: 60.0,
     }
 }
 

@@ -118,3 +118,104 @@ async fn slow_servers_time_out() {
     run_with_fault(FaultKind::Stall, FailureKind::Timeout).await;
     run_with_fault(FaultKind::SlowFirst, FailureKind::Timeout).await;
 }
+
+fn restart_config(h_url: &str, wait_s: f64) -> servetop::config::RunConfig {
+    let mut cfg = demo_config();
+    cfg.base_url = h_url.to_string();
+    cfg.concurrency = vec![2];
+    cfg.output_len = 20;
+    cfg.requests_per_level = RequestCount::Fixed(24);
+    cfg.long_context = vec![];
+    cfg.no_gpu = true;
+    cfg.no_metrics = true;
+    cfg.server_wait_s = wait_s;
+    cfg.grace_s = 0.2;
+    cfg
+}
+
+fn restart_sim() -> SimConfig {
+    let mut c = SimConfig::preset("fast").unwrap();
+    c.decode_step_ms = 10.0;
+    c.accept_length = AcceptLength::Fixed(1);
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_comes_back_is_waited_for() {
+    let h = sim::start(restart_sim(), SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .unwrap();
+    let addr = h.addr;
+    let cfg = restart_config(&h.url(), 20.0);
+    let prepared = runner::prepare(&cfg, None).await.unwrap();
+    let summary = servetop::summary::RunSummary::new(cfg.clone(), None);
+    let run = tokio::spawn(async move {
+        run_prepared(
+            &cfg,
+            prepared,
+            summary,
+            None,
+            true,
+            CancellationToken::new(),
+        )
+        .await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    drop(h); // the server process "exits": streams in flight are cut, new connections refused
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let _back = sim::start(restart_sim(), addr).await.unwrap();
+    let (state, s) = run.await.unwrap();
+    assert_eq!(state, RunState::Finished, "{:?}", s.summary.error);
+    let sc = &s.summary.sweep[0].stats.as_ref().unwrap().scalars;
+    assert_eq!(sc.completed + sc.failed, 24, "every request accounted for");
+    assert!(
+        sc.completed >= 12,
+        "the run went on after the restart: {sc:?}"
+    );
+    assert!(
+        s.summary
+            .warnings
+            .iter()
+            .any(|w| w.contains("stopped accepting connections")),
+        "{:?}",
+        s.summary.warnings
+    );
+    assert!(
+        s.summary.warnings.iter().any(|w| w.contains("came back")),
+        "{:?}",
+        s.summary.warnings
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_stays_away_aborts_the_run_cleanly() {
+    let h = sim::start(restart_sim(), SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .unwrap();
+    let mut cfg = restart_config(&h.url(), 1.5);
+    cfg.concurrency = vec![2, 4];
+    let prepared = runner::prepare(&cfg, None).await.unwrap();
+    let summary = servetop::summary::RunSummary::new(cfg.clone(), None);
+    let run = tokio::spawn(async move {
+        run_prepared(
+            &cfg,
+            prepared,
+            summary,
+            None,
+            true,
+            CancellationToken::new(),
+        )
+        .await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    drop(h);
+    let (state, s) = run.await.unwrap();
+    assert_eq!(state, RunState::Aborted);
+    let e = s.summary.error.as_deref().unwrap();
+    assert!(e.contains("did not come back within"), "{e}");
+    assert_eq!(
+        s.summary.sweep[1].status,
+        servetop::summary::LevelStatus::Waiting,
+        "the rest is not run"
+    );
+}

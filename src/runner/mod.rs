@@ -98,6 +98,8 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
 /// Runs a prepared plan.
 pub struct Runner {
     pub prepared: Prepared,
+    /// How long to wait for a server that stopped accepting connections before giving up.
+    pub server_wait: Duration,
     pub warmup_requests: u32,
     pub warmup_input_tokens: u64,
     pub warmup_output_tokens: u32,
@@ -309,8 +311,11 @@ impl Runner {
         let origin = Instant::now();
         let next = Arc::new(AtomicU32::new(0));
         let stop = Arc::new(AtomicBool::new(false));
-        let connect_failures = Arc::new(AtomicU32::new(0));
-        let last_connect_error = Arc::new(std::sync::Mutex::new(String::new()));
+        let watch = Arc::new(ServerWatch::new(
+            &self.prepared.server.base_url,
+            self.server_wait,
+            self.tx.clone(),
+        ));
         let mut workers = Vec::new();
         for _ in 0..spec.concurrency.min(spec.requests) {
             let w = Worker {
@@ -318,8 +323,7 @@ impl Runner {
                 specs: specs.clone(),
                 next: next.clone(),
                 stop: stop.clone(),
-                connect_failures: connect_failures.clone(),
-                last_connect_error: last_connect_error.clone(),
+                watch: watch.clone(),
                 level: spec.index,
                 long_context: spec.kind == LevelKind::LongContext,
                 origin,
@@ -340,18 +344,92 @@ impl Runner {
             index: spec.index,
             interrupted,
         });
-        let sent = next.load(Ordering::Relaxed).min(spec.requests);
-        if !interrupted && sent > 0 && connect_failures.load(Ordering::Relaxed) >= sent {
-            let msg = last_connect_error
-                .lock()
-                .map(|m| m.clone())
-                .unwrap_or_default();
-            return LevelEnd::ServerGone(msg);
+        if watch.gone.load(Ordering::Relaxed) {
+            return LevelEnd::ServerGone(format!(
+                "it stopped accepting connections and did not come back within {:?}",
+                self.server_wait
+            ));
         }
         if interrupted {
             LevelEnd::Interrupted
         } else {
             LevelEnd::Done
+        }
+    }
+}
+
+/// Watches for a server that stopped accepting connections: one worker probes (a TCP connect,
+/// engine-agnostic), the others wait behind it, and the wait is bounded.
+struct ServerWatch {
+    addr: String,
+    url: String,
+    wait: Duration,
+    tx: EventTx,
+    probe: tokio::sync::Mutex<()>,
+    gone: AtomicBool,
+}
+
+impl ServerWatch {
+    fn new(base_url: &str, wait: Duration, tx: EventTx) -> Self {
+        let addr = reqwest::Url::parse(base_url)
+            .ok()
+            .and_then(|u| Some(format!("{}:{}", u.host_str()?, u.port_or_known_default()?)))
+            .unwrap_or_default();
+        Self {
+            addr,
+            url: base_url.to_string(),
+            wait,
+            tx,
+            probe: tokio::sync::Mutex::new(()),
+            gone: AtomicBool::new(false),
+        }
+    }
+
+    async fn reachable(&self) -> bool {
+        matches!(
+            tokio::time::timeout(
+                Duration::from_secs(2),
+                tokio::net::TcpStream::connect(&self.addr)
+            )
+            .await,
+            Ok(Ok(_))
+        )
+    }
+
+    /// `true` once the server accepts connections again; `false` if it stays away too long.
+    async fn wait_for_server(&self, why: &str) -> bool {
+        let _one_prober = self.probe.lock().await;
+        if self.gone.load(Ordering::Relaxed) {
+            return false;
+        }
+        if self.reachable().await {
+            return true;
+        }
+        let _ = self.tx.send(Event::Warning(format!(
+            "the server at {} stopped accepting connections ({why}); waiting up to {:.0} s for it to come back",
+            self.url,
+            self.wait.as_secs_f64()
+        )));
+        let start = Instant::now();
+        loop {
+            let left = self.wait.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                self.gone.store(true, Ordering::Relaxed);
+                return false;
+            }
+            let _ = self.tx.send(Event::Phase(format!(
+                "server unreachable: waiting {:.0} s more for it to come back",
+                left.as_secs_f64()
+            )));
+            tokio::time::sleep(Duration::from_secs(1).min(left)).await;
+            if self.reachable().await {
+                let _ = self.tx.send(Event::Warning(format!(
+                    "the server at {} came back after {:.1} s; the run goes on",
+                    self.url,
+                    start.elapsed().as_secs_f64()
+                )));
+                return true;
+            }
         }
     }
 }
@@ -362,8 +440,7 @@ struct Worker {
     specs: Arc<Vec<RequestSpec>>,
     next: Arc<AtomicU32>,
     stop: Arc<AtomicBool>,
-    connect_failures: Arc<AtomicU32>,
-    last_connect_error: Arc<std::sync::Mutex<String>>,
+    watch: Arc<ServerWatch>,
     level: u32,
     long_context: bool,
     origin: Instant,
@@ -411,20 +488,33 @@ impl Worker {
                     client::cancelled_record(spec, tag, sched)
                 }
             };
-            if let Outcome::Failed { kind, message, .. } = &rec.outcome {
-                match kind {
-                    FailureKind::Connect => {
-                        self.connect_failures.fetch_add(1, Ordering::Relaxed);
-                        if let Ok(mut m) = self.last_connect_error.lock() {
-                            (*m).clone_from(message);
-                        }
-                    }
-                    // A refused long prompt will be refused again: stop repeating it.
-                    FailureKind::ContextTooLong if self.long_context => {
-                        self.stop.store(true, Ordering::Relaxed);
-                    }
-                    _ => {}
+            if let Outcome::Failed {
+                kind: FailureKind::Connect,
+                message,
+                ..
+            } = &rec.outcome
+            {
+                // Record this failure, then hold this worker until the server is back (or give
+                // up on the level when it does not come back in time).
+                let why = message.clone();
+                let _ = self.tx.send(Event::Request(Box::new(rec)));
+                if !self.watch.wait_for_server(&why).await {
+                    self.stop.store(true, Ordering::Relaxed);
+                    self.cancel.cancel();
                 }
+                continue;
+            }
+            // A refused long prompt will be refused again: stop repeating it.
+            if self.long_context
+                && matches!(
+                    &rec.outcome,
+                    Outcome::Failed {
+                        kind: FailureKind::ContextTooLong,
+                        ..
+                    }
+                )
+            {
+                self.stop.store(true, Ordering::Relaxed);
             }
             let _ = self.tx.send(Event::Request(Box::new(rec)));
         }

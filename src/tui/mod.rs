@@ -109,6 +109,7 @@ pub async fn run(
     crate::telemetry::spawn_all(cfg, &prepared.client.http(), &tx, &telemetry_stop);
     let (control_tx, control_rx) = watch::channel(Control::default());
     let runner = Runner {
+        server_wait: Duration::from_secs_f64(cfg.server_wait_s),
         warmup_input_tokens: crate::commands::warmup_input(cfg, &prepared),
         warmup_output_tokens: cfg.output_len.min(64),
         prepared,
