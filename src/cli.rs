@@ -53,19 +53,7 @@ pub struct ReportArgs {
 }
 
 fn parse_cells(s: &str) -> Result<(u16, u16), String> {
-    let (w, h) = s
-        .split_once(['x', 'X'])
-        .ok_or_else(|| format!("'{s}' must look like 160x48"))?;
-    let p = |v: &str| {
-        v.trim()
-            .parse::<u16>()
-            .ok()
-            .filter(|n| (10..=1000).contains(n))
-    };
-    match (p(w), p(h)) {
-        (Some(w), Some(h)) => Ok((w, h)),
-        _ => Err(format!("'{s}': columns and rows must be 10 to 1000")),
-    }
+    crate::export::report::parse_pair(s, 10..=1000, "columns and rows")
 }
 
 #[derive(Debug, Args, Clone)]

@@ -216,21 +216,27 @@ pub fn report(
     Ok(files)
 }
 
-/// Parses `1600x900`.
-pub fn parse_size(s: &str) -> Result<(u32, u32), String> {
-    let (w, h) = s
+/// Parses `AxB` into two numbers within `range` (`what` names them in errors).
+pub fn parse_pair<T: std::str::FromStr + PartialOrd + Copy + std::fmt::Display>(
+    s: &str,
+    range: std::ops::RangeInclusive<T>,
+    what: &str,
+) -> Result<(T, T), String> {
+    let (a, b) = s
         .split_once(['x', 'X'])
-        .ok_or_else(|| format!("--chart-size '{s}' must look like 1600x900"))?;
-    let p = |v: &str| {
-        v.trim()
-            .parse::<u32>()
-            .ok()
-            .filter(|n| (200..=8000).contains(n))
-    };
-    match (p(w), p(h)) {
-        (Some(w), Some(h)) => Ok((w, h)),
+        .ok_or_else(|| format!("'{s}' must look like {}x{}", range.end(), range.start()))?;
+    let p = |v: &str| v.trim().parse::<T>().ok().filter(|n| range.contains(n));
+    match (p(a), p(b)) {
+        (Some(a), Some(b)) => Ok((a, b)),
         _ => Err(format!(
-            "--chart-size '{s}': width and height must be 200 to 8000 pixels"
+            "'{s}': {what} must be {} to {}",
+            range.start(),
+            range.end()
         )),
     }
+}
+
+/// Parses a chart size like `1600x900`.
+pub fn parse_size(s: &str) -> Result<(u32, u32), String> {
+    parse_pair(s, 200..=8000, "width and height in pixels")
 }

@@ -43,6 +43,21 @@ fn unavailable(tx: &EventTx, last: &mut Option<String>, reason: String, gpu: boo
     }
 }
 
+/// A ticker that waits after a slow scrape instead of bursting to catch up.
+fn ticker(interval: Duration) -> tokio::time::Interval {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick
+}
+
+/// Waits for the next tick; `false` once `cancel` fires.
+async fn tick_or_stop(tick: &mut tokio::time::Interval, cancel: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = tick.tick() => true,
+        () = cancel.cancelled() => false,
+    }
+}
+
 /// Scrapes the engine's metrics every `interval`. When the page uses SGLang names,
 /// `server_info_url` adds SGLang's cumulative accept length.
 pub fn spawn_engine(
@@ -54,14 +69,9 @@ pub fn spawn_engine(
     cancel: CancellationToken,
 ) {
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut tick = ticker(interval);
         let mut last_reason = None;
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                () = cancel.cancelled() => return,
-            }
+        while tick_or_stop(&mut tick, &cancel).await {
             let text = match get_text(&http, &metrics_url).await {
                 Ok(t) => t,
                 Err(e) => {
@@ -117,14 +127,9 @@ pub fn spawn_dcgm(
     cancel: CancellationToken,
 ) {
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut tick = ticker(interval);
         let mut last_reason = None;
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                () = cancel.cancelled() => return,
-            }
+        while tick_or_stop(&mut tick, &cancel).await {
             let page = match get_text(&http, &url).await {
                 Ok(t) => prom::parse(&t),
                 Err(e) => {
