@@ -24,11 +24,13 @@ pub enum FaultKind {
     SlowFirst,
     /// An error object inside the stream after the first token, then `[DONE]`.
     ErrorEvent,
+    /// A new connection is accepted and reset before any byte is read (per connection).
+    ResetBefore,
 }
 
 impl FaultKind {
     /// Every kind, with its command-line name.
-    pub const ALL: [(FaultKind, &'static str); 8] = [
+    pub const ALL: [(FaultKind, &'static str); 9] = [
         (FaultKind::Http500, "http500"),
         (FaultKind::Http429, "http429"),
         (FaultKind::Ctx400, "ctx400"),
@@ -37,6 +39,7 @@ impl FaultKind {
         (FaultKind::Stall, "stall"),
         (FaultKind::SlowFirst, "slow-first"),
         (FaultKind::ErrorEvent, "error-event"),
+        (FaultKind::ResetBefore, "reset-before"),
     ];
 
     /// The command-line name.
@@ -51,7 +54,11 @@ impl FaultKind {
 /// Probabilities per request, and the durations of stalls and slow first tokens.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Faults {
+    /// Per-request faults.
     pub rates: Vec<(FaultKind, f64)>,
+    /// Probability that a new connection is reset before the first byte.
+    #[serde(default)]
+    pub reset_before: f64,
     pub stall_s: f64,
     pub slow_first_s: f64,
 }
@@ -60,6 +67,7 @@ impl Default for Faults {
     fn default() -> Self {
         Self {
             rates: Vec::new(),
+            reset_before: 0.0,
             stall_s: 5.0,
             slow_first_s: 3.0,
         }
@@ -97,7 +105,11 @@ impl Faults {
                             "--inject {name}={v}: a rate is a probability in 0..1"
                         ));
                     }
-                    f.rates.push((kind, v));
+                    if kind == FaultKind::ResetBefore {
+                        f.reset_before = v;
+                    } else {
+                        f.rates.push((kind, v));
+                    }
                 }
             }
         }

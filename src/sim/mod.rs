@@ -252,6 +252,48 @@ impl SimConfig {
     }
 }
 
+/// The simulator's listener: Nagle off on every connection (real servers turn it off; without it
+/// small SSE frames wait for delayed ACKs, ~40 ms, and arrive in bursts), and the
+/// `reset-before` fault, which resets a share of new connections before reading a byte.
+struct SimListener {
+    inner: tokio::net::TcpListener,
+    reset_before: f64,
+    rng: rand::rngs::SmallRng,
+    log: Arc<Mutex<SimLog>>,
+}
+
+impl axum::serve::Listener for SimListener {
+    type Io = tokio::net::TcpStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        use rand::Rng;
+        loop {
+            let (io, addr) = axum::serve::Listener::accept(&mut self.inner).await;
+            let _ = io.set_nodelay(true);
+            if self.reset_before > 0.0 && self.rng.random_bool(self.reset_before.clamp(0.0, 1.0)) {
+                if let Ok(mut l) = self.log.lock() {
+                    *l.injected
+                        .entry(faults::FaultKind::ResetBefore)
+                        .or_default() += 1;
+                }
+                // Linger 0: closing sends a reset, as a crashed or overloaded server does. (The
+                // deprecation is about a positive linger blocking the thread on drop; zero never
+                // waits.)
+                #[allow(deprecated)]
+                let _ = io.set_linger(Some(std::time::Duration::ZERO));
+                drop(io);
+                continue;
+            }
+            return (io, addr);
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.inner.local_addr()
+    }
+}
+
 /// A running simulator.
 pub struct SimHandle {
     pub addr: SocketAddr,
@@ -296,13 +338,17 @@ pub async fn start(config: SimConfig, addr: SocketAddr) -> std::io::Result<SimHa
         log: log.clone(),
     }));
     let stop = shutdown.clone();
+    let stop_cfg = config.clone();
+    let stop_log = log.clone();
     tokio::spawn(async move {
-        // Real servers turn Nagle off; without it small SSE frames wait for delayed ACKs
-        // (~40 ms) and arrive in bursts.
-        let listener =
-            axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
-                let _ = tcp.set_nodelay(true);
-            });
+        let listener = SimListener {
+            inner: listener,
+            reset_before: stop_cfg.faults.reset_before,
+            rng: <rand::rngs::SmallRng as rand::SeedableRng>::seed_from_u64(
+                stop_cfg.seed ^ 0x00C0_FFEE,
+            ),
+            log: stop_log,
+        };
         let _ = axum::serve(listener, app)
             .with_graceful_shutdown(async move { stop.cancelled().await })
             .await;
