@@ -187,7 +187,7 @@ pub struct RunArgs {
     /// Do not scrape the engine's metrics.
     #[arg(long)]
     pub no_metrics: bool,
-    /// A DCGM exporter endpoint (e.g. <http://gpu-host:9400/metrics>) for GPUs on another host.
+    /// A DCGM exporter endpoint (e.g. `http://gpu-host:9400/metrics`) for GPUs on another host.
     #[arg(long, value_name = "URL")]
     pub dcgm_url: Option<String>,
     /// Do not sample GPUs.
