@@ -300,6 +300,34 @@ pub fn initial_summary(
     }
 }
 
+/// A quiet headless run as a library call: prepares against `cfg.base_url`, writes the run
+/// directory when `out_dir` is given, and returns the final state and session. Tests and
+/// embedding code use this instead of repeating the prepare / summary / run steps.
+pub async fn run_headless(
+    cfg: RunConfig,
+    out_dir: Option<std::path::PathBuf>,
+) -> Result<(RunState, Session), String> {
+    let mut cfg = cfg;
+    let prepared = runner::prepare(&cfg, None).await?;
+    let files = match &out_dir {
+        Some(d) => {
+            cfg.out_dir.clone_from(d);
+            Some(RunFiles::create(d)?)
+        }
+        None => None,
+    };
+    let summary = RunSummary::new(cfg.clone(), None);
+    Ok(run_prepared(
+        &cfg,
+        prepared,
+        summary,
+        files,
+        true,
+        CancellationToken::new(),
+    )
+    .await)
+}
+
 /// Input tokens of the warmup request: the sweep's length, kept well inside the context.
 pub fn warmup_input(cfg: &RunConfig, prepared: &runner::Prepared) -> u64 {
     match prepared.server.context_limit {

@@ -9,14 +9,12 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use image::GenericImageView;
-use servetop::commands::{demo_config, run_prepared};
+use servetop::commands::{demo_config, run_headless};
 use servetop::export::charts::{ChartRun, render_all};
 use servetop::export::report;
-use servetop::runner;
 use servetop::sim::{self, AcceptLength, SimConfig};
 use servetop::tui::fixtures;
 use servetop::workload::RequestCount;
-use tokio_util::sync::CancellationToken;
 
 const NAMES: [&str; 5] = [
     "throughput.png",
@@ -132,18 +130,7 @@ async fn real_run(dir: &Path) {
     cfg.long_context = vec![2000, 200_000];
     cfg.long_context_output_len = 9;
     cfg.dcgm_url = Some(format!("{}/dcgm/metrics", h.url()));
-    cfg.out_dir = dir.to_path_buf();
-    let prepared = runner::prepare(&cfg, None).await.unwrap();
-    let files = servetop::export::RunFiles::create(dir).unwrap();
-    let (_, s) = run_prepared(
-        &cfg,
-        prepared,
-        servetop::summary::RunSummary::new(cfg.clone(), None),
-        Some(files),
-        true,
-        CancellationToken::new(),
-    )
-    .await;
+    let (_, s) = run_headless(cfg, Some(dir.to_path_buf())).await.unwrap();
     servetop::commands::export_charts(dir, &s.summary, (800, 500)).unwrap();
 }
 

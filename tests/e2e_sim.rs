@@ -12,7 +12,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use servetop::commands::run_prepared;
+use servetop::commands::{run_headless, run_prepared};
 use servetop::config::{BackendChoice, RunConfig};
 use servetop::event::RunState;
 use servetop::metrics::{CountSource, LevelStats};
@@ -356,18 +356,7 @@ async fn run_directory_is_complete_and_consistent() {
     cfg.output_len = 9;
     cfg.long_context = vec![2000, 40_000];
     cfg.long_context_output_len = 5;
-    cfg.out_dir = dir.clone();
-    let prepared = runner::prepare(&cfg, None).await.unwrap();
-    let files = servetop::export::RunFiles::create(&dir).unwrap();
-    let (state, _s) = run_prepared(
-        &cfg,
-        prepared,
-        servetop::summary::RunSummary::new(cfg.clone(), None),
-        Some(files),
-        true,
-        CancellationToken::new(),
-    )
-    .await;
+    let (state, _s) = run_headless(cfg, Some(dir.clone())).await.unwrap();
     assert_eq!(state, RunState::Finished);
     let lines = std::fs::read_to_string(dir.join("requests.jsonl")).unwrap();
     // 1 warmup + 3 + 3 sweep + 1 long context (40K is skipped before sending).

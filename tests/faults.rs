@@ -7,14 +7,12 @@
 
 use std::net::SocketAddr;
 
-use servetop::commands::{demo_config, run_prepared};
+use servetop::commands::{demo_config, run_headless};
 use servetop::event::RunState;
 use servetop::metrics::{FailureKind, RequestRecord};
-use servetop::runner;
 use servetop::sim::faults::{FaultKind, Faults};
 use servetop::sim::{self, AcceptLength, SimConfig};
 use servetop::workload::RequestCount;
-use tokio_util::sync::CancellationToken;
 
 async fn run_with_fault(kind: FaultKind, expect: FailureKind) {
     let mut c = SimConfig::preset("fast").unwrap();
@@ -48,18 +46,7 @@ async fn run_with_fault(kind: FaultKind, expect: FailureKind) {
     // Shorter than the injected stall and slow first token, so those become timeouts.
     cfg.first_token_timeout_s = 1.0;
     cfg.idle_timeout_s = 1.0;
-    cfg.out_dir = dir.clone();
-    let prepared = runner::prepare(&cfg, None).await.unwrap();
-    let files = servetop::export::RunFiles::create(&dir).unwrap();
-    let (state, s) = run_prepared(
-        &cfg,
-        prepared,
-        servetop::summary::RunSummary::new(cfg.clone(), None),
-        Some(files),
-        true,
-        CancellationToken::new(),
-    )
-    .await;
+    let (state, s) = run_headless(cfg, Some(dir.clone())).await.unwrap();
     assert_eq!(state, RunState::Finished, "{kind:?}");
     let injected = h
         .log
@@ -148,24 +135,12 @@ async fn a_server_that_comes_back_is_waited_for() {
         .unwrap();
     let addr = h.addr;
     let cfg = restart_config(&h.url(), 20.0);
-    let prepared = runner::prepare(&cfg, None).await.unwrap();
-    let summary = servetop::summary::RunSummary::new(cfg.clone(), None);
-    let run = tokio::spawn(async move {
-        run_prepared(
-            &cfg,
-            prepared,
-            summary,
-            None,
-            true,
-            CancellationToken::new(),
-        )
-        .await
-    });
+    let run = tokio::spawn(run_headless(cfg, None));
     tokio::time::sleep(std::time::Duration::from_millis(800)).await;
     drop(h); // the server process "exits": streams in flight are cut, new connections refused
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     let _back = sim::start(restart_sim(), addr).await.unwrap();
-    let (state, s) = run.await.unwrap();
+    let (state, s) = run.await.unwrap().unwrap();
     assert_eq!(state, RunState::Finished, "{:?}", s.summary.error);
     let sc = &s.summary.sweep[0].stats.as_ref().unwrap().scalars;
     assert_eq!(sc.completed + sc.failed, 24, "every request accounted for");
@@ -195,22 +170,10 @@ async fn a_server_that_stays_away_aborts_the_run_cleanly() {
         .unwrap();
     let mut cfg = restart_config(&h.url(), 1.5);
     cfg.concurrency = vec![2, 4];
-    let prepared = runner::prepare(&cfg, None).await.unwrap();
-    let summary = servetop::summary::RunSummary::new(cfg.clone(), None);
-    let run = tokio::spawn(async move {
-        run_prepared(
-            &cfg,
-            prepared,
-            summary,
-            None,
-            true,
-            CancellationToken::new(),
-        )
-        .await
-    });
+    let run = tokio::spawn(run_headless(cfg, None));
     tokio::time::sleep(std::time::Duration::from_millis(800)).await;
     drop(h);
-    let (state, s) = run.await.unwrap();
+    let (state, s) = run.await.unwrap().unwrap();
     assert_eq!(state, RunState::Aborted);
     let e = s.summary.error.as_deref().unwrap();
     assert!(e.contains("did not come back within"), "{e}");
@@ -236,17 +199,7 @@ async fn connections_reset_before_the_first_byte_do_not_lose_requests() {
         .unwrap();
     let mut cfg = restart_config(&h.url(), 5.0);
     cfg.warmup_requests = 0;
-    let prepared = runner::prepare(&cfg, None).await.unwrap();
-    let summary = servetop::summary::RunSummary::new(cfg.clone(), None);
-    let (state, s) = run_prepared(
-        &cfg,
-        prepared,
-        summary,
-        None,
-        true,
-        CancellationToken::new(),
-    )
-    .await;
+    let (state, s) = run_headless(cfg, None).await.unwrap();
     assert_eq!(state, RunState::Finished, "{:?}", s.summary.error);
     let sc = &s.summary.sweep[0].stats.as_ref().unwrap().scalars;
     assert_eq!(sc.completed + sc.failed, 24);

@@ -11,13 +11,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use proptest::prelude::*;
-use servetop::commands::{demo_config, run_prepared};
+use servetop::commands::{demo_config, run_headless};
 use servetop::event::RunState;
-use servetop::runner;
 use servetop::sim::{self, AcceptLength, MetricsFlavor, SimConfig};
 use servetop::telemetry::{dcgm, engine_metrics, prom};
 use servetop::workload::RequestCount;
-use tokio_util::sync::CancellationToken;
 
 fn fixture(name: &str) -> String {
     std::fs::read_to_string(
@@ -136,16 +134,7 @@ async fn run_against(sim_cfg: SimConfig) -> servetop::session::Session {
     cfg.requests_per_level = RequestCount::Fixed(4);
     cfg.long_context = vec![];
     cfg.no_gpu = true;
-    let prepared = runner::prepare(&cfg, None).await.unwrap();
-    let (state, s) = run_prepared(
-        &cfg,
-        prepared,
-        servetop::summary::RunSummary::new(cfg.clone(), None),
-        None,
-        true,
-        CancellationToken::new(),
-    )
-    .await;
+    let (state, s) = run_headless(cfg, None).await.unwrap();
     assert_eq!(state, RunState::Finished);
     s
 }

@@ -241,8 +241,7 @@ async fn run(cfg: SimConfig, mut rx: mpsc::UnboundedReceiver<SimRequest>, log: A
             if let Ok(mut l) = log.lock() {
                 l.record_step(step_start, Instant::now(), u32::from(done));
             }
-            if done {
-                let mut a = prefilling.pop_front().expect("head exists");
+            if done && let Some(mut a) = prefilling.pop_front() {
                 let now = Instant::now();
                 a.first_token_at = Some(now);
                 a.generated = 1;
