@@ -147,6 +147,15 @@ async fn report_reproduces_summary_md_byte_for_byte() {
     }
     let sweep_csv = std::fs::read_to_string(dir.join("sweep.csv")).unwrap();
     assert_eq!(sweep_csv.lines().count(), 3, "header + 2 levels");
+    // A simulated run says so in its exported tables too.
+    assert!(sweep_csv.starts_with("run,simulated,"));
+    assert!(
+        sweep_csv
+            .lines()
+            .skip(1)
+            .all(|l| l.split(',').nth(1) == Some("true")),
+        "{sweep_csv}"
+    );
     std::fs::remove_file(dir.join("summary.md")).unwrap();
     let files = report::report(std::slice::from_ref(&dir), &[], None, (800, 500)).unwrap();
     assert!(files.iter().any(|f| f.ends_with("summary.md")));

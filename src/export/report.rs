@@ -41,7 +41,7 @@ fn csv_text(s: &str) -> String {
 /// `sweep.csv`: one row per level (and run, when several).
 pub fn sweep_csv(runs: &[(String, &RunSummary)]) -> String {
     let mut out = String::from(
-        "run,concurrency,status,completed,failed,duration_s,request_throughput,output_throughput,total_token_throughput,mean_decode_tokens_per_s,accept_length_client,accept_length_server,mean_ttft_ms,median_ttft_ms,p90_ttft_ms,p99_ttft_ms,mean_itl_ms,median_itl_ms,p99_itl_ms,mean_tpot_ms,median_tpot_ms,p99_tpot_ms,mean_e2el_ms,median_e2el_ms,p99_e2el_ms,max_concurrent_requests,mean_kv_usage\n",
+        "run,simulated,concurrency,status,completed,failed,duration_s,request_throughput,output_throughput,total_token_throughput,mean_decode_tokens_per_s,accept_length_client,accept_length_server,mean_ttft_ms,median_ttft_ms,p90_ttft_ms,p99_ttft_ms,mean_itl_ms,median_itl_ms,p99_itl_ms,mean_tpot_ms,median_tpot_ms,p99_tpot_ms,mean_e2el_ms,median_e2el_ms,p99_e2el_ms,max_concurrent_requests,mean_kv_usage\n",
     );
     for (label, s) in runs {
         for l in &s.sweep {
@@ -52,8 +52,9 @@ pub fn sweep_csv(runs: &[(String, &RunSummary)]) -> String {
             };
             let _ = writeln!(
                 out,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 csv_text(label),
+                s.simulated,
                 l.concurrency,
                 l.status.name(),
                 st.map_or(0, |s| s.scalars.completed),
@@ -92,15 +93,16 @@ pub fn sweep_csv(runs: &[(String, &RunSummary)]) -> String {
 /// `long_context.csv`: one row per length (and run).
 pub fn long_context_csv(runs: &[(String, &RunSummary)]) -> String {
     let mut out = String::from(
-        "run,context_tokens,status,mean_input_tokens,mean_ttft_ms,prefill_tokens_per_s,mean_decode_tokens_per_s,completed,failed,reason\n",
+        "run,simulated,context_tokens,status,mean_input_tokens,mean_ttft_ms,prefill_tokens_per_s,mean_decode_tokens_per_s,completed,failed,reason\n",
     );
     for (label, s) in runs {
         for l in &s.long_context {
             let st = l.stats.as_ref().filter(|s| s.scalars.completed > 0);
             let _ = writeln!(
                 out,
-                "{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{}",
                 csv_text(label),
+                s.simulated,
                 l.input_len,
                 l.status.name(),
                 f(st.and_then(|s| s.scalars.mean_input_tokens)),
