@@ -289,6 +289,15 @@ mod tests {
     }
 
     #[test]
+    fn no_cell_is_cut_mid_word_at_120_columns() {
+        let app = fixtures::finished_run();
+        let screen = draw(&app, 120, 40);
+        for cut in ["runnin ", "out to ", "p50/90/9 "] {
+            assert!(!screen.contains(cut), "{cut:?} in\n{screen}");
+        }
+    }
+
+    #[test]
     fn tiny_terminal_does_not_panic() {
         let app = fixtures::finished_run();
         for (w, h) in [(1, 1), (20, 5), (40, 10), (79, 23)] {

@@ -37,7 +37,8 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     if chart_h > 0 {
         render_charts(app, top, buf, th);
     }
-    render_table(app, table, buf, th, area.width >= 120);
+    // The wide table (p90s, TPOT, E2E, server accept, KV%) needs about 145 columns.
+    render_table(app, table, buf, th, area.width >= 148);
     render_progress(app, bottom, buf, th);
 }
 
