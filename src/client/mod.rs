@@ -459,6 +459,7 @@ impl Client {
             e2e_us,
             chunks,
             retries,
+            slot: None,
         }
     }
 }
@@ -496,6 +497,7 @@ fn failed_record(
         e2e_us: None,
         chunks: Vec::new(),
         retries,
+        slot: None,
     }
 }
 
@@ -572,5 +574,6 @@ pub fn cancelled_record(spec: &RequestSpec, tag: RequestTag, t_send: Instant) ->
         e2e_us: None,
         chunks: Vec::new(),
         retries: 0,
+        slot: None,
     }
 }

@@ -463,6 +463,7 @@ mod tests {
             e2e_us: Some(e2e),
             chunks,
             retries: 0,
+            slot: None,
         }
     }
 

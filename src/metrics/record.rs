@@ -159,6 +159,10 @@ pub struct RequestRecord {
     /// Transparent retries of a stale pooled connection before any byte was sent.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub retries: u32,
+    /// The closed-loop worker that sent it (0..C): one worker's requests never overlap, which
+    /// lets the level fold its peak in flight online instead of keeping every interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<u32>,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)]
@@ -317,6 +321,7 @@ mod tests {
             e2e_us: Some(e2e),
             chunks: vec![],
             retries: 0,
+            slot: None,
         }
     }
 

@@ -75,6 +75,7 @@ fn record(
         e2e_us: Some(t),
         chunks,
         retries: 0,
+        slot: None,
     }
 }
 
