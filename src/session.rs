@@ -153,7 +153,13 @@ impl Session {
             Event::Calibrated(p) => self.summary.prompts = Some(p),
             Event::LevelStarted { index } => {
                 self.current = Some(index);
-                self.accs.insert(index, LevelAccumulator::new(self.slo));
+                let slots = self
+                    .specs
+                    .iter()
+                    .find(|s| s.index == index)
+                    .map_or(0, |s| s.concurrency.min(s.requests));
+                self.accs
+                    .insert(index, LevelAccumulator::new(self.slo).with_slots(slots));
                 self.level_telemetry
                     .insert(index, LevelTelemetryAcc::new(self.latest_server.clone()));
                 self.progress.insert(index, LevelProgress::default());

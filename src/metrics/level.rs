@@ -103,13 +103,118 @@ pub struct LevelAccumulator {
     last_send_us: u64,
     /// Output tokens placed at their arrival time, 1 s bins from the level origin.
     bins: Vec<u64>,
-    /// `(send, end)` of every measured request, for the exact peak in flight.
-    intervals: Vec<(u64, u64)>,
+    /// The exact peak in flight, folded online.
+    in_flight: InFlight,
     busy_us: u64,
     slo: Option<Slo>,
     slo_met: u64,
     output_sources: BTreeMap<CountSource, u64>,
     chunk_sources: BTreeMap<CountSource, u64>,
+}
+
+/// The exact peak of requests in flight, with memory bounded by the concurrency rather than the
+/// number of requests.
+///
+/// A sweep over all `(send, end)` intervals gives the peak exactly, but keeping them all costs
+/// 16 bytes a request forever. Records arrive when they finish, in no strict order, so a point in
+/// time can only be settled once every request that could cover it has arrived. Closed-loop
+/// workers make that knowable: one worker's requests never overlap, so a worker's next request
+/// starts after the end of its last one. Once every worker has reported, no request still to come
+/// starts before `watermark = min over workers of their last end`; every instant before it is
+/// final and its intervals can be swept and dropped, keeping only the ends of those still open at
+/// the watermark. Records without a slot (older files) keep everything, which stays exact.
+#[derive(Clone, Debug, Default)]
+struct InFlight {
+    /// Closed-loop workers of the level; 0 when unknown.
+    slots: u32,
+    /// Each worker's latest end.
+    slot_end: BTreeMap<u32, u64>,
+    /// A record without a slot arrived: nothing may be dropped.
+    unslotted: bool,
+    /// Intervals not yet swept.
+    pending: Vec<(u64, u64)>,
+    /// Ends of swept intervals still open at `swept_to`.
+    open: Vec<u64>,
+    swept_to: u64,
+    /// Peak over every instant before `swept_to`.
+    swept_peak: u64,
+}
+
+impl InFlight {
+    fn add(&mut self, slot: Option<u32>, send: u64, end: u64) {
+        self.pending.push((send, end));
+        match slot {
+            Some(s) if s < self.slots => {
+                let e = self.slot_end.entry(s).or_insert(end);
+                *e = (*e).max(end);
+            }
+            _ => self.unslotted = true,
+        }
+        // Sweep in batches, so each record costs amortised O(log n).
+        if self.pending.len() >= 64 + 2 * self.slots as usize {
+            self.compact();
+        }
+    }
+
+    /// Sweeps every instant before the watermark and drops what no longer matters.
+    fn compact(&mut self) {
+        if self.unslotted || self.slots == 0 || self.slot_end.len() < self.slots as usize {
+            return;
+        }
+        let Some(&w) = self.slot_end.values().min() else {
+            return;
+        };
+        if w <= self.swept_to {
+            return;
+        }
+        let (now, later): (Vec<_>, Vec<_>) = self.pending.iter().partition(|&&(s, _)| s < w);
+        let mut ev: Vec<(u64, i8)> = Vec::with_capacity(self.open.len() + 2 * now.len());
+        let mut cur = 0i64;
+        let mut open = Vec::new();
+        for &e in &self.open {
+            cur += 1;
+            if e < w {
+                ev.push((e, -1));
+            } else {
+                open.push(e);
+            }
+        }
+        for &(s, e) in &now {
+            ev.push((s, 1));
+            if e < w {
+                ev.push((e, -1));
+            } else {
+                open.push(e);
+            }
+        }
+        let peak = sweep_peak(cur, ev);
+        self.swept_peak = self.swept_peak.max(peak);
+        self.open = open;
+        self.pending = later;
+        self.swept_to = w;
+    }
+
+    fn peak(&self) -> u64 {
+        let mut ev: Vec<(u64, i8)> = Vec::with_capacity(self.open.len() + 2 * self.pending.len());
+        ev.extend(self.open.iter().map(|&e| (e, -1)));
+        for &(s, e) in &self.pending {
+            ev.push((s, 1));
+            ev.push((e, -1));
+        }
+        self.swept_peak.max(sweep_peak(self.open.len() as i64, ev))
+    }
+}
+
+/// The highest running count over `events`, starting from `start` open intervals.
+fn sweep_peak(start: i64, mut ev: Vec<(u64, i8)>) -> u64 {
+    // Ends sort before starts at the same instant: a slot handed over is not two in flight.
+    ev.sort_unstable();
+    let (mut cur, mut peak) = (start, start);
+    for (_, d) in ev {
+        cur += i64::from(d);
+        peak = peak.max(cur);
+    }
+    peak.max(0) as u64
 }
 
 impl LevelAccumulator {
@@ -142,7 +247,8 @@ impl LevelAccumulator {
         };
         self.window_end_us = self.window_end_us.max(end);
         self.first_end_us = Some(self.first_end_us.map_or(end, |f| f.min(end)));
-        self.intervals.push((r.send_at_us, end.max(r.send_at_us)));
+        self.in_flight
+            .add(r.slot, r.send_at_us, end.max(r.send_at_us));
         self.busy_us += end.saturating_sub(r.send_at_us);
         self.client_queue.record(r.client_queue_us());
 
@@ -208,19 +314,21 @@ impl LevelAccumulator {
 
     /// The exact peak of requests in flight.
     fn peak_in_flight(&self) -> u64 {
-        let mut ev: Vec<(u64, i8)> = Vec::with_capacity(self.intervals.len() * 2);
-        for &(s, e) in &self.intervals {
-            ev.push((s, 1));
-            ev.push((e, -1));
-        }
-        // Ends sort before starts at the same instant: a slot handed over is not two in flight.
-        ev.sort_unstable();
-        let (mut cur, mut peak) = (0i64, 0i64);
-        for (_, d) in ev {
-            cur += i64::from(d);
-            peak = peak.max(cur);
-        }
-        peak as u64
+        self.in_flight.peak()
+    }
+
+    /// Tells the accumulator how many closed-loop workers send this level's requests (each
+    /// stamps its records with its slot), so the peak in flight can be folded as the level goes
+    /// instead of keeping every request's interval until the end.
+    #[must_use]
+    pub fn with_slots(mut self, slots: u32) -> Self {
+        self.in_flight.slots = slots;
+        self
+    }
+
+    /// Request intervals held in memory right now (bounded when slots are known).
+    pub fn held_intervals(&self) -> usize {
+        self.in_flight.pending.len() + self.in_flight.open.len()
     }
 
     /// The summary of everything folded so far (cheap enough to call for a live view).
@@ -634,5 +742,75 @@ mod tests {
         }
         let back: LevelStats = serde_json::from_value(v).unwrap();
         assert_eq!(back, s);
+    }
+
+    /// The full sweep over every interval: the definition the online fold must match.
+    fn naive_peak(iv: &[(u64, u64)]) -> u64 {
+        let mut ev = Vec::new();
+        for &(s, e) in iv {
+            ev.push((s, 1i8));
+            ev.push((e, -1i8));
+        }
+        sweep_peak(0, ev)
+    }
+
+    proptest::proptest! {
+        /// Closed-loop workers (each one's requests back to back or with gaps, including zero-gap
+        /// handovers), records arriving in any order across workers: the online peak equals the
+        /// full sweep.
+        #[test]
+        fn online_peak_in_flight_matches_full_sweep_with_bounded_memory(
+            workers in proptest::collection::vec(
+                proptest::collection::vec((0u64..3, 1u64..40), 1..120), 1..12),
+            order in proptest::collection::vec(0usize..1000, 0..3000),
+        ) {
+            let slots = workers.len() as u32;
+            // Each worker's intervals, in its own order.
+            let mut queues: Vec<std::collections::VecDeque<(u64, u64)>> = workers
+                .iter()
+                .map(|w| {
+                    let mut t = 0;
+                    w.iter()
+                        .map(|&(gap, len)| {
+                            let s = t + gap;
+                            t = s + len;
+                            (s, t)
+                        })
+                        .collect()
+                })
+                .collect();
+            let all: Vec<(u64, u64)> = queues.iter().flatten().copied().collect();
+            let mut f = InFlight { slots, ..InFlight::default() };
+            let mut picks = order.into_iter();
+            while queues.iter().any(|q| !q.is_empty()) {
+                let live: Vec<usize> = (0..queues.len()).filter(|&i| !queues[i].is_empty()).collect();
+                let i = live[picks.next().unwrap_or(0) % live.len()];
+                let (s, e) = queues[i].pop_front().unwrap();
+                f.add(Some(i as u32), s, e);
+            }
+            proptest::prop_assert_eq!(f.peak(), naive_peak(&all));
+        }
+    }
+
+    #[test]
+    fn peak_in_flight_memory_stays_bounded_over_many_requests() {
+        // 8 workers, 100,000 requests of varied length, arriving as they end (the worker that
+        // ends first sends its next one): the level keeps a few hundred intervals, not 100,000.
+        let mut acc = LevelAccumulator::new(None).with_slots(8);
+        let mut t = [0u64; 8];
+        let mut max_held = 0;
+        for i in 0..100_000u64 {
+            let w = (0..8).min_by_key(|&w| t[w]).unwrap();
+            let len = 1_000 + (i * 7919) % 50_000;
+            let mut r = ok_record(t[w], 500, 1);
+            r.slot = Some(w as u32);
+            r.e2e_us = Some(len);
+            r.chunks.last_mut().unwrap().t_us = len;
+            t[w] += len;
+            acc.add(&r);
+            max_held = max_held.max(acc.held_intervals());
+        }
+        assert!(max_held < 1_000, "held {max_held} intervals");
+        assert_eq!(acc.stats().scalars.max_concurrent_requests, 8);
     }
 }

@@ -317,8 +317,9 @@ impl Runner {
             self.tx.clone(),
         ));
         let mut workers = Vec::new();
-        for _ in 0..spec.concurrency.min(spec.requests) {
+        for slot in 0..spec.concurrency.min(spec.requests) {
             let w = Worker {
+                slot,
                 client: self.prepared.client.clone(),
                 specs: specs.clone(),
                 next: next.clone(),
@@ -436,6 +437,8 @@ impl ServerWatch {
 
 /// One closed-loop worker: takes the next request as soon as its previous one ends.
 struct Worker {
+    /// Which of the level's workers this is (stamped on its records).
+    slot: u32,
     client: Client,
     specs: Arc<Vec<RequestSpec>>,
     next: Arc<AtomicU32>,
@@ -482,12 +485,13 @@ impl Worker {
             let _ = self.tx.send(Event::Sent { level: self.level });
             let grace = self.grace;
             let cancel = self.cancel.clone();
-            let rec = tokio::select! {
+            let mut rec = tokio::select! {
                 r = self.client.send(spec, tag) => r,
                 () = async move { cancel.cancelled().await; tokio::time::sleep(grace).await } => {
                     client::cancelled_record(spec, tag, sched)
                 }
             };
+            rec.slot = Some(self.slot);
             if let Outcome::Failed {
                 kind: FailureKind::Connect,
                 message,
