@@ -255,8 +255,10 @@ pub struct SimArgs {
     #[arg(long, value_name = "N", value_parser = count)]
     pub kv_capacity_tokens: Option<u64>,
     /// Inject faults, each a probability per request: http500, http429, ctx400, reset-mid,
-    /// malformed, stall, slow-first, error-event; durations stall-s and slow-first-s.
-    /// Example: http500=0.05,stall=0.02,stall-s=10
+    /// malformed, stall, slow-first, error-event; per new connection: reset-before; durations
+    /// stall-s and slow-first-s. restart=S takes the server down every S seconds (listener
+    /// closed, streams cut) for down-s seconds, as a crashed and restarted process would.
+    /// Example: http500=0.05,stall=0.02,stall-s=10,restart=120,down-s=5
     #[arg(long, value_name = "KIND=RATE,...")]
     pub inject: Option<String>,
 }

@@ -419,8 +419,35 @@ pub async fn sim(a: SimArgs) -> i32 {
         cfg.decode_step_ms,
         cfg.accept_length.mean()
     );
-    let _ = tokio::signal::ctrl_c().await;
-    handle.stop();
+    let Some(every) = cfg.faults.restart_every_s else {
+        let _ = tokio::signal::ctrl_c().await;
+        handle.stop();
+        return 0;
+    };
+    // Outages: serve for `every` seconds, go away for `down_s`, come back with a fresh engine.
+    // Come back on the port actually bound (`--port 0` picks one once).
+    let addr = handle.addr;
+    let mut handle = handle;
+    let down = cfg.faults.down_s;
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    for n in 1u64.. {
+        tokio::select! {
+            _ = &mut ctrl_c => { handle.stop(); return 0; }
+            () = tokio::time::sleep(Duration::from_secs_f64(every)) => {}
+        }
+        handle.stop();
+        eprintln!("SIMULATED outage {n}: not serving for {down} s");
+        tokio::select! {
+            _ = &mut ctrl_c => return 0,
+            () = tokio::time::sleep(Duration::from_secs_f64(down)) => {}
+        }
+        handle = match sim::start(cfg.clone(), addr).await {
+            Ok(h) => h,
+            Err(e) => return fail(&format!("cannot serve again on {addr}: {e}")),
+        };
+        eprintln!("SIMULATED restart {n}: serving again at {}", handle.url());
+    }
     0
 }
 

@@ -23,6 +23,7 @@ async fn run_with_fault(kind: FaultKind, expect: FailureKind) {
         reset_before: 0.0,
         stall_s: 2.0,
         slow_first_s: 2.0,
+        ..Faults::default()
     };
     c.seed = 7;
     let h = sim::start(c, SocketAddr::from(([127, 0, 0, 1], 0)))
@@ -220,4 +221,106 @@ async fn connections_reset_before_the_first_byte_do_not_lose_requests() {
             .unwrap_or(0)
             > 0
     );
+}
+
+/// `servetop sim --inject restart=S,down-s=D` takes the whole server away and brings it back on
+/// the same port: a run against it says so, waits, and finishes with every request accounted for.
+#[test]
+fn the_simulator_binary_restarts_and_a_run_survives_it() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let bin = env!("CARGO_BIN_EXE_servetop");
+    let mut sim = Command::new(bin)
+        .args([
+            "sim",
+            "--port",
+            "0",
+            "--preset",
+            "fast",
+            "--decode-step-ms",
+            "10",
+            "--accept-length",
+            "1",
+            "--inject",
+            "restart=2,down-s=1.5",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(sim.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line.trim().to_string();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    let dir = std::env::temp_dir().join(format!("servetop-restart-bin-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(bin)
+        .args([
+            "run",
+            "--base-url",
+            &url,
+            "--concurrency",
+            "2",
+            "--requests-per-level",
+            "40",
+            "--output-len",
+            "20",
+            "--long-context",
+            "none",
+            "--headless",
+            "--no-gpu",
+            "--no-metrics",
+            "--server-wait",
+            "15",
+            "--out",
+            dir.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let _ = Command::new("kill")
+        .args(["-INT", &sim.id().to_string()])
+        .status();
+    let sim_out = sim.wait_with_output().unwrap();
+    let sim_err = String::from_utf8_lossy(&sim_out.stderr);
+    assert!(sim_err.contains("SIMULATED outage 1"), "{sim_err}");
+    assert!(sim_err.contains("SIMULATED restart 1"), "{sim_err}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(v["state"], "finished");
+    let sc = &v["sweep"][0];
+    assert_eq!(
+        sc["completed"].as_u64().unwrap() + sc["failed"].as_u64().unwrap(),
+        40,
+        "{sc}"
+    );
+    // Streams open at the outage are cut, and requests sent while it is down cannot connect.
+    let failures = sc["failures"].as_object().unwrap();
+    assert!(failures.contains_key("stream_cut"), "{failures:?}");
+    assert!(
+        failures.keys().all(|k| k == "stream_cut" || k == "connect"),
+        "{failures:?}"
+    );
+    let lines = std::fs::read_to_string(dir.join("requests.jsonl")).unwrap();
+    assert_eq!(
+        lines
+            .lines()
+            .filter(|l| !l.contains("\"warmup\":true"))
+            .count(),
+        40
+    );
+    let warnings = v["warnings"].to_string();
+    assert!(
+        warnings.contains("stopped accepting connections"),
+        "{warnings}"
+    );
+    assert!(warnings.contains("came back"), "{warnings}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,6 +1,6 @@
-//! Interruption and resume through the real binary: SIGTERM and SIGINT end a running sweep the
-//! same clean way (exit 130, results.json and requests.jsonl consistent), and `--resume` finishes
-//! the same levels from where it stopped.
+//! Interruption and resume through the real binary: SIGTERM, SIGINT and SIGHUP (a dropped SSH
+//! session) end a running sweep the same clean way (exit 130, results.json and requests.jsonl
+//! consistent), and `--resume` finishes the same levels from where it stopped.
 
 // Integration tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -38,7 +38,7 @@ fn signals_stop_cleanly_and_resume_finishes_the_run() {
     let h = rt
         .block_on(sim::start(c, SocketAddr::from(([127, 0, 0, 1], 0))))
         .unwrap();
-    for sig in ["TERM", "INT"] {
+    for sig in ["TERM", "INT", "HUP"] {
         let dir = std::env::temp_dir().join(format!("servetop-sig{sig}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let args = [

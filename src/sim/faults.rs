@@ -61,6 +61,17 @@ pub struct Faults {
     pub reset_before: f64,
     pub stall_s: f64,
     pub slow_first_s: f64,
+    /// `restart=S`: every S seconds of serving, the server goes away (listener closed, open
+    /// streams cut) as if its process exited, and comes back `down-s` seconds later with a
+    /// fresh engine. Only `servetop sim` acts on it (the process is the unit that restarts).
+    #[serde(default)]
+    pub restart_every_s: Option<f64>,
+    #[serde(default = "default_down_s")]
+    pub down_s: f64,
+}
+
+fn default_down_s() -> f64 {
+    5.0
 }
 
 impl Default for Faults {
@@ -70,6 +81,8 @@ impl Default for Faults {
             reset_before: 0.0,
             stall_s: 5.0,
             slow_first_s: 3.0,
+            restart_every_s: None,
+            down_s: default_down_s(),
         }
     }
 }
@@ -89,6 +102,13 @@ impl Faults {
             match k.trim() {
                 "stall-s" => f.stall_s = v.max(0.0),
                 "slow-first-s" => f.slow_first_s = v.max(0.0),
+                "restart" if v > 0.0 => f.restart_every_s = Some(v),
+                "restart" => {
+                    return Err(format!(
+                        "--inject restart={v}: seconds between restarts must be more than 0"
+                    ));
+                }
+                "down-s" => f.down_s = v.max(0.0),
                 name => {
                     let kind = FaultKind::ALL
                         .iter()
@@ -96,7 +116,7 @@ impl Faults {
                         .map(|(k, _)| *k)
                         .ok_or_else(|| {
                             format!(
-                                "--inject: unknown fault '{name}' (known: {}, stall-s, slow-first-s)",
+                                "--inject: unknown fault '{name}' (known: {}, stall-s, slow-first-s, restart, down-s)",
                                 FaultKind::ALL.iter().map(|(_, n)| *n).collect::<Vec<_>>().join(", ")
                             )
                         })?;
@@ -150,5 +170,10 @@ mod tests {
         );
         assert!(Faults::parse("http500=2").is_err());
         assert!(Faults::parse("http500=0.6,ctx400=0.6").is_err());
+        let r = Faults::parse("restart=30,down-s=2").unwrap();
+        assert_eq!(r.restart_every_s, Some(30.0));
+        assert!((r.down_s - 2.0).abs() < f64::EPSILON);
+        assert!(r.rates.is_empty());
+        assert!(Faults::parse("restart=0").is_err());
     }
 }

@@ -328,6 +328,7 @@ fn serve(s: &Shared, kind: Kind, body: &Value) -> Response {
         fault,
         fault_done: false,
         sent_first: false,
+        engine_gone: false,
         stall_s: s.config.faults.stall_s,
         slow_first_s: s.config.faults.slow_first_s,
     };
@@ -375,6 +376,8 @@ struct StreamState {
     fault: Option<FaultKind>,
     fault_done: bool,
     sent_first: bool,
+    /// The engine stopped mid-stream (the simulated process exited).
+    engine_gone: bool,
     stall_s: f64,
     slow_first_s: f64,
 }
@@ -461,7 +464,11 @@ impl StreamState {
                 _ => {}
             }
         }
-        self.next_plain_frame().await.map(Ok)
+        let frame = self.next_plain_frame().await;
+        if frame.is_none() && std::mem::take(&mut self.engine_gone) {
+            return Some(Err(std::io::Error::other("simulated server exited")));
+        }
+        frame.map(Ok)
     }
 
     async fn next_plain_frame(&mut self) -> Option<Bytes> {
@@ -478,9 +485,10 @@ impl StreamState {
                 }
                 Phase::Tokens => {
                     let Some(Emit { tokens: n, last }) = self.rx.recv().await else {
-                        // The engine went away: end without a finish reason (a cut stream).
+                        // The engine went away: the connection is cut, as when a process exits.
                         self.phase = Phase::End;
-                        continue;
+                        self.engine_gone = true;
+                        return None;
                     };
                     self.generated += u64::from(n);
                     let piece = self.words(n);
