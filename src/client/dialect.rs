@@ -132,7 +132,7 @@ pub fn parse<'a>(dialect: Dialect, data: &'a str) -> Result<ChunkData<'a>, Strin
             out.text = w.text.unwrap_or_default();
             if let Some(m) = w.meta_info {
                 out.cumulative_completion = m.completion_tokens;
-                out.finished = m.finish_reason.is_some_and(|f| !f.is_null());
+                out.finished = m.finish_reason.as_ref().is_some_and(is_finish);
                 out.usage = Some(Usage {
                     prompt_tokens: m.prompt_tokens,
                     completion_tokens: m.completion_tokens,
@@ -142,7 +142,7 @@ pub fn parse<'a>(dialect: Dialect, data: &'a str) -> Result<ChunkData<'a>, Strin
         Dialect::Completions | Dialect::Chat => {
             if let Some(c) = w.choices.into_iter().next() {
                 out.has_choice = true;
-                out.finished = c.finish_reason.is_some_and(|f| !f.is_null());
+                out.finished = c.finish_reason.as_ref().is_some_and(is_finish);
                 out.text = match (c.text, c.delta) {
                     (Some(t), _) => t,
                     (None, Some(d)) => join3(d.reasoning_content, d.reasoning, d.content),
@@ -154,6 +154,16 @@ pub fn parse<'a>(dialect: Dialect, data: &'a str) -> Result<ChunkData<'a>, Strin
         }
     }
     Ok(out)
+}
+
+/// Whether a `finish_reason` value says the stream is over: `null` and TGI's `""` (sent on every
+/// token of its OpenAI completions stream) do not.
+fn is_finish(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::Null => false,
+        serde_json::Value::String(s) => !s.is_empty(),
+        _ => true,
+    }
 }
 
 fn join3<'a>(
@@ -322,6 +332,17 @@ mod tests {
         .unwrap();
         assert!(d.finished);
         assert_eq!(d.text, "");
+    }
+
+    #[test]
+    fn tgi_empty_finish_reason_is_not_a_finish() {
+        let d = parse(
+            Dialect::Completions,
+            r#"{"object":"text_completion","id":"","choices":[{"finish_reason":"","index":0,"logprobs":null,"text":" upon"}]}"#,
+        )
+        .unwrap();
+        assert!(!d.finished);
+        assert_eq!(d.text, " upon");
     }
 
     #[test]
