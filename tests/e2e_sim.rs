@@ -417,3 +417,40 @@ async fn run_directory_is_complete_and_consistent() {
     assert!(md.contains("| context | input tokens |"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A level longer than the prompt lookahead (1024 prompts prepared before it starts) gets the rest
+/// from a producer while it runs: every request is sent exactly once, each prompt exactly sized.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_level_longer_than_the_prompt_lookahead_sends_every_request_once() {
+    let mut c = sim_config();
+    c.decode_step_ms = 0.5;
+    c.accept_length = AcceptLength::Fixed(1);
+    let h = start(c).await;
+    let dir = std::env::temp_dir().join(format!("servetop-lookahead-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut cfg = run_config(&h.url());
+    cfg.concurrency = vec![8];
+    cfg.input_len = 24;
+    cfg.output_len = 2;
+    cfg.requests_per_level = RequestCount::Fixed(1500);
+    cfg.warmup_requests = 0;
+    let (state, s) = run_headless(cfg, Some(dir.clone())).await.unwrap();
+    assert_eq!(state, RunState::Finished, "{:?}", s.summary.error);
+    assert_eq!(stats(&s, 0).scalars.completed, 1500);
+    let mut seen = vec![false; 1500];
+    for line in std::fs::read_to_string(dir.join("requests.jsonl"))
+        .unwrap()
+        .lines()
+    {
+        let r: servetop::metrics::RequestRecord = serde_json::from_str(line).unwrap();
+        assert!(
+            !std::mem::replace(&mut seen[r.index as usize], true),
+            "index {} twice",
+            r.index
+        );
+        assert_eq!(r.input_tokens, 24, "every prompt exactly sized");
+    }
+    assert!(seen.iter().all(|&x| x), "every index sent");
+    assert_eq!(h.log.lock().unwrap().total_prompt_tokens, 1500 * 24);
+    let _ = std::fs::remove_dir_all(&dir);
+}

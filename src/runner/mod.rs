@@ -4,7 +4,7 @@
 //! cancellation token (quit) and a `watch` of `Control` (pause, skip) from whoever drives it.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
@@ -158,33 +158,58 @@ impl Runner {
                 });
                 continue;
             }
+            // Prompts are prepared ahead of the level, so sizing them (a /tokenize call each)
+            // never runs while it is measured; a level longer than the lookahead gets the rest
+            // from a producer that stays that far ahead, so memory follows the concurrency and
+            // not the number of requests.
+            let ahead = spec
+                .requests
+                .min(PROMPTS_AHEAD.max(spec.concurrency.saturating_mul(2)));
             self.emit(Event::Phase(format!(
-                "preparing {} prompts of {} tokens for {}",
-                spec.requests,
+                "preparing {ahead} prompts of {} tokens for {}{}",
                 spec.input_tokens,
-                spec.label()
+                spec.label(),
+                if ahead < spec.requests {
+                    " (the rest while it runs)"
+                } else {
+                    ""
+                }
             )));
-            let mut specs = Vec::with_capacity(spec.requests as usize);
-            for i in 0..spec.requests {
+            let (ptx, prx) = tokio::sync::mpsc::channel(ahead.max(1) as usize);
+            for i in 0..ahead {
                 if self.cancel.is_cancelled() {
                     return Ok(());
                 }
-                let prompt = self
-                    .prepared
-                    .factory
-                    .make(spec.input_tokens, spec.index, i)
+                let req = make_request(&mut self.prepared.factory, spec, i)
                     .await
                     .map_err(|e| format!("preparing prompts for {}: {e}", spec.label()))?;
-                specs.push(RequestSpec {
-                    prompt: prompt.text,
-                    planned_input_tokens: spec.input_tokens,
-                    counted_input_tokens: prompt
-                        .counted_tokens
-                        .map(|n| (n, self.prepared.factory.counter().source())),
-                    max_tokens: spec.output_tokens,
-                });
+                // Capacity is `ahead`: never waits.
+                let _ = ptx.send((i, req)).await;
             }
-            match self.run_level(spec, Arc::new(specs)).await {
+            let producer = (ahead < spec.requests).then(|| {
+                let mut factory = self.prepared.factory.clone();
+                let spec = spec.clone();
+                tokio::spawn(async move {
+                    for i in ahead..spec.requests {
+                        let req = make_request(&mut factory, &spec, i).await?;
+                        if ptx.send((i, req)).await.is_err() {
+                            break;
+                        }
+                    }
+                    Ok::<(), String>(())
+                })
+            });
+            let end = self
+                .run_level(spec, Arc::new(tokio::sync::Mutex::new(prx)))
+                .await;
+            if let Some(p) = producer {
+                // Done with it, or it is blocked on a full queue nobody reads any more.
+                p.abort();
+                if let Ok(Err(e)) = p.await {
+                    return Err(format!("preparing prompts for {}: {e}", spec.label()));
+                }
+            }
+            match end {
                 LevelEnd::Done | LevelEnd::Interrupted => {}
                 LevelEnd::ServerGone(msg) => {
                     return Err(format!(
@@ -291,7 +316,7 @@ impl Runner {
         Ok(())
     }
 
-    async fn run_level(&self, spec: &LevelSpec, specs: Arc<Vec<RequestSpec>>) -> LevelEnd {
+    async fn run_level(&self, spec: &LevelSpec, queue: Queue) -> LevelEnd {
         let level_cancel = self.cancel.child_token();
         let skip_watch = {
             let mut control = self.control.clone();
@@ -309,7 +334,6 @@ impl Runner {
         tracing::info!(level = spec.index, label = %spec.label(), requests = spec.requests, "level started");
         self.emit(Event::LevelStarted { index: spec.index });
         let origin = Instant::now();
-        let next = Arc::new(AtomicU32::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let watch = Arc::new(ServerWatch::new(
             &self.prepared.server.base_url,
@@ -321,8 +345,7 @@ impl Runner {
             let w = Worker {
                 slot,
                 client: self.prepared.client.clone(),
-                specs: specs.clone(),
-                next: next.clone(),
+                queue: queue.clone(),
                 stop: stop.clone(),
                 watch: watch.clone(),
                 level: spec.index,
@@ -435,13 +458,35 @@ impl ServerWatch {
     }
 }
 
+/// Prompts prepared before a level starts (or twice the concurrency, if more).
+const PROMPTS_AHEAD: u32 = 1024;
+
+/// A level's prepared requests, in order, shared by its workers.
+type Queue = Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<(u32, RequestSpec)>>>;
+
+/// The request for `spec`'s `i`-th prompt.
+async fn make_request(
+    factory: &mut PromptFactory,
+    spec: &LevelSpec,
+    i: u32,
+) -> Result<RequestSpec, String> {
+    let prompt = factory.make(spec.input_tokens, spec.index, i).await?;
+    Ok(RequestSpec {
+        prompt: prompt.text,
+        planned_input_tokens: spec.input_tokens,
+        counted_input_tokens: prompt
+            .counted_tokens
+            .map(|n| (n, factory.counter().source())),
+        max_tokens: spec.output_tokens,
+    })
+}
+
 /// One closed-loop worker: takes the next request as soon as its previous one ends.
 struct Worker {
     /// Which of the level's workers this is (stamped on its records).
     slot: u32,
     client: Client,
-    specs: Arc<Vec<RequestSpec>>,
-    next: Arc<AtomicU32>,
+    queue: Queue,
     stop: Arc<AtomicBool>,
     watch: Arc<ServerWatch>,
     level: u32,
@@ -457,8 +502,11 @@ impl Worker {
     async fn run(mut self) {
         loop {
             // Nothing left to send: end now, paused or not, so the level can finish.
-            if self.next.load(Ordering::Relaxed) as usize >= self.specs.len() {
-                return;
+            {
+                let q = self.queue.lock().await;
+                if q.is_closed() && q.is_empty() {
+                    return;
+                }
             }
             while self.control.borrow().paused && !self.cancel.is_cancelled() {
                 tokio::select! {
@@ -469,8 +517,7 @@ impl Worker {
             if self.cancel.is_cancelled() || self.stop.load(Ordering::Relaxed) {
                 return;
             }
-            let i = self.next.fetch_add(1, Ordering::Relaxed);
-            let Some(spec) = self.specs.get(i as usize) else {
+            let Some((i, spec)) = self.queue.lock().await.recv().await else {
                 return;
             };
             // Closed loop: the slot freed just now, so this is t_sched.
@@ -486,9 +533,9 @@ impl Worker {
             let grace = self.grace;
             let cancel = self.cancel.clone();
             let mut rec = tokio::select! {
-                r = self.client.send(spec, tag) => r,
+                r = self.client.send(&spec, tag) => r,
                 () = async move { cancel.cancelled().await; tokio::time::sleep(grace).await } => {
-                    client::cancelled_record(spec, tag, sched)
+                    client::cancelled_record(&spec, tag, sched)
                 }
             };
             rec.slot = Some(self.slot);

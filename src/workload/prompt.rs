@@ -21,6 +21,7 @@ const WORDS: &str = include_str!("../../assets/words.txt");
 const FILLERS: [&str; 6] = ["a", "the", "of", "and", "to", "in"];
 
 /// How prompt lengths are counted.
+#[derive(Clone)]
 pub enum Counter {
     /// The server's `/tokenize` endpoint.
     Server {
@@ -172,6 +173,7 @@ fn random_words(rng: &mut SmallRng, n: usize) -> Vec<&'static str> {
 }
 
 /// Builds prompts of a target length.
+#[derive(Clone)]
 pub struct PromptFactory {
     counter: Counter,
     vocab: Vec<&'static str>,
