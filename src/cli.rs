@@ -27,6 +27,40 @@ pub enum Command {
     Gpu(GpuArgs),
     /// Re-render charts, CSV and summary.md from saved run directories; several overlay.
     Report(ReportArgs),
+    /// Benchmark: a long run against the simulator with mixed faults, sampling the memory of
+    /// the client and the simulator (for developers; not part of the tests).
+    Soak(SoakArgs),
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct SoakArgs {
+    /// How long the run goes on.
+    #[arg(long, default_value = "60")]
+    pub minutes: f64,
+    /// Concurrent requests.
+    #[arg(long, default_value = "100")]
+    pub concurrency: u32,
+    /// Faults for the simulator, as for `servetop sim --inject`.
+    #[arg(
+        long,
+        default_value = "http500=0.01,http429=0.01,ctx400=0.005,reset-mid=0.01,malformed=0.005,stall=0.005,stall-s=3,slow-first=0.005,slow-first-s=3,error-event=0.005,reset-before=0.005,restart=900,down-s=5"
+    )]
+    pub inject: String,
+    /// Seconds between memory readings.
+    #[arg(long, default_value = "30")]
+    pub sample_s: f64,
+    /// Prompt tokens per request.
+    #[arg(long, default_value = "256")]
+    pub input_len: u64,
+    /// Output tokens per request.
+    #[arg(long, default_value = "64")]
+    pub output_len: u32,
+    /// The simulator's decode step.
+    #[arg(long, default_value = "20")]
+    pub decode_step_ms: f64,
+    /// Where sim.log, run/ and soak.json go [default: runs/<UTC time>-soak/].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args, Clone)]

@@ -604,3 +604,27 @@ pub async fn demo(a: DemoArgs) -> i32 {
     }
     execute(cfg, Some(sim_cfg), &out).await
 }
+
+/// `servetop soak`: the long-run memory benchmark (see [`crate::soak`]).
+pub async fn soak(a: crate::cli::SoakArgs) -> i32 {
+    if !(a.minutes > 0.0 && a.sample_s > 0.0 && a.concurrency > 0) {
+        return fail("soak: --minutes, --sample-s and --concurrency must be more than 0");
+    }
+    if let Err(e) = crate::sim::faults::Faults::parse(&a.inject) {
+        return fail(&e);
+    }
+    match tokio::task::spawn_blocking(move || crate::soak::soak(&a)).await {
+        Ok(Ok(r)) => {
+            crate::soak::print(&r);
+            0
+        }
+        Ok(Err(e)) => {
+            eprintln!("servetop: soak: {e}");
+            1
+        }
+        Err(e) => {
+            eprintln!("servetop: soak: {e}");
+            1
+        }
+    }
+}

@@ -25,6 +25,7 @@
 //! - [`headless`]: progress lines and final tables.
 //! - [`telemetry`]: GPUs (NVML, DCGM) and the engine's `/metrics`, sampled beside the run.
 //! - [`sim`]: the built-in simulated inference server.
+//! - [`soak`]: the long-run memory benchmark (`servetop soak`).
 
 pub mod cli;
 pub mod client;
@@ -37,6 +38,7 @@ pub mod metrics;
 pub mod runner;
 pub mod session;
 pub mod sim;
+pub mod soak;
 pub mod summary;
 pub mod telemetry;
 pub mod tui;

@@ -21,6 +21,7 @@ fn main() {
             servetop::cli::Command::Demo(a) => servetop::commands::demo(a).await,
             servetop::cli::Command::Gpu(a) => servetop::commands::gpu(&a).await,
             servetop::cli::Command::Report(a) => servetop::commands::report(&a),
+            servetop::cli::Command::Soak(a) => servetop::commands::soak(a).await,
         }
     });
     // Let in-flight tasks notice the runtime going away before exiting with the code.
