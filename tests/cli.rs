@@ -84,7 +84,15 @@ fn help_lists_the_three_commands() {
 fn sim_child() -> (std::process::Child, String) {
     use std::io::BufRead;
     let mut child = Command::new(env!("CARGO_BIN_EXE_servetop"))
-        .args(["sim", "--preset", "fast", "--port", "0"])
+        .args([
+            "sim",
+            "--preset",
+            "fast",
+            "--port",
+            "0",
+            "--context-length",
+            "32768",
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -100,6 +108,7 @@ fn sim_child() -> (std::process::Child, String) {
 fn bad_inputs_against_a_live_server() {
     let (mut sim, url) = sim_child();
     let not_llm = format!("{url}/health");
+    let ctx_dir = std::env::temp_dir().join(format!("servetop-ctx-{}", std::process::id()));
     let cases: Vec<(Vec<&str>, String)> = vec![
         (
             vec!["run", "--base-url", &url, "--model", "nope", "--headless"],
@@ -131,6 +140,21 @@ fn bad_inputs_against_a_live_server() {
             vec!["run", "--base-url", &not_llm, "--headless"],
             "is it an LLM server, and is the URL its root (without /v1)?".into(),
         ),
+        (
+            vec![
+                "run",
+                "--base-url",
+                &url,
+                "--headless",
+                "--input-len",
+                "40000",
+                "--long-context",
+                "none",
+                "--out",
+                ctx_dir.to_str().unwrap(),
+            ],
+            "no planned level fits the server's context limit of 32768 tokens (/v1/models max_model_len): the smallest needs 40500 (prompt + output); raise it with servetop sim --context-length to at least 40500".into(),
+        ),
     ];
     for (args, want) in cases {
         let (code, err, took) = servetop(&args);
@@ -139,6 +163,10 @@ fn bad_inputs_against_a_live_server() {
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
         assert!(took < Duration::from_secs(5), "{args:?} took {took:?}");
     }
+    assert!(
+        !ctx_dir.exists(),
+        "nothing is written for a run that cannot start"
+    );
     let _ = sim.kill();
 }
 

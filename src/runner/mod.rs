@@ -86,12 +86,34 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
         },
     };
     let levels = cfg.levels();
+    if let Some(why) = nothing_fits(&server, &levels) {
+        return Err(why);
+    }
     Ok(Prepared {
         server,
         backend,
         client,
         factory: PromptFactory::new(counter, cfg.seed),
         levels,
+    })
+}
+
+/// When the server's context limit is known and not one planned level fits in it, the run would
+/// only skip: that is a configuration error, said before anything is written. (When some levels
+/// fit, the others are skipped one by one with the flag to raise.)
+fn nothing_fits(server: &ServerInfo, levels: &[LevelSpec]) -> Option<String> {
+    let limit = server.context_limit?;
+    let need = |l: &LevelSpec| l.input_tokens + u64::from(l.output_tokens);
+    let smallest = levels.iter().map(need).min()?;
+    (smallest > limit).then(|| {
+        format!(
+            "no planned level fits the server's context limit of {limit} tokens ({}): the smallest needs {smallest} (prompt + output); raise it with {} to at least {smallest} and restart the server, or lower --input-len/--output-len",
+            server
+                .context_limit_source
+                .as_deref()
+                .unwrap_or("reported by the server"),
+            server.engine.context_flag()
+        )
     })
 }
 
