@@ -295,6 +295,17 @@ pub struct SimArgs {
     /// Example: http500=0.05,stall=0.02,stall-s=10,restart=120,down-s=5
     #[arg(long, value_name = "KIND=RATE,...")]
     pub inject: Option<String>,
+    /// Serve the firehose instead of the engine model: tokens as fast as the socket takes them
+    /// (or one write every --decode-step-ms), for measuring the client itself. Serves
+    /// /v1/completions, /v1/models, /tokenize and /health only.
+    #[arg(long)]
+    pub firehose: bool,
+    /// Firehose: SSE token events per socket write (1 = a flush per token; 16 = batched).
+    #[arg(long, value_name = "N", default_value = "1")]
+    pub events_per_write: u32,
+    /// Firehose: keep the time of every write per X-Request-Id, served at GET /firehose/writes.
+    #[arg(long)]
+    pub record_writes: bool,
 }
 
 #[derive(Debug, Args, Clone)]

@@ -395,6 +395,9 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, String> {
 
 /// `servetop sim`.
 pub async fn sim(a: SimArgs) -> i32 {
+    if a.firehose {
+        return firehose(&a).await;
+    }
     let cfg = match sim_config(&a) {
         Ok(c) => c,
         Err(e) => return fail(&e),
@@ -448,6 +451,41 @@ pub async fn sim(a: SimArgs) -> i32 {
         };
         eprintln!("SIMULATED restart {n}: serving again at {}", handle.url());
     }
+    0
+}
+
+/// `servetop sim --firehose`.
+async fn firehose(a: &SimArgs) -> i32 {
+    let addr: SocketAddr = match format!("{}:{}", a.host, a.port).parse() {
+        Ok(a) => a,
+        Err(e) => return fail(&format!("--host/--port: {e}")),
+    };
+    let cfg = sim::firehose::FirehoseConfig {
+        model: a.model.clone().unwrap_or_else(|| "sim/firehose".into()),
+        context_length: a.context_length.unwrap_or(1 << 20),
+        events_per_write: a.events_per_write.max(1),
+        pace: a
+            .decode_step_ms
+            .filter(|&ms| ms > 0.0)
+            .map(|ms| Duration::from_secs_f64(ms / 1000.0)),
+        record_writes: a.record_writes,
+    };
+    let handle = match sim::firehose::start(cfg.clone(), addr).await {
+        Ok(h) => h,
+        Err(e) => return fail(&format!("cannot serve on {addr}: {e}")),
+    };
+    println!("{}", handle.url());
+    eprintln!(
+        "SIMULATED firehose serving model {} at {}: {} event(s) per write, {}. Ctrl-C stops.",
+        cfg.model,
+        handle.url(),
+        cfg.events_per_write,
+        cfg.pace
+            .map_or("as fast as the socket takes them".to_string(), |p| format!(
+                "one write every {p:?} per stream"
+            ))
+    );
+    let _ = tokio::signal::ctrl_c().await;
     0
 }
 

@@ -14,6 +14,7 @@
 
 mod engine;
 pub mod faults;
+pub mod firehose;
 mod http;
 mod metrics;
 pub mod tokenizer;

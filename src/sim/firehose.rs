@@ -1,0 +1,370 @@
+//! The firehose: a lean simulated server for measuring the client itself (`servetop sim
+//! --firehose`). No engine, no scheduler: every request streams its tokens as fast as the socket
+//! takes them, or one write every `--decode-step-ms`, with `--events-per-write` SSE events in each
+//! socket write (1 = one flush per token, as engines do at low load; 16 = batched, as under load).
+//!
+//! It speaks just enough HTTP/1.1 by hand (keep-alive, chunked streams) to control each write
+//! exactly, which a framework's buffered writer does not, and to stay far cheaper per token than
+//! the client it feeds. Every event is pre-rendered but the token count, so a core can push
+//! millions of events a second.
+//!
+//! Ground truth: with `record_writes`, the time of every write (µs since the Unix epoch, taken
+//! just before the write) and how many token events it held are kept per `X-Request-Id` and
+//! served, then cleared, at `GET /firehose/writes`.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Buf, BytesMut};
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+use super::tokenizer;
+
+/// What the firehose serves.
+#[derive(Clone, Debug)]
+pub struct FirehoseConfig {
+    pub model: String,
+    pub context_length: u64,
+    /// SSE token events per socket write (at least 1).
+    pub events_per_write: u32,
+    /// Time between writes of one stream; `None` writes as fast as the socket takes them.
+    pub pace: Option<Duration>,
+    /// Keep the time of every write for `GET /firehose/writes`.
+    pub record_writes: bool,
+}
+
+/// Per request id: `(µs since the epoch just before the write, token events in it)`.
+pub type Writes = HashMap<String, Vec<(u64, u32)>>;
+
+struct State {
+    cfg: FirehoseConfig,
+    writes: Mutex<Writes>,
+    next_id: AtomicU64,
+    tokens: AtomicU64,
+}
+
+/// A running firehose.
+pub struct FirehoseHandle {
+    pub addr: SocketAddr,
+    state: Arc<State>,
+    shutdown: CancellationToken,
+}
+
+impl FirehoseHandle {
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Token events written so far.
+    pub fn tokens(&self) -> u64 {
+        self.state.tokens.load(Ordering::Relaxed)
+    }
+
+    /// Takes the recorded writes.
+    pub fn take_writes(&self) -> Writes {
+        self.state
+            .writes
+            .lock()
+            .map(|mut w| std::mem::take(&mut *w))
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for FirehoseHandle {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// Microseconds since the Unix epoch.
+pub fn unix_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// Binds `addr` and serves until the handle is dropped.
+pub async fn start(cfg: FirehoseConfig, addr: SocketAddr) -> std::io::Result<FirehoseHandle> {
+    let listener = TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
+    let state = Arc::new(State {
+        cfg: FirehoseConfig {
+            events_per_write: cfg.events_per_write.max(1),
+            ..cfg
+        },
+        writes: Mutex::new(HashMap::new()),
+        next_id: AtomicU64::new(0),
+        tokens: AtomicU64::new(0),
+    });
+    let shutdown = CancellationToken::new();
+    let (st, stop) = (state.clone(), shutdown.clone());
+    tokio::spawn(async move {
+        loop {
+            let sock = tokio::select! {
+                () = stop.cancelled() => return,
+                r = listener.accept() => match r {
+                    Ok((s, _)) => s,
+                    Err(_) => continue,
+                },
+            };
+            let (st, stop) = (st.clone(), stop.clone());
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = stop.cancelled() => {}
+                    _ = connection(sock, st) => {}
+                }
+            });
+        }
+    });
+    Ok(FirehoseHandle {
+        addr,
+        state,
+        shutdown,
+    })
+}
+
+/// One parsed request.
+struct Request {
+    method: String,
+    path: String,
+    id: Option<String>,
+    body: BytesMut,
+    close: bool,
+}
+
+/// Reads one request; `None` when the peer closed.
+async fn read_request(
+    sock: &mut TcpStream,
+    buf: &mut BytesMut,
+) -> std::io::Result<Option<Request>> {
+    loop {
+        let parsed = {
+            let mut headers = [httparse::EMPTY_HEADER; 32];
+            let mut req = httparse::Request::new(&mut headers);
+            match req.parse(buf) {
+                Ok(httparse::Status::Complete(n)) => {
+                    let header = |name: &str| {
+                        req.headers
+                            .iter()
+                            .find(|h| h.name.eq_ignore_ascii_case(name))
+                            .and_then(|h| std::str::from_utf8(h.value).ok())
+                            .map(str::to_string)
+                    };
+                    let len: usize = header("content-length")
+                        .and_then(|v| v.trim().parse().ok())
+                        .unwrap_or(0);
+                    Some((
+                        n,
+                        len,
+                        req.method.unwrap_or("").to_string(),
+                        req.path.unwrap_or("").to_string(),
+                        header("x-request-id"),
+                        header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close")),
+                    ))
+                }
+                Ok(httparse::Status::Partial) => None,
+                Err(e) => return Err(std::io::Error::other(format!("bad request: {e}"))),
+            }
+        };
+        if let Some((head, len, method, path, id, close)) = parsed {
+            while buf.len() < head + len {
+                if sock.read_buf(buf).await? == 0 {
+                    return Ok(None);
+                }
+            }
+            buf.advance(head);
+            let body = buf.split_to(len);
+            return Ok(Some(Request {
+                method,
+                path,
+                id,
+                body,
+                close,
+            }));
+        }
+        if sock.read_buf(buf).await? == 0 {
+            return Ok(None);
+        }
+    }
+}
+
+async fn respond_json(sock: &mut TcpStream, status: &str, v: &Value) -> std::io::Result<()> {
+    let body = v.to_string();
+    let head = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    let mut out = Vec::with_capacity(head.len() + body.len());
+    out.extend_from_slice(head.as_bytes());
+    out.extend_from_slice(body.as_bytes());
+    sock.write_all(&out).await
+}
+
+async fn connection(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
+    sock.set_nodelay(true)?;
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    while let Some(req) = read_request(&mut sock, &mut buf).await? {
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        match (req.method.as_str(), req.path.as_str()) {
+            ("GET", "/health") => respond_json(&mut sock, "200 OK", &json!("ok")).await?,
+            ("GET", "/v1/models") => {
+                let v = json!({"object": "list", "data": [{
+                    "id": st.cfg.model, "object": "model", "created": 0, "owned_by": "servetop-sim",
+                    "root": st.cfg.model, "max_model_len": st.cfg.context_length,
+                    "simulated": true, "preset": "firehose"}]});
+                respond_json(&mut sock, "200 OK", &v).await?;
+            }
+            ("POST", "/tokenize") => {
+                let text = body
+                    .get("prompt")
+                    .or_else(|| body.get("content"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                let v = json!({"count": tokenizer::count(text), "max_model_len": st.cfg.context_length,
+                    "tokens": tokenizer::ids(text)});
+                respond_json(&mut sock, "200 OK", &v).await?;
+            }
+            ("GET", "/firehose/writes") => {
+                let w = std::mem::take(
+                    &mut *st
+                        .writes
+                        .lock()
+                        .map_err(|_| std::io::Error::other("poisoned"))?,
+                );
+                respond_json(&mut sock, "200 OK", &json!(w)).await?;
+            }
+            ("POST", "/v1/completions") => completion(&mut sock, &st, &body, req.id).await?,
+            _ => {
+                respond_json(
+                    &mut sock,
+                    "404 Not Found",
+                    &json!({"error": "the firehose serves /v1/completions, /v1/models, /tokenize, /health"}),
+                )
+                .await?;
+            }
+        }
+        if req.close {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// OpenAI's usage object.
+#[derive(Serialize)]
+struct Usage {
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    total_tokens: u64,
+}
+
+async fn completion(
+    sock: &mut TcpStream,
+    st: &State,
+    body: &Value,
+    id: Option<String>,
+) -> std::io::Result<()> {
+    let max_tokens = body
+        .get("max_tokens")
+        .and_then(Value::as_u64)
+        .unwrap_or(16)
+        .max(1);
+    let prompt_tokens = tokenizer::count(body.get("prompt").and_then(Value::as_str).unwrap_or(""));
+    let opts = body.get("stream_options");
+    let flag = |k: &str| opts.and_then(|o| o.get(k)).and_then(Value::as_bool) == Some(true);
+    let (include_usage, continuous) = (flag("include_usage"), flag("continuous_usage_stats"));
+    let n = st.next_id.fetch_add(1, Ordering::Relaxed);
+    if body.get("stream").and_then(Value::as_bool) != Some(true) {
+        let v = json!({"id": format!("cmpl-{n}"), "object": "text_completion", "created": 0, "model": st.cfg.model,
+            "choices": [{"index": 0, "text": " the".repeat(max_tokens as usize), "logprobs": null, "finish_reason": "length"}],
+            "usage": Usage { prompt_tokens, completion_tokens: max_tokens, total_tokens: prompt_tokens + max_tokens }});
+        st.tokens.fetch_add(max_tokens, Ordering::Relaxed);
+        return respond_json(sock, "200 OK", &v).await;
+    }
+    sock.write_all(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n",
+    )
+    .await?;
+    let head = format!(
+        "data: {{\"id\":\"cmpl-{n}\",\"object\":\"text_completion\",\"created\":0,\"model\":{},\"choices\":[{{\"index\":0,\"text\":\" the\",\"logprobs\":null,\"finish_reason\":",
+        Value::String(st.cfg.model.clone())
+    );
+    let per = u64::from(st.cfg.events_per_write);
+    let mut payload: Vec<u8> = Vec::with_capacity(512 * per as usize);
+    let mut chunk: Vec<u8> = Vec::with_capacity(512 * per as usize + 16);
+    let mut times = st
+        .cfg
+        .record_writes
+        .then(|| Vec::with_capacity((max_tokens / per + 1) as usize));
+    let start = tokio::time::Instant::now();
+    let mut k = 0u64;
+    let mut write_no = 0u32;
+    let mut num = itoa::Buffer::new();
+    while k < max_tokens {
+        payload.clear();
+        let events = per.min(max_tokens - k);
+        for _ in 0..events {
+            k += 1;
+            payload.extend_from_slice(head.as_bytes());
+            payload.extend_from_slice(if k == max_tokens {
+                b"\"length\"}]"
+            } else {
+                b"null}]"
+            });
+            if continuous {
+                payload.extend_from_slice(b",\"usage\":{\"prompt_tokens\":");
+                payload.extend_from_slice(num.format(prompt_tokens).as_bytes());
+                payload.extend_from_slice(b",\"completion_tokens\":");
+                payload.extend_from_slice(num.format(k).as_bytes());
+                payload.extend_from_slice(b",\"total_tokens\":");
+                payload.extend_from_slice(num.format(prompt_tokens + k).as_bytes());
+                payload.push(b'}');
+            }
+            payload.extend_from_slice(b"}\n\n");
+        }
+        let last = k == max_tokens;
+        if last {
+            if include_usage {
+                payload.extend_from_slice(
+                    format!(
+                        "data: {{\"id\":\"cmpl-{n}\",\"object\":\"text_completion\",\"created\":0,\"model\":{},\"choices\":[],\"usage\":{}}}\n\n",
+                        Value::String(st.cfg.model.clone()),
+                        json!(Usage { prompt_tokens, completion_tokens: max_tokens, total_tokens: prompt_tokens + max_tokens })
+                    )
+                    .as_bytes(),
+                );
+            }
+            payload.extend_from_slice(b"data: [DONE]\n\n");
+        }
+        chunk.clear();
+        chunk.extend_from_slice(format!("{:x}\r\n", payload.len()).as_bytes());
+        chunk.extend_from_slice(&payload);
+        chunk.extend_from_slice(b"\r\n");
+        if last {
+            chunk.extend_from_slice(b"0\r\n\r\n");
+        }
+        write_no += 1;
+        if let Some(p) = st.cfg.pace {
+            tokio::time::sleep_until(start + p * write_no).await;
+        }
+        if let Some(t) = times.as_mut() {
+            t.push((unix_us(), events as u32));
+        }
+        sock.write_all(&chunk).await?;
+        st.tokens.fetch_add(events, Ordering::Relaxed);
+    }
+    if let (Some(t), Some(id)) = (times, id)
+        && let Ok(mut w) = st.writes.lock()
+    {
+        w.insert(id, t);
+    }
+    Ok(())
+}
