@@ -258,8 +258,9 @@ async fn connection(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> 
     Ok(())
 }
 
-/// OpenAI's usage object.
+/// OpenAI's usage object (its field names).
 #[derive(Serialize)]
+#[allow(clippy::struct_field_names)]
 struct Usage {
     prompt_tokens: u64,
     completion_tokens: u64,
