@@ -91,22 +91,22 @@ pub fn write_screenshots(
     Ok(files)
 }
 
-/// Runs `prepared` under the dashboard. Returns when the user leaves after the run ended, or
-/// when a confirmed quit has finished saving.
-pub async fn run(
+/// Starts the runner and telemetry for a dashboard; returns the runner task, its events, the
+/// pause/skip control and the live token counter.
+fn start_runner(
     cfg: &RunConfig,
     prepared: Prepared,
-    summary: RunSummary,
-    files: Option<RunFiles>,
-    fps: f64,
-    chart_size: (u32, u32),
-    cancel: CancellationToken,
-) -> std::io::Result<(RunState, Session)> {
+    cancel: &CancellationToken,
+    telemetry_stop: &CancellationToken,
+) -> (
+    tokio::task::JoinHandle<RunState>,
+    event::EventRx,
+    watch::Sender<Control>,
+    Arc<std::sync::atomic::AtomicU64>,
+) {
     let live = prepared.client.live_tokens();
-    let session = Session::new(summary, files);
-    let (tx, mut rx) = event::channel();
-    let telemetry_stop = cancel.child_token();
-    crate::telemetry::spawn_all(cfg, &prepared.client.http(), &tx, &telemetry_stop);
+    let (tx, rx) = event::channel();
+    crate::telemetry::spawn_all(cfg, &prepared.client.http(), &tx, telemetry_stop);
     let (control_tx, control_rx) = watch::channel(Control::default());
     let runner = Runner {
         server_wait: Duration::from_secs_f64(cfg.server_wait_s),
@@ -119,81 +119,169 @@ pub async fn run(
         cancel: cancel.clone(),
         control: control_rx,
     };
-    let task = tokio::spawn(runner.run());
+    (tokio::spawn(runner.run()), rx, control_tx, live)
+}
 
+/// Runs `prepared` under the dashboard. Returns when the user leaves after the run ended, or
+/// when a confirmed quit has finished saving.
+pub async fn run(
+    cfg: &RunConfig,
+    prepared: Prepared,
+    summary: RunSummary,
+    files: Option<RunFiles>,
+    fps: f64,
+    chart_size: (u32, u32),
+    cancel: CancellationToken,
+) -> std::io::Result<(RunState, Session)> {
+    let telemetry_stop = cancel.child_token();
+    let (task, rx, control_tx, live) = start_runner(cfg, prepared, &cancel, &telemetry_stop);
     install_panic_hook(ratatui::restore);
     let mut terminal = ratatui::try_init()?;
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    let mut app = App::new(session, Arc::clone(&live), no_color);
-    let mut input = EventStream::new();
-    let period = Duration::from_secs_f64(1.0 / fps.clamp(0.5, 60.0));
-    let mut frames = tokio::time::interval(period);
-    frames.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let start = Instant::now();
-    let mut draw_error = None;
-    // The runner drops its sender when it is done; the screen stays up until the user leaves.
-    let mut runner_open = true;
-    while !app.exit {
-        tokio::select! {
-            ev = rx.recv(), if runner_open => {
-                let Some(ev) = ev else {
-                    runner_open = false;
-                    continue;
-                };
-                app.apply(ev);
-                let mut n = 1;
-                while let Ok(more) = rx.try_recv() {
-                    app.apply(more);
-                    n += 1;
-                    if n >= 4096 { break; }
-                }
-                app.end_batch();
-            }
-            Some(term) = input.next() => {
-                if let Ok(TermEvent::Key(k)) = term
-                    && let Some(action) = map_key(k, app.confirm_quit)
-                {
-                    match app.handle(action) {
-                        Some(Effect::Pause(p)) => control_tx.send_modify(|c| c.paused = p),
-                        Some(Effect::Skip) => control_tx.send_modify(|c| c.skip += 1),
-                        Some(Effect::Cancel) => cancel.cancel(),
-                        Some(Effect::Charts) => spawn_charts(&app, chart_size),
-                        Some(Effect::Screenshots) => {
-                            let size = terminal.size().unwrap_or_default();
-                            spawn_screenshots(&mut app, size.width, size.height);
-                        }
-                        None => {}
-                    }
-                }
-            }
-            _ = frames.tick() => {
-                app.tick(start.elapsed());
-                if let Err(e) = terminal.draw(|f| f.render_widget(&app, f.area())) {
-                    draw_error = Some(e);
-                    cancel.cancel();
-                    break;
-                }
-            }
-            () = cancel.cancelled(), if !app.quitting => {
-                // SIGTERM or SIGHUP: stop like a confirmed quit.
-                app.quitting = true;
-                if app.run_over() { app.exit = true; }
-            }
-        }
-    }
+    let app = App::new(Session::new(summary, files), live, no_color);
+    let loop_ = Loop {
+        fps,
+        chart_size,
+        input: Some(EventStream::new()),
+        exit_when_done: false,
+    };
+    let r = loop_
+        .drive(app, rx, &mut terminal, &control_tx, &cancel, task)
+        .await;
     ratatui::restore();
     telemetry_stop.cancel();
-    let state = task.await.unwrap_or(RunState::Aborted);
-    // Events sent after the loop stopped (the final RunFinished) still count.
-    while let Ok(ev) = rx.try_recv() {
-        app.apply(ev);
+    r
+}
+
+/// Runs the plan with the dashboard drawn at `fps` into a terminal of `size` cells that goes
+/// nowhere: the whole cost of the dashboard (folding, layout, diffing, escape codes) without a
+/// screen, for benchmarks. Ends when the run does.
+pub async fn run_offscreen(
+    cfg: &RunConfig,
+    prepared: Prepared,
+    summary: RunSummary,
+    files: Option<RunFiles>,
+    fps: f64,
+    size: (u16, u16),
+    cancel: CancellationToken,
+) -> std::io::Result<(RunState, Session)> {
+    let telemetry_stop = cancel.child_token();
+    let (task, rx, control_tx, live) = start_runner(cfg, prepared, &cancel, &telemetry_stop);
+    let backend = ratatui::backend::CrosstermBackend::new(std::io::sink());
+    let mut terminal = ratatui::Terminal::with_options(
+        backend,
+        ratatui::TerminalOptions {
+            viewport: ratatui::Viewport::Fixed(ratatui::layout::Rect::new(0, 0, size.0, size.1)),
+        },
+    )?;
+    let app = App::new(Session::new(summary, files), live, false);
+    let loop_ = Loop {
+        fps,
+        chart_size: (1600, 900),
+        input: None,
+        exit_when_done: true,
+    };
+    let r = loop_
+        .drive(app, rx, &mut terminal, &control_tx, &cancel, task)
+        .await;
+    telemetry_stop.cancel();
+    r
+}
+
+/// The dashboard's event loop, over any terminal.
+struct Loop {
+    fps: f64,
+    chart_size: (u32, u32),
+    /// Keyboard input; none off screen.
+    input: Option<EventStream>,
+    /// Leave as soon as the run is over (off screen) instead of when the user quits.
+    exit_when_done: bool,
+}
+
+impl Loop {
+    async fn drive<B: ratatui::backend::Backend<Error = std::io::Error>>(
+        mut self,
+        mut app: App,
+        mut rx: event::EventRx,
+        terminal: &mut ratatui::Terminal<B>,
+        control_tx: &watch::Sender<Control>,
+        cancel: &CancellationToken,
+        task: tokio::task::JoinHandle<RunState>,
+    ) -> std::io::Result<(RunState, Session)> {
+        let period = Duration::from_secs_f64(1.0 / self.fps.clamp(0.5, 60.0));
+        let mut frames = tokio::time::interval(period);
+        frames.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let start = Instant::now();
+        let mut draw_error = None;
+        // The runner drops its sender when it is done; the screen stays up until the user leaves.
+        let mut runner_open = true;
+        while !app.exit {
+            let key = async {
+                match self.input.as_mut() {
+                    Some(i) => i.next().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                ev = rx.recv(), if runner_open => {
+                    let Some(ev) = ev else {
+                        runner_open = false;
+                        if self.exit_when_done { break; }
+                        continue;
+                    };
+                    app.apply(ev);
+                    let mut n = 1;
+                    while let Ok(more) = rx.try_recv() {
+                        app.apply(more);
+                        n += 1;
+                        if n >= 4096 { break; }
+                    }
+                    app.end_batch();
+                }
+                Some(term) = key => {
+                    if let Ok(TermEvent::Key(k)) = term
+                        && let Some(action) = map_key(k, app.confirm_quit)
+                    {
+                        match app.handle(action) {
+                            Some(Effect::Pause(p)) => control_tx.send_modify(|c| c.paused = p),
+                            Some(Effect::Skip) => control_tx.send_modify(|c| c.skip += 1),
+                            Some(Effect::Cancel) => cancel.cancel(),
+                            Some(Effect::Charts) => spawn_charts(&app, self.chart_size),
+                            Some(Effect::Screenshots) => {
+                                let size = terminal.size().unwrap_or_default();
+                                spawn_screenshots(&mut app, size.width, size.height);
+                            }
+                            None => {}
+                        }
+                    }
+                }
+                _ = frames.tick() => {
+                    app.tick(start.elapsed());
+                    if let Err(e) = terminal.draw(|f| f.render_widget(&app, f.area())) {
+                        draw_error = Some(e);
+                        cancel.cancel();
+                        break;
+                    }
+                }
+                () = cancel.cancelled(), if !app.quitting => {
+                    // SIGTERM or SIGHUP: stop like a confirmed quit.
+                    app.quitting = true;
+                    if app.run_over() { app.exit = true; }
+                }
+            }
+        }
+        let state = task.await.unwrap_or(RunState::Aborted);
+        // Events sent after the loop stopped (the final RunFinished) still count.
+        while let Ok(ev) = rx.try_recv() {
+            app.apply(ev);
+        }
+        app.end_batch();
+        app.session.save();
+        if let Some(e) = draw_error {
+            return Err(e);
+        }
+        Ok((state, app.session))
     }
-    app.end_batch();
-    app.session.save();
-    if let Some(e) = draw_error {
-        return Err(e);
-    }
-    Ok((state, app.session))
 }
 
 #[cfg(test)]
