@@ -40,8 +40,9 @@ pub enum Event {
     Calibrated(PromptMethod),
     /// What the runner is doing between levels ("warming up", "preparing prompts").
     Phase(String),
-    /// A level's first request is about to be sent.
-    LevelStarted { index: u32 },
+    /// A level's first request is about to be sent. `origin_unix_us` is the level's time zero
+    /// (every record's `*_at_us` counts from it) on the wall clock, in µs since the Unix epoch.
+    LevelStarted { index: u32, origin_unix_us: u64 },
     /// A level will not run, and why.
     LevelSkipped {
         index: u32,

@@ -28,7 +28,7 @@ fn notice(ev: &Event) -> Notice {
         Event::RunStarted { .. } => Notice::RunStarted,
         Event::Calibrated(_) => Notice::Calibrated,
         Event::Phase(p) => Notice::Phase(p.clone()),
-        Event::LevelStarted { index } => Notice::LevelStarted(*index),
+        Event::LevelStarted { index, .. } => Notice::LevelStarted(*index),
         Event::LevelSkipped { index, .. } | Event::LevelFinished { index, .. } => {
             Notice::Level(*index)
         }

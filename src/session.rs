@@ -151,7 +151,10 @@ impl Session {
             }
             Event::Phase(p) => self.phase = p,
             Event::Calibrated(p) => self.summary.prompts = Some(p),
-            Event::LevelStarted { index } => {
+            Event::LevelStarted {
+                index,
+                origin_unix_us,
+            } => {
                 self.current = Some(index);
                 let slots = self
                     .specs
@@ -166,6 +169,7 @@ impl Session {
                 if let Some(l) = self.summary.level_mut(index) {
                     l.status = LevelStatus::Running;
                     l.started_at_unix_ms = Some(crate::telemetry::now_unix_ms());
+                    l.origin_unix_us = Some(origin_unix_us);
                     self.phase = format!("running {}", l.label());
                 }
             }

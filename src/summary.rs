@@ -63,6 +63,10 @@ pub struct LevelSummary {
     pub started_at_unix_ms: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at_unix_ms: Option<i64>,
+    /// The level's time zero in µs since the Unix epoch: a record's `send_at_us` and chunk
+    /// times count from here, so they can be lined up with server logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin_unix_us: Option<u64>,
     /// Speculative accept length the server reports for this level.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accept_length_server: Option<f64>,
@@ -95,6 +99,7 @@ impl LevelSummary {
             raise_flag: None,
             started_at_unix_ms: None,
             finished_at_unix_ms: None,
+            origin_unix_us: None,
             accept_length_server: None,
             spec_server: None,
             server_metrics: None,

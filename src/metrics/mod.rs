@@ -11,3 +11,10 @@ pub use record::{
     ChunkCounting, CountSource, FailureKind, FinalCounts, Outcome, RequestRecord, TokenChunk,
     finalize_counts,
 };
+
+/// Microseconds since the Unix epoch (the wall clock, for lining up with other processes).
+pub fn unix_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}

@@ -354,8 +354,11 @@ impl Runner {
             })
         };
         tracing::info!(level = spec.index, label = %spec.label(), requests = spec.requests, "level started");
-        self.emit(Event::LevelStarted { index: spec.index });
         let origin = Instant::now();
+        self.emit(Event::LevelStarted {
+            index: spec.index,
+            origin_unix_us: crate::metrics::unix_us(),
+        });
         let stop = Arc::new(AtomicBool::new(false));
         let watch = Arc::new(ServerWatch::new(
             &self.prepared.server.base_url,

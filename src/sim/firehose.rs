@@ -26,6 +26,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 use super::tokenizer;
+use crate::metrics::unix_us;
 
 /// What the firehose serves.
 #[derive(Clone, Debug)]
@@ -82,13 +83,6 @@ impl Drop for FirehoseHandle {
     fn drop(&mut self) {
         self.shutdown.cancel();
     }
-}
-
-/// Microseconds since the Unix epoch.
-pub fn unix_us() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
 }
 
 /// Binds `addr` and serves until the handle is dropped.

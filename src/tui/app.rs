@@ -364,7 +364,7 @@ impl App {
             Event::Telemetry(rec) => self.telemetry.add(self.now.as_secs_f64(), rec),
             _ => {}
         }
-        if let Event::LevelStarted { index } = &ev {
+        if let Event::LevelStarted { index, .. } = &ev {
             let label = self
                 .session
                 .summary
@@ -661,7 +661,10 @@ mod tests {
             true,
         );
         a.session.current = Some(0);
-        a.apply(Event::LevelStarted { index: 0 });
+        a.apply(Event::LevelStarted {
+            index: 0,
+            origin_unix_us: 0,
+        });
         a.session.current = Some(0);
         counter.store(300, Ordering::Relaxed);
         a.tick(Duration::from_millis(500));

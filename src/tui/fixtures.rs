@@ -80,7 +80,10 @@ fn record(
 }
 
 fn run_level(app: &mut App, index: u32, c: u32, n: u32, input: u64, output: u64, finish: bool) {
-    app.apply(Event::LevelStarted { index });
+    app.apply(Event::LevelStarted {
+        index,
+        origin_unix_us: 0,
+    });
     for k in 0..n {
         app.apply(Event::Sent { level: index });
         let wave = u64::from(k / c.max(1));
