@@ -30,6 +30,84 @@ pub enum Command {
     /// Benchmark: a long run against the simulator with mixed faults, sampling the memory of
     /// the client and the simulator (for developers; not part of the tests).
     Soak(SoakArgs),
+    /// Benchmark: the client's capacity, timing accuracy and memory against the firehose
+    /// simulator on this machine (for developers; not part of the tests).
+    BenchClient(BenchClientArgs),
+    /// One case of bench-client, in its own process (internal).
+    #[command(hide = true)]
+    BenchCase(BenchCaseArgs),
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct BenchClientArgs {
+    /// Capacity cases: concurrent streams.
+    #[arg(long, value_name = "LIST", default_value = "1,100,1000,4000", value_parser = list)]
+    pub concurrency: List,
+    /// Capacity cases: SSE events per socket write.
+    #[arg(long, value_name = "LIST", default_value = "1,16", value_parser = list)]
+    pub events_per_write: List,
+    /// With the dashboard drawing at 10 fps (off screen), headless, or both.
+    #[arg(long, value_delimiter = ',', default_value = "headless,dashboard", value_parser = ["headless", "dashboard"])]
+    pub ui: Vec<String>,
+    /// Prompt tokens per request.
+    #[arg(long, default_value = "32")]
+    pub input_len: u64,
+    /// Capacity cases: output tokens per request.
+    #[arg(long, default_value = "256")]
+    pub output_len: u32,
+    /// Capacity cases: requests per stream (C × this, at least --min-requests).
+    #[arg(long, default_value = "4")]
+    pub requests_per_stream: u32,
+    #[arg(long, default_value = "400")]
+    pub min_requests: u32,
+    /// Accuracy cases: concurrent streams, paced by --pace-ms.
+    #[arg(long, value_name = "LIST", default_value = "100,1000", value_parser = list)]
+    pub accuracy_concurrency: List,
+    /// Accuracy cases: milliseconds between one stream's writes (a decode step).
+    #[arg(long, default_value = "20")]
+    pub pace_ms: f64,
+    /// Accuracy cases: output tokens per request.
+    #[arg(long, default_value = "50")]
+    pub accuracy_output_len: u32,
+    /// Memory case: prompt tokens at C=100 (0 skips it).
+    #[arg(long, default_value = "100000")]
+    pub long_context_tokens: u64,
+    /// Run everything this many times; the table shows medians.
+    #[arg(long, default_value = "1")]
+    pub repeat: u32,
+    /// Do not pin the firehose and the client to separate CPUs.
+    #[arg(long)]
+    pub no_pin: bool,
+    /// Print the table's rows as JSON objects instead.
+    #[arg(long)]
+    pub json: bool,
+    /// Where each case's run directory and bench-client.json go [default: runs/<UTC time>-bench-client/].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct BenchCaseArgs {
+    #[arg(long)]
+    pub url: String,
+    #[arg(long)]
+    pub kind: String,
+    #[arg(long)]
+    pub ui: String,
+    #[arg(long)]
+    pub concurrency: u32,
+    #[arg(long)]
+    pub events_per_write: u32,
+    #[arg(long)]
+    pub input_len: u64,
+    #[arg(long)]
+    pub output_len: u32,
+    #[arg(long)]
+    pub requests: u32,
+    #[arg(long)]
+    pub record_chunks: bool,
+    #[arg(long)]
+    pub out: PathBuf,
 }
 
 #[derive(Debug, Args, Clone)]

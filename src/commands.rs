@@ -666,3 +666,36 @@ pub async fn soak(a: crate::cli::SoakArgs) -> i32 {
         }
     }
 }
+
+/// `servetop bench-client` (see [`crate::bench`]).
+pub async fn bench_client(a: crate::cli::BenchClientArgs) -> i32 {
+    let json = a.json;
+    match tokio::task::spawn_blocking(move || crate::bench::bench_client(&a)).await {
+        Ok(Ok(rows)) => {
+            crate::bench::print(&rows, json);
+            0
+        }
+        Ok(Err(e)) => {
+            eprintln!("servetop: bench-client: {e}");
+            1
+        }
+        Err(e) => {
+            eprintln!("servetop: bench-client: {e}");
+            1
+        }
+    }
+}
+
+/// One bench-client case (a child process): prints its result as one JSON line.
+pub async fn bench_case(a: crate::cli::BenchCaseArgs) -> i32 {
+    match crate::bench::case(a).await {
+        Ok(r) => {
+            println!("{}", serde_json::to_string(&r).unwrap_or_default());
+            0
+        }
+        Err(e) => {
+            eprintln!("servetop: bench-case: {e}");
+            1
+        }
+    }
+}

@@ -25,8 +25,10 @@
 //! - [`headless`]: progress lines and final tables.
 //! - [`telemetry`]: GPUs (NVML, DCGM) and the engine's `/metrics`, sampled beside the run.
 //! - [`sim`]: the built-in simulated inference server.
+//! - [`bench`]: the client benchmark against the firehose (`servetop bench-client`).
 //! - [`soak`]: the long-run memory benchmark (`servetop soak`).
 
+pub mod bench;
 pub mod cli;
 pub mod client;
 pub mod commands;

@@ -22,6 +22,8 @@ fn main() {
             servetop::cli::Command::Gpu(a) => servetop::commands::gpu(&a).await,
             servetop::cli::Command::Report(a) => servetop::commands::report(&a),
             servetop::cli::Command::Soak(a) => servetop::commands::soak(a).await,
+            servetop::cli::Command::BenchClient(a) => servetop::commands::bench_client(a).await,
+            servetop::cli::Command::BenchCase(a) => servetop::commands::bench_case(a).await,
         }
     });
     // Let in-flight tasks notice the runtime going away before exiting with the code.

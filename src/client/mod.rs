@@ -236,12 +236,20 @@ impl Client {
                 );
             }
         };
+        // Engines log it (vLLM and SGLang take it as the request's id), and the firehose keys
+        // its record of write times by it.
+        let request_id = if tag.warmup {
+            format!("servetop-warmup-{}", tag.index)
+        } else {
+            format!("servetop-{}-{}", tag.level, tag.index)
+        };
         let mut retries = 0u32;
         let (t_send, resp) = loop {
             let mut req = self
                 .http
                 .post(&self.url)
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .header("x-request-id", &request_id)
                 .body(body.clone());
             if let Some(k) = &self.api_key {
                 req = req.bearer_auth(k);

@@ -1,0 +1,575 @@
+//! `servetop bench-client`: how fast and how accurate the client is, measured against the
+//! firehose simulator on this machine.
+//!
+//! Layout: the firehose runs as one child process pinned to CPU 0; every case is a fresh child
+//! process (`servetop bench-case`) pinned to CPU 1 that runs one level through the product's own
+//! code path (prepare, runner, client, session, requests.jsonl; and for `dashboard` the real
+//! dashboard loop drawing at 10 fps into a terminal that goes nowhere). A fresh process per case
+//! makes its peak RSS its own.
+//!
+//! - Capacity: output tokens/s and chunks/s over the level's window, and client CPU seconds per
+//!   million tokens, with the firehose writing as fast as it can.
+//! - Accuracy: the firehose paced (one write every `--pace-ms` per stream) records the wall-clock
+//!   time of each write per `X-Request-Id`; the client's record of when each token event arrived,
+//!   placed on the same clock through the level's `origin_unix_us`, minus the write time, is the
+//!   timing error (the first event's is the TTFT error).
+//! - Memory: each case's peak RSS, and a long-context case (C=100, 100K-token prompts).
+
+use std::collections::HashMap;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cli::{BenchCaseArgs, BenchClientArgs};
+use crate::config::{BackendChoice, RunConfig};
+use crate::metrics::{Dist, RequestRecord};
+use crate::workload::RequestCount;
+
+/// What one case measured.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct CaseResult {
+    pub kind: String,
+    pub concurrency: u32,
+    pub ui: String,
+    pub events_per_write: u32,
+    pub input_len: u64,
+    pub output_len: u32,
+    pub requests: u32,
+    pub completed: u64,
+    pub failed: u64,
+    pub tokens: u64,
+    pub chunks: u64,
+    pub duration_s: f64,
+    pub tokens_per_s: f64,
+    pub chunks_per_s: f64,
+    /// Client CPU (user + system) during the level.
+    pub cpu_s: f64,
+    pub cpu_s_per_million_tokens: f64,
+    pub peak_rss_mb: f64,
+    /// Accuracy cases: client arrival minus the firehose's write time, over every token event.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timing_error_p50_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timing_error_p99_ms: Option<f64>,
+    /// The same for each request's first event (the TTFT error).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttft_error_p50_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttft_error_p99_ms: Option<f64>,
+}
+
+/// User + system CPU seconds of this process (`/proc/self/stat`, in USER_HZ = 100 ticks).
+fn cpu_seconds() -> f64 {
+    let Ok(s) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces) start at state (field 3).
+    let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15: indices 11 and 12 after the state.
+    (tick(11) + tick(12)) / 100.0
+}
+
+/// The hidden `bench-case` command: runs one level and prints its [`CaseResult`] as JSON.
+pub async fn case(a: BenchCaseArgs) -> Result<CaseResult, String> {
+    let cfg = RunConfig {
+        base_url: a.url.clone(),
+        backend: BackendChoice::Openai,
+        model: None,
+        concurrency: vec![u64::from(a.concurrency)],
+        input_len: a.input_len,
+        output_len: a.output_len,
+        requests_per_level: RequestCount::Fixed(a.requests),
+        warmup_requests: 1,
+        long_context: vec![],
+        long_context_output_len: 16,
+        long_context_repeats: 1,
+        tokenizer: None,
+        temperature: 0.0,
+        first_token_timeout_s: 120.0,
+        idle_timeout_s: 60.0,
+        grace_s: 1.0,
+        slo: None,
+        seed: 0,
+        out_dir: a.out.clone(),
+        api_key_env: "SERVETOP_BENCH_NO_KEY".into(),
+        record_chunks: a.record_chunks,
+        metrics_url: None,
+        no_metrics: true,
+        dcgm_url: None,
+        no_gpu: true,
+        gpu_interval_s: 1.0,
+        server_wait_s: 5.0,
+    };
+    let prepared = crate::runner::prepare(&cfg, None).await?;
+    let files = crate::export::RunFiles::create(&a.out)?;
+    let summary = crate::summary::RunSummary::new(cfg.clone(), None);
+    // CPU readings every 20 ms, to take the level's window out of the whole process's time.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readings = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(u64, f64)>::new()));
+    let sampler = {
+        let (stop, readings) = (stop.clone(), readings.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(mut r) = readings.lock() {
+                    r.push((crate::metrics::unix_us(), cpu_seconds()));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let (_, session) = if a.ui == "dashboard" {
+        crate::tui::run_offscreen(
+            &cfg,
+            prepared,
+            summary,
+            Some(files),
+            10.0,
+            (160, 48),
+            cancel,
+        )
+        .await
+        .map_err(|e| format!("dashboard: {e}"))?
+    } else {
+        crate::commands::run_prepared(&cfg, prepared, summary, Some(files), true, cancel).await
+    };
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = sampler.join();
+    let level = session
+        .summary
+        .sweep
+        .first()
+        .ok_or("the level did not run")?;
+    let stats = level.stats.as_ref().ok_or("the level has no statistics")?;
+    let sc = &stats.scalars;
+    let origin = level.origin_unix_us.unwrap_or(0);
+    let start = origin;
+    let end = origin + (sc.duration_s * 1e6) as u64;
+    let readings = readings.lock().map(|r| r.clone()).unwrap_or_default();
+    let at = |t: u64| {
+        readings
+            .iter()
+            .find(|(ts, _)| *ts >= t)
+            .or(readings.last())
+            .map_or(0.0, |r| r.1)
+    };
+    let cpu_s = at(end) - at(start);
+    let chunks = stats.dists.tokens_per_chunk.as_ref().map_or(0, |d| d.count);
+    let tokens = sc.total_output_tokens;
+    let duration = sc.duration_s.max(1e-9);
+    Ok(CaseResult {
+        kind: a.kind.clone(),
+        concurrency: a.concurrency,
+        ui: a.ui.clone(),
+        events_per_write: a.events_per_write,
+        input_len: a.input_len,
+        output_len: a.output_len,
+        requests: a.requests,
+        completed: sc.completed,
+        failed: sc.failed,
+        tokens,
+        chunks,
+        duration_s: sc.duration_s,
+        tokens_per_s: tokens as f64 / duration,
+        chunks_per_s: chunks as f64 / duration,
+        cpu_s,
+        cpu_s_per_million_tokens: if tokens > 0 {
+            cpu_s / tokens as f64 * 1e6
+        } else {
+            0.0
+        },
+        peak_rss_mb: crate::soak::rss_mb(std::process::id()).map_or(0.0, |r| r.1),
+        ..CaseResult::default()
+    })
+}
+
+/// A firehose child process.
+struct Firehose {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Firehose {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn pinned(cpu: Option<&str>) -> Command {
+    match cpu {
+        Some(c) => {
+            let mut cmd = Command::new("taskset");
+            cmd.args(["-c", c]);
+            cmd.arg(std::env::current_exe().unwrap_or_else(|_| "servetop".into()));
+            cmd
+        }
+        None => Command::new(std::env::current_exe().unwrap_or_else(|_| "servetop".into())),
+    }
+}
+
+fn firehose(
+    cpu: Option<&str>,
+    events_per_write: u32,
+    pace_ms: Option<f64>,
+) -> Result<Firehose, String> {
+    let mut cmd = pinned(cpu);
+    cmd.args(["sim", "--firehose", "--port", "0"])
+        .args(["--events-per-write", &events_per_write.to_string()]);
+    if let Some(p) = pace_ms {
+        cmd.args(["--decode-step-ms", &p.to_string(), "--record-writes"]);
+    }
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start the firehose: {e}"))?;
+    let mut url = String::new();
+    if let Some(out) = child.stdout.take() {
+        let _ = std::io::BufReader::new(out).read_line(&mut url);
+    }
+    let url = url.trim().to_string();
+    if !url.starts_with("http://") {
+        let _ = child.kill();
+        return Err("the firehose did not start".into());
+    }
+    Ok(Firehose { child, url })
+}
+
+struct Case<'a> {
+    kind: &'a str,
+    concurrency: u32,
+    ui: &'a str,
+    events_per_write: u32,
+    input_len: u64,
+    output_len: u32,
+    requests: u32,
+    record_chunks: bool,
+}
+
+fn run_case(cpu: Option<&str>, url: &str, c: &Case<'_>, dir: &Path) -> Result<CaseResult, String> {
+    let out = pinned(cpu)
+        .args(["bench-case", "--url", url, "--kind", c.kind, "--ui", c.ui])
+        .args(["--concurrency", &c.concurrency.to_string()])
+        .args(["--events-per-write", &c.events_per_write.to_string()])
+        .args(["--input-len", &c.input_len.to_string()])
+        .args(["--output-len", &c.output_len.to_string()])
+        .args(["--requests", &c.requests.to_string()])
+        .args(if c.record_chunks {
+            &["--record-chunks"][..]
+        } else {
+            &[][..]
+        })
+        .arg("--out")
+        .arg(dir)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot start a case: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .ok_or_else(|| {
+            format!(
+                "case C={} {} failed: {}",
+                c.concurrency,
+                c.ui,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )
+        })?;
+    serde_json::from_str(line).map_err(|e| format!("case output: {e}"))
+}
+
+/// `GET /firehose/writes` over a plain socket (this side is synchronous).
+fn fetch_writes(url: &str) -> Result<HashMap<String, Vec<(u64, u32)>>, String> {
+    use std::io::{Read, Write};
+    let host = url.trim_start_matches("http://");
+    let mut sock =
+        std::net::TcpStream::connect(host).map_err(|e| format!("firehose {host}: {e}"))?;
+    write!(
+        sock,
+        "GET /firehose/writes HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
+    let mut buf = Vec::new();
+    sock.read_to_end(&mut buf).map_err(|e| e.to_string())?;
+    let body = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| &buf[i + 4..])
+        .ok_or("firehose: no HTTP body")?;
+    serde_json::from_slice(body).map_err(|e| format!("firehose writes: {e}"))
+}
+
+/// Client arrival minus write time for every token event, and for each request's first.
+fn timing_errors(
+    dir: &Path,
+    writes: &HashMap<String, Vec<(u64, u32)>>,
+) -> Result<(Dist, Dist, usize), String> {
+    let results: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.join("results.json")).map_err(|e| format!("results.json: {e}"))?,
+    )
+    .map_err(|e| format!("results.json: {e}"))?;
+    let origin = results["sweep"][0]["origin_unix_us"]
+        .as_u64()
+        .ok_or("results.json has no origin_unix_us")?;
+    let text = std::fs::read_to_string(dir.join("requests.jsonl"))
+        .map_err(|e| format!("requests.jsonl: {e}"))?;
+    let (mut all, mut first) = (Dist::new(), Dist::new());
+    let mut matched = 0;
+    for line in text.lines() {
+        let r: RequestRecord = serde_json::from_str(line).map_err(|e| e.to_string())?;
+        if r.warmup || !r.is_ok() {
+            continue;
+        }
+        let Some(w) = writes.get(&format!("servetop-{}-{}", r.level, r.index)) else {
+            continue;
+        };
+        matched += 1;
+        let written = w
+            .iter()
+            .flat_map(|&(t, n)| std::iter::repeat_n(t, n as usize));
+        let mut arrivals = r
+            .chunks
+            .iter()
+            .flat_map(|c| std::iter::repeat_n(origin + r.send_at_us + c.t_us, c.tokens as usize));
+        for (k, wt) in written.enumerate() {
+            let Some(at) = arrivals.next() else { break };
+            // Clocks agree to the microsecond on one machine; an arrival can only follow its write.
+            let e = at.saturating_sub(wt);
+            all.record(e);
+            if k == 0 {
+                first.record(e);
+            }
+        }
+    }
+    Ok((all, first, matched))
+}
+
+/// `servetop bench-client`.
+pub fn bench_client(a: &BenchClientArgs) -> Result<Vec<CaseResult>, String> {
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let taskset = Command::new("taskset")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let (sim_cpu, client_cpu) = if cpus >= 2 && taskset && !a.no_pin {
+        (Some("0"), Some("1"))
+    } else {
+        (None, None)
+    };
+    let dir = a.out.clone().unwrap_or_else(|| {
+        PathBuf::from("runs").join(format!(
+            "{}-bench-client",
+            jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S")
+        ))
+    });
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    eprintln!(
+        "SIMULATED firehose server. {}; cases under {}",
+        match sim_cpu {
+            Some(_) => "firehose pinned to CPU 0, client to CPU 1 (taskset)".to_string(),
+            None => format!(
+                "not pinned ({cpus} CPUs, taskset {})",
+                if taskset { "found" } else { "missing" }
+            ),
+        },
+        dir.display()
+    );
+    let mut out = Vec::new();
+    let mut n = 0;
+    let mut next_dir = || {
+        n += 1;
+        dir.join(format!("case-{n:03}"))
+    };
+    let say = |r: &CaseResult| {
+        eprintln!(
+            "  {:<9} C={:<5} {:<9} epw={:<2} {:>10.0} tok/s {:>9.0} chunks/s  cpu {:>5.2} s/Mtok  rss {:>6.1} MB{}",
+            r.kind,
+            r.concurrency,
+            r.ui,
+            r.events_per_write,
+            r.tokens_per_s,
+            r.chunks_per_s,
+            r.cpu_s_per_million_tokens,
+            r.peak_rss_mb,
+            r.timing_error_p99_ms.map_or(String::new(), |p| format!(
+                "  timing error p50 {:.3} p99 {p:.3} ms",
+                r.timing_error_p50_ms.unwrap_or(0.0)
+            ))
+        );
+    };
+    for _ in 0..a.repeat.max(1) {
+        // Capacity.
+        for &epw in &a.events_per_write.0 {
+            let fh = firehose(sim_cpu, epw as u32, None)?;
+            for &c in &a.concurrency.0 {
+                for ui in &a.ui {
+                    let case = Case {
+                        kind: "capacity",
+                        concurrency: c as u32,
+                        ui,
+                        events_per_write: epw as u32,
+                        input_len: a.input_len,
+                        output_len: a.output_len,
+                        requests: (c as u32 * a.requests_per_stream).max(a.min_requests),
+                        record_chunks: false,
+                    };
+                    let r = run_case(client_cpu, &fh.url, &case, &next_dir())?;
+                    say(&r);
+                    out.push(r);
+                }
+            }
+        }
+        // Accuracy at a realistic pace.
+        for &c in &a.accuracy_concurrency.0 {
+            for ui in &a.ui {
+                let fh = firehose(sim_cpu, 1, Some(a.pace_ms))?;
+                let case = Case {
+                    kind: "accuracy",
+                    concurrency: c as u32,
+                    ui,
+                    events_per_write: 1,
+                    input_len: a.input_len,
+                    output_len: a.accuracy_output_len,
+                    requests: c as u32 * 2,
+                    record_chunks: true,
+                };
+                let d = next_dir();
+                let mut r = run_case(client_cpu, &fh.url, &case, &d)?;
+                let writes = fetch_writes(&fh.url)?;
+                let (all, first, matched) = timing_errors(&d, &writes)?;
+                if matched == 0 {
+                    return Err(
+                        "no request matched the firehose's record (is X-Request-Id sent?)".into(),
+                    );
+                }
+                // µs values; stats in ms.
+                let (all, first) = (all.stats(1e-3), first.stats(1e-3));
+                r.timing_error_p50_ms = all.as_ref().map(|d| d.p50);
+                r.timing_error_p99_ms = all.as_ref().map(|d| d.p99);
+                r.ttft_error_p50_ms = first.as_ref().map(|d| d.p50);
+                r.ttft_error_p99_ms = first.as_ref().map(|d| d.p99);
+                say(&r);
+                out.push(r);
+            }
+        }
+        // Memory with long prompts.
+        if a.long_context_tokens > 0 {
+            let fh = firehose(sim_cpu, 16, None)?;
+            let case = Case {
+                kind: "long-ctx",
+                concurrency: 100,
+                ui: "headless",
+                events_per_write: 16,
+                input_len: a.long_context_tokens,
+                output_len: 64,
+                requests: 200,
+                record_chunks: false,
+            };
+            let r = run_case(client_cpu, &fh.url, &case, &next_dir())?;
+            say(&r);
+            out.push(r);
+        }
+    }
+    let json = serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("bench-client.json"), json)
+        .map_err(|e| format!("cannot write bench-client.json: {e}"))?;
+    Ok(out)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => f64::midpoint(v[n / 2 - 1], v[n / 2]),
+    }
+}
+
+/// Medians over repeats of the same case, in the order cases first ran.
+pub fn medians(rows: &[CaseResult]) -> Vec<CaseResult> {
+    let key = |r: &CaseResult| {
+        (
+            r.kind.clone(),
+            r.concurrency,
+            r.ui.clone(),
+            r.events_per_write,
+            r.input_len,
+        )
+    };
+    let mut keys: Vec<_> = Vec::new();
+    for r in rows {
+        if !keys.contains(&key(r)) {
+            keys.push(key(r));
+        }
+    }
+    keys.into_iter()
+        .map(|k| {
+            let group: Vec<&CaseResult> = rows.iter().filter(|r| key(r) == k).collect();
+            let m = |f: &dyn Fn(&CaseResult) -> f64| median(group.iter().map(|r| f(r)).collect());
+            let mo = |f: &dyn Fn(&CaseResult) -> Option<f64>| {
+                let v: Vec<f64> = group.iter().filter_map(|r| f(r)).collect();
+                (!v.is_empty()).then(|| median(v))
+            };
+            CaseResult {
+                tokens_per_s: m(&|r| r.tokens_per_s),
+                chunks_per_s: m(&|r| r.chunks_per_s),
+                cpu_s: m(&|r| r.cpu_s),
+                cpu_s_per_million_tokens: m(&|r| r.cpu_s_per_million_tokens),
+                peak_rss_mb: m(&|r| r.peak_rss_mb),
+                duration_s: m(&|r| r.duration_s),
+                timing_error_p50_ms: mo(&|r| r.timing_error_p50_ms),
+                timing_error_p99_ms: mo(&|r| r.timing_error_p99_ms),
+                ttft_error_p50_ms: mo(&|r| r.ttft_error_p50_ms),
+                ttft_error_p99_ms: mo(&|r| r.ttft_error_p99_ms),
+                ..group[0].clone()
+            }
+        })
+        .collect()
+}
+
+/// The table (medians when cases repeat), or the same rows as JSON.
+pub fn print(rows: &[CaseResult], json: bool) {
+    let rows = medians(rows);
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&rows).unwrap_or_default()
+        );
+        return;
+    }
+    println!("SIMULATED firehose server; client and firehose on this machine.");
+    println!();
+    println!(
+        "| case | C | ui | events/write | prompt | tok/s | chunks/s | CPU s per Mtok | peak RSS MB | timing error p50 / p99 ms | TTFT error p50 / p99 ms | failed |"
+    );
+    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let pair = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => format!("{a:.3} / {b:.3}"),
+        _ => "-".into(),
+    };
+    for r in &rows {
+        println!(
+            "| {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.2} | {:.1} | {} | {} | {} |",
+            r.kind,
+            r.concurrency,
+            r.ui,
+            r.events_per_write,
+            r.input_len,
+            r.tokens_per_s,
+            r.chunks_per_s,
+            r.cpu_s_per_million_tokens,
+            r.peak_rss_mb,
+            pair(r.timing_error_p50_ms, r.timing_error_p99_ms),
+            pair(r.ttft_error_p50_ms, r.ttft_error_p99_ms),
+            r.failed
+        );
+    }
+}
