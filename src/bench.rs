@@ -61,7 +61,7 @@ pub struct CaseResult {
     pub ttft_error_p99_ms: Option<f64>,
 }
 
-/// User + system CPU seconds of this process (`/proc/self/stat`, in USER_HZ = 100 ticks).
+/// User + system CPU seconds of this process (`/proc/self/stat`, in `USER_HZ` = 100 ticks).
 fn cpu_seconds() -> f64 {
     let Ok(s) = std::fs::read_to_string("/proc/self/stat") else {
         return 0.0;
