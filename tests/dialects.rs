@@ -531,6 +531,12 @@ async fn auto_backend_counts_each_engines_completions_stream() {
                 "{name}: {b}"
             );
             assert_eq!(b["ignore_eos"], true, "{name}");
+            // llama-server alone reuses cached prompts unless asked not to.
+            assert_eq!(
+                b.get("cache_prompt").is_some_and(|v| v == false),
+                name == "llamacpp",
+                "{name}: {b}"
+            );
             assert_eq!(
                 b["model"],
                 s.summary.server.as_ref().unwrap().model,

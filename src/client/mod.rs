@@ -1,8 +1,11 @@
 //! Streaming requests to an inference server, folded into one `RequestRecord` per request.
 //!
 //! The worker owns the per-chunk timestamps (STYLE.md rule 2): it stamps each SSE event as it
-//! is parsed, keeps only the chunks that carry tokens, and hands the app a single record.
+//! is parsed, keeps only the chunks that carry tokens, and hands the app a single record. On
+//! engines that send one event per token, the events of one speculative step arrive back to back
+//! and are grouped into one chunk per step ([`bursts`]).
 
+pub mod bursts;
 pub mod dialect;
 pub mod engine;
 
@@ -103,13 +106,20 @@ pub struct Client {
     live_tokens: Arc<AtomicU64>,
 }
 
+/// How long an idle pooled connection is kept. Servers close idle keep-alive connections after
+/// their own timeout: 5 s in llama-server (cpp-httplib) and in uvicorn (vLLM, SGLang). A
+/// connection kept longer is reused just as the server closes it, and the request on it fails
+/// ("connection closed before message completed"; seen against llama-server on the first
+/// `/tokenize` after a 4.6 s level). Dropping it a second earlier than they do avoids the race.
+pub const POOL_IDLE: Duration = Duration::from_secs(4);
+
 /// The HTTP client used for benchmark traffic: pooled keep-alive connections, no proxy (a
 /// proxy would add its own latency to every number), Nagle off.
 pub fn http_client() -> reqwest::Result<reqwest::Client> {
     reqwest::Client::builder()
         .no_proxy()
         .tcp_nodelay(true)
-        .pool_idle_timeout(Duration::from_secs(30))
+        .pool_idle_timeout(POOL_IDLE)
         .connect_timeout(Duration::from_secs(10))
         .user_agent(concat!("servetop/", env!("CARGO_PKG_VERSION")))
         .build()
@@ -210,6 +220,12 @@ impl Client {
                 });
                 if self.engine.has_continuous_usage() {
                     b["stream_options"]["continuous_usage_stats"] = json!(true);
+                }
+                // llama-server keeps finished prompts' KV (in its slots and a host-memory cache)
+                // and reuses any matching prefix: the same seed's prompts, sent again in a later
+                // run, were 99 % cache hits and "prefill" measured nothing. Ask it not to.
+                if self.engine == Engine::Llamacpp {
+                    b["cache_prompt"] = json!(false);
                 }
                 if self.backend == Backend::Openai {
                     b["prompt"] = json!(prompt);
@@ -435,11 +451,22 @@ impl Client {
         if let Some(f) = failure {
             return failed_record(spec, tag, t_send, f, retries);
         }
-        let counts = finalize_counts(
-            &mut chunks,
-            counting.unwrap_or(ChunkCounting::OnePerChunk),
-            usage_completion,
-        );
+        let counting = counting.unwrap_or(ChunkCounting::OnePerChunk);
+        // One event per token (no per-chunk counts): events of one speculative step arrive back
+        // to back; group them into that step's chunk (see `bursts`). Exact per-chunk counts are
+        // already one chunk per step.
+        let burst_counts = (counting == ChunkCounting::OnePerChunk && bursts::group(&mut chunks))
+            .then(|| chunks.iter().map(|c| c.tokens).collect::<Vec<_>>());
+        let counts = finalize_counts(&mut chunks, counting, usage_completion);
+        // The usage total spread over the chunks evenly: keep the grouped counts instead when
+        // they already add up to it (one token per event, as the engine sends them).
+        if let Some(b) = burst_counts
+            && b.iter().map(|&n| u64::from(n)).sum::<u64>() == counts.output_tokens
+        {
+            for (c, n) in chunks.iter_mut().zip(b) {
+                c.tokens = n;
+            }
+        }
         let (input_tokens, input_source) = match (usage_prompt, spec.counted_input_tokens) {
             (Some(p), _) => (p, CountSource::Usage),
             (None, Some((n, src))) => (n, src),

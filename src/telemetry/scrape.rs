@@ -10,12 +10,14 @@ use crate::client::error_chain;
 use crate::event::{Event, EventTx};
 
 async fn get_text(http: &reqwest::Client, url: &str) -> Result<String, String> {
-    let resp = http
-        .get(url)
-        .timeout(Duration::from_secs(3))
-        .send()
-        .await
-        .map_err(|e| format!("GET {url}: {}", error_chain(&e)))?;
+    let send = || http.get(url).timeout(Duration::from_secs(3)).send();
+    // A pooled connection the server closed as it was reused fails before any answer; one retry
+    // on a fresh connection tells that apart from an endpoint that is really gone.
+    let resp = match send().await {
+        Err(e) if !e.is_connect() && !e.is_timeout() => send().await,
+        r => r,
+    }
+    .map_err(|e| format!("GET {url}: {}", error_chain(&e)))?;
     let status = resp.status();
     if !status.is_success() {
         return Err(format!("GET {url}: HTTP {}", status.as_u16()));
@@ -58,6 +60,29 @@ async fn tick_or_stop(tick: &mut tokio::time::Interval, cancel: &CancellationTok
     }
 }
 
+/// Scrapes the engine's `/metrics` once and maps it to a sample; `Err` says why there is none
+/// (what the telemetry panel shows). Tests use it to read the engine's own counters.
+pub async fn engine_sample(
+    http: &reqwest::Client,
+    metrics_url: &str,
+) -> Result<super::ServerSample, String> {
+    let text = get_text(http, metrics_url).await.map_err(|e| {
+        let hint = if e.contains("HTTP 404") {
+            " — the server has no Prometheus endpoint there (SGLang needs --enable-metrics, llama-server needs --metrics; or pass --metrics-url)"
+        } else {
+            ""
+        };
+        format!("{e}{hint}")
+    })?;
+    let page = prom::parse(&text);
+    engine_metrics::map(&page, now_unix_ms()).ok_or_else(|| {
+        format!(
+            "{metrics_url} has no SGLang, vLLM or llama.cpp metrics ({} samples)",
+            page.samples.len()
+        )
+    })
+}
+
 /// Scrapes the engine's metrics every `interval`. When the page uses SGLang names,
 /// `server_info_url` adds SGLang's cumulative accept length.
 pub fn spawn_engine(
@@ -72,30 +97,12 @@ pub fn spawn_engine(
         let mut tick = ticker(interval);
         let mut last_reason = None;
         while tick_or_stop(&mut tick, &cancel).await {
-            let text = match get_text(&http, &metrics_url).await {
-                Ok(t) => t,
+            let mut sample = match engine_sample(&http, &metrics_url).await {
+                Ok(s) => s,
                 Err(e) => {
-                    let hint = if e.contains("HTTP 404") {
-                        " — the server has no Prometheus endpoint there (SGLang needs --enable-metrics, llama-server needs --metrics; or pass --metrics-url)"
-                    } else {
-                        ""
-                    };
-                    unavailable(&tx, &mut last_reason, format!("{e}{hint}"), false);
+                    unavailable(&tx, &mut last_reason, e, false);
                     continue;
                 }
-            };
-            let page = prom::parse(&text);
-            let Some(mut sample) = engine_metrics::map(&page, now_unix_ms()) else {
-                unavailable(
-                    &tx,
-                    &mut last_reason,
-                    format!(
-                        "{metrics_url} has no SGLang, vLLM or llama.cpp metrics ({} samples)",
-                        page.samples.len()
-                    ),
-                    false,
-                );
-                continue;
             };
             if sample.flavor == "sglang"
                 && let Ok(t) = get_text(&http, &server_info_url).await
