@@ -26,6 +26,7 @@
 //! - [`telemetry`]: GPUs (NVML, DCGM) and the engine's `/metrics`, sampled beside the run.
 //! - [`sim`]: the built-in simulated inference server.
 //! - [`bench`]: the client benchmark against the firehose (`servetop bench-client`).
+//! - [`sse`]: server-sent events framing without a per-event allocation.
 //! - [`soak`]: the long-run memory benchmark (`servetop soak`).
 
 pub mod bench;
@@ -41,6 +42,7 @@ pub mod runner;
 pub mod session;
 pub mod sim;
 pub mod soak;
+pub mod sse;
 pub mod summary;
 pub mod telemetry;
 pub mod tui;
