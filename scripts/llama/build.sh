@@ -7,8 +7,8 @@
 #   scripts/llama/build.sh            # build into .cache/llama (about 10 min on 2 cores)
 #   SERVETOP_LLAMA_DIR=/elsewhere scripts/llama/build.sh
 #
-# On success it prints the paths the tests read (tests/llama_server.rs looks in the same places):
-#   $DIR/llama-cpp-python-$VERSION/build/bin/llama-server   (shared libraries sit beside it)
+# What it leaves (tests/llama_server.rs looks in the same places):
+#   $DIR/bin/llama-server    a link into the build's bin/ (shared libraries sit beside the binary)
 #   $DIR/models/tiny-llama.gguf, $DIR/models/tiny-llama-draft.gguf
 #
 # Needs: python3 with pip (PyPI reachable), a C/C++ compiler, cmake (installed with apt-get when
@@ -27,7 +27,13 @@ TREE="$SRC/src/vendor/llama.cpp"
 
 mkdir -p "$DIR"
 
-if [[ -x "$BIN" && -f "$SRC/build/.servetop-built" ]]; then
+# Everything that shapes the binary; a cached build made with other options is rebuilt.
+# The build RPATH is relative ($ORIGIN), so the cache still works if the checkout moves.
+CMAKE_OPTS=(-DCMAKE_BUILD_TYPE=Release -DLLAMA_OPENSSL=OFF -DLLAMA_USE_PREBUILT_UI=OFF
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_RPATH_USE_ORIGIN=ON)
+STAMP="$VERSION $SHA256 ${CMAKE_OPTS[*]}"
+
+if [[ -x "$BIN" && "$(cat "$SRC/build/.servetop-built" 2>/dev/null)" == "$STAMP" ]]; then
   echo "llama: cached $BIN ($VERSION)"
 else
   if ! command -v cmake >/dev/null; then
@@ -52,17 +58,17 @@ else
   tar xzf "$TARBALL" -C "$SRC/src" --strip-components=1
   rm -rf "$SRC/dl"
   echo "llama: configuring (cmake)"
-  cmake -S "$TREE" -B "$SRC/build" -DCMAKE_BUILD_TYPE=Release \
-    -DLLAMA_OPENSSL=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_TESTS=OFF \
-    -DLLAMA_BUILD_EXAMPLES=OFF >"$DIR/cmake-configure.log" 2>&1 \
+  cmake -S "$TREE" -B "$SRC/build" "${CMAKE_OPTS[@]}" >"$DIR/cmake-configure.log" 2>&1 \
     || { tail -40 "$DIR/cmake-configure.log" >&2; exit 1; }
   echo "llama: building llama-server with -j$JOBS (about 10 min on 2 cores; log: $DIR/cmake-build.log)"
   start=$SECONDS
   cmake --build "$SRC/build" --target llama-server -j"$JOBS" >"$DIR/cmake-build.log" 2>&1 \
     || { tail -40 "$DIR/cmake-build.log" >&2; exit 1; }
-  touch "$SRC/build/.servetop-built"
+  echo "$STAMP" >"$SRC/build/.servetop-built"
   echo "llama: built in $((SECONDS - start)) s: $BIN"
 fi
+# A stable path for the tests and the README: $DIR/bin -> the build's bin directory.
+ln -sfn "llama-cpp-python-$VERSION/build/bin" "$DIR/bin"
 
 "$BIN" --version 2>&1 | head -2 | sed 's/^/llama: /'
 

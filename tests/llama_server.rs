@@ -1,0 +1,822 @@
+//! End to end against a real inference server that nobody on this project wrote: llama.cpp's
+//! `llama-server`, built by `scripts/llama/build.sh` (pinned llama-cpp-python sdist) and serving
+//! the tiny random-weight models that script writes. The model's text is gibberish, but
+//! tokenization, prefill, the KV cache, slots, streaming, `/metrics` and speculative decoding are
+//! llama.cpp's own.
+//!
+//! Without the binary or the models every test prints why it skipped and passes, so `cargo test`
+//! works anywhere; with `SERVETOP_REQUIRE_LLAMA=1` (set by `.ci/run`) a missing binary fails them.
+//! `SERVETOP_LLAMA_DIR` points at another cache directory (default `.cache/llama`).
+//!
+//! Each server is pinned to the last core (`taskset`, `-t 1`) and this test process to the others,
+//! so client and server do not fight for a core; tests that use a server run one at a time. Servers
+//! a test shares are started once; a watchdog process ends every server once this process is gone.
+//!
+//! Known answers and tolerances:
+//! - Token counts are exact: servetop's totals (the server's `usage`) must equal the differences of
+//!   llama-server's own counters (`tokens_predicted_total`, `prompt_tokens_total` plus
+//!   `prompt_tokens_cached_total`) over the same requests.
+//! - Times are the server's and the client's view of the same events: the client's decode time
+//!   `Σ(E2E - TTFT)` against the server's `tokens_predicted_seconds_total` within 15 %, and the
+//!   client's TTFT no less than the server's prompt time, and at most 5 ms + 50 % more (HTTP,
+//!   tokenization and the first sample happen outside the server's prompt timer).
+//! - Speculative decoding with synthetic acceptance (`--spec-synth-len L`): each verification step
+//!   accepts draft position `i` with probability `p^(i+1)`, `p` chosen so the mean accept length is
+//!   `L` (llama.cpp's `common_speculative_synth_rates_resolve`, redone here). The accepted count per
+//!   step has a known variance, so "within noise" is 4 standard errors of the mean over the steps
+//!   counted (plus 0.05 for the shorter drafts at the end of each stream).
+
+// Integration tests may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use servetop::client::{Backend, Engine, engine};
+use servetop::commands::{run_headless, run_prepared};
+use servetop::config::{BackendChoice, RunConfig};
+use servetop::event::RunState;
+use servetop::metrics::{CountSource, LevelStats, RequestRecord};
+use servetop::session::Session;
+use servetop::summary::{LevelStatus, RunSummary};
+use servetop::telemetry::prom;
+use servetop::workload::RequestCount;
+use tokio_util::sync::CancellationToken;
+
+/// The name the servers give their model (`-a`).
+const ALIAS: &str = "tiny-llama.gguf";
+
+/// Tests that talk to a server take turns: they share one core.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+struct Paths {
+    server: PathBuf,
+    target: PathBuf,
+    draft: PathBuf,
+}
+
+fn cache_dir() -> PathBuf {
+    std::env::var_os("SERVETOP_LLAMA_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/llama"),
+        PathBuf::from,
+    )
+}
+
+/// The binary and models, or `None` (after saying why) when this machine has not built them.
+fn paths(test: &str) -> Option<Paths> {
+    let dir = cache_dir();
+    let p = Paths {
+        server: dir.join("bin/llama-server"),
+        target: dir.join("models/tiny-llama.gguf"),
+        draft: dir.join("models/tiny-llama-draft.gguf"),
+    };
+    let missing: Vec<String> = [&p.server, &p.target, &p.draft]
+        .iter()
+        .filter(|f| !f.exists())
+        .map(|f| f.display().to_string())
+        .collect();
+    if missing.is_empty() {
+        return Some(p);
+    }
+    let why = format!(
+        "llama_server::{test}: llama-server or its test models are missing ({}); build them with scripts/llama/build.sh (about 10 min on 2 cores)",
+        missing.join(", ")
+    );
+    assert!(
+        std::env::var("SERVETOP_REQUIRE_LLAMA").as_deref() != Ok("1"),
+        "{why} — SERVETOP_REQUIRE_LLAMA=1 makes this a failure"
+    );
+    // Straight to stderr, past the test harness's capture, so a plain `cargo test` shows it;
+    // once for the whole file.
+    static SAID: OnceLock<()> = OnceLock::new();
+    SAID.get_or_init(|| {
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED the llama-server tests: {}",
+            why.split_once(": ").map_or(why.as_str(), |x| x.1)
+        );
+    });
+    None
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+}
+
+/// Keeps this process (the client) off the server's core, once.
+fn pin_client() {
+    static PINNED: OnceLock<()> = OnceLock::new();
+    PINNED.get_or_init(|| {
+        let n = cores();
+        if n >= 2 {
+            let _ = Command::new("taskset")
+                .args(["-a", "-p", "-c", &format!("0-{}", n - 2)])
+                .arg(std::process::id().to_string())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+    });
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A bare `GET` with the standard library (the shared servers start outside any runtime).
+fn http_get_status(port: u16, path: &str) -> Option<u16> {
+    let mut s = TcpStream::connect_timeout(
+        &SocketAddr::from(([127, 0, 0, 1], port)),
+        Duration::from_secs(1),
+    )
+    .ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).ok()?;
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}
+
+/// A llama-server child process; killed on drop, and by its watchdog when this process ends.
+struct LlamaServer {
+    child: Child,
+    watchdog: Option<Child>,
+    url: String,
+    log: PathBuf,
+}
+
+impl LlamaServer {
+    fn start(p: &Paths, name: &str, args: &[&str]) -> Self {
+        pin_client();
+        let port = free_port();
+        let log =
+            std::env::temp_dir().join(format!("servetop-llama-{}-{name}.log", std::process::id()));
+        let n = cores();
+        let mut cmd = if n >= 2 {
+            let mut c = Command::new("taskset");
+            c.args(["-c", &(n - 1).to_string()]).arg(&p.server);
+            c
+        } else {
+            Command::new(&p.server)
+        };
+        cmd.arg("-m")
+            .arg(&p.target)
+            .args(["-a", ALIAS, "--host", "127.0.0.1", "--port"])
+            .arg(port.to_string())
+            .args(["-t", "1", "--metrics"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(std::fs::File::create(&log).unwrap());
+        let child = cmd.spawn().unwrap_or_else(|e| {
+            panic!("cannot start {}: {e}", p.server.display());
+        });
+        // Ends the server once this test process is gone, however it ended (the shared servers
+        // live in statics, which are never dropped). Checks the name before killing the pid.
+        let watchdog = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "while kill -0 {me} 2>/dev/null && kill -0 {srv} 2>/dev/null; do sleep 0.5; done; \
+                 grep -q llama-server /proc/{srv}/cmdline 2>/dev/null && kill {srv}",
+                me = std::process::id(),
+                srv = child.id()
+            ))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok();
+        let mut server = Self {
+            child,
+            watchdog,
+            url: format!("http://127.0.0.1:{port}"),
+            log,
+        };
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(status)) = server.child.try_wait() {
+                panic!(
+                    "llama-server {name} exited ({status}) while starting:\n{}",
+                    server.log_tail()
+                );
+            }
+            if http_get_status(port, "/health") == Some(200) {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "llama-server {name} not healthy after 120 s:\n{}",
+                server.log_tail()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        server
+    }
+
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
+    fn metrics_url(&self) -> String {
+        format!("{}/metrics", self.url)
+    }
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(w) = self.watchdog.as_mut() {
+            let _ = w.kill();
+            let _ = w.wait();
+        }
+    }
+}
+
+/// The server most tests share: 4 slots of 4096 tokens (`-c` is divided among `-np` slots).
+fn base_server(p: &Paths) -> &'static LlamaServer {
+    static BASE: OnceLock<LlamaServer> = OnceLock::new();
+    BASE.get_or_init(|| LlamaServer::start(p, "base", &["-c", "16384", "-np", "4"]))
+}
+
+fn run_config(url: &str) -> RunConfig {
+    RunConfig {
+        base_url: url.to_string(),
+        backend: BackendChoice::Auto,
+        model: None,
+        concurrency: vec![1],
+        input_len: 256,
+        output_len: 64,
+        requests_per_level: RequestCount::Fixed(8),
+        warmup_requests: 1,
+        long_context: vec![],
+        long_context_output_len: 16,
+        long_context_repeats: 1,
+        tokenizer: None,
+        temperature: 0.0,
+        first_token_timeout_s: 60.0,
+        idle_timeout_s: 30.0,
+        grace_s: 1.0,
+        slo: None,
+        seed: 0,
+        out_dir: PathBuf::new(),
+        api_key_env: "SERVETOP_TEST_NO_KEY".into(),
+        record_chunks: false,
+        metrics_url: None,
+        no_metrics: false,
+        dcgm_url: None,
+        no_gpu: true,
+        gpu_interval_s: 1.0,
+        server_wait_s: 10.0,
+    }
+}
+
+async fn run(cfg: RunConfig, out: Option<PathBuf>) -> Session {
+    let (state, session) = run_headless(cfg, out).await.unwrap();
+    assert_eq!(state, RunState::Finished, "{:?}", session.summary.error);
+    session
+}
+
+fn stats(s: &Session, i: usize) -> &LevelStats {
+    s.summary.sweep[i].stats.as_ref().expect("level has stats")
+}
+
+fn temp_run_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("servetop-llama-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn records(dir: &Path) -> Vec<RequestRecord> {
+    std::fs::read_to_string(dir.join("requests.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// llama-server's own counters, read from `/metrics`.
+struct Counters(prom::Page);
+
+impl Counters {
+    async fn read(server: &LlamaServer) -> Self {
+        let text = servetop::client::http_client()
+            .unwrap()
+            .get(server.metrics_url())
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        Self(prom::parse(&text))
+    }
+
+    fn get(&self, name: &str) -> f64 {
+        self.0
+            .sum(&format!("llamacpp:{name}"))
+            .unwrap_or_else(|| panic!("llamacpp:{name} missing from /metrics"))
+    }
+
+    fn delta(&self, before: &Self, name: &str) -> f64 {
+        self.get(name) - before.get(name)
+    }
+
+    fn per_position_delta(&self, before: &Self) -> Vec<f64> {
+        let pos = |c: &Self| {
+            let mut v: Vec<(usize, f64)> =
+                c.0.all("llamacpp:spec_decode_num_accepted_tokens_per_pos_total")
+                    .map(|s| (s.label("position").unwrap().parse().unwrap(), s.value))
+                    .collect();
+            v.sort_by_key(|x| x.0);
+            v.into_iter().map(|x| x.1).collect::<Vec<_>>()
+        };
+        let (a, b) = (pos(before), pos(self));
+        b.iter()
+            .enumerate()
+            .map(|(i, v)| v - a.get(i).copied().unwrap_or(0.0))
+            .collect()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sweep_and_long_context_ladder() {
+    let Some(p) = paths("sweep_and_long_context_ladder") else {
+        return;
+    };
+    let _turn = SERIAL.lock().await;
+    let srv = base_server(&p);
+    let mut cfg = run_config(&srv.url);
+    cfg.concurrency = vec![1, 2, 4, 8];
+    // Two waves at every level: at C=8 four requests wait for one of the four slots.
+    cfg.requests_per_level = RequestCount::PerConcurrency {
+        factor: 2.0,
+        min: 8,
+    };
+    cfg.long_context = vec![1000, 2000, 4000];
+    cfg.long_context_repeats = 2;
+    let s = run(cfg, None).await;
+    let server = s.summary.server.as_ref().unwrap();
+    assert_eq!(server.engine, Engine::Llamacpp);
+    assert_eq!(server.context_limit, Some(4096), "per slot: 16384 / 4");
+    for (i, c) in [1u64, 2, 4, 8].iter().enumerate() {
+        let l = &s.summary.sweep[i];
+        assert_eq!(l.status, LevelStatus::Done, "C={c}");
+        let sc = &stats(&s, i).scalars;
+        let n = (2 * c).max(8);
+        assert_eq!(
+            (sc.completed, sc.failed),
+            (n, 0),
+            "C={c}: {:?}",
+            sc.failures
+        );
+        // ignore_eos: exactly the planned output, as the server's usage counts it.
+        assert_eq!(sc.total_output_tokens, n * 64, "C={c}");
+        assert_eq!(sc.output_token_sources.get(&CountSource::Usage), Some(&n));
+        // Prompts of exactly 256 tokens as llama.cpp counts them (its /tokenize, plus the BOS
+        // the warmup measured).
+        assert_eq!(sc.mean_input_tokens, Some(256.0), "C={c}");
+        assert_eq!(sc.max_concurrent_requests, *c, "C={c}");
+        // No speculative decoding here: no server figure, and one token per chunk (the usage
+        // total over the chunks; a token with no text of its own adds a little).
+        assert!(l.accept_length_server.is_none(), "C={c}");
+        let client = sc.accept_length_client.unwrap();
+        assert!((1.0..1.1).contains(&client), "C={c}: {client}");
+    }
+    let ttft = |i: usize| stats(&s, i).dists.ttft_ms.clone().unwrap();
+    let itl = |i: usize| stats(&s, i).dists.itl_ms.clone().unwrap();
+    let e2e = |i: usize| stats(&s, i).dists.e2el_ms.clone().unwrap();
+    // One core decodes every slot: four streams share each step, so each stream's ITL grows.
+    assert!(
+        itl(2).p50 > 1.5 * itl(0).p50,
+        "ITL p50 C=4 {} vs C=1 {}",
+        itl(2).p50,
+        itl(0).p50
+    );
+    // Past four slots, requests queue in the server: the wait for a slot shows up as TTFT, about
+    // one service time (a request's E2E at C=4), and the server says it deferred requests.
+    assert!(
+        ttft(3).p50 > 3.0 * ttft(2).p50 && ttft(3).p50 > 0.4 * e2e(2).p50,
+        "TTFT p50 C=8 {} ms, C=4 {} ms, E2E p50 C=4 {} ms",
+        ttft(3).p50,
+        ttft(2).p50,
+        e2e(2).p50
+    );
+    // The server's own gauge never shows more requests in work than it has slots.
+    let running = s.summary.sweep[3]
+        .server_metrics
+        .as_ref()
+        .and_then(|m| m.max_running);
+    assert!(
+        running.is_some_and(|r| (1.0..=4.0).contains(&r)),
+        "llamacpp:requests_processing at C=8: {running:?}"
+    );
+    // The ladder: every length fits a 4096-token slot; prefill time grows with the prompt.
+    let mut last_ttft = 0.0;
+    for (l, want) in s.summary.long_context.iter().zip([1000u64, 2000, 4000]) {
+        assert_eq!(l.status, LevelStatus::Done, "{want}: {:?}", l.reason);
+        let st = l.stats.as_ref().unwrap();
+        assert_eq!(st.scalars.completed, 2, "{want}");
+        assert_eq!(st.scalars.mean_input_tokens, Some(want as f64));
+        let t = st.dists.ttft_ms.as_ref().unwrap().mean;
+        assert!(
+            t > last_ttft,
+            "TTFT {t} ms at {want} tokens, {last_ttft} before"
+        );
+        last_ttft = t;
+        assert!(st.scalars.prefill_tokens_per_s.unwrap() > 0.0);
+    }
+    eprintln!("{}", servetop::headless::final_tables(&s));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_counts_and_times_agree_with_the_servers_own_counters() {
+    let Some(p) = paths("token_counts_and_times_agree_with_the_servers_own_counters") else {
+        return;
+    };
+    let _turn = SERIAL.lock().await;
+    let srv = base_server(&p);
+    let dir = temp_run_dir("agreement");
+    let mut cfg = run_config(&srv.url);
+    cfg.input_len = 512;
+    cfg.output_len = 96;
+    cfg.requests_per_level = RequestCount::Fixed(10);
+    let before = Counters::read(srv).await;
+    let s = run(cfg, Some(dir.clone())).await;
+    let after = Counters::read(srv).await;
+    // Every request servetop sent, warmup included (requests.jsonl has them all).
+    let recs = records(&dir);
+    assert_eq!(recs.len(), 11);
+    assert!(recs.iter().all(|r| r.is_ok()
+        && r.output_source == CountSource::Usage
+        && r.input_source == CountSource::Usage));
+    let out: u64 = recs.iter().map(|r| r.output_tokens).sum();
+    let inp: u64 = recs.iter().map(|r| r.input_tokens).sum();
+    // Tokens: exact.
+    let predicted = after.delta(&before, "tokens_predicted_total");
+    // (Prometheus values are floats; these counters hold whole numbers.)
+    assert_eq!(
+        out,
+        predicted.round() as u64,
+        "output tokens vs tokens_predicted_total"
+    );
+    let prompt = after.delta(&before, "prompt_tokens_total");
+    let cached = after.delta(&before, "prompt_tokens_cached_total");
+    assert_eq!(
+        inp,
+        (prompt + cached).round() as u64,
+        "input tokens vs prompt_tokens_total + cached"
+    );
+    // servetop asks llama-server not to reuse cached prompts, so prefill is measured in full.
+    assert!(
+        cached <= recs.len() as f64,
+        "cached prompt tokens: {cached}"
+    );
+    // Decode time: the client's Σ(E2E - TTFT) against the server's generation time.
+    let client_decode_s: f64 = recs
+        .iter()
+        .map(|r| (r.e2e_us.unwrap() - r.ttft_us.unwrap()) as f64 * 1e-6)
+        .sum();
+    let server_decode_s = after.delta(&before, "tokens_predicted_seconds_total");
+    let ratio = client_decode_s / server_decode_s;
+    assert!(
+        (0.85..=1.15).contains(&ratio),
+        "decode time: client {client_decode_s:.3} s, server {server_decode_s:.3} s"
+    );
+    // Prefill: the client's TTFT against the server's prompt-processing time, per request.
+    let n = recs.len() as f64;
+    let client_ttft_ms = recs.iter().map(|r| r.ttft_us.unwrap() as f64).sum::<f64>() / n / 1e3;
+    let server_prompt_ms = after.delta(&before, "prompt_seconds_total") / n * 1e3;
+    assert!(
+        client_ttft_ms >= server_prompt_ms && client_ttft_ms <= server_prompt_ms * 1.5 + 5.0,
+        "TTFT {client_ttft_ms:.2} ms vs server prompt time {server_prompt_ms:.2} ms"
+    );
+    // The level's decode speed and the server's (tokens / generation seconds) agree the same way.
+    let st = stats(&s, 0);
+    let client_speed = st.dists.decode_tokens_per_s.as_ref().unwrap().mean;
+    let server_speed = predicted / server_decode_s;
+    assert!(
+        (client_speed / server_speed - 1.0).abs() <= 0.15,
+        "decode tok/s: client {client_speed:.0}, server {server_speed:.0}"
+    );
+    // servetop's mapping of the page reads the same counters.
+    let mapped = servetop::telemetry::scrape::engine_sample(
+        &servetop::client::http_client().unwrap(),
+        &srv.metrics_url(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(mapped.flavor, "llamacpp");
+    let now = Counters::read(srv).await;
+    assert_eq!(
+        mapped.generation_tokens_total,
+        Some(now.get("tokens_predicted_total"))
+    );
+    assert_eq!(
+        mapped.prompt_tokens_total,
+        Some(now.get("prompt_tokens_total"))
+    );
+    // servetop's own scrape of the same counters saw the engine.
+    assert_eq!(
+        s.summary.telemetry.server_flavor.as_deref(),
+        Some("llamacpp")
+    );
+    let seen = s.summary.sweep[0]
+        .server_metrics
+        .as_ref()
+        .and_then(|m| m.generation_tokens)
+        .unwrap();
+    assert!(
+        seen > 0.0 && seen <= predicted,
+        "the level's generation_tokens {seen} (of {predicted})"
+    );
+    eprintln!(
+        "agreement: output {out} = tokens_predicted_total Δ{predicted}; input {inp} = prompt Δ{prompt} + cached Δ{cached}; decode client {client_decode_s:.3} s vs server {server_decode_s:.3} s ({:+.1} %); TTFT {client_ttft_ms:.2} ms vs prompt {server_prompt_ms:.2} ms; decode {client_speed:.0} vs {server_speed:.0} tok/s",
+        (ratio - 1.0) * 100.0
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_detection_and_the_chat_endpoint() {
+    let Some(p) = paths("auto_detection_and_the_chat_endpoint") else {
+        return;
+    };
+    let _turn = SERIAL.lock().await;
+    let srv = base_server(&p);
+    let http = servetop::client::http_client().unwrap();
+    let probes = engine::probe(&http, &srv.url, None).await;
+    let info = engine::identify(&srv.url, &probes, None).unwrap();
+    assert_eq!(info.engine, Engine::Llamacpp);
+    assert_eq!(info.model, ALIAS);
+    assert_eq!(info.context_limit, Some(4096));
+    assert!(
+        info.context_limit_source
+            .as_deref()
+            .unwrap()
+            .contains("per slot")
+    );
+    assert!(info.engine_version.as_deref().unwrap().starts_with('b'));
+
+    // --backend auto speaks /v1/completions; openai-chat goes through the chat template.
+    let mut cfg = run_config(&srv.url);
+    cfg.requests_per_level = RequestCount::Fixed(2);
+    cfg.output_len = 16;
+    let s = run(cfg, None).await;
+    assert_eq!(s.summary.backend, Some(Backend::Openai));
+    let mut cfg = run_config(&srv.url);
+    cfg.backend = BackendChoice::OpenaiChat;
+    cfg.concurrency = vec![2];
+    cfg.input_len = 128;
+    cfg.output_len = 32;
+    cfg.requests_per_level = RequestCount::Fixed(6);
+    let dir = temp_run_dir("chat");
+    let s = run(cfg, Some(dir.clone())).await;
+    assert_eq!(s.summary.backend, Some(Backend::OpenaiChat));
+    let sc = &stats(&s, 0).scalars;
+    assert_eq!((sc.completed, sc.failed), (6, 0), "{:?}", sc.failures);
+    assert_eq!(sc.total_output_tokens, 6 * 32);
+    // The chat template adds tokens around the prompt; the warmup measured how many (27 with
+    // this ChatML template), so the prompts total 128 tokens as the server counts them, give or
+    // take the first word: SentencePiece splits it differently after the template's newline
+    // than at the start of the bare text /tokenize counted.
+    let offset = s.summary.prompts.as_ref().unwrap().offset_tokens;
+    assert!(offset > 1, "chat template tokens: {offset}");
+    for r in records(&dir).iter().filter(|r| !r.warmup) {
+        assert_eq!(r.input_source, CountSource::Usage);
+        assert!(
+            r.input_tokens.abs_diff(128) <= 3,
+            "chat prompt of {} tokens",
+            r.input_tokens
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    // The role-only first chunk is not the first token: TTFT is at least the prefill.
+    assert!(stats(&s, 0).dists.ttft_ms.as_ref().unwrap().min > 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn context_limits_for_real() {
+    let Some(p) = paths("context_limits_for_real") else {
+        return;
+    };
+    let _turn = SERIAL.lock().await;
+    let srv = LlamaServer::start(&p, "small-ctx", &["-c", "1024", "-np", "1"]);
+    let mut cfg = run_config(&srv.url);
+    cfg.concurrency = vec![];
+    cfg.long_context = vec![500, 2000];
+    cfg.long_context_repeats = 2;
+    let s = run(cfg.clone(), None).await;
+    let lc = &s.summary.long_context;
+    assert_eq!(lc[0].status, LevelStatus::Done, "{:?}", lc[0].reason);
+    assert_eq!(lc[1].status, LevelStatus::Skipped);
+    let reason = lc[1].reason.as_deref().unwrap();
+    assert!(
+        reason.contains("1024")
+            && reason.contains("--ctx-size")
+            && reason.contains("-c;")
+            && reason.contains("at least 2016"),
+        "{reason}"
+    );
+    assert!(lc[1].raise_flag.as_deref().unwrap().contains("--ctx-size"));
+
+    // Without the pre-check (as if the server had not said its limit) the prompt is sent, and
+    // llama-server refuses it itself: classified as too long, with the flag, and not repeated.
+    // (500 tokens fit, so preparing the run is not refused outright.)
+    cfg.long_context = vec![500, 2000];
+    cfg.long_context_repeats = 3;
+    let mut prepared = servetop::runner::prepare(&cfg, None).await.unwrap();
+    prepared.server.context_limit = None;
+    let (state, s) = run_prepared(
+        &cfg,
+        prepared,
+        RunSummary::new(cfg.clone(), None),
+        None,
+        true,
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(state, RunState::Finished);
+    assert_eq!(s.summary.long_context[0].status, LevelStatus::Done);
+    let l = &s.summary.long_context[1];
+    assert_eq!(l.status, LevelStatus::Skipped);
+    let reason = l.reason.as_deref().unwrap();
+    assert!(
+        reason.contains("refused") && reason.contains("--ctx-size"),
+        "{reason}"
+    );
+    let f = &l.stats.as_ref().unwrap().scalars.failures["context_too_long"];
+    assert_eq!(f.count, 1, "a refused prompt is not sent again");
+    assert!(
+        f.first_message.contains("HTTP 400")
+            && f.first_message
+                .contains("exceeds the available context size"),
+        "{}",
+        f.first_message
+    );
+}
+
+/// llama.cpp's synthetic acceptance rates for a mean accept length `l` with `n_max` drafts:
+/// position `i` is accepted with probability `p^(i+1)`, `Σ p^(i+1) = l - 1`.
+fn synth_rates(l: f64, n_max: i32) -> Vec<f64> {
+    let (mut lo, mut hi) = (0.0f64, 1.0f64);
+    for _ in 0..64 {
+        let mid = 0.5 * (lo + hi);
+        let sum: f64 = (1..=n_max).map(|j| mid.powi(j)).sum();
+        if sum < l - 1.0 {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    let p = 0.5 * (lo + hi);
+    (1..=n_max).map(|j| p.powi(j)).collect()
+}
+
+/// Standard deviation of the tokens one step accepts: `P(A >= i) = rates[i-1]`.
+fn accepted_std(rates: &[f64]) -> f64 {
+    let mean: f64 = rates.iter().sum();
+    let second: f64 = rates
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (2 * i + 1) as f64 * r)
+        .sum();
+    (second - mean * mean).sqrt()
+}
+
+async fn speculative_known_answer(p: &Paths, l: f64) -> (f64, f64, f64) {
+    let synth = format!("{l}");
+    let srv = LlamaServer::start(
+        p,
+        &format!("spec-{l}"),
+        &[
+            "-c",
+            "4096",
+            "-np",
+            "1",
+            "-md",
+            p.draft.to_str().unwrap(),
+            "--spec-type",
+            "draft-simple",
+            "--spec-draft-n-max",
+            "4",
+            "--spec-synth-len",
+            &synth,
+        ],
+    );
+    let mut cfg = run_config(&srv.url);
+    cfg.input_len = 64;
+    cfg.output_len = 128;
+    cfg.requests_per_level = RequestCount::Fixed(10);
+    let before = Counters::read(&srv).await;
+    let s = run(cfg, None).await;
+    let after = Counters::read(&srv).await;
+    let l_name = format!("L={l}");
+    let level = &s.summary.sweep[0];
+    let sc = &stats(&s, 0).scalars;
+    assert_eq!((sc.completed, sc.failed), (10, 0), "{l_name}");
+    assert_eq!(sc.total_output_tokens, 10 * 128, "{l_name}");
+
+    // The server's own counters over the whole run (warmup included).
+    let drafts = after.delta(&before, "spec_decode_num_drafts_total");
+    let accepted = after.delta(&before, "spec_decode_num_accepted_tokens_total");
+    let whole_run = 1.0 + accepted / drafts;
+    let rates = synth_rates(l, 4);
+    let sd = accepted_std(&rates);
+    let noise = |steps: f64| 4.0 * sd / steps.sqrt() + 0.05;
+    assert!(
+        (whole_run - l).abs() <= noise(drafts),
+        "{l_name}: the server's counters say {whole_run:.3} over {drafts} steps"
+    );
+    // Per-position acceptance: binomial noise around p^(i+1).
+    for (i, (got, want)) in after
+        .per_position_delta(&before)
+        .iter()
+        .map(|a| a / drafts)
+        .zip(&rates)
+        .enumerate()
+    {
+        let tol = 4.0 * (want * (1.0 - want) / drafts).sqrt() + 0.03;
+        assert!(
+            (got - want).abs() <= tol,
+            "{l_name}: position {i} accepted {got:.3}, configured {want:.3}"
+        );
+    }
+
+    // servetop's server-side figure: the same counters, differenced over the level's scrapes
+    // (a second apart, so the level's last requests may fall outside; at least half are in).
+    let spec = level.spec_server.as_ref().expect("server-side spec stats");
+    assert_eq!(spec.source, "counters");
+    let server = level.accept_length_server.unwrap();
+    assert!(
+        (server - l).abs() <= noise(drafts / 2.0),
+        "{l_name}: servetop's server-side accept length {server:.3}"
+    );
+    assert!(
+        (server - whole_run).abs() <= noise(drafts / 2.0),
+        "{l_name}: servetop {server:.3} vs the counters over the run {whole_run:.3}"
+    );
+    assert_eq!(spec.per_position.len(), 4);
+
+    // The client's view: llama-server sends each accepted token as its own event, back to back.
+    // Grouped into steps, tokens per chunk is the accept length seen by the client: above 1,
+    // never above the server's figure by more than noise, and close to it.
+    let client = sc.accept_length_client.unwrap();
+    assert!(
+        client > 1.0 + 0.6 * (server - 1.0) && client <= server + noise(drafts / 2.0),
+        "{l_name}: client {client:.3}, server {server:.3}"
+    );
+    assert!(
+        !s.summary
+            .warnings
+            .iter()
+            .any(|w| w.contains("tokens per chunk")),
+        "{l_name}: {:?}",
+        s.summary.warnings
+    );
+    // With bursts grouped, a chunk is a step: the raw chunk gap is a step, the ITL a share of it.
+    let d = &stats(&s, 0).dists;
+    assert!(
+        d.chunk_gap_ms.as_ref().unwrap().mean > 1.2 * d.itl_ms.as_ref().unwrap().mean,
+        "{l_name}: chunk gap {:?} vs ITL {:?}",
+        d.chunk_gap_ms.as_ref().map(|x| x.mean),
+        d.itl_ms.as_ref().map(|x| x.mean)
+    );
+    eprintln!(
+        "{l_name}: server counters over the run {whole_run:.3} ({drafts} steps, noise ±{:.3}); servetop server-side {server:.3}; client-side {client:.3}; acceptance rate {:.3}; per position {:?}",
+        noise(drafts),
+        spec.acceptance_rate.unwrap_or(f64::NAN),
+        spec.per_position
+            .iter()
+            .map(|x| (x * 1000.0).round() / 1000.0)
+            .collect::<Vec<_>>()
+    );
+    (whole_run, server, client)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn speculative_decoding_known_answers() {
+    let Some(p) = paths("speculative_decoding_known_answers") else {
+        return;
+    };
+    let _turn = SERIAL.lock().await;
+    let (_, low_server, low_client) = speculative_known_answer(&p, 1.5).await;
+    let (_, high_server, high_client) = speculative_known_answer(&p, 3.0).await;
+    // More acceptance, longer accept lengths, on both sides.
+    assert!(high_server > low_server + 1.0);
+    assert!(high_client > low_client + 0.8);
+}
