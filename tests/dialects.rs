@@ -292,7 +292,14 @@ async fn serve(engine: &'static str) -> FixtureServer {
         .unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let task = tokio::spawn(async move {
-        axum::serve(listener, app).await.unwrap();
+        axum::serve(
+            axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                let _ = tcp.set_nodelay(true);
+            }),
+            app,
+        )
+        .await
+        .unwrap();
     });
     FixtureServer {
         url,

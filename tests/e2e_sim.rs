@@ -293,14 +293,16 @@ async fn server_rejection_without_precheck_is_classified_as_context_skip() {
         &h,
         |c| {
             c.concurrency = vec![];
-            c.long_context = vec![40_000];
+            // A length that fits too: a plan where nothing fits is refused before it starts.
+            c.long_context = vec![1_000, 40_000];
             c.long_context_repeats = 3;
         },
         // Pretend the server did not report its limit, so the request is really sent.
         |p| p.server.context_limit = None,
     )
     .await;
-    let l = &s.summary.long_context[0];
+    assert_eq!(s.summary.long_context[0].status, LevelStatus::Done);
+    let l = &s.summary.long_context[1];
     assert_eq!(l.status, LevelStatus::Skipped);
     let reason = l.reason.as_deref().unwrap();
     assert!(

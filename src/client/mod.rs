@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -329,7 +328,8 @@ impl Client {
             return failed_record(spec, tag, t_send, f, retries);
         }
 
-        let mut events = resp.bytes_stream().eventsource();
+        let mut body = resp.bytes_stream();
+        let mut sse = crate::sse::SseDecoder::new();
         let mut chunks: Vec<TokenChunk> = Vec::with_capacity(spec.max_tokens as usize + 1);
         let mut counting: Option<ChunkCounting> = None;
         let mut prev_cum = 0u64;
@@ -338,102 +338,121 @@ impl Client {
         let mut finished = false;
         let mut done = false;
         let dialect = self.backend.dialect();
-        let first_deadline = t_send + self.opts.first_token_timeout;
-        let failure = loop {
-            let wait = if chunks.is_empty() {
-                first_deadline.saturating_duration_since(Instant::now())
-            } else {
-                self.opts.idle_timeout
+        // One timer for the whole stream, moved only when it fires early: resetting a timer on
+        // every read would cost more than the read at thousands of streams.
+        let mut deadline = t_send + self.opts.first_token_timeout;
+        let timer = tokio::time::sleep_until(deadline.into());
+        tokio::pin!(timer);
+        let failure = 'read: loop {
+            let next = tokio::select! {
+                biased;
+                n = body.next() => n,
+                () = &mut timer => {
+                    if Instant::now() < deadline {
+                        timer.as_mut().reset(deadline.into());
+                        continue;
+                    }
+                    let msg = if chunks.is_empty() {
+                        format!(
+                            "no token within the first-token timeout of {:?}",
+                            self.opts.first_token_timeout
+                        )
+                    } else {
+                        format!("stream idle for longer than {:?}", self.opts.idle_timeout)
+                    };
+                    break Some(Failure::new(FailureKind::Timeout, msg));
+                }
             };
-            let Ok(next) = tokio::time::timeout(wait, events.next()).await else {
-                let msg = if chunks.is_empty() {
-                    format!(
-                        "no token within the first-token timeout of {:?}",
-                        self.opts.first_token_timeout
-                    )
-                } else {
-                    format!("stream idle for longer than {:?}", self.opts.idle_timeout)
-                };
-                break Some(Failure::new(FailureKind::Timeout, msg));
-            };
+            // Every event in this read arrived now.
             let now = Instant::now();
-            let ev = match next {
+            match next {
                 None => break None,
                 Some(Err(e)) => {
-                    let kind = match &e {
-                        eventsource_stream::EventStreamError::Transport(_) => {
-                            FailureKind::StreamCut
-                        }
-                        _ => FailureKind::BadPayload,
-                    };
-                    break Some(Failure::new(kind, format!("stream error: {e}")));
+                    break Some(Failure::new(
+                        FailureKind::StreamCut,
+                        format!("stream error: {}", error_chain(&e)),
+                    ));
                 }
-                Some(Ok(ev)) => ev,
-            };
-            let data = ev.data.trim();
-            if data.is_empty() {
-                continue;
+                Some(Ok(bytes)) => sse.feed(&bytes),
             }
-            if data == "[DONE]" {
-                done = true;
-                break None;
-            }
-            let c = match dialect::parse(dialect, data) {
-                Ok(c) => c,
-                Err(e) => break Some(Failure::new(FailureKind::BadPayload, e)),
-            };
-            if let Some(msg) = c.error {
-                let kind = if is_context_error(&msg) {
-                    FailureKind::ContextTooLong
-                } else {
-                    FailureKind::ServerError
+            while let Some(raw) = sse.next_data() {
+                let Ok(data) = std::str::from_utf8(raw) else {
+                    break 'read Some(Failure::new(
+                        FailureKind::BadPayload,
+                        "the stream is not valid UTF-8".to_string(),
+                    ));
                 };
-                break Some(Failure::new(kind, format!("error in stream: {msg}")));
-            }
-            if let Some(u) = c.usage {
-                usage_prompt = u.prompt_tokens.or(usage_prompt);
-                if !c.has_choice || dialect == Dialect::SglangNative {
-                    usage_completion = u.completion_tokens.or(usage_completion);
-                } else if c.cumulative_completion.is_some() {
-                    usage_completion = c.cumulative_completion;
+                let data = data.trim();
+                if data.is_empty() {
+                    continue;
+                }
+                if data == "[DONE]" {
+                    done = true;
+                    break 'read None;
+                }
+                let c = match dialect::parse(dialect, data) {
+                    Ok(c) => c,
+                    Err(e) => break 'read Some(Failure::new(FailureKind::BadPayload, e)),
+                };
+                if let Some(msg) = c.error {
+                    let kind = if is_context_error(&msg) {
+                        FailureKind::ContextTooLong
+                    } else {
+                        FailureKind::ServerError
+                    };
+                    break 'read Some(Failure::new(kind, format!("error in stream: {msg}")));
+                }
+                if let Some(u) = c.usage {
+                    usage_prompt = u.prompt_tokens.or(usage_prompt);
+                    if !c.has_choice || dialect == Dialect::SglangNative {
+                        usage_completion = u.completion_tokens.or(usage_completion);
+                    } else if c.cumulative_completion.is_some() {
+                        usage_completion = c.cumulative_completion;
+                    }
+                }
+                finished |= c.finished;
+                if !c.has_choice {
+                    continue;
+                }
+                // A role-only opening chunk (chat) says nothing about how tokens are counted.
+                if counting.is_none() && c.cumulative_completion.is_none() && c.text.is_empty() {
+                    continue;
+                }
+                // The counting mode is fixed by the first chunk that carries text or a count.
+                let mode =
+                    *counting.get_or_insert_with(|| match (dialect, c.cumulative_completion) {
+                        (Dialect::SglangNative, Some(_)) => {
+                            ChunkCounting::Exact(CountSource::EngineNative)
+                        }
+                        (_, Some(_)) => ChunkCounting::Exact(CountSource::PerChunkUsage),
+                        _ if self.opts.tokenizer.is_some() => ChunkCounting::Tokenizer,
+                        _ => ChunkCounting::OnePerChunk,
+                    });
+                let n = match (mode, c.cumulative_completion) {
+                    (ChunkCounting::Exact(_), Some(cum)) => {
+                        let n = cum.saturating_sub(prev_cum);
+                        prev_cum = prev_cum.max(cum);
+                        n
+                    }
+                    (ChunkCounting::Tokenizer, _) => match &self.opts.tokenizer {
+                        Some(t) if !c.text.is_empty() => t
+                            .encode(c.text.as_ref(), false)
+                            .map_or(1, |e| e.len() as u64),
+                        _ => 0,
+                    },
+                    // Exact mode but this chunk lacks a count, or the estimate: one per content chunk.
+                    _ => u64::from(!c.text.is_empty()),
+                };
+                if n > 0 {
+                    self.live_tokens.fetch_add(n, Ordering::Relaxed);
+                    chunks.push(TokenChunk {
+                        t_us: us_since(t_send, now),
+                        tokens: n.min(u64::from(u32::MAX)) as u32,
+                    });
                 }
             }
-            finished |= c.finished;
-            if !c.has_choice {
-                continue;
-            }
-            // A role-only opening chunk (chat) says nothing about how tokens are counted.
-            if counting.is_none() && c.cumulative_completion.is_none() && c.text.is_empty() {
-                continue;
-            }
-            // The counting mode is fixed by the first chunk that carries text or a count.
-            let mode = *counting.get_or_insert_with(|| match (dialect, c.cumulative_completion) {
-                (Dialect::SglangNative, Some(_)) => ChunkCounting::Exact(CountSource::EngineNative),
-                (_, Some(_)) => ChunkCounting::Exact(CountSource::PerChunkUsage),
-                _ if self.opts.tokenizer.is_some() => ChunkCounting::Tokenizer,
-                _ => ChunkCounting::OnePerChunk,
-            });
-            let n = match (mode, c.cumulative_completion) {
-                (ChunkCounting::Exact(_), Some(cum)) => {
-                    let n = cum.saturating_sub(prev_cum);
-                    prev_cum = prev_cum.max(cum);
-                    n
-                }
-                (ChunkCounting::Tokenizer, _) => match &self.opts.tokenizer {
-                    Some(t) if !c.text.is_empty() => t
-                        .encode(c.text.as_ref(), false)
-                        .map_or(1, |e| e.len() as u64),
-                    _ => 0,
-                },
-                // Exact mode but this chunk lacks a count, or the estimate: one per content chunk.
-                _ => u64::from(!c.text.is_empty()),
-            };
-            if n > 0 {
-                self.live_tokens.fetch_add(n, Ordering::Relaxed);
-                chunks.push(TokenChunk {
-                    t_us: us_since(t_send, now),
-                    tokens: n.min(u64::from(u32::MAX)) as u32,
-                });
+            if !chunks.is_empty() {
+                deadline = now + self.opts.idle_timeout;
             }
         };
         let end = Instant::now();
