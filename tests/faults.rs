@@ -324,3 +324,41 @@ fn the_simulator_binary_restarts_and_a_run_survives_it() {
     assert!(warnings.contains("came back"), "{warnings}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A level longer than the prompt lookahead sizes its later prompts while it runs (a /tokenize
+/// call each): an outage then must be waited out by the prompt producer too, not end the run.
+/// (Found by `servetop soak`: a restart 15 minutes in aborted the run at "preparing prompts".)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_while_later_prompts_are_prepared_is_waited_for() {
+    let mut c = restart_sim();
+    c.decode_step_ms = 5.0;
+    let h = sim::start(c.clone(), SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .unwrap();
+    let addr = h.addr;
+    let mut cfg = restart_config(&h.url(), 20.0);
+    cfg.concurrency = vec![8];
+    cfg.output_len = 4;
+    cfg.requests_per_level = RequestCount::Fixed(1100);
+    let run = tokio::spawn(run_headless(cfg, None));
+    // Wait until the level is under way (the producer is still 76 prompts short), then go away.
+    loop {
+        let served = h.log.lock().unwrap().requests.len();
+        if served >= 10 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    drop(h);
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let _back = sim::start(c, addr).await.unwrap();
+    let (state, s) = run.await.unwrap().unwrap();
+    assert_eq!(state, RunState::Finished, "{:?}", s.summary.error);
+    let sc = &s.summary.sweep[0].stats.as_ref().unwrap().scalars;
+    assert_eq!(
+        sc.completed + sc.failed,
+        1100,
+        "every request accounted for"
+    );
+    assert!(sc.completed >= 1000, "{sc:?}");
+}

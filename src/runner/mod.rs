@@ -211,9 +211,19 @@ impl Runner {
             let producer = (ahead < spec.requests).then(|| {
                 let mut factory = self.prepared.factory.clone();
                 let spec = spec.clone();
+                let patience = self.server_wait;
                 tokio::spawn(async move {
                     for i in ahead..spec.requests {
-                        let req = make_request(&mut factory, &spec, i).await?;
+                        // Sizing a prompt asks the server (/tokenize): while it is away, wait as
+                        // long as the workers do, then give up with the last error.
+                        let started = Instant::now();
+                        let req = loop {
+                            match make_request(&mut factory, &spec, i).await {
+                                Ok(r) => break r,
+                                Err(e) if started.elapsed() >= patience => return Err(e),
+                                Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+                            }
+                        };
                         if ptx.send((i, req)).await.is_err() {
                             break;
                         }
