@@ -14,6 +14,8 @@
 # Needs: python3 with pip (PyPI reachable), a C/C++ compiler, cmake (installed with apt-get when
 # missing and running as root). Nothing else is downloaded: the sdist carries the whole llama.cpp
 # tree, and the build options below keep cmake from fetching the web UI or linking OpenSSL.
+# The binary is built for this machine's CPU (llama.cpp's default GGML_NATIVE): a cache copied to
+# a machine with an older CPU may die with "illegal instruction"; delete .cache/llama there.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -88,4 +90,4 @@ for spec in "tiny-llama.gguf --target" "tiny-llama-draft.gguf --draft"; do
       --out "$DIR/models/$1"
   fi
 done
-echo "llama: models in $DIR/models: $(cd "$DIR/models" && ls)"
+echo "llama: models in $DIR/models: $(cd "$DIR/models" && echo *.gguf)"
