@@ -103,6 +103,90 @@ pub struct Client {
     /// Tokens received so far by every request of this client (sampled by the dashboard for a
     /// live rate; one relaxed atomic add per chunk, no event).
     live_tokens: Arc<AtomicU64>,
+    /// Streams to a plain-http server (see [`plain_client`]); `None` for https, which goes
+    /// through reqwest.
+    plain: Option<PlainClient>,
+}
+
+/// hyper-util's pooled HTTP/1.1 client over plain TCP.
+pub type PlainClient = hyper_util::client::legacy::Client<
+    hyper_util::client::legacy::connect::HttpConnector,
+    http_body_util::Full<bytes::Bytes>,
+>;
+
+/// Largest read buffer of one streaming connection. hyper grows a connection's buffer while reads
+/// fill it, up to 400 KB: a client that falls behind a fast server (the point of a capacity test)
+/// then holds 400 KB per stream, 150 MB at 1000 streams. Reads of 16 KB already amortise the
+/// system call over dozens of SSE events.
+pub const STREAM_READ_BUF: usize = 16 * 1024;
+
+/// The client for streams to plain-http servers: the same pooling and timeouts as
+/// [`http_client`], with the read buffer capped at [`STREAM_READ_BUF`].
+pub fn plain_client() -> PlainClient {
+    let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    connector.set_nodelay(true);
+    connector.set_connect_timeout(Some(Duration::from_secs(10)));
+    hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .pool_timer(hyper_util::rt::TokioTimer::new())
+        .pool_idle_timeout(POOL_IDLE)
+        .http1_max_buf_size(STREAM_READ_BUF)
+        .build(connector)
+}
+
+/// A response from either transport.
+enum Resp {
+    Plain(hyper::Response<hyper::body::Incoming>),
+    Reqwest(reqwest::Response),
+}
+
+/// Why a request got no response.
+struct SendError {
+    message: String,
+    /// The connection could not be made (nothing was sent).
+    connect: bool,
+    timeout: bool,
+}
+
+type Chunks =
+    std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<bytes::Bytes, String>> + Send>>;
+
+impl Resp {
+    fn status(&self) -> u16 {
+        match self {
+            Resp::Plain(r) => r.status().as_u16(),
+            Resp::Reqwest(r) => r.status().as_u16(),
+        }
+    }
+
+    /// The whole body as text (error responses); empty when it cannot be read.
+    async fn text(self) -> String {
+        match self {
+            Resp::Plain(r) => {
+                use http_body_util::BodyExt;
+                r.into_body()
+                    .collect()
+                    .await
+                    .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
+                    .unwrap_or_default()
+            }
+            Resp::Reqwest(r) => r.text().await.unwrap_or_default(),
+        }
+    }
+
+    /// The body as it arrives.
+    fn into_chunks(self) -> Chunks {
+        match self {
+            Resp::Plain(r) => {
+                use http_body_util::BodyExt;
+                Box::pin(
+                    r.into_body()
+                        .into_data_stream()
+                        .map(|c| c.map_err(|e| error_chain(&e))),
+                )
+            }
+            Resp::Reqwest(r) => Box::pin(r.bytes_stream().map(|c| c.map_err(|e| error_chain(&e)))),
+        }
+    }
 }
 
 /// How long an idle pooled connection is kept. Servers close idle keep-alive connections after
@@ -169,8 +253,10 @@ impl Client {
         api_key: Option<String>,
         opts: ClientOptions,
     ) -> Self {
+        let url = format!("{}{}", server.base_url, backend.path());
         Self {
-            url: format!("{}{}", server.base_url, backend.path()),
+            plain: url.starts_with("http://").then(plain_client),
+            url,
             http,
             backend,
             engine: server.engine,
@@ -236,6 +322,56 @@ impl Client {
         }
     }
 
+    /// Posts the request body, through hyper for plain http and reqwest otherwise.
+    async fn post(&self, request_id: &str, body: bytes::Bytes) -> Result<Resp, SendError> {
+        if let Some(plain) = &self.plain {
+            let mut b = hyper::Request::post(self.url.as_str())
+                .header(hyper::header::CONTENT_TYPE, "application/json")
+                .header(
+                    hyper::header::USER_AGENT,
+                    concat!("servetop/", env!("CARGO_PKG_VERSION")),
+                )
+                .header("x-request-id", request_id);
+            if let Some(k) = &self.api_key {
+                b = b.header(hyper::header::AUTHORIZATION, format!("Bearer {k}"));
+            }
+            let req = b
+                .body(http_body_util::Full::new(body))
+                .map_err(|e| SendError {
+                    message: format!("bad request: {e}"),
+                    connect: true,
+                    timeout: false,
+                })?;
+            return plain
+                .request(req)
+                .await
+                .map(Resp::Plain)
+                .map_err(|e| SendError {
+                    message: format!(
+                        "error sending request for url ({}): {}",
+                        self.url,
+                        error_chain(&e)
+                    ),
+                    connect: e.is_connect(),
+                    timeout: false,
+                });
+        }
+        let mut req = self
+            .http
+            .post(&self.url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header("x-request-id", request_id)
+            .body(body);
+        if let Some(k) = &self.api_key {
+            req = req.bearer_auth(k);
+        }
+        req.send().await.map(Resp::Reqwest).map_err(|e| SendError {
+            message: error_chain(&e),
+            connect: e.is_connect(),
+            timeout: e.is_timeout(),
+        })
+    }
+
     /// Sends one request and folds its stream into a record. Never returns an error: failures
     /// are data (STYLE.md rule 7).
     pub async fn send(&self, spec: &RequestSpec, tag: RequestTag) -> RequestRecord {
@@ -260,17 +396,13 @@ impl Client {
         };
         let mut retries = 0u32;
         let (t_send, resp) = loop {
-            let mut req = self
-                .http
-                .post(&self.url)
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .header("x-request-id", &request_id)
-                .body(body.clone());
-            if let Some(k) = &self.api_key {
-                req = req.bearer_auth(k);
-            }
             let t_send = Instant::now();
-            match tokio::time::timeout(self.opts.first_token_timeout, req.send()).await {
+            let sent = tokio::time::timeout(
+                self.opts.first_token_timeout,
+                self.post(&request_id, body.clone()),
+            )
+            .await;
+            match sent {
                 Err(_) => {
                     let f = Failure::new(
                         FailureKind::Timeout,
@@ -286,12 +418,12 @@ impl Client {
                     // A pooled keep-alive connection the server had already closed fails before
                     // any byte is answered; that is not the server failing the request, so retry
                     // once on a fresh connection (llama-server closes after every stream).
-                    if !e.is_connect() && !e.is_timeout() && retries == 0 {
-                        tracing::debug!(error = %error_chain(&e), "retrying on a fresh connection");
+                    if !e.connect && !e.timeout && retries == 0 {
+                        tracing::debug!(error = %e.message, "retrying on a fresh connection");
                         retries += 1;
                         continue;
                     }
-                    let kind = if e.is_timeout() {
+                    let kind = if e.timeout {
                         FailureKind::Timeout
                     } else {
                         FailureKind::Connect
@@ -300,7 +432,7 @@ impl Client {
                         spec,
                         tag,
                         t_send,
-                        Failure::new(kind, error_chain(&e)),
+                        Failure::new(kind, e.message),
                         retries,
                     );
                 }
@@ -308,11 +440,9 @@ impl Client {
         };
 
         let status = resp.status();
-        if !status.is_success() {
+        if !(200..300).contains(&status) {
             let text = tokio::time::timeout(Duration::from_secs(5), resp.text())
                 .await
-                .ok()
-                .and_then(Result::ok)
                 .unwrap_or_default();
             let message = dialect::http_error_message(&text);
             let kind = if is_context_error(&message) {
@@ -322,13 +452,13 @@ impl Client {
             };
             let f = Failure {
                 kind,
-                message: format!("HTTP {}: {message}", status.as_u16()),
-                http_status: Some(status.as_u16()),
+                message: format!("HTTP {status}: {message}"),
+                http_status: Some(status),
             };
             return failed_record(spec, tag, t_send, f, retries);
         }
 
-        let mut body = resp.bytes_stream();
+        let mut body = resp.into_chunks();
         let mut sse = crate::sse::SseDecoder::new();
         let mut chunks: Vec<TokenChunk> = Vec::with_capacity(spec.max_tokens as usize + 1);
         let mut counting: Option<ChunkCounting> = None;
@@ -370,7 +500,7 @@ impl Client {
                 Some(Err(e)) => {
                     break Some(Failure::new(
                         FailureKind::StreamCut,
-                        format!("stream error: {}", error_chain(&e)),
+                        format!("stream error: {e}"),
                     ));
                 }
                 Some(Ok(bytes)) => sse.feed(&bytes),
