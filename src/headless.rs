@@ -166,6 +166,10 @@ fn progress_line(s: &Session) -> Option<String> {
 pub async fn drive(mut rx: EventRx, session: &mut Session, quiet: bool) -> RunState {
     let mut tick = tokio::time::interval(Duration::from_secs(5));
     tick.tick().await;
+    // requests.jsonl reaches the disk every 200 ms, not after every batch: at thousands of
+    // requests a second a write per batch takes the core from the streams being timed.
+    let mut flush = tokio::time::interval(Duration::from_millis(200));
+    flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut state = RunState::Running;
     loop {
         tokio::select! {
@@ -184,11 +188,11 @@ pub async fn drive(mut rx: EventRx, session: &mut Session, quiet: bool) -> RunSt
                     session.apply(ev);
                     print_notice(n, session);
                 }
-                session.flush();
                 if state != RunState::Running {
                     break;
                 }
             }
+            _ = flush.tick() => session.flush(),
             _ = tick.tick() => {
                 if let Some(line) = progress_line(session).filter(|_| !quiet) {
                     say(&line);
@@ -196,6 +200,7 @@ pub async fn drive(mut rx: EventRx, session: &mut Session, quiet: bool) -> RunSt
             }
         }
     }
+    session.flush();
     state
 }
 

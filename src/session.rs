@@ -99,7 +99,8 @@ impl Session {
         }
     }
 
-    /// Pushes buffered request lines to disk (call after draining a batch of events).
+    /// Pushes buffered request lines to disk (the loops call it a few times a second; saving
+    /// the summary flushes first, so results.json never counts a request the file lacks).
     pub fn flush(&mut self) {
         if let Some(f) = self.files.as_mut() {
             let r = f.flush();

@@ -236,7 +236,9 @@ impl Loop {
                         n += 1;
                         if n >= 4096 { break; }
                     }
-                    app.end_batch();
+                    // Statistics and file flushes wait for the next frame: at thousands of
+                    // requests a second, doing them per batch would take the core from the
+                    // streams being timed.
                 }
                 Some(term) = key => {
                     if let Ok(TermEvent::Key(k)) = term
@@ -256,6 +258,7 @@ impl Loop {
                     }
                 }
                 _ = frames.tick() => {
+                    app.end_batch();
                     app.tick(start.elapsed());
                     if let Err(e) = terminal.draw(|f| f.render_widget(&app, f.area())) {
                         draw_error = Some(e);
