@@ -49,6 +49,11 @@ pub struct CaseResult {
     pub cpu_s: f64,
     pub cpu_s_per_million_tokens: f64,
     pub peak_rss_mb: f64,
+    /// The firehose's CPU over the level, in % of one core: near 100 means the server, not the
+    /// client, was the limit.
+    pub server_cpu_pct: f64,
+    /// The level's time zero (µs since the Unix epoch), to place other readings in its window.
+    pub origin_unix_us: u64,
     /// Accuracy cases: client arrival minus the firehose's write time, over every token event.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timing_error_p50_ms: Option<f64>,
@@ -63,7 +68,12 @@ pub struct CaseResult {
 
 /// User + system CPU seconds of this process (`/proc/self/stat`, in `USER_HZ` = 100 ticks).
 fn cpu_seconds() -> f64 {
-    let Ok(s) = std::fs::read_to_string("/proc/self/stat") else {
+    cpu_seconds_of("self")
+}
+
+/// The same for another process.
+fn cpu_seconds_of(pid: &str) -> f64 {
+    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return 0.0;
     };
     // Fields after the command name (which may hold spaces) start at state (field 3).
@@ -184,6 +194,7 @@ pub async fn case(a: BenchCaseArgs) -> Result<CaseResult, String> {
             0.0
         },
         peak_rss_mb: crate::soak::rss_mb(std::process::id()).map_or(0.0, |r| r.1),
+        origin_unix_us: origin,
         ..CaseResult::default()
     })
 }
@@ -252,7 +263,27 @@ struct Case<'a> {
     record_chunks: bool,
 }
 
-fn run_case(cpu: Option<&str>, url: &str, c: &Case<'_>, dir: &Path) -> Result<CaseResult, String> {
+fn run_case(
+    cpu: Option<&str>,
+    fh: &Firehose,
+    c: &Case<'_>,
+    dir: &Path,
+) -> Result<CaseResult, String> {
+    let url = fh.url.as_str();
+    // The firehose's CPU every 20 ms, to take the level's window out of it afterwards.
+    let pid = fh.child.id().to_string();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                v.push((crate::metrics::unix_us(), cpu_seconds_of(&pid)));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            v
+        })
+    };
     let out = pinned(cpu)
         .args(["bench-case", "--url", url, "--kind", c.kind, "--ui", c.ui])
         .args(["--concurrency", &c.concurrency.to_string()])
@@ -283,7 +314,21 @@ fn run_case(cpu: Option<&str>, url: &str, c: &Case<'_>, dir: &Path) -> Result<Ca
                 String::from_utf8_lossy(&out.stderr).trim()
             )
         })?;
-    serde_json::from_str(line).map_err(|e| format!("case output: {e}"))
+    let mut r: CaseResult = serde_json::from_str(line).map_err(|e| format!("case output: {e}"))?;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let readings = sampler.join().unwrap_or_default();
+    let end = r.origin_unix_us + (r.duration_s * 1e6) as u64;
+    let at = |t: u64| {
+        readings
+            .iter()
+            .find(|(ts, _)| *ts >= t)
+            .or(readings.last())
+            .map_or(0.0, |x| x.1)
+    };
+    if r.duration_s > 0.0 {
+        r.server_cpu_pct = (at(end) - at(r.origin_unix_us)) / r.duration_s * 100.0;
+    }
+    Ok(r)
 }
 
 /// `GET /firehose/writes` over a plain socket (this side is synchronous).
@@ -390,7 +435,7 @@ pub fn bench_client(a: &BenchClientArgs) -> Result<Vec<CaseResult>, String> {
     };
     let say = |r: &CaseResult| {
         eprintln!(
-            "  {:<9} C={:<5} {:<9} epw={:<2} {:>10.0} tok/s {:>9.0} chunks/s  cpu {:>5.2} s/Mtok  rss {:>6.1} MB{}",
+            "  {:<9} C={:<5} {:<9} epw={:<2} {:>10.0} tok/s {:>9.0} chunks/s  cpu {:>5.2} s/Mtok  server cpu {:>3.0}%  rss {:>6.1} MB{}",
             r.kind,
             r.concurrency,
             r.ui,
@@ -398,6 +443,7 @@ pub fn bench_client(a: &BenchClientArgs) -> Result<Vec<CaseResult>, String> {
             r.tokens_per_s,
             r.chunks_per_s,
             r.cpu_s_per_million_tokens,
+            r.server_cpu_pct,
             r.peak_rss_mb,
             r.timing_error_p99_ms.map_or(String::new(), |p| format!(
                 "  timing error p50 {:.3} p99 {p:.3} ms",
@@ -421,7 +467,7 @@ pub fn bench_client(a: &BenchClientArgs) -> Result<Vec<CaseResult>, String> {
                         requests: (c as u32 * a.requests_per_stream).max(a.min_requests),
                         record_chunks: false,
                     };
-                    let r = run_case(client_cpu, &fh.url, &case, &next_dir())?;
+                    let r = run_case(client_cpu, &fh, &case, &next_dir())?;
                     say(&r);
                     out.push(r);
                 }
@@ -442,7 +488,7 @@ pub fn bench_client(a: &BenchClientArgs) -> Result<Vec<CaseResult>, String> {
                     record_chunks: true,
                 };
                 let d = next_dir();
-                let mut r = run_case(client_cpu, &fh.url, &case, &d)?;
+                let mut r = run_case(client_cpu, &fh, &case, &d)?;
                 let writes = fetch_writes(&fh.url)?;
                 let (all, first, matched) = timing_errors(&d, &writes)?;
                 if matched == 0 {
@@ -473,7 +519,7 @@ pub fn bench_client(a: &BenchClientArgs) -> Result<Vec<CaseResult>, String> {
                 requests: 200,
                 record_chunks: false,
             };
-            let r = run_case(client_cpu, &fh.url, &case, &next_dir())?;
+            let r = run_case(client_cpu, &fh, &case, &next_dir())?;
             say(&r);
             out.push(r);
         }
@@ -524,6 +570,7 @@ pub fn medians(rows: &[CaseResult]) -> Vec<CaseResult> {
                 cpu_s: m(&|r| r.cpu_s),
                 cpu_s_per_million_tokens: m(&|r| r.cpu_s_per_million_tokens),
                 peak_rss_mb: m(&|r| r.peak_rss_mb),
+                server_cpu_pct: m(&|r| r.server_cpu_pct),
                 duration_s: m(&|r| r.duration_s),
                 timing_error_p50_ms: mo(&|r| r.timing_error_p50_ms),
                 timing_error_p99_ms: mo(&|r| r.timing_error_p99_ms),
@@ -548,16 +595,16 @@ pub fn print(rows: &[CaseResult], json: bool) {
     println!("SIMULATED firehose server; client and firehose on this machine.");
     println!();
     println!(
-        "| case | C | ui | events/write | prompt | tok/s | chunks/s | CPU s per Mtok | peak RSS MB | timing error p50 / p99 ms | TTFT error p50 / p99 ms | failed |"
+        "| case | C | ui | events/write | prompt | tok/s | chunks/s | client CPU s per Mtok | server CPU % | peak RSS MB | timing error p50 / p99 ms | TTFT error p50 / p99 ms | failed |"
     );
-    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let pair = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(a), Some(b)) => format!("{a:.3} / {b:.3}"),
         _ => "-".into(),
     };
     for r in &rows {
         println!(
-            "| {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.2} | {:.1} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.2} | {:.0} | {:.1} | {} | {} | {} |",
             r.kind,
             r.concurrency,
             r.ui,
@@ -566,6 +613,7 @@ pub fn print(rows: &[CaseResult], json: bool) {
             r.tokens_per_s,
             r.chunks_per_s,
             r.cpu_s_per_million_tokens,
+            r.server_cpu_pct,
             r.peak_rss_mb,
             pair(r.timing_error_p50_ms, r.timing_error_p99_ms),
             pair(r.ttft_error_p50_ms, r.ttft_error_p99_ms),
