@@ -94,6 +94,8 @@ pub struct RequestTag {
 #[derive(Clone, Debug)]
 pub struct Client {
     http: reqwest::Client,
+    /// The server's root, for side requests.
+    base_url: String,
     url: String,
     backend: Backend,
     engine: Engine,
@@ -256,6 +258,7 @@ impl Client {
         let url = format!("{}{}", server.base_url, backend.path());
         Self {
             plain: url.starts_with("http://").then(plain_client),
+            base_url: server.base_url.clone(),
             url,
             http,
             backend,
@@ -320,6 +323,32 @@ impl Client {
                 b
             }
         }
+    }
+
+    /// Opens up to `n` pooled connections before a level (best effort, at most 5 s): `t_send` is
+    /// when a request is written (METRICS.md), so a level's first requests should not wait on a
+    /// TCP handshake each, and a thousand handshakes at once would delay the first tokens of the
+    /// streams already running. Servers that close connections after each response (llama-server)
+    /// make it a no-op.
+    pub async fn prewarm(&self, n: u32) {
+        let url = format!("{}/v1/models", self.base_url);
+        let one = |_| async {
+            if let Some(plain) = &self.plain {
+                let Ok(req) = hyper::Request::get(url.as_str())
+                    .body(http_body_util::Full::new(bytes::Bytes::new()))
+                else {
+                    return;
+                };
+                if let Ok(r) = plain.request(req).await {
+                    // Read to the end so the connection goes back to the pool.
+                    let _ = Resp::Plain(r).text().await;
+                }
+            } else if let Ok(r) = self.http.get(&url).send().await {
+                let _ = r.bytes().await;
+            }
+        };
+        let all = futures_util::future::join_all((0..n).map(one));
+        let _ = tokio::time::timeout(Duration::from_secs(5), all).await;
     }
 
     /// Posts the request body, through hyper for plain http and reqwest otherwise.

@@ -364,6 +364,10 @@ impl Runner {
             })
         };
         tracing::info!(level = spec.index, label = %spec.label(), requests = spec.requests, "level started");
+        self.prepared
+            .client
+            .prewarm(spec.concurrency.min(spec.requests))
+            .await;
         let origin = Instant::now();
         self.emit(Event::LevelStarted {
             index: spec.index,
