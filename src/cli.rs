@@ -284,9 +284,10 @@ pub struct RunArgs {
     /// Service-level objectives for goodput, in ms: ttft:2000,tpot:50,e2el:30000.
     #[arg(long, value_name = "SPEC")]
     pub slo: Option<String>,
-    /// Seed of the random prompt text (same seed, same prompts).
-    #[arg(long, default_value = "0")]
-    pub seed: u64,
+    /// Seed of the random prompt text (same seed, same prompts) [default: a new one each run,
+    /// written to results.json, so a second run is not answered from the server's prefix cache].
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
     /// Environment variable holding the API key (sent as a Bearer token, never written).
     #[arg(long, value_name = "NAME", default_value = "SERVETOP_API_KEY")]
     pub api_key_env: String,

@@ -58,7 +58,9 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         idle_timeout_s: a.idle_timeout,
         grace_s: a.grace,
         slo,
-        seed: a.seed,
+        // A new seed per run: the same prompts again would be prefix-cache hits on vLLM, SGLang
+        // and llama.cpp, and prefill would measure nothing.
+        seed: a.seed.unwrap_or_else(rand::random),
         out_dir: a.output.out.clone().unwrap_or_default(),
         api_key_env: a.api_key_env.clone(),
         record_chunks: a.record_chunks,
@@ -697,5 +699,26 @@ pub async fn bench_case(a: crate::cli::BenchCaseArgs) -> i32 {
             eprintln!("servetop: bench-case: {e}");
             1
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    fn cfg(extra: &[&str]) -> crate::config::RunConfig {
+        let mut args = vec!["servetop", "run", "--base-url", "http://127.0.0.1:1"];
+        args.extend_from_slice(extra);
+        let crate::cli::Command::Run(a) = crate::cli::Cli::parse_from(args).command else {
+            panic!("not a run");
+        };
+        super::run_config(&a).expect("valid flags")
+    }
+
+    #[test]
+    fn each_run_draws_its_own_seed_unless_one_is_given() {
+        // Two runs without --seed get different prompts (1 chance in 2^64 of a false failure).
+        assert_ne!(cfg(&[]).seed, cfg(&[]).seed);
+        assert_eq!(cfg(&["--seed", "7"]).seed, 7);
     }
 }
