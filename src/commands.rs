@@ -253,6 +253,7 @@ pub async fn run_prepared(
     let (_control_tx, control_rx) = watch::channel(Control::default());
     let runner = Runner {
         server_wait: Duration::from_secs_f64(cfg.server_wait_s),
+        metrics: crate::telemetry::engine_urls(cfg),
         prepared,
         warmup_requests: cfg.warmup_requests,
         warmup_input_tokens: warmup_input,

@@ -161,6 +161,11 @@ async fn vllm_counters_give_the_server_accept_length() {
         assert!((spec.acceptance_rate.unwrap() - 1.0).abs() < 0.01);
         let m = l.server_metrics.as_ref().unwrap();
         assert!(m.max_running.unwrap() >= 1.0);
+        // The counters are scraped as the level starts and ends, so they cover exactly its
+        // requests, even for the C=4 level that is shorter than the 1 s sampler.
+        let out = l.stats.as_ref().unwrap().scalars.total_output_tokens;
+        assert_eq!(out, 4 * 241);
+        assert_eq!(m.generation_tokens, Some(out as f64), "{}", l.label());
     }
 }
 

@@ -120,6 +120,9 @@ fn nothing_fits(server: &ServerInfo, levels: &[LevelSpec]) -> Option<String> {
 /// Runs a prepared plan.
 pub struct Runner {
     pub prepared: Prepared,
+    /// The engine's metrics page and `/server_info`, scraped once more as each level starts and
+    /// ends so its counters cover exactly its requests (the sampler runs once a second).
+    pub metrics: Option<(String, String)>,
     /// How long to wait for a server that stopped accepting connections before giving up.
     pub server_wait: Duration,
     pub warmup_requests: u32,
@@ -348,6 +351,22 @@ impl Runner {
         Ok(())
     }
 
+    /// One scrape of the engine's counters, right at a level's start or end, so the level's
+    /// share of them is exact (the sampler alone runs once a second and would miss a short
+    /// level's last requests, or count the warmup into the first level).
+    async fn scrape_engine(&self) {
+        let Some((url, info)) = &self.metrics else {
+            return;
+        };
+        let http = self.prepared.client.http();
+        let scrape = crate::telemetry::scrape::engine_sample_full(&http, url, info);
+        if let Ok(Ok(s)) = tokio::time::timeout(Duration::from_secs(2), scrape).await {
+            self.emit(Event::Telemetry(crate::telemetry::TelemetryRecord::Server(
+                Box::new(s),
+            )));
+        }
+    }
+
     async fn run_level(&self, spec: &LevelSpec, queue: Queue) -> LevelEnd {
         let level_cancel = self.cancel.child_token();
         let skip_watch = {
@@ -368,6 +387,7 @@ impl Runner {
             .client
             .prewarm(spec.concurrency.min(spec.requests))
             .await;
+        self.scrape_engine().await;
         let origin = Instant::now();
         self.emit(Event::LevelStarted {
             index: spec.index,
@@ -401,6 +421,7 @@ impl Runner {
             let _ = w.await;
         }
         skip_watch.abort();
+        self.scrape_engine().await;
         let interrupted = level_cancel.is_cancelled();
         tracing::info!(level = spec.index, interrupted, "level finished");
         self.emit(Event::LevelFinished {

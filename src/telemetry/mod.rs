@@ -108,6 +108,19 @@ pub enum TelemetryRecord {
     },
 }
 
+/// The engine's metrics page and SGLang's `/server_info`, unless metrics are off.
+pub fn engine_urls(cfg: &crate::config::RunConfig) -> Option<(String, String)> {
+    if cfg.no_metrics {
+        return None;
+    }
+    let base = cfg.base_url.trim_end_matches('/');
+    let url = cfg
+        .metrics_url
+        .clone()
+        .unwrap_or_else(|| format!("{base}/metrics"));
+    Some((url, format!("{base}/server_info")))
+}
+
 /// Starts the samplers a run asked for: the engine's `/metrics` (unless `no_metrics`), and GPUs
 /// from a DCGM exporter (`dcgm_url`) or NVML (unless `no_gpu`). They stop when `cancel` fires.
 pub fn spawn_all(
@@ -117,16 +130,11 @@ pub fn spawn_all(
     cancel: &tokio_util::sync::CancellationToken,
 ) {
     let every = std::time::Duration::from_secs_f64(cfg.gpu_interval_s);
-    if !cfg.no_metrics {
-        let base = cfg.base_url.trim_end_matches('/');
-        let url = cfg
-            .metrics_url
-            .clone()
-            .unwrap_or_else(|| format!("{base}/metrics"));
+    if let Some((url, info)) = engine_urls(cfg) {
         scrape::spawn_engine(
             http.clone(),
             url,
-            format!("{base}/server_info"),
+            info,
             std::time::Duration::from_secs(1),
             tx.clone(),
             cancel.clone(),

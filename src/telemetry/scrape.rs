@@ -85,6 +85,26 @@ pub async fn engine_sample(
 
 /// Scrapes the engine's metrics every `interval`. When the page uses SGLang names,
 /// `server_info_url` adds SGLang's cumulative accept length.
+/// [`engine_sample`], plus SGLang's running accept length from `/server_info`.
+pub async fn engine_sample_full(
+    http: &reqwest::Client,
+    metrics_url: &str,
+    server_info_url: &str,
+) -> Result<super::ServerSample, String> {
+    let mut sample = engine_sample(http, metrics_url).await?;
+    if sample.flavor == "sglang"
+        && let Ok(t) = get_text(http, server_info_url).await
+    {
+        sample.accept_length_cumulative = serde_json::from_str::<serde_json::Value>(&t)
+            .ok()
+            .and_then(|v| {
+                v.pointer("/internal_states/0/avg_spec_accept_length")
+                    .and_then(serde_json::Value::as_f64)
+            });
+    }
+    Ok(sample)
+}
+
 pub fn spawn_engine(
     http: reqwest::Client,
     metrics_url: String,
@@ -97,23 +117,13 @@ pub fn spawn_engine(
         let mut tick = ticker(interval);
         let mut last_reason = None;
         while tick_or_stop(&mut tick, &cancel).await {
-            let mut sample = match engine_sample(&http, &metrics_url).await {
+            let sample = match engine_sample_full(&http, &metrics_url, &server_info_url).await {
                 Ok(s) => s,
                 Err(e) => {
                     unavailable(&tx, &mut last_reason, e, false);
                     continue;
                 }
             };
-            if sample.flavor == "sglang"
-                && let Ok(t) = get_text(&http, &server_info_url).await
-            {
-                sample.accept_length_cumulative = serde_json::from_str::<serde_json::Value>(&t)
-                    .ok()
-                    .and_then(|v| {
-                        v.pointer("/internal_states/0/avg_spec_accept_length")
-                            .and_then(serde_json::Value::as_f64)
-                    });
-            }
             last_reason = None;
             if tx
                 .send(Event::Telemetry(TelemetryRecord::Server(Box::new(sample))))

@@ -110,6 +110,7 @@ fn start_runner(
     let (control_tx, control_rx) = watch::channel(Control::default());
     let runner = Runner {
         server_wait: Duration::from_secs_f64(cfg.server_wait_s),
+        metrics: crate::telemetry::engine_urls(cfg),
         warmup_input_tokens: crate::commands::warmup_input(cfg, &prepared),
         warmup_output_tokens: cfg.output_len.min(64),
         prepared,
