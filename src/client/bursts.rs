@@ -30,6 +30,9 @@
 
 use crate::metrics::TokenChunk;
 
+/// Gaps shorter than this count as this long: events of one read share a timestamp (gap 0), and
+/// on a log scale those zeros would pull the split below every real gap.
+pub const GAP_FLOOR_US: u64 = 50;
 /// Fewest gaps (events after the first) a stream needs before its bursts are looked for.
 pub const MIN_GAPS: usize = 8;
 /// Ratio of the long gaps' geometric mean to the short gaps' for a bimodal stream.
@@ -45,7 +48,7 @@ pub fn burst_threshold_us(chunks: &[TokenChunk]) -> Option<f64> {
     }
     let mut logs: Vec<f64> = chunks
         .windows(2)
-        .map(|w| (w[1].t_us.saturating_sub(w[0].t_us).max(1) as f64).ln())
+        .map(|w| (w[1].t_us.saturating_sub(w[0].t_us).max(GAP_FLOOR_US) as f64).ln())
         .collect();
     logs.sort_by(f64::total_cmp);
     let n = logs.len();

@@ -8,6 +8,7 @@
 pub mod bursts;
 pub mod dialect;
 pub mod engine;
+pub mod rxtime;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -110,9 +111,10 @@ pub struct Client {
     plain: Option<PlainClient>,
 }
 
-/// hyper-util's pooled HTTP/1.1 client over plain TCP.
+/// hyper-util's pooled HTTP/1.1 client over plain TCP, its connections stamping arrivals with
+/// the kernel's receive time ([`rxtime`]).
 pub type PlainClient = hyper_util::client::legacy::Client<
-    hyper_util::client::legacy::connect::HttpConnector,
+    rxtime::StampedConnector,
     http_body_util::Full<bytes::Bytes>,
 >;
 
@@ -123,16 +125,15 @@ pub type PlainClient = hyper_util::client::legacy::Client<
 pub const STREAM_READ_BUF: usize = 16 * 1024;
 
 /// The client for streams to plain-http servers: the same pooling and timeouts as
-/// [`http_client`], with the read buffer capped at [`STREAM_READ_BUF`].
+/// [`http_client`], with the read buffer capped at [`STREAM_READ_BUF`] and kernel receive
+/// timestamps on every connection.
 pub fn plain_client() -> PlainClient {
-    let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
-    connector.set_nodelay(true);
-    connector.set_connect_timeout(Some(Duration::from_secs(10)));
+    rxtime::keep_stamping_on();
     hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .pool_timer(hyper_util::rt::TokioTimer::new())
         .pool_idle_timeout(POOL_IDLE)
         .http1_max_buf_size(STREAM_READ_BUF)
-        .build(connector)
+        .build(rxtime::StampedConnector)
 }
 
 /// A response from either transport.
@@ -487,6 +488,12 @@ impl Client {
             return failed_record(spec, tag, t_send, f, retries);
         }
 
+        // Kernel receive times of this response's connection (plain http on Linux).
+        let rx = match &resp {
+            Resp::Plain(r) => r.extensions().get::<rxtime::RxClock>().cloned(),
+            Resp::Reqwest(_) => None,
+        };
+        let mut last_arrival = t_send;
         let mut body = resp.into_chunks();
         let mut sse = crate::sse::SseDecoder::new();
         let mut chunks: Vec<TokenChunk> = Vec::with_capacity(spec.max_tokens as usize + 1);
@@ -522,8 +529,15 @@ impl Client {
                     break Some(Failure::new(FailureKind::Timeout, msg));
                 }
             };
-            // Every event in this read arrived now.
+            // Every event in this read arrived when the kernel received its last byte (or now,
+            // without a kernel timestamp): after the send and after the previous read.
             let now = Instant::now();
+            let arrival = rx
+                .as_ref()
+                .and_then(|c| c.arrival(now, rxtime::unix_now_ns(), Duration::from_secs(5)))
+                .unwrap_or(now)
+                .max(last_arrival);
+            last_arrival = arrival;
             match next {
                 None => break None,
                 Some(Err(e)) => {
@@ -605,7 +619,7 @@ impl Client {
                 if n > 0 {
                     self.live_tokens.fetch_add(n, Ordering::Relaxed);
                     chunks.push(TokenChunk {
-                        t_us: us_since(t_send, now),
+                        t_us: us_since(t_send, arrival),
                         tokens: n.min(u64::from(u32::MAX)) as u32,
                     });
                 }
