@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::BackendChoice;
-use crate::workload::{parse_count, parse_list};
+use crate::workload::{parse_count, parse_list, parse_rates};
 
 /// servetop: live dashboard and headless runner for LLM-serving benchmarks.
 #[derive(Debug, Parser)]
@@ -17,7 +17,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Benchmark a running server: concurrency sweep, then long-context ladder.
+    /// Benchmark a running server: concurrency sweep, request-rate sweep (when asked), then
+    /// long-context ladder.
     Run(RunArgs),
     /// Serve the built-in simulated inference server (OpenAI-compatible, labelled simulated).
     Sim(SimArgs),
@@ -189,6 +190,14 @@ fn list(s: &str) -> Result<List, String> {
     parse_list(s).map(List)
 }
 
+/// A parsed `--request-rate` (requests/s).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rates(pub Vec<f64>);
+
+fn rates(s: &str) -> Result<Rates, String> {
+    parse_rates(s).map(Rates)
+}
+
 fn count(s: &str) -> Result<u64, String> {
     parse_count(s)
 }
@@ -236,6 +245,22 @@ pub struct RunArgs {
     /// 1-128*2), or none.
     #[arg(long, value_name = "LIST", default_value = "1,2,4,8,16,32,64,100", value_parser = list)]
     pub concurrency: List,
+    /// Open-loop levels after the concurrency sweep, in requests/s: requests are sent on a
+    /// precomputed schedule whether or not earlier ones finished (1,2,4,8; 0.5,1.5; 1-16*2; or
+    /// none). Use `--concurrency none` for a rate sweep alone.
+    #[arg(long, value_name = "LIST", default_value = "none", value_parser = rates)]
+    pub request_rate: Rates,
+    /// Gaps between arrivals at a rate level: gamma with this shape and mean 1/rate. 1 is
+    /// Poisson; below 1 burstier (0.5 doubles the gap variance); above 1 more even.
+    #[arg(long, value_name = "B", default_value = "1")]
+    pub burstiness: f64,
+    /// Seconds over which each rate level's rate rises linearly from 0 to its target.
+    #[arg(long, value_name = "S", default_value = "0")]
+    pub ramp_up: f64,
+    /// Most requests in flight at a rate level; requests due beyond it wait in the client, and
+    /// that wait is measured as client queue time (`t_send - t_sched`) [default: no cap].
+    #[arg(long, value_name = "N")]
+    pub max_concurrency: Option<u32>,
     /// Input tokens per sweep request (exact, counted with the server's tokenizer).
     #[arg(long, value_name = "N", default_value = "1000", value_parser = count)]
     pub input_len: u64,
@@ -243,7 +268,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value = "500", value_parser = count_u32)]
     pub output_len: u32,
     /// Measured requests per sweep level: a number, or a multiple of C like 3x (at least
-    /// --min-requests).
+    /// --min-requests); at a rate level Fx means F seconds' worth (F × rate requests).
     #[arg(long, value_name = "N|Fx", default_value = "3x")]
     pub requests_per_level: String,
     /// Fewest measured requests per level when --requests-per-level is a multiple of C.

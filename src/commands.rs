@@ -48,6 +48,12 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
             a.min_requests,
         )
         .map_err(|e| format!("--requests-per-level {e}"))?,
+        open_loop: crate::workload::OpenLoop {
+            request_rates: a.request_rate.0.clone(),
+            burstiness: a.burstiness,
+            ramp_up_s: a.ramp_up,
+            max_concurrency: a.max_concurrency,
+        },
         warmup_requests: a.warmup,
         long_context: a.long_context.0.clone(),
         long_context_output_len: a.long_context_output_len,
@@ -214,14 +220,17 @@ async fn execute_with(
     };
     println!("{}", headless::final_tables(&session));
     let summary = session.summary.clone();
+    let has_rates = !summary.rates.is_empty();
     let chart_dir = dir.clone();
     let size = out.chart_size;
     let charts =
         tokio::task::spawn_blocking(move || export_charts(&chart_dir, &summary, size)).await;
     match charts {
         Ok(Ok(_)) => eprintln!(
-            "charts: {} (throughput, latency, long_context, spec_decoding, gpu_timeline .png); tables: sweep.csv, long_context.csv",
-            dir.join("charts").display()
+            "charts: {} (throughput, latency, long_context, spec_decoding, gpu_timeline{} .png); tables: sweep.csv, long_context.csv{}",
+            dir.join("charts").display(),
+            if has_rates { ", rates" } else { "" },
+            if has_rates { ", rates.csv" } else { "" },
         ),
         Ok(Err(e)) => eprintln!("servetop: charts not written: {e}"),
         Err(e) => eprintln!("servetop: charts not written: {e}"),
@@ -505,6 +514,7 @@ pub fn demo_config() -> RunConfig {
             factor: 1.0,
             min: 5,
         },
+        open_loop: crate::workload::OpenLoop::default(),
         warmup_requests: 1,
         long_context: vec![8_000, 16_000, 30_000, 60_000, 100_000],
         long_context_output_len: 256,
@@ -721,5 +731,89 @@ mod tests {
         // Two runs without --seed get different prompts (1 chance in 2^64 of a false failure).
         assert_ne!(cfg(&[]).seed, cfg(&[]).seed);
         assert_eq!(cfg(&["--seed", "7"]).seed, 7);
+    }
+
+    #[test]
+    fn rate_flags_make_rate_levels_after_the_sweep() {
+        let c = cfg(&[
+            "--concurrency",
+            "1,2",
+            "--request-rate",
+            "0.5,4",
+            "--burstiness",
+            "0.5",
+            "--ramp-up",
+            "3",
+            "--max-concurrency",
+            "16",
+            "--long-context",
+            "none",
+        ]);
+        let levels = c.levels();
+        let labels: Vec<String> = levels
+            .iter()
+            .map(crate::workload::LevelSpec::label)
+            .collect();
+        assert_eq!(labels, ["C=1", "C=2", "0.5 req/s", "4 req/s"]);
+        let a = levels[3].arrival.unwrap();
+        assert_eq!(
+            (a.request_rate, a.burstiness, a.ramp_up_s, a.max_concurrency),
+            (4.0, 0.5, 3.0, Some(16))
+        );
+        // The default 3x is three seconds' worth at a rate level, at least --min-requests.
+        assert_eq!((levels[2].requests, levels[3].requests), (10, 12));
+        assert!(
+            cfg(&[]).open_loop.request_rates.is_empty(),
+            "no rate levels by default"
+        );
+        let only = cfg(&[
+            "--concurrency",
+            "none",
+            "--long-context",
+            "none",
+            "--request-rate",
+            "2",
+        ]);
+        assert_eq!(only.levels().len(), 1);
+    }
+
+    #[test]
+    fn bad_rate_flags_say_what_to_fix() {
+        let parse = |extra: &[&str]| {
+            let mut args = vec!["servetop", "run", "--base-url", "http://127.0.0.1:1"];
+            args.extend_from_slice(extra);
+            let crate::cli::Command::Run(a) = crate::cli::Cli::parse_from(args).command else {
+                panic!("not a run");
+            };
+            super::run_config(&a)
+        };
+        for (flags, why) in [
+            (
+                &["--request-rate", "4", "--burstiness", "0"][..],
+                "--burstiness",
+            ),
+            (
+                &["--request-rate", "4", "--ramp-up", "inf"][..],
+                "--ramp-up",
+            ),
+            (
+                &["--request-rate", "4", "--max-concurrency", "0"][..],
+                "--max-concurrency",
+            ),
+        ] {
+            let e = parse(flags).unwrap_err();
+            assert!(e.contains(why), "{flags:?}: {e}");
+        }
+        assert!(
+            crate::cli::Cli::try_parse_from([
+                "servetop",
+                "run",
+                "--base-url",
+                "http://x",
+                "--request-rate",
+                "4,2"
+            ])
+            .is_err()
+        );
     }
 }

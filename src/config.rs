@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::metrics::Slo;
-use crate::workload::{LevelSpec, RequestCount, build_plan};
+use crate::workload::{LevelSpec, OpenLoop, RequestCount, build_plan};
 
 /// Which protocol to speak; `auto` picks from what the server answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -28,8 +28,11 @@ pub struct RunConfig {
     pub concurrency: Vec<u64>,
     pub input_len: u64,
     pub output_len: u32,
-    /// Measured requests per sweep level.
+    /// Measured requests per sweep level (per rate level, `Fx` is F seconds' worth).
     pub requests_per_level: RequestCount,
+    /// Open-loop request-rate levels, run after the concurrency sweep (none by default).
+    #[serde(default)]
+    pub open_loop: OpenLoop,
     /// Unmeasured requests before the first level.
     pub warmup_requests: u32,
     /// Input lengths of the long-context ladder (empty: none).
@@ -79,13 +82,14 @@ fn one_second() -> f64 {
 }
 
 impl RunConfig {
-    /// The planned levels: the sweep, then the long-context ladder.
+    /// The planned levels: the concurrency sweep, the rate sweep, then the long-context ladder.
     pub fn levels(&self) -> Vec<LevelSpec> {
         build_plan(
             &self.concurrency,
             self.input_len,
             self.output_len,
             self.requests_per_level,
+            &self.open_loop,
             &self.long_context,
             self.long_context_output_len,
             self.long_context_repeats,
@@ -94,10 +98,30 @@ impl RunConfig {
 
     /// Checks what clap cannot.
     pub fn validate(&self) -> Result<(), String> {
-        if self.concurrency.is_empty() && self.long_context.is_empty() {
-            return Err("nothing to run: both --concurrency and --long-context are none".into());
+        let rates = &self.open_loop.request_rates;
+        if self.concurrency.is_empty() && self.long_context.is_empty() && rates.is_empty() {
+            return Err(
+                "nothing to run: --concurrency and --long-context are none and there is no --request-rate"
+                    .into(),
+            );
         }
-        if self.input_len == 0 && !self.concurrency.is_empty() {
+        if rates.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
+            return Err("--request-rate values must be positive numbers of requests/s".into());
+        }
+        let ol = &self.open_loop;
+        if !(ol.burstiness.is_finite() && ol.burstiness > 0.0 && ol.burstiness <= 1000.0) {
+            return Err(
+                "--burstiness must be above 0 (1 is Poisson, below 1 burstier) and at most 1000"
+                    .into(),
+            );
+        }
+        if !(ol.ramp_up_s.is_finite() && ol.ramp_up_s >= 0.0) {
+            return Err("--ramp-up must be zero or more seconds".into());
+        }
+        if ol.max_concurrency == Some(0) {
+            return Err("--max-concurrency must be at least 1 (leave it out for no cap)".into());
+        }
+        if self.input_len == 0 && !(self.concurrency.is_empty() && rates.is_empty()) {
             return Err("--input-len must be at least 1".into());
         }
         if self.output_len == 0 || self.long_context_output_len == 0 {

@@ -49,8 +49,9 @@ pub enum Event {
         reason: String,
         raise_flag: Option<String>,
     },
-    /// A request was sent (for the in-flight count).
-    Sent { level: u32 },
+    /// A request is about to be sent (for the in-flight count), on `slot`: the closed-loop
+    /// worker, or at a rate level the slot it took from the pool (see `metrics::level`).
+    Sent { level: u32, slot: u32 },
     /// A request finished (successfully or not).
     Request(Box<RequestRecord>),
     /// A level's last request ended.

@@ -105,6 +105,29 @@ fn print_notice(n: Notice, s: &Session) {
                 return;
             };
             let (sc, d) = (&st.scalars, &st.dists);
+            if l.kind == crate::workload::LevelKind::Rate {
+                say(&format!(
+                    "[{}] {} · {} ok, {} failed · sent at {} req/s, done {} req/s · {} out tok/s · TTFT p50 {} ms · TPOT p50 {} ms · client queue p99 {} ms · {:.1} s",
+                    l.label(),
+                    l.status.name(),
+                    sc.completed,
+                    sc.failed,
+                    num(sc.achieved_request_rate),
+                    num(Some(sc.request_throughput)),
+                    num(Some(sc.output_throughput)),
+                    num(d.ttft_ms.as_ref().map(|d| d.p50)),
+                    num(d.tpot_ms.as_ref().map(|d| d.p50)),
+                    num(d.client_queue_ms.as_ref().map(|d| d.p99)),
+                    sc.duration_s
+                ));
+                for (k, f) in &sc.failures {
+                    say(&format!(
+                        "    {k}: {} × first: {}",
+                        f.count, f.first_message
+                    ));
+                }
+                return;
+            }
             say(&format!(
                 "[{}] {} · {} ok, {} failed · {} out tok/s · per-stream {} tok/s · TTFT p50 {} ms · ITL p50 {} ms · accept {} · {:.1} s",
                 l.label(),
@@ -217,6 +240,17 @@ pub fn final_tables(s: &Session) -> String {
             s.summary.config.input_len, s.summary.config.output_len
         );
         out.push_str(&markdown::sweep_table(&s.summary.sweep));
+        out.push('\n');
+    }
+    if !s.summary.rates.is_empty() {
+        let _ = write!(
+            out,
+            "Request-rate sweep ({} in / {} out tokens; {})\n\n",
+            s.summary.config.input_len,
+            s.summary.config.output_len,
+            markdown::arrival_description(&s.summary.config.open_loop)
+        );
+        out.push_str(&markdown::rate_table(&s.summary.rates));
         out.push('\n');
     }
     if !s.summary.long_context.is_empty() {

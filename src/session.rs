@@ -128,17 +128,17 @@ impl Session {
                 self.summary.server = Some(server);
                 self.summary.backend = Some(backend);
                 self.summary.prompts = Some(prompts);
-                if self.summary.sweep.is_empty() && self.summary.long_context.is_empty() {
-                    self.summary.sweep = levels
-                        .iter()
-                        .filter(|l| l.kind == LevelKind::Sweep)
-                        .map(LevelSummary::planned)
-                        .collect();
-                    self.summary.long_context = levels
-                        .iter()
-                        .filter(|l| l.kind == LevelKind::LongContext)
-                        .map(LevelSummary::planned)
-                        .collect();
+                if self.summary.levels().next().is_none() {
+                    let of = |kind: LevelKind| -> Vec<LevelSummary> {
+                        levels
+                            .iter()
+                            .filter(|l| l.kind == kind)
+                            .map(LevelSummary::planned)
+                            .collect()
+                    };
+                    self.summary.sweep = of(LevelKind::Sweep);
+                    self.summary.rates = of(LevelKind::Rate);
+                    self.summary.long_context = of(LevelKind::LongContext);
                 } else {
                     // Resuming: the levels to run start again; finished ones keep their results.
                     for spec in &levels {
@@ -157,10 +157,13 @@ impl Session {
                 origin_unix_us,
             } => {
                 self.current = Some(index);
+                // Closed loop: one slot per worker. A rate level's slots come from a pool that
+                // grows as needed; each is announced by its `Sent` event.
                 let slots = self
                     .specs
                     .iter()
                     .find(|s| s.index == index)
+                    .filter(|s| s.kind != LevelKind::Rate)
                     .map_or(0, |s| s.concurrency.min(s.requests));
                 self.accs
                     .insert(index, LevelAccumulator::new(self.slo).with_slots(slots));
@@ -186,8 +189,11 @@ impl Session {
                 }
                 self.save();
             }
-            Event::Sent { level } => {
+            Event::Sent { level, slot } => {
                 self.progress.entry(level).or_default().sent += 1;
+                if let Some(acc) = self.accs.get_mut(&level) {
+                    acc.note_slot(slot);
+                }
             }
             Event::Request(mut r) => {
                 if !r.warmup {

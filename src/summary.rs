@@ -10,7 +10,7 @@ use crate::sim::SimConfig;
 use crate::telemetry::GpuSource;
 use crate::telemetry::level::{GpuLevelStats, ServerLevelStats, SpecLevelStats};
 use crate::workload::prompt::PromptMethod;
-use crate::workload::{LevelKind, LevelSpec};
+use crate::workload::{Arrival, LevelKind, LevelSpec};
 
 /// Where a level stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,7 +46,12 @@ impl LevelStatus {
 pub struct LevelSummary {
     pub index: u32,
     pub kind: LevelKind,
+    /// Closed-loop workers; at a rate level its `--max-concurrency` (0: no cap).
     pub concurrency: u32,
+    /// How requests arrive at a rate level: the configured `request_rate`, `burstiness`,
+    /// `ramp_up_s` and `max_concurrency`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival: Option<Arrival>,
     /// Planned input tokens of a long-context level.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_tokens: Option<u64>,
@@ -90,6 +95,7 @@ impl LevelSummary {
             index: spec.index,
             kind: spec.kind,
             concurrency: spec.concurrency,
+            arrival: spec.arrival,
             context_tokens: (spec.kind == LevelKind::LongContext).then_some(spec.input_tokens),
             input_len: spec.input_tokens,
             output_len: spec.output_tokens,
@@ -108,14 +114,23 @@ impl LevelSummary {
         }
     }
 
-    /// `C=8` or `30K ctx`.
+    /// `C=8`, `4 req/s` or `30K ctx`.
     pub fn label(&self) -> String {
         match self.kind {
             LevelKind::Sweep => format!("C={}", self.concurrency),
             LevelKind::LongContext => {
                 format!("{} ctx", crate::workload::fmt_tokens(self.input_len))
             }
+            LevelKind::Rate => format!(
+                "{} req/s",
+                crate::workload::fmt_rate(self.request_rate().unwrap_or(0.0))
+            ),
         }
+    }
+
+    /// The configured request rate of a rate level.
+    pub fn request_rate(&self) -> Option<f64> {
+        self.arrival.map(|a| a.request_rate)
     }
 }
 
@@ -153,6 +168,9 @@ pub struct RunSummary {
     pub backend: Option<Backend>,
     pub prompts: Option<PromptMethod>,
     pub sweep: Vec<LevelSummary>,
+    /// The open-loop request-rate levels, in rate order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rates: Vec<LevelSummary>,
     pub long_context: Vec<LevelSummary>,
     pub warnings: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -198,6 +216,7 @@ impl RunSummary {
             backend: None,
             prompts: None,
             sweep: Vec::new(),
+            rates: Vec::new(),
             long_context: Vec::new(),
             warnings: Vec::new(),
             error: None,
@@ -209,15 +228,21 @@ impl RunSummary {
     pub fn level_mut(&mut self, index: u32) -> Option<&mut LevelSummary> {
         self.sweep
             .iter_mut()
+            .chain(self.rates.iter_mut())
             .chain(self.long_context.iter_mut())
             .find(|l| l.index == index)
     }
 
     /// The level with run index `index`.
     pub fn level(&self, index: u32) -> Option<&LevelSummary> {
+        self.levels().find(|l| l.index == index)
+    }
+
+    /// Every level: the concurrency sweep, the rate levels, the long-context ladder.
+    pub fn levels(&self) -> impl Iterator<Item = &LevelSummary> {
         self.sweep
             .iter()
+            .chain(self.rates.iter())
             .chain(self.long_context.iter())
-            .find(|l| l.index == index)
     }
 }

@@ -318,6 +318,7 @@ fn run_config(url: &str) -> RunConfig {
         input_len: 64,
         output_len: 16,
         requests_per_level: RequestCount::Fixed(2),
+        open_loop: servetop::workload::OpenLoop::default(),
         warmup_requests: 1,
         long_context: vec![],
         long_context_output_len: 16,

@@ -43,6 +43,7 @@ fn run_config(url: &str) -> RunConfig {
         input_len: 100,
         output_len: 201,
         requests_per_level: RequestCount::Fixed(3),
+        open_loop: servetop::workload::OpenLoop::default(),
         warmup_requests: 1,
         long_context: vec![],
         long_context_output_len: 16,

@@ -262,6 +262,7 @@ fn run_config(url: &str) -> RunConfig {
         input_len: 256,
         output_len: 64,
         requests_per_level: RequestCount::Fixed(8),
+        open_loop: servetop::workload::OpenLoop::default(),
         warmup_requests: 1,
         long_context: vec![],
         long_context_output_len: 16,

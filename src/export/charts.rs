@@ -67,6 +67,8 @@ enum XKind {
     ContextK,
     /// Seconds since the run started.
     Seconds,
+    /// Offered request rate (requests/s), linear.
+    Rate,
 }
 
 struct Panel {
@@ -161,6 +163,7 @@ fn draw_panel(area: &Area<'_>, p: &Panel) -> Result<(), String> {
         XKind::Concurrency => "concurrency (log2 scale)",
         XKind::ContextK => "input tokens (K)",
         XKind::Seconds => "seconds since the run started",
+        XKind::Rate => "offered request rate (req/s)",
     };
     let xk = p.x;
     let x_fmt = move |v: &f64| match xk {
@@ -174,6 +177,7 @@ fn draw_panel(area: &Area<'_>, p: &Panel) -> Result<(), String> {
         }
         XKind::ContextK => format!("{v:.0}K"),
         XKind::Seconds => format!("{v:.0}"),
+        XKind::Rate => fmt_num(*v),
     };
     let y_fmt = move |v: &f64| {
         if log_y {
@@ -403,6 +407,34 @@ fn lines_per_run(
         .collect()
 }
 
+/// One line per run over its rate levels, at their configured rate.
+fn rate_lines(
+    runs: &[ChartRun<'_>],
+    name: &str,
+    f: impl Fn(&LevelSummary) -> Option<f64> + Copy,
+    dashed: bool,
+    color_offset: usize,
+) -> Vec<Line> {
+    runs.iter()
+        .enumerate()
+        .map(|(i, r)| Line {
+            name: if runs.len() > 1 {
+                format!("{} {name}", r.label)
+            } else {
+                name.to_string()
+            },
+            points: r
+                .summary
+                .rates
+                .iter()
+                .filter_map(|l| Some((l.request_rate()?, f(l)?)))
+                .collect(),
+            color: color(i + color_offset),
+            dashed,
+        })
+        .collect()
+}
+
 fn stat(l: &LevelSummary, f: impl Fn(&crate::metrics::LevelStats) -> Option<f64>) -> Option<f64> {
     l.stats
         .as_ref()
@@ -622,6 +654,10 @@ pub fn render_all(
         )
     })?;
 
+    if runs.iter().any(|r| !r.summary.rates.is_empty()) {
+        out("rates.png", &|p| rates_figure(p, size, runs))?;
+    }
+
     out("gpu_timeline.png", &|p| {
         let (panels, footer) = timeline_panels(runs);
         figure(
@@ -635,6 +671,101 @@ pub fn render_all(
         )
     })?;
     Ok(written)
+}
+
+/// The request-rate sweep: latency percentiles, achieved against offered rate, client queue.
+fn rates_figure(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Result<(), String> {
+    let empty = "no request-rate level finished in this run".to_string();
+    let pct_panel = |title: &str,
+                     p50: fn(&LevelSummary) -> Option<f64>,
+                     p99: fn(&LevelSummary) -> Option<f64>| {
+        let mut lines = rate_lines(runs, "p50", p50, false, 0);
+        lines.extend(rate_lines(runs, "p99", p99, true, 0));
+        Panel {
+            title: title.into(),
+            x: XKind::Rate,
+            y_desc: "ms".into(),
+            y_log_ok: true,
+            y_top: None,
+            lines,
+            marks: vec![],
+            empty: empty.clone(),
+        }
+    };
+    let mut rate_lines_all = rate_lines(
+        runs,
+        "sent",
+        |l| stat(l, |s| s.scalars.achieved_request_rate),
+        false,
+        0,
+    );
+    rate_lines_all.extend(rate_lines(
+        runs,
+        "completed",
+        |l| stat(l, |s| Some(s.scalars.request_throughput)),
+        true,
+        0,
+    ));
+    // The offered rate itself (y = x): where the sent and completed lines should lie.
+    let offered: Vec<(f64, f64)> = runs
+        .iter()
+        .flat_map(|r| {
+            r.summary
+                .rates
+                .iter()
+                .filter_map(LevelSummary::request_rate)
+        })
+        .map(|r| (r, r))
+        .collect();
+    if rate_lines_all.iter().any(|l| !l.points.is_empty()) {
+        rate_lines_all.push(Line {
+            name: "offered (y = x)".into(),
+            points: offered,
+            color: RGBColor(130, 130, 130),
+            dashed: true,
+        });
+    }
+    let panels = [
+        pct_panel(
+            "Time to first token",
+            |l| stat(l, |s| s.dists.ttft_ms.as_ref().map(|d| d.p50)),
+            |l| stat(l, |s| s.dists.ttft_ms.as_ref().map(|d| d.p99)),
+        ),
+        pct_panel(
+            "Time per output token",
+            |l| stat(l, |s| s.dists.tpot_ms.as_ref().map(|d| d.p50)),
+            |l| stat(l, |s| s.dists.tpot_ms.as_ref().map(|d| d.p99)),
+        ),
+        Panel {
+            title: "Achieved vs offered request rate".into(),
+            x: XKind::Rate,
+            y_desc: "req/s".into(),
+            y_log_ok: false,
+            y_top: None,
+            lines: rate_lines_all,
+            marks: vec![],
+            empty: empty.clone(),
+        },
+        pct_panel(
+            "Client queue (t_send − t_sched)",
+            |l| stat(l, |s| s.dists.client_queue_ms.as_ref().map(|d| d.p50)),
+            |l| stat(l, |s| s.dists.client_queue_ms.as_ref().map(|d| d.p99)),
+        ),
+    ];
+    let s = runs[0].summary;
+    let footer = vec![format!(
+        "Arrivals: {}. sent: the rate requests went out at; completed: completions over the level's window. Client queue: time a request waited in servetop past its scheduled send (a full --max-concurrency); the server's own queueing shows up in TTFT.",
+        crate::export::markdown::arrival_description(&s.config.open_loop)
+    )];
+    figure(
+        path,
+        size,
+        "Request-rate sweep (p50 solid, p99 dashed)",
+        runs,
+        &panels,
+        2,
+        &footer,
+    )
 }
 
 /// GPU memory and utilization per GPU, server KV use and queue, over time with level starts.

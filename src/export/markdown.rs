@@ -85,6 +85,71 @@ pub fn sweep_table(levels: &[LevelSummary]) -> String {
     out
 }
 
+/// The request-rate table: the configured rate beside the achieved one, latency, and the client
+/// queue (time a request waited in servetop past its scheduled send).
+pub fn rate_table(levels: &[LevelSummary]) -> String {
+    let mut out = String::from(
+        "| rate (req/s) | sent req/s | done | done req/s | out tok/s | TTFT p50 / p99 (ms) | TPOT p50 / p99 (ms) | E2E p50 (ms) | client queue p50 / p99 (ms) | peak in flight | failures |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+    );
+    for l in levels {
+        let rate = crate::workload::fmt_rate(l.request_rate().unwrap_or(0.0));
+        let Some(s) = &l.stats else {
+            let _ = writeln!(
+                out,
+                "| {rate} | - | {} | - | - | - | - | - | - | - | - |",
+                l.status.name()
+            );
+            continue;
+        };
+        let (sc, d) = (&s.scalars, &s.dists);
+        let done = if l.status == LevelStatus::Done {
+            sc.completed.to_string()
+        } else {
+            format!("{} ({})", sc.completed, l.status.name())
+        };
+        let _ = writeln!(
+            out,
+            "| {rate} | {} | {done} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            num(sc.achieved_request_rate),
+            num(Some(sc.request_throughput)),
+            num(Some(sc.output_throughput)),
+            pair(d.ttft_ms.as_ref(), |d| d.p50, |d| d.p99),
+            pair(d.tpot_ms.as_ref(), |d| d.p50, |d| d.p99),
+            num(d.e2el_ms.as_ref().map(|d| d.p50)),
+            pair(d.client_queue_ms.as_ref(), |d| d.p50, |d| d.p99),
+            sc.max_concurrent_requests,
+            failures_cell(l),
+        );
+    }
+    out
+}
+
+/// How a run's rate levels send: `Poisson arrivals, ramp-up 5 s, at most 32 in flight`.
+pub fn arrival_description(ol: &crate::workload::OpenLoop) -> String {
+    let mut parts = vec![if (ol.burstiness - 1.0).abs() < 1e-12 {
+        "Poisson arrivals".to_string()
+    } else {
+        format!(
+            "gamma arrivals, burstiness {} ({} than Poisson)",
+            num(Some(ol.burstiness)),
+            if ol.burstiness < 1.0 {
+                "burstier"
+            } else {
+                "more even"
+            }
+        )
+    }];
+    if ol.ramp_up_s > 0.0 {
+        parts.push(format!("ramp-up {} s", num(Some(ol.ramp_up_s))));
+    }
+    parts.push(match ol.max_concurrency {
+        Some(c) => format!("at most {c} in flight"),
+        None => "no cap on requests in flight".into(),
+    });
+    parts.join(", ")
+}
+
 /// The long-context table.
 pub fn long_context_table(levels: &[LevelSummary]) -> String {
     let mut out = String::from(
@@ -252,6 +317,18 @@ pub fn summary_md(s: &RunSummary) -> String {
         out.push_str("\nper-stream tok/s: mean decode speed of one request, (output − 1) / (E2E − TTFT). accept len: mean tokens per chunk after the first, as the client saw them (client / server when the engine reports it).\n");
         out.push_str(&telemetry_table(&s.sweep));
     }
+    if !s.rates.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n## Request-rate sweep ({} in / {} out tokens; {})\n",
+            s.config.input_len,
+            s.config.output_len,
+            arrival_description(&s.config.open_loop)
+        );
+        out.push_str(&rate_table(&s.rates));
+        out.push_str("\nrate: requests/s the schedule was drawn for; sent req/s: the rate requests actually went out at; done req/s: completions over the level's window. client queue: how long a request waited in servetop past its scheduled time (a full --max-concurrency, or a client that fell behind); the server's own queueing shows up in TTFT.\n");
+        out.push_str(&telemetry_table(&s.rates));
+    }
     if !s.long_context.is_empty() {
         let _ = writeln!(
             out,
@@ -277,7 +354,7 @@ fn count_sources(s: &RunSummary) -> String {
     use std::collections::BTreeMap;
     let mut out_src: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut chunk_src: BTreeMap<&'static str, u64> = BTreeMap::new();
-    for l in s.sweep.iter().chain(&s.long_context) {
+    for l in s.levels() {
         if let Some(st) = &l.stats {
             for (k, v) in &st.scalars.output_token_sources {
                 *out_src.entry(k.label()).or_default() += v;

@@ -90,6 +90,59 @@ pub fn sweep_csv(runs: &[(String, &RunSummary)]) -> String {
     out
 }
 
+/// `rates.csv`: one row per request-rate level (and run).
+pub fn rates_csv(runs: &[(String, &RunSummary)]) -> String {
+    let mut out = String::from(
+        "run,simulated,request_rate,burstiness,ramp_up_s,max_concurrency,status,completed,failed,duration_s,achieved_request_rate,scheduled_request_rate,request_throughput,output_throughput,mean_ttft_ms,median_ttft_ms,p99_ttft_ms,mean_tpot_ms,median_tpot_ms,p99_tpot_ms,median_e2el_ms,p99_e2el_ms,mean_client_queue_ms,median_client_queue_ms,p99_client_queue_ms,max_concurrent_requests,goodput\n",
+    );
+    for (label, s) in runs {
+        for l in &s.rates {
+            let st = l.stats.as_ref();
+            let d = |g: fn(&crate::metrics::LevelDists) -> Option<&crate::metrics::DistStats>,
+                     k: fn(&crate::metrics::DistStats) -> f64| {
+                f(st.and_then(|s| g(&s.dists)).map(k))
+            };
+            let a = l.arrival;
+            let _ = writeln!(
+                out,
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                csv_text(label),
+                s.simulated,
+                f(a.map(|a| a.request_rate)),
+                f(a.map(|a| a.burstiness)),
+                f(a.map(|a| a.ramp_up_s)),
+                a.and_then(|a| a.max_concurrency)
+                    .map_or(String::new(), |c| c.to_string()),
+                l.status.name(),
+                st.map_or(0, |s| s.scalars.completed),
+                st.map_or(0, |s| s.scalars.failed),
+                f(st.map(|s| s.scalars.duration_s)),
+                f(st.and_then(|s| s.scalars.achieved_request_rate)),
+                f(st.and_then(|s| s.scalars.scheduled_request_rate)),
+                f(st.map(|s| s.scalars.request_throughput)),
+                f(st.map(|s| s.scalars.output_throughput)),
+                d(|x| x.ttft_ms.as_ref(), |x| x.mean),
+                d(|x| x.ttft_ms.as_ref(), |x| x.p50),
+                d(|x| x.ttft_ms.as_ref(), |x| x.p99),
+                d(|x| x.tpot_ms.as_ref(), |x| x.mean),
+                d(|x| x.tpot_ms.as_ref(), |x| x.p50),
+                d(|x| x.tpot_ms.as_ref(), |x| x.p99),
+                d(|x| x.e2el_ms.as_ref(), |x| x.p50),
+                d(|x| x.e2el_ms.as_ref(), |x| x.p99),
+                d(|x| x.client_queue_ms.as_ref(), |x| x.mean),
+                d(|x| x.client_queue_ms.as_ref(), |x| x.p50),
+                d(|x| x.client_queue_ms.as_ref(), |x| x.p99),
+                st.map_or(String::new(), |s| s
+                    .scalars
+                    .max_concurrent_requests
+                    .to_string()),
+                f(st.and_then(|s| s.scalars.goodput)),
+            );
+        }
+    }
+    out
+}
+
 /// `long_context.csv`: one row per length (and run).
 pub fn long_context_csv(runs: &[(String, &RunSummary)]) -> String {
     let mut out = String::from(
@@ -118,7 +171,8 @@ pub fn long_context_csv(runs: &[(String, &RunSummary)]) -> String {
     out
 }
 
-/// Charts into `dir/charts/` and the two CSV files into `dir`, for one finished (or stopped) run.
+/// Charts into `dir/charts/` and the CSV files into `dir` (`rates.csv` when the run has rate
+/// levels), for one finished (or stopped) run.
 pub fn export_run(
     dir: &Path,
     summary: &RunSummary,
@@ -132,10 +186,14 @@ pub fn export_run(
     }];
     let mut files = render_all(&runs, &dir.join("charts"), size)?;
     let labelled = [(runs[0].label.clone(), summary)];
-    for (name, text) in [
+    let mut tables = vec![
         ("sweep.csv", sweep_csv(&labelled)),
         ("long_context.csv", long_context_csv(&labelled)),
-    ] {
+    ];
+    if !summary.rates.is_empty() {
+        tables.push(("rates.csv", rates_csv(&labelled)));
+    }
+    for (name, text) in tables {
         let p = dir.join(name);
         write_atomic(&p, text.as_bytes())
             .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
@@ -205,11 +263,15 @@ pub fn report(
         md.push_str(&summary_md(s).replacen("# servetop results", "### results", 1));
         md.push('\n');
     }
-    for (name, text) in [
+    let mut tables = vec![
         ("sweep.csv", sweep_csv(&labelled)),
         ("long_context.csv", long_context_csv(&labelled)),
         ("summary.md", md),
-    ] {
+    ];
+    if labelled.iter().any(|(_, s)| !s.rates.is_empty()) {
+        tables.push(("rates.csv", rates_csv(&labelled)));
+    }
+    for (name, text) in tables {
         let p = out.join(name);
         write_atomic(&p, text.as_bytes())
             .map_err(|e| format!("cannot write {}: {e}", p.display()))?;

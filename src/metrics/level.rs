@@ -101,6 +101,10 @@ pub struct LevelAccumulator {
     window_end_us: u64,
     first_end_us: Option<u64>,
     last_send_us: u64,
+    /// Requests sent (completed or failed) and the span of their scheduled times.
+    sent: u64,
+    first_sched_us: Option<u64>,
+    last_sched_us: u64,
     /// Output tokens placed at their arrival time, 1 s bins from the level origin.
     bins: Vec<u64>,
     /// The exact peak in flight, folded online.
@@ -123,6 +127,12 @@ pub struct LevelAccumulator {
 /// starts before `watermark = min over workers of their last end`; every instant before it is
 /// final and its intervals can be swept and dropped, keeping only the ends of those still open at
 /// the watermark. Records without a slot (older files) keep everything, which stays exact.
+///
+/// Open-loop levels keep the same property with a pool of slots: a request takes a free slot
+/// (the one freed longest ago, so every slot's end keeps moving) and gives it back when it ends,
+/// and a new slot is made only when none is free. The runner announces each request's slot with
+/// its `Sent` event, before the request goes out, so a slot is known ([`InFlight::note_slot`])
+/// before any record that could move the watermark past its first request arrives.
 #[derive(Clone, Debug, Default)]
 struct InFlight {
     /// Closed-loop workers of the level; 0 when unknown.
@@ -141,6 +151,11 @@ struct InFlight {
 }
 
 impl InFlight {
+    /// A request is about to be sent on `slot`: make room for it.
+    fn note_slot(&mut self, slot: u32) {
+        self.slots = self.slots.max(slot.saturating_add(1));
+    }
+
     fn add(&mut self, slot: Option<u32>, send: u64, end: u64) {
         self.pending.push((send, end));
         match slot {
@@ -240,6 +255,12 @@ impl LevelAccumulator {
                 .map_or(r.send_at_us, |s| s.min(r.send_at_us)),
         );
         self.last_send_us = self.last_send_us.max(r.send_at_us);
+        self.sent += 1;
+        self.first_sched_us = Some(
+            self.first_sched_us
+                .map_or(r.sched_at_us, |s| s.min(r.sched_at_us)),
+        );
+        self.last_sched_us = self.last_sched_us.max(r.sched_at_us);
         let end = if r.is_ok() {
             r.e2e_us.map_or(r.end_at_us, |e| r.send_at_us + e)
         } else {
@@ -326,6 +347,12 @@ impl LevelAccumulator {
         self
     }
 
+    /// A request of this level is about to be sent on `slot` (open loop: slots come from a pool
+    /// that grows as needed).
+    pub fn note_slot(&mut self, slot: u32) {
+        self.in_flight.note_slot(slot);
+    }
+
     /// Request intervals held in memory right now (bounded when slots are known).
     pub fn held_intervals(&self) -> usize {
         self.in_flight.pending.len() + self.in_flight.open.len()
@@ -370,6 +397,16 @@ impl LevelAccumulator {
             mean_concurrency: per_s(self.busy_us as f64 * 1e-6),
             steady_duration_s,
             steady_output_throughput,
+            achieved_request_rate: rate_over(
+                self.sent,
+                self.window_start_us.unwrap_or(0),
+                self.last_send_us,
+            ),
+            scheduled_request_rate: rate_over(
+                self.sent,
+                self.first_sched_us.unwrap_or(0),
+                self.last_sched_us,
+            ),
             goodput: self.slo.map(|_| per_s(self.slo_met as f64)),
             slo_met: self.slo.map(|_| self.slo_met),
             accept_length_client: self.tokens_per_chunk.mean(),
@@ -401,6 +438,13 @@ impl LevelAccumulator {
     }
 }
 
+/// Events per second over `n` events from `first_us` to `last_us`: `(n − 1) / span`, the
+/// estimate that does not count the first event's gap, which lies before the span.
+fn rate_over(n: u64, first_us: u64, last_us: u64) -> Option<f64> {
+    let span = last_us.checked_sub(first_us)?;
+    (n >= 2 && span > 0).then(|| (n - 1) as f64 / (span as f64 * 1e-6))
+}
+
 /// Plain numbers of a level summary.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LevelScalars {
@@ -422,6 +466,14 @@ pub struct LevelScalars {
     pub mean_concurrency: f64,
     pub steady_duration_s: Option<f64>,
     pub steady_output_throughput: Option<f64>,
+    /// Requests sent per second, `(n − 1) / (last t_send − first t_send)` over the requests
+    /// that completed or failed: at a rate level, the rate achieved against the configured one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub achieved_request_rate: Option<f64>,
+    /// The same over the scheduled times `t_sched`: at a rate level, the rate the seeded
+    /// schedule itself drew (it differs from the configured rate by Poisson noise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_request_rate: Option<f64>,
     /// Requests/s meeting every SLO (only with `--slo`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goodput: Option<f64>,
@@ -789,6 +841,60 @@ mod tests {
                 f.add(Some(i as u32), s, e);
             }
             proptest::prop_assert_eq!(f.peak(), naive_peak(&all));
+        }
+    }
+
+    proptest::proptest! {
+        /// Open loop: requests arrive on their own schedule and take the free slot freed longest
+        /// ago (a new one when none is free); `Sent` (the slot) reaches the fold when the
+        /// request goes out, its record when it ends. The online peak equals the full sweep.
+        #[test]
+        fn open_loop_slot_pool_keeps_the_online_peak_exact(
+            reqs in proptest::collection::vec((0u64..30, 1u64..200), 1..400),
+            cap in proptest::option::of(1usize..12),
+        ) {
+            use std::collections::{BTreeMap, VecDeque};
+            // Events in time order: (time, 0 = end / 1 = send, ...). Ends first at equal times:
+            // a slot freed at t can be taken by a request sent at t.
+            let mut f = InFlight::default();
+            let mut free: VecDeque<u32> = VecDeque::new();
+            let mut next_slot = 0u32;
+            let mut running: BTreeMap<(u64, u32), u64> = BTreeMap::new(); // (end, slot) -> send
+            let mut all = Vec::new();
+            let mut t = 0u64;
+            let mut max_held = 0usize;
+            let finish_until = |until: u64, f: &mut InFlight, free: &mut VecDeque<u32>,
+                                    running: &mut BTreeMap<(u64, u32), u64>| {
+                while let Some((&(end, slot), &send)) = running.iter().next() {
+                    if end > until { break; }
+                    running.remove(&(end, slot));
+                    f.add(Some(slot), send, end);
+                    free.push_back(slot);
+                }
+            };
+            for &(gap, len) in &reqs {
+                t += gap;
+                finish_until(t, &mut f, &mut free, &mut running);
+                // With a cap, a request due now waits in the client queue for a free slot.
+                let mut send = t;
+                if let Some(cap) = cap
+                    && running.len() >= cap
+                {
+                    let (&(end, _), _) = running.iter().next().unwrap();
+                    send = end;
+                    finish_until(send, &mut f, &mut free, &mut running);
+                }
+                let slot = free.pop_front().unwrap_or_else(|| { next_slot += 1; next_slot - 1 });
+                f.note_slot(slot);
+                running.insert((send + len, slot), send);
+                all.push((send, send + len));
+                max_held = max_held.max(f.pending.len() + f.open.len());
+                t = t.max(send);
+            }
+            finish_until(u64::MAX, &mut f, &mut free, &mut running);
+            proptest::prop_assert_eq!(f.peak(), naive_peak(&all));
+            // Memory follows the slots in use, not the number of requests.
+            proptest::prop_assert!(max_held <= 64 + 4 * next_slot as usize + 1, "held {} with {} slots", max_held, next_slot);
         }
     }
 

@@ -1,8 +1,17 @@
-//! Drives a plan against a server: warmup, then each level as a closed loop of workers.
+//! Drives a plan against a server: warmup, then each level, as a closed loop of workers
+//! (concurrency sweep, long context) or as an open-loop dispatcher (request-rate levels).
 //!
 //! The runner knows nothing of a terminal (STYLE.md rule 5): it only sends `Event`s. It obeys a
 //! cancellation token (quit) and a `watch` of `Control` (pause, skip) from whoever drives it.
+//!
+//! Open loop: the dispatcher sends request `i` at `origin + t_i` of a seeded schedule
+//! ([`crate::workload::Schedule`]) whether or not earlier ones have finished; each request runs
+//! in its own task. `t_sched` is the scheduled time, so any lateness of the client (a full
+//! `--max-concurrency`, prompts not ready) is client queue time, never hidden in TTFT. Pausing
+//! and waiting for a server that went away hold the dispatcher and shift the rest of the
+//! schedule by the time held, so neither turns into a burst of overdue requests.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -17,7 +26,7 @@ use crate::config::{BackendChoice, RunConfig};
 use crate::event::{Event, EventTx, RunState};
 use crate::metrics::{CountSource, FailureKind, Outcome};
 use crate::workload::prompt::{Counter, PromptFactory};
-use crate::workload::{LevelKind, LevelSpec};
+use crate::workload::{Arrival, LevelKind, LevelSpec, Schedule};
 
 /// User intents the runner obeys between requests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -35,6 +44,8 @@ pub struct Prepared {
     pub client: Client,
     pub factory: PromptFactory,
     pub levels: Vec<LevelSpec>,
+    /// The run seed: prompt text and rate levels' arrival schedules derive from it.
+    pub seed: u64,
 }
 
 /// Identifies the server, picks the protocol and the prompt counter, and builds the plan.
@@ -95,6 +106,7 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
         client,
         factory: PromptFactory::new(counter, cfg.seed),
         levels,
+        seed: cfg.seed,
     })
 }
 
@@ -189,7 +201,11 @@ impl Runner {
             // not the number of requests.
             let ahead = spec
                 .requests
-                .min(PROMPTS_AHEAD.max(spec.concurrency.saturating_mul(2)));
+                .min(PROMPTS_AHEAD.max(spec.concurrency.saturating_mul(2)))
+                .min(PROMPTS_AHEAD.max(spec.arrival.map_or(0, |a| {
+                    // A rate level: ten seconds of arrivals ahead.
+                    (a.request_rate * 10.0).ceil().min(f64::from(u32::MAX)) as u32
+                })));
             self.emit(Event::Phase(format!(
                 "preparing {ahead} prompts of {} tokens for {}{}",
                 spec.input_tokens,
@@ -383,9 +399,16 @@ impl Runner {
             })
         };
         tracing::info!(level = spec.index, label = %spec.label(), requests = spec.requests, "level started");
+        // A rate level opens a second's worth of arrivals (at most its cap).
+        let prewarm = match spec.arrival {
+            Some(a) => (a.request_rate.ceil().min(f64::from(u32::MAX)) as u32)
+                .max(1)
+                .min(a.max_concurrency.unwrap_or(u32::MAX)),
+            None => spec.concurrency,
+        };
         self.prepared
             .client
-            .prewarm(spec.concurrency.min(spec.requests))
+            .prewarm(prewarm.min(spec.requests))
             .await;
         self.scrape_engine().await;
         let origin = Instant::now();
@@ -400,7 +423,27 @@ impl Runner {
             self.tx.clone(),
         ));
         let mut workers = Vec::new();
-        for slot in 0..spec.concurrency.min(spec.requests) {
+        let closed_loop_workers = if spec.arrival.is_some() {
+            0
+        } else {
+            spec.concurrency.min(spec.requests)
+        };
+        if let Some(arrival) = spec.arrival {
+            let ctx = Arc::new(OpenLoopCtx {
+                client: self.prepared.client.clone(),
+                watch: watch.clone(),
+                stop: stop.clone(),
+                level: spec.index,
+                origin,
+                tx: self.tx.clone(),
+                cancel: level_cancel.clone(),
+                grace: self.grace,
+            });
+            let seed = Schedule::level_seed(self.prepared.seed, spec.index);
+            self.open_loop(spec, &arrival, seed, queue.clone(), ctx)
+                .await;
+        }
+        for slot in 0..closed_loop_workers {
             let w = Worker {
                 slot,
                 client: self.prepared.client.clone(),
@@ -442,6 +485,156 @@ impl Runner {
     }
 }
 
+impl Runner {
+    /// Sends a rate level's requests on their schedule, each in its own task, and waits for the
+    /// last one. Slots come from a pool (the one freed longest ago first; a new one only when
+    /// none is free), so one slot's requests never overlap and the peak-in-flight fold stays
+    /// exact with memory that follows the slots in use (`metrics::level::InFlight`).
+    async fn open_loop(
+        &self,
+        spec: &LevelSpec,
+        arrival: &Arrival,
+        seed: u64,
+        queue: Queue,
+        ctx: Arc<OpenLoopCtx>,
+    ) {
+        let mut schedule = Schedule::new(arrival, seed);
+        let cap = arrival.max_concurrency.map_or(usize::MAX, |c| c as usize);
+        let mut free: VecDeque<u32> = VecDeque::new();
+        let mut next_slot = 0u32;
+        let mut running: tokio::task::JoinSet<u32> = tokio::task::JoinSet::new();
+        // Time spent paused or waiting for the server: the rest of the schedule moves by it.
+        let mut held = Duration::ZERO;
+        let mut control = self.control.clone();
+        let cancel = ctx.cancel.clone();
+        let give_back = |free: &mut VecDeque<u32>, r: Result<u32, tokio::task::JoinError>| {
+            if let Ok(slot) = r {
+                free.push_back(slot);
+            }
+        };
+        'requests: for _ in 0..spec.requests {
+            let Some(t) = schedule.next() else { break };
+            let offset = Duration::from_secs_f64(t);
+            // Until it is due: hand back the slots of requests that end meanwhile.
+            loop {
+                if cancel.is_cancelled() || ctx.stop.load(Ordering::Relaxed) {
+                    break 'requests;
+                }
+                if control.borrow().paused || ctx.watch.down.load(Ordering::Relaxed) {
+                    let start = Instant::now();
+                    tokio::select! {
+                        _ = control.changed() => {}
+                        () = tokio::time::sleep(Duration::from_millis(100)) => {}
+                        () = cancel.cancelled() => {}
+                        Some(r) = running.join_next() => give_back(&mut free, r),
+                    }
+                    held += start.elapsed();
+                    continue;
+                }
+                let due = origin_plus(ctx.origin, offset + held);
+                if Instant::now() >= due {
+                    break;
+                }
+                tokio::select! {
+                    () = tokio::time::sleep_until(due.into()) => {}
+                    Some(r) = running.join_next() => give_back(&mut free, r),
+                    _ = control.changed() => {}
+                    () = cancel.cancelled() => {}
+                }
+            }
+            let sched = origin_plus(ctx.origin, offset + held);
+            // Over the cap it waits for a slot: that wait is client queue time.
+            while running.len() >= cap {
+                tokio::select! {
+                    Some(r) = running.join_next() => give_back(&mut free, r),
+                    () = cancel.cancelled() => break 'requests,
+                }
+            }
+            while let Some(r) = running.try_join_next() {
+                give_back(&mut free, r);
+            }
+            let next = tokio::select! {
+                n = async { queue.lock().await.recv().await } => n,
+                () = cancel.cancelled() => None,
+            };
+            let Some((i, req)) = next else { break };
+            let slot = free.pop_front().unwrap_or_else(|| {
+                next_slot += 1;
+                next_slot - 1
+            });
+            // Announced before the request goes out (the peak-in-flight fold relies on it).
+            let _ = ctx.tx.send(Event::Sent {
+                level: ctx.level,
+                slot,
+            });
+            running.spawn(open_loop_request(ctx.clone(), slot, i, req, sched));
+        }
+        while running.join_next().await.is_some() {}
+    }
+}
+
+/// `origin + d`, saturating far in the future instead of panicking.
+fn origin_plus(origin: Instant, d: Duration) -> Instant {
+    origin
+        .checked_add(d)
+        .unwrap_or_else(|| origin + Duration::from_secs(86_400 * 365))
+}
+
+/// What every request task of an open-loop level shares.
+struct OpenLoopCtx {
+    client: Client,
+    watch: Arc<ServerWatch>,
+    stop: Arc<AtomicBool>,
+    level: u32,
+    origin: Instant,
+    tx: EventTx,
+    cancel: CancellationToken,
+    grace: Duration,
+}
+
+/// One open-loop request: sends it, records it, and gives its slot back. A request that cannot
+/// connect holds the dispatcher until the server is back, or gives up on the level.
+async fn open_loop_request(
+    ctx: Arc<OpenLoopCtx>,
+    slot: u32,
+    index: u32,
+    spec: RequestSpec,
+    sched: Instant,
+) -> u32 {
+    let tag = RequestTag {
+        level: ctx.level,
+        index,
+        warmup: false,
+        origin: ctx.origin,
+        sched,
+    };
+    let grace = ctx.grace;
+    let cancel = ctx.cancel.clone();
+    let mut rec = tokio::select! {
+        r = ctx.client.send(&spec, tag) => r,
+        () = async move { cancel.cancelled().await; tokio::time::sleep(grace).await } => {
+            client::cancelled_record(&spec, tag, Instant::now())
+        }
+    };
+    rec.slot = Some(slot);
+    let connect = match &rec.outcome {
+        Outcome::Failed {
+            kind: FailureKind::Connect,
+            message,
+            ..
+        } => Some(message.clone()),
+        _ => None,
+    };
+    let _ = ctx.tx.send(Event::Request(Box::new(rec)));
+    if let Some(why) = connect
+        && !ctx.watch.wait_for_server(&why).await
+    {
+        ctx.stop.store(true, Ordering::Relaxed);
+        ctx.cancel.cancel();
+    }
+    slot
+}
+
 /// Watches for a server that stopped accepting connections: one worker probes (a TCP connect,
 /// engine-agnostic), the others wait behind it, and the wait is bounded.
 struct ServerWatch {
@@ -451,6 +644,8 @@ struct ServerWatch {
     tx: EventTx,
     probe: tokio::sync::Mutex<()>,
     gone: AtomicBool,
+    /// The server is unreachable and being waited for (an open-loop level holds meanwhile).
+    down: AtomicBool,
 }
 
 impl ServerWatch {
@@ -466,6 +661,7 @@ impl ServerWatch {
             tx,
             probe: tokio::sync::Mutex::new(()),
             gone: AtomicBool::new(false),
+            down: AtomicBool::new(false),
         }
     }
 
@@ -489,6 +685,14 @@ impl ServerWatch {
         if self.reachable().await {
             return true;
         }
+        self.down.store(true, Ordering::Relaxed);
+        let back = self.wait_down(why).await;
+        self.down.store(false, Ordering::Relaxed);
+        back
+    }
+
+    /// The countdown of [`ServerWatch::wait_for_server`] once the server did not answer.
+    async fn wait_down(&self, why: &str) -> bool {
         let _ = self.tx.send(Event::Warning(format!(
             "the server at {} stopped accepting connections ({why}); waiting up to {:.0} s for it to come back",
             self.url,
@@ -589,7 +793,10 @@ impl Worker {
                 origin: self.origin,
                 sched,
             };
-            let _ = self.tx.send(Event::Sent { level: self.level });
+            let _ = self.tx.send(Event::Sent {
+                level: self.level,
+                slot: self.slot,
+            });
             let grace = self.grace;
             let cancel = self.cancel.clone();
             let mut rec = tokio::select! {

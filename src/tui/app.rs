@@ -87,6 +87,16 @@ pub struct SweepView {
     pub per_stream: Vec<(f64, f64)>,
     /// Largest log2 C planned.
     pub x_max: f64,
+    /// Rate levels: `(offered req/s, completed req/s)`.
+    pub rate_done: Vec<(f64, f64)>,
+    /// Rate levels: `(offered req/s, offered req/s)`, the line completions should follow.
+    pub rate_offered: Vec<(f64, f64)>,
+    /// Rate levels: `(offered req/s, TTFT p99 ms)`.
+    pub rate_ttft_p99: Vec<(f64, f64)>,
+    /// Rate levels: `(offered req/s, client queue p99 ms)`.
+    pub rate_queue_p99: Vec<(f64, f64)>,
+    /// Largest rate planned.
+    pub rate_max: f64,
 }
 
 /// Chart points of the long-context ladder, computed in update.
@@ -107,6 +117,17 @@ fn config_lines(s: &crate::summary::RunSummary) -> Vec<(String, String)> {
     let mut out = Vec::new();
     if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(&s.config) {
         for (k, v) in m {
+            // The open-loop settings only matter with rate levels; then one line each.
+            if k == "open_loop" {
+                if let serde_json::Value::Object(ol) = v
+                    && !s.config.open_loop.request_rates.is_empty()
+                {
+                    for (k2, v2) in ol {
+                        out.push((format!("{k}.{k2}"), v2.to_string()));
+                    }
+                }
+                continue;
+            }
             let v = match v {
                 serde_json::Value::String(s) => s,
                 other => other.to_string(),
@@ -265,12 +286,7 @@ impl App {
         telemetry: &[crate::telemetry::TelemetryRecord],
     ) -> Self {
         use crate::telemetry::TelemetryRecord;
-        let levels: Vec<crate::summary::LevelSummary> = summary
-            .sweep
-            .iter()
-            .chain(&summary.long_context)
-            .cloned()
-            .collect();
+        let levels: Vec<crate::summary::LevelSummary> = summary.levels().cloned().collect();
         let t0 = telemetry
             .iter()
             .filter_map(|t| match t {
@@ -432,6 +448,23 @@ impl App {
                 sv.aggregate.push((x, s.scalars.output_throughput));
                 if let Some(d) = &s.dists.decode_tokens_per_s {
                     sv.per_stream.push((x, d.mean));
+                }
+            }
+        }
+        for l in &self.session.summary.rates {
+            let Some(x) = l.request_rate() else { continue };
+            sv.rate_max = sv.rate_max.max(x);
+            sv.rate_offered.push((x, x));
+            if let Some(s) = self
+                .level_stats(l.index)
+                .filter(|s| s.scalars.completed > 0)
+            {
+                sv.rate_done.push((x, s.scalars.request_throughput));
+                if let Some(d) = &s.dists.ttft_ms {
+                    sv.rate_ttft_p99.push((x, d.p99));
+                }
+                if let Some(d) = &s.dists.client_queue_ms {
+                    sv.rate_queue_p99.push((x, d.p99));
                 }
             }
         }

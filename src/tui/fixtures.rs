@@ -85,7 +85,10 @@ fn run_level(app: &mut App, index: u32, c: u32, n: u32, input: u64, output: u64,
         origin_unix_us: 0,
     });
     for k in 0..n {
-        app.apply(Event::Sent { level: index });
+        app.apply(Event::Sent {
+            level: index,
+            slot: k % c.max(1),
+        });
         let wave = u64::from(k / c.max(1));
         let mut r = record(
             index,
@@ -110,15 +113,21 @@ fn run_level(app: &mut App, index: u32, c: u32, n: u32, input: u64, output: u64,
             interrupted: false,
         });
     } else {
-        for _ in 0..c.min(3) {
-            app.apply(Event::Sent { level: index });
+        for k in 0..c.min(3) {
+            app.apply(Event::Sent {
+                level: index,
+                slot: k,
+            });
         }
     }
     app.end_batch();
 }
 
 fn started(concurrency: Vec<u64>) -> App {
-    let cfg = config(concurrency);
+    started_with(config(concurrency))
+}
+
+fn started_with(cfg: RunConfig) -> App {
     let levels = cfg.levels();
     let session = Session::new(RunSummary::new(cfg, None), None);
     let mut app = App::new(session, Arc::new(AtomicU64::new(0)), true);
@@ -263,6 +272,100 @@ pub fn with_telemetry(gpus: u32) -> App {
         }));
     }
     app.now = Duration::from_secs(60);
+    app.end_batch();
+    app
+}
+
+/// One request-rate level: `n` requests at `rate`/s whose client queue grows by `queue_step_us`
+/// per request (0: the client kept the schedule), on a pool of `slots` slots.
+fn run_rate_level(app: &mut App, index: u32, rate: f64, n: u32, queue_step_us: u64, finish: bool) {
+    app.apply(Event::LevelStarted {
+        index,
+        origin_unix_us: 0,
+    });
+    let gap_us = (1e6 / rate) as u64;
+    // Load grows with the rate: TTFT and steps as at a concurrency of about 2 × rate.
+    let c = (rate * 2.0).ceil() as u32;
+    for k in 0..n {
+        app.apply(Event::Sent {
+            level: index,
+            slot: k % c.max(1),
+        });
+        let sched = u64::from(k) * gap_us;
+        let queue = u64::from(k) * queue_step_us;
+        let mut r = record(index, k, c, 1000, 100, sched + queue);
+        r.sched_at_us = sched;
+        r.slot = None;
+        app.apply(Event::Request(Box::new(r)));
+    }
+    if finish {
+        app.apply(Event::LevelFinished {
+            index,
+            interrupted: false,
+        });
+    } else {
+        for k in n..n + 3 {
+            app.apply(Event::Sent {
+                level: index,
+                slot: k % c.max(1),
+            });
+        }
+    }
+    app.end_batch();
+}
+
+fn rate_config(concurrency: Vec<u64>, rates: Vec<f64>) -> RunConfig {
+    let mut c = config(concurrency);
+    c.long_context = Vec::new();
+    c.open_loop = crate::workload::OpenLoop {
+        request_rates: rates,
+        burstiness: 1.0,
+        ramp_up_s: 0.0,
+        max_concurrency: Some(16),
+    };
+    // Three seconds' worth per rate level, at least 4.
+    c.requests_per_level = RequestCount::PerConcurrency {
+        factor: 3.0,
+        min: 4,
+    };
+    c
+}
+
+/// The planned requests of `rate` under [`rate_config`].
+fn rate_requests(rate: f64) -> u32 {
+    RequestCount::PerConcurrency {
+        factor: 3.0,
+        min: 4,
+    }
+    .at_rate(rate)
+}
+
+/// A concurrency sweep, then a rate sweep part-way: 1, 2 and 4 req/s kept up; at 8 req/s the
+/// cap of 16 in flight holds requests back and the client queue grows.
+pub fn mid_rates() -> App {
+    let mut app = started_with(rate_config(vec![1, 4], vec![1.0, 2.0, 4.0, 8.0]));
+    run_level(&mut app, 0, 1, 4, 1000, 100, true);
+    run_level(&mut app, 1, 4, 4, 1000, 100, true);
+    for (k, rate) in [1.0, 2.0, 4.0].iter().enumerate() {
+        run_rate_level(&mut app, 2 + k as u32, *rate, rate_requests(*rate), 0, true);
+    }
+    run_rate_level(&mut app, 5, 8.0, 14, 45_000, false);
+    app.live.current = 180.0;
+    app
+}
+
+/// A finished run of rate levels only (no concurrency sweep): the charts follow the rates.
+pub fn finished_rates_only() -> App {
+    let rates = vec![0.5, 1.0, 2.0, 4.0, 8.0];
+    let mut app = started_with(rate_config(Vec::new(), rates.clone()));
+    for (k, rate) in rates.iter().enumerate() {
+        let queue = if *rate >= 8.0 { 60_000 } else { 0 };
+        run_rate_level(&mut app, k as u32, *rate, rate_requests(*rate), queue, true);
+    }
+    app.apply(Event::RunFinished {
+        state: RunState::Finished,
+        error: None,
+    });
     app.end_batch();
     app
 }

@@ -322,6 +322,20 @@ mod tests {
     }
 
     #[test]
+    fn sweep_tab_with_rate_levels_mid_run() {
+        snap("rates_mid", &mut fixtures::mid_rates(), Tab::Sweep);
+    }
+
+    #[test]
+    fn sweep_tab_rate_levels_only() {
+        snap(
+            "rates_only_finished",
+            &mut fixtures::finished_rates_only(),
+            Tab::Sweep,
+        );
+    }
+
+    #[test]
     fn sweep_tab_finished() {
         snap("sweep_finished", &mut fixtures::finished_run(), Tab::Sweep);
     }

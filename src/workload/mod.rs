@@ -1,8 +1,12 @@
-//! What to send: the concurrency sweep, the long-context ladder, and prompts of exact length.
+//! What to send: the concurrency sweep, the request-rate sweep, the long-context ladder, and
+//! prompts of exact length.
 
+pub mod arrivals;
 pub mod prompt;
 
 use serde::{Deserialize, Serialize};
+
+pub use arrivals::{Arrival, Schedule};
 
 /// Which tab/table a level belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -12,6 +16,8 @@ pub enum LevelKind {
     Sweep,
     /// One input length of the long-context ladder.
     LongContext,
+    /// One request rate of the open-loop sweep.
+    Rate,
 }
 
 /// One planned level.
@@ -20,7 +26,7 @@ pub struct LevelSpec {
     /// Position in the run (0-based), also the `level` of its records.
     pub index: u32,
     pub kind: LevelKind,
-    /// Closed-loop workers.
+    /// Closed-loop workers; for a rate level, its `--max-concurrency` (0: no cap).
     pub concurrency: u32,
     /// Planned input tokens per request.
     pub input_tokens: u64,
@@ -28,16 +34,89 @@ pub struct LevelSpec {
     pub output_tokens: u32,
     /// Measured requests (warmup excluded).
     pub requests: u32,
+    /// How requests arrive at a rate level (None: closed loop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival: Option<Arrival>,
 }
 
 impl LevelSpec {
-    /// Short label: `C=8` or `30K ctx`.
+    /// Short label: `C=8`, `4 req/s` or `30K ctx`.
     pub fn label(&self) -> String {
         match self.kind {
             LevelKind::Sweep => format!("C={}", self.concurrency),
             LevelKind::LongContext => format!("{} ctx", fmt_tokens(self.input_tokens)),
+            LevelKind::Rate => format!(
+                "{} req/s",
+                fmt_rate(self.arrival.map_or(0.0, |a| a.request_rate))
+            ),
         }
     }
+}
+
+/// `4` -> `4`, `0.5` -> `0.5`, `2.25` -> `2.25` (at most three decimals, no trailing zeros).
+pub fn fmt_rate(r: f64) -> String {
+    let s = format!("{r:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    s.to_string()
+}
+
+/// The open-loop part of a run: request rates and how requests arrive.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OpenLoop {
+    /// Request rates (requests/s) of the rate levels, run after the concurrency sweep.
+    pub request_rates: Vec<f64>,
+    /// Gamma shape of the gaps between arrivals: 1 is Poisson, below 1 burstier.
+    pub burstiness: f64,
+    /// Seconds over which each rate level's rate rises linearly from 0 (0: none).
+    pub ramp_up_s: f64,
+    /// Most requests in flight at once at a rate level (None: no cap).
+    pub max_concurrency: Option<u32>,
+}
+
+impl Default for OpenLoop {
+    fn default() -> Self {
+        Self {
+            request_rates: Vec::new(),
+            burstiness: 1.0,
+            ramp_up_s: 0.0,
+            max_concurrency: None,
+        }
+    }
+}
+
+/// Parses request rates: `1,2,4,8`, decimals like `0.5,1.5`, or the integer ranges of
+/// [`parse_list`] (`1-8`, `2-16*2`); `none` means no rate levels. Strictly increasing, positive.
+pub fn parse_rates(s: &str) -> Result<Vec<f64>, String> {
+    let t = s.trim();
+    if t.is_empty() || t.eq_ignore_ascii_case("none") {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for item in t.split(',').map(str::trim) {
+        if item.is_empty() {
+            return Err(format!("'{s}' has an empty item"));
+        }
+        if item.contains(['-', '*', '/']) {
+            out.extend(parse_list(item)?.into_iter().map(|v| v as f64));
+            continue;
+        }
+        let v: f64 = item
+            .parse()
+            .map_err(|_| format!("'{item}' is not a request rate (examples: 0.5, 4, 1-16*2)"))?;
+        if !(v.is_finite() && v > 0.0 && v <= 1e6) {
+            return Err(format!(
+                "'{item}': a request rate must be above 0 and at most 10^6 requests/s"
+            ));
+        }
+        out.push(v);
+    }
+    if out.windows(2).any(|w| w[1] <= w[0]) {
+        return Err(format!("'{s}' must be strictly increasing (no repeats)"));
+    }
+    if out.len() > 10_000 {
+        return Err(format!("'{s}' expands to more than 10,000 levels"));
+    }
+    Ok(out)
 }
 
 /// `30000` -> `30K`, `1500` -> `1.5K`, `512` -> `512`.
@@ -175,14 +254,30 @@ impl RequestCount {
             }
         }
     }
+
+    /// The measured requests at request rate `rate`: a multiple `F` means `F` seconds' worth,
+    /// `ceil(F × rate)`, but at least `min`.
+    pub fn at_rate(self, rate: f64) -> u32 {
+        match self {
+            RequestCount::Fixed(n) => n,
+            RequestCount::PerConcurrency { factor, min } => {
+                ((factor * rate).ceil().min(f64::from(u32::MAX)) as u32)
+                    .max(min)
+                    .max(1)
+            }
+        }
+    }
 }
 
-/// Builds the level list: the sweep first, then the long-context ladder.
+/// Builds the level list: the concurrency sweep first, then the request-rate sweep, then the
+/// long-context ladder.
+#[allow(clippy::too_many_arguments)]
 pub fn build_plan(
     concurrency: &[u64],
     input_len: u64,
     output_len: u32,
     requests: RequestCount,
+    open_loop: &OpenLoop,
     long_context: &[u64],
     long_context_output: u32,
     long_context_repeats: u32,
@@ -197,6 +292,23 @@ pub fn build_plan(
             input_tokens: input_len,
             output_tokens: output_len,
             requests: requests.at(c),
+            arrival: None,
+        });
+    }
+    for &rate in &open_loop.request_rates {
+        levels.push(LevelSpec {
+            index: levels.len() as u32,
+            kind: LevelKind::Rate,
+            concurrency: open_loop.max_concurrency.unwrap_or(0),
+            input_tokens: input_len,
+            output_tokens: output_len,
+            requests: requests.at_rate(rate),
+            arrival: Some(Arrival {
+                request_rate: rate,
+                burstiness: open_loop.burstiness,
+                ramp_up_s: open_loop.ramp_up_s,
+                max_concurrency: open_loop.max_concurrency,
+            }),
         });
     }
     for &n in long_context {
@@ -207,6 +319,7 @@ pub fn build_plan(
             input_tokens: n,
             output_tokens: long_context_output,
             requests: long_context_repeats.max(1),
+            arrival: None,
         });
     }
     levels
@@ -269,6 +382,7 @@ mod tests {
             1000,
             500,
             RequestCount::default(),
+            &OpenLoop::default(),
             &[30_000, 60_000],
             256,
             2,
@@ -283,5 +397,52 @@ mod tests {
             (p[3].concurrency, p[3].requests, p[3].output_tokens),
             (1, 2, 256)
         );
+    }
+
+    #[test]
+    fn rate_levels_follow_the_sweep_with_seconds_worth_of_requests() {
+        let ol = OpenLoop {
+            request_rates: vec![0.5, 4.0, 20.0],
+            burstiness: 0.5,
+            ramp_up_s: 2.0,
+            max_concurrency: Some(8),
+        };
+        let p = build_plan(&[1], 100, 10, RequestCount::default(), &ol, &[1000], 5, 1);
+        assert_eq!(p.len(), 5);
+        assert_eq!(p[1].kind, LevelKind::Rate);
+        assert_eq!(p[1].label(), "0.5 req/s");
+        assert_eq!(p[2].label(), "4 req/s");
+        // 3x: three seconds' worth, at least 10.
+        assert_eq!((p[1].requests, p[2].requests, p[3].requests), (10, 12, 60));
+        let a = p[3].arrival.unwrap();
+        assert_eq!(
+            (a.burstiness, a.ramp_up_s, a.max_concurrency),
+            (0.5, 2.0, Some(8))
+        );
+        assert_eq!(p[3].concurrency, 8);
+        assert_eq!(p[4].kind, LevelKind::LongContext);
+        assert_eq!(RequestCount::Fixed(7).at_rate(100.0), 7);
+    }
+
+    #[test]
+    fn rate_lists() {
+        assert_eq!(parse_rates("1,2,4").unwrap(), vec![1.0, 2.0, 4.0]);
+        assert_eq!(parse_rates("0.5, 1.5,8").unwrap(), vec![0.5, 1.5, 8.0]);
+        assert_eq!(parse_rates("1-8*2").unwrap(), vec![1.0, 2.0, 4.0, 8.0]);
+        assert_eq!(parse_rates("0.5,1-3").unwrap(), vec![0.5, 1.0, 2.0, 3.0]);
+        assert!(parse_rates("none").unwrap().is_empty());
+        for (bad, why) in [
+            ("2,1", "strictly increasing"),
+            ("0", "above 0"),
+            ("x", "not a request rate"),
+            ("1,,2", "empty item"),
+            ("inf", "above 0"),
+        ] {
+            let e = parse_rates(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        assert_eq!(fmt_rate(4.0), "4");
+        assert_eq!(fmt_rate(0.25), "0.25");
+        assert_eq!(fmt_rate(12.5), "12.5");
     }
 }

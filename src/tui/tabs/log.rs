@@ -12,7 +12,7 @@ use crate::tui::theme::Theme;
 pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     let s = &app.session.summary;
     let mut events: Vec<Line> = Vec::new();
-    for l in s.sweep.iter().chain(&s.long_context) {
+    for l in s.levels() {
         let Some(st) = app.level_stats(l.index) else {
             continue;
         };
@@ -33,7 +33,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
             ));
         }
     }
-    for l in s.sweep.iter().chain(&s.long_context) {
+    for l in s.levels() {
         if let Some(r) = &l.reason {
             events.push(Line::from(vec![
                 Span::styled(format!("{:<9} skipped ", l.label()), th.warn),

@@ -1,5 +1,7 @@
 //! Sweep tab: throughput versus concurrency, the live output rate, the percentile table and the
-//! progress of the level in progress.
+//! progress of the level in progress. Request-rate levels get their own table below the
+//! concurrency sweep (offered and achieved rate, latency, and the client queue that builds up
+//! when `--max-concurrency` holds requests back), and the charts when there is no sweep.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -17,7 +19,15 @@ use crate::tui::theme::Theme;
 /// progress line at the bottom.
 pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     let avail = area.height.saturating_sub(3);
-    let wanted_table = app.session.summary.sweep.len() as u16 + 3;
+    let (n_sweep, n_rates) = (
+        app.session.summary.sweep.len() as u16,
+        app.session.summary.rates.len() as u16,
+    );
+    let wanted_table = match (n_sweep, n_rates) {
+        (_, 0) => n_sweep + 3,
+        (0, _) => n_rates + 3,
+        _ => n_sweep + n_rates + 6,
+    };
     let min_chart = if area.height >= 30 { 12 } else { 7 };
     let chart_h = if area.width < 60 {
         0
@@ -38,8 +48,155 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         render_charts(app, top, buf, th);
     }
     // The wide table (p90s, TPOT, E2E, server accept, KV%) needs about 145 columns.
-    render_table(app, table, buf, th, area.width >= 148);
+    let wide = area.width >= 148;
+    match (n_sweep, n_rates) {
+        (_, 0) => render_table(app, table, buf, th, wide),
+        (0, _) => render_rate_table(app, table, buf, th, wide),
+        _ => {
+            // Each table gets room in proportion to its rows, at least a header and one row.
+            let [a, b] =
+                Layout::vertical([Constraint::Fill(n_sweep + 3), Constraint::Fill(n_rates + 3)])
+                    .areas(table);
+            render_table(app, a, buf, th, wide);
+            render_rate_table(app, b, buf, th, wide);
+        }
+    }
     render_progress(app, bottom, buf, th);
+}
+
+/// Client queue p50 from which the cell is marked: requests typically waited in servetop
+/// (dispatch itself takes well under a millisecond).
+const QUEUE_MARK_MS: f64 = 10.0;
+
+fn rate_row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a> {
+    let stats = app.level_stats(l.index);
+    let running = app.session.current == Some(l.index);
+    let progress = app.session.progress.get(&l.index);
+    let done = match (stats, progress) {
+        (_, Some(p)) if running => format!("{}/{}", p.finished, l.requests),
+        (Some(s), _) => s.scalars.completed.to_string(),
+        _ => "-".into(),
+    };
+    let status_text = if running { "running" } else { l.status.name() };
+    let failed = stats.map_or(0, |s| s.scalars.failed);
+    let d = stats.map(|s| &s.dists);
+    let queue = d.and_then(|d| d.client_queue_ms.as_ref());
+    let mut cells = vec![
+        Cell::from(l.label()),
+        Cell::from(status_text),
+        Cell::from(done),
+        Cell::from(num(stats.and_then(|s| s.scalars.achieved_request_rate))),
+    ];
+    if wide {
+        cells.push(Cell::from(num(stats.map(|s| s.scalars.request_throughput))));
+    }
+    cells.extend([
+        Cell::from(num(stats.map(|s| s.scalars.output_throughput))),
+        Cell::from(ppp(d.and_then(|d| d.ttft_ms.as_ref()), wide)),
+    ]);
+    if wide {
+        cells.push(Cell::from(ppp(d.and_then(|d| d.tpot_ms.as_ref()), true)));
+        cells.push(Cell::from(ppp(d.and_then(|d| d.e2el_ms.as_ref()), true)));
+    }
+    cells.push(Cell::from(ppp(queue, wide)).style(
+        if queue.is_some_and(|q| q.p50 >= QUEUE_MARK_MS) {
+            th.warn
+        } else {
+            ratatui::style::Style::default()
+        },
+    ));
+    if wide {
+        cells.push(Cell::from(stats.map_or("-".into(), |s| {
+            s.scalars.max_concurrent_requests.to_string()
+        })));
+        let kv = l.server_metrics.as_ref().and_then(|m| m.mean_kv_usage);
+        cells.push(Cell::from(
+            kv.map_or("-".into(), |k| format!("{:.0}", k * 100.0)),
+        ));
+    }
+    let fail_text = if stats.is_some() {
+        failed.to_string()
+    } else {
+        "-".into()
+    };
+    cells.push(Cell::from(fail_text).style(if failed > 0 { th.bad } else { th.dim }));
+    let style = if running {
+        th.current
+    } else if l.status == LevelStatus::Waiting {
+        th.dim
+    } else {
+        ratatui::style::Style::default()
+    };
+    Row::new(cells).style(style)
+}
+
+fn render_rate_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool) {
+    let mut header = vec!["rate", "status", "done", "sent/s"];
+    let mut widths = vec![
+        Constraint::Length(10),
+        Constraint::Length(7),
+        Constraint::Length(7),
+        Constraint::Length(6),
+    ];
+    if wide {
+        header.extend(["done/s", "out tok/s", "TTFT p50/90/99"]);
+        widths.extend([
+            Constraint::Length(6),
+            Constraint::Length(9),
+            Constraint::Length(19),
+        ]);
+        header.extend(["TPOT p50/90/99", "E2E p50/90/99", "queue p50/90/99"]);
+        widths.extend([
+            Constraint::Length(16),
+            Constraint::Length(19),
+            Constraint::Length(17),
+        ]);
+        header.extend(["peak", "KV%"]);
+        widths.extend([Constraint::Length(5), Constraint::Length(4)]);
+    } else {
+        header.extend(["tok/s", "TTFT p50/99", "queue p50/99"]);
+        widths.extend([
+            Constraint::Length(6),
+            Constraint::Length(12),
+            Constraint::Length(12),
+        ]);
+    }
+    header.push("fail");
+    widths.push(Constraint::Length(4));
+    let levels = &app.session.summary.rates;
+    let visible = area.height.saturating_sub(3) as usize;
+    let current_pos = levels
+        .iter()
+        .position(|l| app.session.current == Some(l.index))
+        .unwrap_or(0);
+    let skip = (current_pos + 1).saturating_sub(visible);
+    let ol = &app.session.summary.config.open_loop;
+    let mut how = vec![if (ol.burstiness - 1.0).abs() < 1e-12 {
+        "Poisson".to_string()
+    } else {
+        format!("gamma B={}", num(Some(ol.burstiness)))
+    }];
+    if ol.ramp_up_s > 0.0 {
+        how.push(format!("ramp {} s", num(Some(ol.ramp_up_s))));
+    }
+    if let Some(c) = ol.max_concurrency {
+        how.push(format!("cap {c}"));
+    }
+    let title = format!(
+        " request-rate sweep · {} · queue = client queue · ms ",
+        how.join(" · ")
+    );
+    let rows: Vec<Row> = levels
+        .iter()
+        .skip(skip)
+        .take(visible)
+        .map(|l| rate_row(app, l, wide, th))
+        .collect();
+    Table::new(rows, widths)
+        .header(Row::new(header).style(th.title))
+        .column_spacing(1)
+        .block(th.panel(title))
+        .render(area, buf);
 }
 
 fn c_labels(x_max: f64) -> ([f64; 2], Vec<String>) {
@@ -71,6 +228,10 @@ fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         (a, None, c)
     };
     let v = &app.sweep_view;
+    if app.session.summary.sweep.is_empty() && !app.session.summary.rates.is_empty() {
+        render_rate_charts(app, (a, b, c), buf, th);
+        return;
+    }
     line_chart(
         "aggregate out tok/s vs C (log2)",
         &[Series {
@@ -122,6 +283,76 @@ fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         }],
         ([0.0, t_max], vec!["0 s".into(), format!("{t_max:.0} s")]),
         "sampled once a second while a level runs",
+        c,
+        buf,
+        th,
+    );
+}
+
+/// A run of rate levels only: completions against the offered rate, TTFT and client queue p99.
+fn render_rate_charts(
+    app: &App,
+    (a, b, c): (Rect, Option<Rect>, Rect),
+    buf: &mut Buffer,
+    th: &Theme,
+) {
+    let v = &app.sweep_view;
+    let top = v.rate_max.max(1e-9);
+    let x = || {
+        (
+            [0.0, top],
+            vec![
+                "0".into(),
+                num(Some(top / 2.0)),
+                format!("{} req/s", num(Some(top))),
+            ],
+        )
+    };
+    let waiting = "waiting for the first rate level…";
+    line_chart(
+        "done req/s vs offered (dim: offered)",
+        &[
+            Series {
+                name: "offered",
+                points: &v.rate_offered,
+                style: th.dim,
+            },
+            Series {
+                name: "done req/s",
+                points: &v.rate_done,
+                style: ratatui::style::Style::default().fg(th.series[0]),
+            },
+        ],
+        x(),
+        waiting,
+        a,
+        buf,
+        th,
+    );
+    if let Some(b) = b {
+        line_chart(
+            "client queue p99 ms vs offered req/s",
+            &[Series {
+                name: "queue p99",
+                points: &v.rate_queue_p99,
+                style: ratatui::style::Style::default().fg(th.series[1]),
+            }],
+            x(),
+            waiting,
+            b,
+            buf,
+            th,
+        );
+    }
+    line_chart(
+        "TTFT p99 ms vs offered req/s",
+        &[Series {
+            name: "TTFT p99",
+            points: &v.rate_ttft_p99,
+            style: ratatui::style::Style::default().fg(th.series[2]),
+        }],
+        x(),
+        waiting,
         c,
         buf,
         th,
@@ -297,8 +528,18 @@ fn render_progress(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
                 )
             });
             let paused = if app.paused { " · PAUSED" } else { "" };
+            // At a rate level, the client queue says whether servetop is holding requests back.
+            let queue = if l.kind == crate::workload::LevelKind::Rate {
+                app.level_stats(l.index)
+                    .and_then(|s| s.dists.client_queue_ms.as_ref())
+                    .map_or(String::new(), |q| {
+                        format!(" · client queue p99 {} ms", num(Some(q.p99)))
+                    })
+            } else {
+                String::new()
+            };
             let label = format!(
-                "{} · {}/{} done · {} in flight · {} tok/s now{eta}{paused}",
+                "{} · {}/{} done · {} in flight{queue} · {} tok/s now{eta}{paused}",
                 l.label(),
                 p.finished,
                 l.requests,

@@ -1,0 +1,348 @@
+//! Open-loop request-rate levels end to end against the built-in simulator (127.0.0.1:0):
+//! the achieved rate against the offered one, the seeded schedule kept to the microsecond,
+//! overload showing up as server-side TTFT (no cap) or as client queue time (`--max-concurrency`),
+//! and a cancelled level leaving consistent files.
+//!
+//! Capacity of the simulator used for overload: `max_running` requests decode at once, each
+//! needs `(output_len − 1) / accept_length` decode steps of `decode_step_ms` (prefill is
+//! negligible at 1M tok/s and batch growth is 0), so it completes at most
+//! `max_running / (steps × step)` requests per second.
+
+// Integration tests may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use servetop::commands::run_prepared;
+use servetop::config::{BackendChoice, RunConfig};
+use servetop::event::RunState;
+use servetop::export::RunFiles;
+use servetop::metrics::{Outcome, RequestRecord};
+use servetop::runner;
+use servetop::session::Session;
+use servetop::sim::{self, AcceptLength, SimConfig, SimHandle};
+use servetop::summary::{LevelStatus, LevelSummary, RunSummary};
+use servetop::workload::{OpenLoop, RequestCount, Schedule};
+use tokio_util::sync::CancellationToken;
+
+/// 20 ms steps of exactly 4 tokens; `max_running` requests at once.
+fn sim_config(max_running: u32) -> SimConfig {
+    let mut c = SimConfig::preset("fast").unwrap();
+    c.decode_step_ms = 20.0;
+    c.accept_length = AcceptLength::Fixed(4);
+    c.batch_growth = 0.0;
+    c.context_ms_per_1k = 0.0;
+    c.prefill_tokens_per_s = 1_000_000.0;
+    c.max_running = max_running;
+    c
+}
+
+/// Requests/s the simulator can complete at `output_len` tokens per request.
+fn capacity(c: &SimConfig, output_len: u32) -> f64 {
+    let AcceptLength::Fixed(per_step) = c.accept_length else {
+        panic!("capacity needs a fixed accept length");
+    };
+    let steps = f64::from(output_len - 1) / f64::from(per_step);
+    f64::from(c.max_running) / (steps * c.decode_step_ms / 1000.0)
+}
+
+fn run_config(url: &str, rate: f64, requests: u32, output_len: u32) -> RunConfig {
+    RunConfig {
+        base_url: url.to_string(),
+        backend: BackendChoice::Auto,
+        model: None,
+        concurrency: vec![],
+        input_len: 100,
+        output_len,
+        requests_per_level: RequestCount::Fixed(requests),
+        open_loop: OpenLoop {
+            request_rates: vec![rate],
+            ..OpenLoop::default()
+        },
+        warmup_requests: 1,
+        long_context: vec![],
+        long_context_output_len: 16,
+        long_context_repeats: 1,
+        tokenizer: None,
+        temperature: 0.0,
+        first_token_timeout_s: 30.0,
+        idle_timeout_s: 30.0,
+        grace_s: 0.5,
+        slo: None,
+        seed: 42,
+        out_dir: PathBuf::new(),
+        api_key_env: "SERVETOP_TEST_NO_KEY".into(),
+        record_chunks: false,
+        metrics_url: None,
+        no_metrics: true,
+        dcgm_url: None,
+        no_gpu: true,
+        gpu_interval_s: 1.0,
+        server_wait_s: 5.0,
+    }
+}
+
+async fn start(c: SimConfig) -> SimHandle {
+    sim::start(c, SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .expect("simulator starts")
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("servetop-open-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// Runs `cfg` into `dir`, cancelling after `cancel_after` when given.
+async fn run(cfg: &RunConfig, dir: &Path, cancel_after: Option<Duration>) -> (RunState, Session) {
+    let mut cfg = cfg.clone();
+    cfg.out_dir = dir.to_path_buf();
+    let prepared = runner::prepare(&cfg, None).await.expect("prepare");
+    let files = RunFiles::create(dir).unwrap();
+    let cancel = CancellationToken::new();
+    if let Some(after) = cancel_after {
+        let c = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            c.cancel();
+        });
+    }
+    run_prepared(
+        &cfg,
+        prepared,
+        RunSummary::new(cfg.clone(), None),
+        Some(files),
+        true,
+        cancel,
+    )
+    .await
+}
+
+fn records(dir: &Path) -> Vec<RequestRecord> {
+    std::fs::read_to_string(dir.join("requests.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|r: &RequestRecord| !r.warmup)
+        .collect()
+}
+
+fn rate_level(s: &Session) -> &LevelSummary {
+    assert_eq!(s.summary.rates.len(), 1);
+    &s.summary.rates[0]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn achieved_rate_matches_the_offered_one_on_the_seeded_schedule() {
+    let sim = sim_config(256);
+    let (rate, n, output_len) = (40.0, 200, 21);
+    // 40 req/s of 100 ms requests is about 4 in flight: far inside the simulator's capacity.
+    assert!(capacity(&sim, output_len) > 20.0 * rate);
+    let h = start(sim).await;
+    let dir = temp_dir("achieved");
+    let cfg = run_config(&h.url(), rate, n, output_len);
+    let (state, s) = run(&cfg, &dir, None).await;
+    assert_eq!(state, RunState::Finished, "{:?}", s.summary.error);
+    let l = rate_level(&s);
+    assert_eq!(l.label(), "40 req/s");
+    assert_eq!(l.status, LevelStatus::Done);
+    let st = l.stats.as_ref().unwrap();
+    let (sc, d) = (&st.scalars, &st.dists);
+    assert_eq!((sc.completed, sc.failed), (u64::from(n), 0));
+
+    // The schedule, regenerated from the run seed: every request's t_sched is its time, to the
+    // microsecond, however late earlier sends were (no drift).
+    let arrival = l.arrival.unwrap();
+    let want: Vec<f64> = Schedule::new(&arrival, Schedule::level_seed(cfg.seed, l.index))
+        .take(n as usize)
+        .collect();
+    let recs = records(&dir);
+    assert_eq!(recs.len(), n as usize);
+    for r in &recs {
+        let t = want[r.index as usize] * 1e6;
+        assert!(
+            (r.sched_at_us as f64 - t).abs() <= 2.0,
+            "request {}: scheduled at {} µs, the schedule says {t:.0}",
+            r.index,
+            r.sched_at_us
+        );
+        assert!(r.send_at_us >= r.sched_at_us, "never sent early");
+    }
+    // Poisson noise: (n − 1) / span has a relative standard deviation of 1 / sqrt(n − 2).
+    let sigma = rate / f64::from(n - 2).sqrt();
+    let scheduled = sc.scheduled_request_rate.unwrap();
+    let achieved = sc.achieved_request_rate.unwrap();
+    assert!(
+        (scheduled - rate).abs() < 4.0 * sigma,
+        "the schedule drew {scheduled:.2} req/s for {rate}"
+    );
+    // The client kept the schedule: sends went out at the schedule's own rate.
+    assert!(
+        (achieved - scheduled).abs() / scheduled < 0.02,
+        "sent at {achieved:.3} req/s, scheduled {scheduled:.3}"
+    );
+    let queue = d.client_queue_ms.as_ref().unwrap();
+    assert!(queue.p99 < 50.0, "client queue p99 {} ms", queue.p99);
+    eprintln!(
+        "offered {rate} req/s · schedule drew {scheduled:.2} · sent at {achieved:.2} · completed {:.2} req/s · client queue p50 {:.3} / p99 {:.3} ms · TTFT p50 {:.1} ms · peak in flight {}",
+        sc.request_throughput,
+        queue.p50,
+        queue.p99,
+        d.ttft_ms.as_ref().unwrap().p50,
+        sc.max_concurrent_requests
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overload_queues_in_the_server_or_with_a_cap_in_the_client() {
+    let sim = sim_config(4);
+    let (rate, n, output_len) = (40.0, 80, 41);
+    // 4 running × 1 / (10 steps × 20 ms) = 20 req/s: half the offered rate.
+    let cap = capacity(&sim, output_len);
+    assert!((cap - 20.0).abs() < 1e-9);
+    let h = start(sim).await;
+    // Arrivals end near n / rate; by then the server has done about cap × n / rate, and the rest
+    // wait: the last request waits about (n − cap × n / rate) / cap seconds.
+    let backlog_wait_ms = (f64::from(n) - cap * f64::from(n) / rate) / cap * 1000.0;
+
+    // No cap: every request is sent on time and waits in the simulator's queue, as TTFT.
+    let dir = temp_dir("overload");
+    let cfg = run_config(&h.url(), rate, n, output_len);
+    let (state, s) = run(&cfg, &dir, None).await;
+    assert_eq!(state, RunState::Finished, "{:?}", s.summary.error);
+    let st = rate_level(&s).stats.as_ref().unwrap();
+    let (sc, d) = (&st.scalars, &st.dists);
+    assert_eq!(sc.completed, u64::from(n));
+    let (ttft, queue) = (
+        d.ttft_ms.as_ref().unwrap(),
+        d.client_queue_ms.as_ref().unwrap(),
+    );
+    assert!(
+        ttft.p99 > 0.5 * backlog_wait_ms,
+        "TTFT p99 {} ms, backlog {backlog_wait_ms} ms",
+        ttft.p99
+    );
+    assert!(queue.p99 < 50.0, "client queue p99 {} ms", queue.p99);
+    assert!(
+        sc.request_throughput < cap * 1.1,
+        "completed {} req/s above capacity {cap}",
+        sc.request_throughput
+    );
+    assert!(
+        sc.achieved_request_rate.unwrap() > 0.8 * rate,
+        "no cap: sent at the offered rate"
+    );
+    assert!(
+        sc.max_concurrent_requests > 4,
+        "requests piled up in the server"
+    );
+    eprintln!(
+        "no cap: offered {rate} req/s, capacity {cap} · sent at {:.2} · completed {:.2} req/s · TTFT p50 {:.0} / p99 {:.0} ms (backlog estimate {backlog_wait_ms:.0}) · client queue p99 {:.2} ms · peak in flight {}",
+        sc.achieved_request_rate.unwrap(),
+        sc.request_throughput,
+        ttft.p50,
+        ttft.p99,
+        queue.p99,
+        sc.max_concurrent_requests
+    );
+    // Files: rates.csv and rates.png beside the others.
+    let files = servetop::export::report::export_run(&dir, &s.summary, &[], (800, 450)).unwrap();
+    assert!(files.iter().any(|f| f.ends_with("charts/rates.png")));
+    let csv = std::fs::read_to_string(dir.join("rates.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 2);
+    assert!(
+        csv.lines().nth(1).unwrap().contains(",40,1,0,,done,80,"),
+        "{csv}"
+    );
+    let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(md.contains("## Request-rate sweep"), "{md}");
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // --max-concurrency 4: the client holds requests back; the wait moves from TTFT to the
+    // client queue, and never more than 4 are in flight.
+    let dir = temp_dir("capped");
+    let mut cfg = run_config(&h.url(), rate, n, output_len);
+    cfg.open_loop.max_concurrency = Some(4);
+    let (state, s) = run(&cfg, &dir, None).await;
+    assert_eq!(state, RunState::Finished, "{:?}", s.summary.error);
+    let st = rate_level(&s).stats.as_ref().unwrap();
+    let (sc, d) = (&st.scalars, &st.dists);
+    assert_eq!(sc.completed, u64::from(n));
+    let (ttft, queue) = (
+        d.ttft_ms.as_ref().unwrap(),
+        d.client_queue_ms.as_ref().unwrap(),
+    );
+    assert!(
+        queue.p99 > 0.5 * backlog_wait_ms,
+        "client queue p99 {} ms, backlog {backlog_wait_ms} ms",
+        queue.p99
+    );
+    assert!(
+        ttft.p99 < 100.0,
+        "the server did not queue: TTFT p99 {}",
+        ttft.p99
+    );
+    assert!(
+        sc.max_concurrent_requests <= 4,
+        "{}",
+        sc.max_concurrent_requests
+    );
+    assert!(
+        sc.achieved_request_rate.unwrap() < cap * 1.1,
+        "with the cap, sends follow completions"
+    );
+    eprintln!(
+        "cap 4: sent at {:.2} · completed {:.2} req/s · TTFT p99 {:.1} ms · client queue p50 {:.0} / p99 {:.0} ms · peak in flight {}",
+        sc.achieved_request_rate.unwrap(),
+        sc.request_throughput,
+        ttft.p99,
+        queue.p50,
+        queue.p99,
+        sc.max_concurrent_requests
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_mid_level_leaves_consistent_files() {
+    let h = start(sim_config(256)).await;
+    let dir = temp_dir("cancel");
+    // 10 s of arrivals of 300 ms requests; cancelled after about 1.5 s.
+    let cfg = run_config(&h.url(), 20.0, 200, 61);
+    let (state, s) = run(&cfg, &dir, Some(Duration::from_millis(1500))).await;
+    assert_eq!(state, RunState::Interrupted);
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(v["state"], "interrupted");
+    let l = &v["rates"][0];
+    assert_eq!(l["status"], "interrupted");
+    assert_eq!(l["arrival"]["request_rate"], 20.0);
+    let recs = records(&dir);
+    let ok = recs.iter().filter(|r| r.is_ok()).count() as u64;
+    let cancelled = recs
+        .iter()
+        .filter(|r| r.outcome == Outcome::Cancelled)
+        .count() as u64;
+    assert_eq!(
+        ok,
+        l["completed"].as_u64().unwrap(),
+        "every completion is on file"
+    );
+    assert_eq!(cancelled, l["cancelled"].as_u64().unwrap());
+    assert_eq!(l["failed"], 0);
+    assert!(
+        ok > 5 && ok < 100,
+        "{ok} completed: really interrupted part-way"
+    );
+    // Each request at most once, each in flight when it was cancelled or done by then.
+    let mut idx: Vec<u32> = recs.iter().map(|r| r.index).collect();
+    idx.sort_unstable();
+    idx.dedup();
+    assert_eq!(idx.len(), recs.len(), "no request recorded twice");
+    assert_eq!(s.in_flight(l["index"].as_u64().unwrap() as u32), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
