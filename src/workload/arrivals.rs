@@ -153,7 +153,10 @@ mod tests {
     fn poisson_gaps_have_mean_one_over_rate_and_exponential_variance() {
         let n = 200_000;
         let times: Vec<f64> = Schedule::new(&arrival(8.0, 1.0, 0.0), 7).take(n).collect();
-        assert!(times[0].abs() < 1e-12, "the first request is due at the origin");
+        assert!(
+            times[0].abs() < 1e-12,
+            "the first request is due at the origin"
+        );
         let (mean, var) = gap_moments(&times);
         // Exponential: mean 1/8 = 0.125 s, variance 1/64. Standard error of the mean is
         // 0.125 / sqrt(n) = 0.00028 s; 5 standard errors of slack.
@@ -194,7 +197,10 @@ mod tests {
         let last = full[9_999];
         assert!((last - 9_999.0 / 2.0).abs() < 250.0, "last at {last} s");
         let other: Vec<f64> = Schedule::new(&a, 4).take(3).collect();
-        assert!((full[1] - other[1]).abs() > 1e-9, "another seed, other times");
+        assert!(
+            (full[1] - other[1]).abs() > 1e-9,
+            "another seed, other times"
+        );
         assert_ne!(Schedule::level_seed(1, 0), Schedule::level_seed(1, 1));
     }
 
