@@ -65,8 +65,13 @@ pub fn unix_now_ns() -> u64 {
 pub struct StampedStream {
     tcp: TcpStream,
     clock: RxClock,
-    scratch: Vec<u8>,
     cmsg: Vec<u8>,
+}
+
+thread_local! {
+    /// Where `recvmsg` puts the bytes before they are copied into hyper's buffer: one per thread,
+    /// not one per connection (16 KB × a thousand streams would be 16 MB).
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; READ_CHUNK]);
 }
 
 impl StampedStream {
@@ -76,7 +81,6 @@ impl StampedStream {
         Self {
             tcp,
             clock: RxClock::default(),
-            scratch: vec![0; READ_CHUNK],
             cmsg: nix::cmsg_space!(nix::sys::time::TimeSpec),
         }
     }
@@ -87,13 +91,11 @@ impl StampedStream {
     }
 
     /// One `recvmsg` into `scratch`: bytes read and the kernel's timestamp, if it gave one.
-    fn read_stamped(&mut self, want: usize) -> io::Result<(usize, Option<u64>)> {
-        let Self {
-            tcp, scratch, cmsg, ..
-        } = self;
+    fn read_stamped(&mut self, scratch: &mut [u8]) -> io::Result<(usize, Option<u64>)> {
+        let Self { tcp, cmsg, .. } = self;
         let fd = tcp.as_raw_fd();
         tcp.try_io(Interest::READABLE, || {
-            let mut iov = [io::IoSliceMut::new(&mut scratch[..want])];
+            let mut iov = [io::IoSliceMut::new(scratch)];
             let msg = recvmsg::<()>(fd, &mut iov, Some(cmsg), MsgFlags::empty())
                 .map_err(io::Error::from)?;
             let mut ts = None;
@@ -119,12 +121,18 @@ impl hyper::rt::Read for StampedStream {
         let this = self.get_mut();
         loop {
             ready!(this.tcp.poll_read_ready(cx))?;
-            let want = buf.remaining().min(this.scratch.len());
-            match this.read_stamped(want) {
-                Ok((n, ts)) => {
+            let got = SCRATCH.with_borrow_mut(|scratch| {
+                let want = buf.remaining().min(scratch.len());
+                let r = this.read_stamped(&mut scratch[..want]);
+                if let Ok((n, _)) = r {
+                    buf.put_slice(&scratch[..n]);
+                }
+                r
+            });
+            match got {
+                Ok((_, ts)) => {
                     // A read without a stamp clears the clock rather than leave an older one.
                     this.clock.0.store(ts.unwrap_or(0), Ordering::Relaxed);
-                    buf.put_slice(&this.scratch[..n]);
                     return Poll::Ready(Ok(()));
                 }
                 // Readiness was stale: try_io cleared it; wait again.
@@ -256,16 +264,17 @@ mod tests {
         let (before, after) = rx.await.unwrap();
         // The reader is busy for 150 ms while the bytes wait in the socket.
         std::thread::sleep(Duration::from_millis(150));
+        let mut scratch = [0u8; 64];
         let (n, ts) = loop {
             s.tcp.readable().await.unwrap();
-            match s.read_stamped(64) {
+            match s.read_stamped(&mut scratch) {
                 Ok(r) => break r,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) => panic!("{e}"),
             }
         };
         let read_at = unix_now_ns();
-        assert_eq!(&s.scratch[..n], b"first");
+        assert_eq!(&scratch[..n], b"first");
         let ts = ts.expect("Linux gives TCP receive timestamps");
         assert!(read_at - before >= 150_000_000);
         // Stamped within the write call (loopback delivers during it), give or take 1 ms.
