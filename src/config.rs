@@ -82,6 +82,43 @@ fn one_second() -> f64 {
 }
 
 impl RunConfig {
+    /// A small plan against `base_url` for use as a library (tests, benchmarks): one level at
+    /// C=1 of 8 requests (100 in / 64 out), one warmup, no long-context ladder, no GPU sampling,
+    /// fixed seed 0, 30 s timeouts. Set the fields you need with struct update syntax, so a
+    /// setting added later keeps its default here instead of breaking every caller.
+    pub fn minimal(base_url: &str) -> Self {
+        Self {
+            base_url: base_url.trim_end_matches('/').to_string(),
+            backend: BackendChoice::Auto,
+            model: None,
+            concurrency: vec![1],
+            input_len: 100,
+            output_len: 64,
+            requests_per_level: RequestCount::Fixed(8),
+            open_loop: OpenLoop::default(),
+            warmup_requests: 1,
+            long_context: vec![],
+            long_context_output_len: 16,
+            long_context_repeats: 1,
+            tokenizer: None,
+            temperature: 0.0,
+            first_token_timeout_s: 30.0,
+            idle_timeout_s: 30.0,
+            grace_s: 1.0,
+            slo: None,
+            seed: 0,
+            out_dir: PathBuf::new(),
+            api_key_env: "SERVETOP_API_KEY".into(),
+            record_chunks: false,
+            metrics_url: None,
+            no_metrics: false,
+            dcgm_url: None,
+            no_gpu: true,
+            gpu_interval_s: 1.0,
+            server_wait_s: 60.0,
+        }
+    }
+
     /// The planned levels: the concurrency sweep, the rate sweep, then the long-context ladder.
     pub fn levels(&self) -> Vec<LevelSpec> {
         build_plan(

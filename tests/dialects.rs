@@ -311,34 +311,15 @@ async fn serve(engine: &'static str) -> FixtureServer {
 
 fn run_config(url: &str) -> RunConfig {
     RunConfig {
-        base_url: url.to_string(),
-        backend: BackendChoice::Auto,
-        model: None,
-        concurrency: vec![1],
         input_len: 64,
         output_len: 16,
         requests_per_level: RequestCount::Fixed(2),
-        open_loop: servetop::workload::OpenLoop::default(),
-        warmup_requests: 1,
-        long_context: vec![],
-        long_context_output_len: 16,
-        long_context_repeats: 1,
-        tokenizer: None,
-        temperature: 0.0,
         first_token_timeout_s: 10.0,
         idle_timeout_s: 10.0,
-        grace_s: 1.0,
-        slo: None,
-        seed: 0,
-        out_dir: PathBuf::new(),
         api_key_env: "SERVETOP_TEST_NO_KEY".into(),
-        record_chunks: false,
-        metrics_url: None,
         no_metrics: true,
-        dcgm_url: None,
-        no_gpu: true,
-        gpu_interval_s: 1.0,
         server_wait_s: 5.0,
+        ..RunConfig::minimal(url)
     }
 }
 

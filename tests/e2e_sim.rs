@@ -10,7 +10,6 @@
 #![allow(clippy::unwrap_used)]
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 
 use servetop::commands::{run_headless, run_prepared};
 use servetop::config::{BackendChoice, RunConfig};
@@ -36,35 +35,11 @@ fn sim_config() -> SimConfig {
 
 fn run_config(url: &str) -> RunConfig {
     RunConfig {
-        base_url: url.to_string(),
-        backend: BackendChoice::Auto,
-        model: None,
-        concurrency: vec![1],
-        input_len: 100,
         output_len: 201,
         requests_per_level: RequestCount::Fixed(3),
-        open_loop: servetop::workload::OpenLoop::default(),
-        warmup_requests: 1,
-        long_context: vec![],
-        long_context_output_len: 16,
-        long_context_repeats: 1,
-        tokenizer: None,
-        temperature: 0.0,
-        first_token_timeout_s: 30.0,
-        idle_timeout_s: 30.0,
-        grace_s: 1.0,
-        slo: None,
-        seed: 0,
-        out_dir: PathBuf::new(),
         api_key_env: "SERVETOP_TEST_NO_KEY".into(),
-        record_chunks: false,
-        metrics_url: None,
-        no_metrics: false,
-        dcgm_url: None,
-        // NVML is not what these tests are about (and CI has no GPU).
-        no_gpu: true,
-        gpu_interval_s: 1.0,
-        server_wait_s: 60.0,
+        // (No GPU sampling: NVML is not what these tests are about, and CI has no GPU.)
+        ..RunConfig::minimal(url)
     }
 }
 

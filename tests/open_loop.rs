@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use servetop::commands::run_prepared;
-use servetop::config::{BackendChoice, RunConfig};
+use servetop::config::RunConfig;
 use servetop::event::RunState;
 use servetop::export::RunFiles;
 use servetop::metrics::{Outcome, RequestRecord};
@@ -50,37 +50,19 @@ fn capacity(c: &SimConfig, output_len: u32) -> f64 {
 
 fn run_config(url: &str, rate: f64, requests: u32, output_len: u32) -> RunConfig {
     RunConfig {
-        base_url: url.to_string(),
-        backend: BackendChoice::Auto,
-        model: None,
         concurrency: vec![],
-        input_len: 100,
         output_len,
         requests_per_level: RequestCount::Fixed(requests),
         open_loop: OpenLoop {
             request_rates: vec![rate],
             ..OpenLoop::default()
         },
-        warmup_requests: 1,
-        long_context: vec![],
-        long_context_output_len: 16,
-        long_context_repeats: 1,
-        tokenizer: None,
-        temperature: 0.0,
-        first_token_timeout_s: 30.0,
-        idle_timeout_s: 30.0,
         grace_s: 0.5,
-        slo: None,
         seed: 42,
-        out_dir: PathBuf::new(),
         api_key_env: "SERVETOP_TEST_NO_KEY".into(),
-        record_chunks: false,
-        metrics_url: None,
         no_metrics: true,
-        dcgm_url: None,
-        no_gpu: true,
-        gpu_interval_s: 1.0,
         server_wait_s: 5.0,
+        ..RunConfig::minimal(url)
     }
 }
 
