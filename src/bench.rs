@@ -484,6 +484,11 @@ pub fn bench_client(a: &BenchClientArgs) -> Result<Vec<CaseResult>, String> {
                 let d = next_dir();
                 let mut r = run_case(client_cpu, &fh, &case, &d)?;
                 let writes = fetch_writes(&fh.url)?;
+                // Kept beside the case's requests.jsonl, to look into the tail.
+                let _ = std::fs::write(
+                    d.join("firehose-writes.json"),
+                    serde_json::to_vec(&writes).unwrap_or_default(),
+                );
                 let (all, first, matched) = timing_errors(&d, &writes)?;
                 if matched == 0 {
                     return Err(
