@@ -109,25 +109,9 @@ fn rate_row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a> 
         cells.push(Cell::from(stats.map_or("-".into(), |s| {
             s.scalars.max_concurrent_requests.to_string()
         })));
-        let kv = l.server_metrics.as_ref().and_then(|m| m.mean_kv_usage);
-        cells.push(Cell::from(
-            kv.map_or("-".into(), |k| format!("{:.0}", k * 100.0)),
-        ));
+        cells.push(kv_cell(l));
     }
-    let fail_text = if stats.is_some() {
-        failed.to_string()
-    } else {
-        "-".into()
-    };
-    cells.push(Cell::from(fail_text).style(if failed > 0 { th.bad } else { th.dim }));
-    let style = if running {
-        th.current
-    } else if l.status == LevelStatus::Waiting {
-        th.dim
-    } else {
-        ratatui::style::Style::default()
-    };
-    Row::new(cells).style(style)
+    finish_row(cells, l, stats.is_some(), failed, running, th)
 }
 
 fn render_rate_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool) {
@@ -410,25 +394,9 @@ fn row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a> {
     )));
     if wide {
         cells.push(Cell::from(num(l.accept_length_server)));
-        let kv = l.server_metrics.as_ref().and_then(|m| m.mean_kv_usage);
-        cells.push(Cell::from(
-            kv.map_or("-".into(), |k| format!("{:.0}", k * 100.0)),
-        ));
+        cells.push(kv_cell(l));
     }
-    let fail_text = if stats.is_some() {
-        failed.to_string()
-    } else {
-        "-".into()
-    };
-    cells.push(Cell::from(fail_text).style(if failed > 0 { th.bad } else { th.dim }));
-    let style = if running {
-        th.current
-    } else if l.status == LevelStatus::Waiting {
-        th.dim
-    } else {
-        ratatui::style::Style::default()
-    };
-    Row::new(cells).style(style)
+    finish_row(cells, l, stats.is_some(), failed, running, th)
 }
 
 fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool) {
@@ -568,4 +536,35 @@ fn render_progress(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
             .style(ratatui::style::Style::default().fg(th.series[1]))
             .render(spark, buf);
     }
+}
+
+/// The engine's mean KV-cache use over the level, in %.
+fn kv_cell(l: &LevelSummary) -> Cell<'static> {
+    let kv = l.server_metrics.as_ref().and_then(|m| m.mean_kv_usage);
+    Cell::from(kv.map_or("-".into(), |k| format!("{:.0}", k * 100.0)))
+}
+
+/// The failures cell and the row's style (running, waiting or done), shared by both tables.
+fn finish_row(
+    mut cells: Vec<Cell<'static>>,
+    l: &LevelSummary,
+    has_stats: bool,
+    failed: u64,
+    running: bool,
+    th: &Theme,
+) -> Row<'static> {
+    let fail_text = if has_stats {
+        failed.to_string()
+    } else {
+        "-".into()
+    };
+    cells.push(Cell::from(fail_text).style(if failed > 0 { th.bad } else { th.dim }));
+    let style = if running {
+        th.current
+    } else if l.status == LevelStatus::Waiting {
+        th.dim
+    } else {
+        ratatui::style::Style::default()
+    };
+    Row::new(cells).style(style)
 }
