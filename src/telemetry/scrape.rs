@@ -83,8 +83,6 @@ pub async fn engine_sample(
     })
 }
 
-/// Scrapes the engine's metrics every `interval`. When the page uses SGLang names,
-/// `server_info_url` adds SGLang's cumulative accept length.
 /// [`engine_sample`], plus SGLang's running accept length from `/server_info`.
 pub async fn engine_sample_full(
     http: &reqwest::Client,
@@ -105,6 +103,8 @@ pub async fn engine_sample_full(
     Ok(sample)
 }
 
+/// Scrapes the engine's metrics every `interval`. When the page uses SGLang names,
+/// `server_info_url` adds SGLang's cumulative accept length.
 pub fn spawn_engine(
     http: reqwest::Client,
     metrics_url: String,
