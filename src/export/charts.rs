@@ -386,11 +386,13 @@ fn sweep_points(l: &[LevelSummary], f: impl Fn(&LevelSummary) -> Option<f64>) ->
         .collect()
 }
 
-fn lines_per_run(
+/// One line per run: its points, named by run when several are overlaid, coloured by run.
+fn run_lines(
     runs: &[ChartRun<'_>],
     name: &str,
-    f: impl Fn(&LevelSummary) -> Option<f64> + Copy,
+    points: impl Fn(&RunSummary) -> Vec<(f64, f64)>,
     dashed: bool,
+    color_offset: usize,
 ) -> Vec<Line> {
     runs.iter()
         .enumerate()
@@ -400,11 +402,21 @@ fn lines_per_run(
                 (true, false) => format!("{} {name}", r.label),
                 (false, _) => name.to_string(),
             },
-            points: sweep_points(&r.summary.sweep, f),
-            color: color(i),
+            points: points(r.summary),
+            color: color(i + color_offset),
             dashed,
         })
         .collect()
+}
+
+/// One line per run over its sweep levels, at their concurrency.
+fn lines_per_run(
+    runs: &[ChartRun<'_>],
+    name: &str,
+    f: impl Fn(&LevelSummary) -> Option<f64> + Copy,
+    dashed: bool,
+) -> Vec<Line> {
+    run_lines(runs, name, |s| sweep_points(&s.sweep, f), dashed, 0)
 }
 
 /// One line per run over its rate levels, at their configured rate.
@@ -415,24 +427,13 @@ fn rate_lines(
     dashed: bool,
     color_offset: usize,
 ) -> Vec<Line> {
-    runs.iter()
-        .enumerate()
-        .map(|(i, r)| Line {
-            name: if runs.len() > 1 {
-                format!("{} {name}", r.label)
-            } else {
-                name.to_string()
-            },
-            points: r
-                .summary
-                .rates
-                .iter()
-                .filter_map(|l| Some((l.request_rate()?, f(l)?)))
-                .collect(),
-            color: color(i + color_offset),
-            dashed,
-        })
-        .collect()
+    let points = |s: &RunSummary| {
+        s.rates
+            .iter()
+            .filter_map(|l| Some((l.request_rate()?, f(l)?)))
+            .collect()
+    };
+    run_lines(runs, name, points, dashed, color_offset)
 }
 
 fn stat(l: &LevelSummary, f: impl Fn(&crate::metrics::LevelStats) -> Option<f64>) -> Option<f64> {
@@ -539,24 +540,13 @@ pub fn render_all(
 
     out("long_context.png", &|p| {
         let ctx_lines = |name: &str, f: fn(&LevelSummary) -> Option<f64>| -> Vec<Line> {
-            runs.iter()
-                .enumerate()
-                .map(|(i, r)| Line {
-                    name: if runs.len() > 1 {
-                        format!("{} {name}", r.label)
-                    } else {
-                        name.to_string()
-                    },
-                    points: r
-                        .summary
-                        .long_context
-                        .iter()
-                        .filter_map(|l| Some((l.input_len as f64 / 1000.0, f(l)?)))
-                        .collect(),
-                    color: color(i),
-                    dashed: false,
-                })
-                .collect()
+            let points = |s: &RunSummary| {
+                s.long_context
+                    .iter()
+                    .filter_map(|l| Some((l.input_len as f64 / 1000.0, f(l)?)))
+                    .collect()
+            };
+            run_lines(runs, name, points, false, 0)
         };
         let skipped: Vec<&LevelSummary> = runs
             .iter()
