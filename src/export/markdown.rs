@@ -58,11 +58,7 @@ pub fn sweep_table(levels: &[LevelSummary]) -> String {
             continue;
         };
         let (sc, d) = (&s.scalars, &s.dists);
-        let done = if l.status == LevelStatus::Done {
-            sc.completed.to_string()
-        } else {
-            format!("{} ({})", sc.completed, l.status.name())
-        };
+        let done = done_cell(l, sc.completed);
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
@@ -103,11 +99,7 @@ pub fn rate_table(levels: &[LevelSummary]) -> String {
             continue;
         };
         let (sc, d) = (&s.scalars, &s.dists);
-        let done = if l.status == LevelStatus::Done {
-            sc.completed.to_string()
-        } else {
-            format!("{} ({})", sc.completed, l.status.name())
-        };
+        let done = done_cell(l, sc.completed);
         let _ = writeln!(
             out,
             "| {rate} | {} | {done} | {} | {} | {} | {} | {} | {} | {} | {} |",
@@ -378,4 +370,13 @@ fn count_sources(s: &RunSummary) -> String {
         fmt(&out_src),
         fmt(&chunk_src)
     )
+}
+
+/// Completed requests, with the level's status when it did not finish normally.
+fn done_cell(l: &LevelSummary, completed: u64) -> String {
+    if l.status == LevelStatus::Done {
+        completed.to_string()
+    } else {
+        format!("{completed} ({})", l.status.name())
+    }
 }
