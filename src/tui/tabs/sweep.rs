@@ -69,16 +69,13 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
 const QUEUE_MARK_MS: f64 = 10.0;
 
 fn rate_row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a> {
-    let stats = app.level_stats(l.index);
-    let running = app.session.current == Some(l.index);
-    let progress = app.session.progress.get(&l.index);
-    let done = match (stats, progress) {
-        (_, Some(p)) if running => format!("{}/{}", p.finished, l.requests),
-        (Some(s), _) => s.scalars.completed.to_string(),
-        _ => "-".into(),
-    };
-    let status_text = if running { "running" } else { l.status.name() };
-    let failed = stats.map_or(0, |s| s.scalars.failed);
+    let RowBasics {
+        stats,
+        running,
+        done,
+        status_text,
+        failed,
+    } = row_basics(app, l);
     let d = stats.map(|s| &s.dists);
     let queue = d.and_then(|d| d.client_queue_ms.as_ref());
     let mut cells = vec![
@@ -357,16 +354,13 @@ fn ppp(d: Option<&DistStats>, wide: bool) -> String {
 }
 
 fn row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a> {
-    let stats = app.level_stats(l.index);
-    let running = app.session.current == Some(l.index);
-    let progress = app.session.progress.get(&l.index);
-    let done = match (stats, progress) {
-        (_, Some(p)) if running => format!("{}/{}", p.finished, l.requests),
-        (Some(s), _) => s.scalars.completed.to_string(),
-        _ => "-".into(),
-    };
-    let status_text = if running { "running" } else { l.status.name() };
-    let failed = stats.map_or(0, |s| s.scalars.failed);
+    let RowBasics {
+        stats,
+        running,
+        done,
+        status_text,
+        failed,
+    } = row_basics(app, l);
     let mut cells = vec![
         Cell::from(format!("C={}", l.concurrency)),
         Cell::from(status_text),
@@ -567,4 +561,32 @@ fn finish_row(
         ratatui::style::Style::default()
     };
     Row::new(cells).style(style)
+}
+
+/// What every level row starts from: its statistics (live for the running one), whether it is
+/// running, the done cell (finished/planned while running), its status word and failures.
+struct RowBasics<'a> {
+    stats: Option<&'a crate::metrics::LevelStats>,
+    running: bool,
+    done: String,
+    status_text: &'static str,
+    failed: u64,
+}
+
+fn row_basics<'a>(app: &'a App, l: &LevelSummary) -> RowBasics<'a> {
+    let stats = app.level_stats(l.index);
+    let running = app.session.current == Some(l.index);
+    let progress = app.session.progress.get(&l.index);
+    let done = match (stats, progress) {
+        (_, Some(p)) if running => format!("{}/{}", p.finished, l.requests),
+        (Some(s), _) => s.scalars.completed.to_string(),
+        _ => "-".into(),
+    };
+    RowBasics {
+        stats,
+        running,
+        done,
+        status_text: if running { "running" } else { l.status.name() },
+        failed: stats.map_or(0, |s| s.scalars.failed),
+    }
 }
