@@ -182,93 +182,104 @@ impl Runner {
         self.warmup().await?;
         let levels = self.prepared.levels.clone();
         for spec in &levels {
-            self.wait_while_paused().await;
+            self.run_one(spec).await?;
             if self.cancel.is_cancelled() {
                 break;
             }
-            if let Some(reason) = self.context_precheck(spec) {
-                tracing::info!(level = spec.index, %reason, "length skipped before sending");
-                self.emit(Event::LevelSkipped {
-                    index: spec.index,
-                    reason,
-                    raise_flag: Some(self.prepared.server.engine.context_flag().into()),
-                });
-                continue;
-            }
-            // Prompts are prepared ahead of the level, so sizing them (a /tokenize call each)
-            // never runs while it is measured; a level longer than the lookahead gets the rest
-            // from a producer that stays that far ahead, so memory follows the concurrency and
-            // not the number of requests.
-            let ahead = spec
-                .requests
-                .min(PROMPTS_AHEAD.max(spec.concurrency.saturating_mul(2)))
-                .min(PROMPTS_AHEAD.max(spec.arrival.map_or(0, |a| {
-                    // A rate level: ten seconds of arrivals ahead.
-                    (a.request_rate * 10.0).ceil().min(f64::from(u32::MAX)) as u32
-                })));
-            self.emit(Event::Phase(format!(
-                "preparing {ahead} prompts of {} tokens for {}{}",
-                spec.input_tokens,
-                spec.label(),
-                if ahead < spec.requests {
-                    " (the rest while it runs)"
-                } else {
-                    ""
-                }
-            )));
-            let (ptx, prx) = tokio::sync::mpsc::channel(ahead.max(1) as usize);
-            for i in 0..ahead {
-                if self.cancel.is_cancelled() {
-                    return Ok(());
-                }
-                let req = make_request(&mut self.prepared.factory, spec, i)
-                    .await
-                    .map_err(|e| format!("preparing prompts for {}: {e}", spec.label()))?;
-                // Capacity is `ahead`: never waits.
-                let _ = ptx.send((i, req)).await;
-            }
-            let producer = (ahead < spec.requests).then(|| {
-                let mut factory = self.prepared.factory.clone();
-                let spec = spec.clone();
-                let patience = self.server_wait;
-                tokio::spawn(async move {
-                    for i in ahead..spec.requests {
-                        // Sizing a prompt asks the server (/tokenize): while it is away, wait as
-                        // long as the workers do, then give up with the last error.
-                        let started = Instant::now();
-                        let req = loop {
-                            match make_request(&mut factory, &spec, i).await {
-                                Ok(r) => break r,
-                                Err(e) if started.elapsed() >= patience => return Err(e),
-                                Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
-                            }
-                        };
-                        if ptx.send((i, req)).await.is_err() {
-                            break;
-                        }
-                    }
-                    Ok::<(), String>(())
-                })
+        }
+        Ok(())
+    }
+
+    /// Runs one level: waits out a pause, skips a length the server cannot hold, prepares its
+    /// prompts and sends its requests. `Err` ends the run (prompts could not be made, the
+    /// server went away).
+    async fn run_one(&mut self, spec: &LevelSpec) -> Result<(), String> {
+        self.wait_while_paused().await;
+        if self.cancel.is_cancelled() {
+            return Ok(());
+        }
+        if let Some(reason) = self.context_precheck(spec) {
+            tracing::info!(level = spec.index, %reason, "length skipped before sending");
+            self.emit(Event::LevelSkipped {
+                index: spec.index,
+                reason,
+                raise_flag: Some(self.prepared.server.engine.context_flag().into()),
             });
-            let end = self
-                .run_level(spec, Arc::new(tokio::sync::Mutex::new(prx)))
-                .await;
-            if let Some(p) = producer {
-                // Done with it, or it is blocked on a full queue nobody reads any more.
-                p.abort();
-                if let Ok(Err(e)) = p.await {
-                    return Err(format!("preparing prompts for {}: {e}", spec.label()));
-                }
+            return Ok(());
+        }
+        // Prompts are prepared ahead of the level, so sizing them (a /tokenize call each)
+        // never runs while it is measured; a level longer than the lookahead gets the rest
+        // from a producer that stays that far ahead, so memory follows the concurrency and
+        // not the number of requests.
+        let ahead = spec
+            .requests
+            .min(PROMPTS_AHEAD.max(spec.concurrency.saturating_mul(2)))
+            .min(PROMPTS_AHEAD.max(spec.arrival.map_or(0, |a| {
+                // A rate level: ten seconds of arrivals ahead.
+                (a.request_rate * 10.0).ceil().min(f64::from(u32::MAX)) as u32
+            })));
+        self.emit(Event::Phase(format!(
+            "preparing {ahead} prompts of {} tokens for {}{}",
+            spec.input_tokens,
+            spec.label(),
+            if ahead < spec.requests {
+                " (the rest while it runs)"
+            } else {
+                ""
             }
-            match end {
-                LevelEnd::Done | LevelEnd::Interrupted => {}
-                LevelEnd::ServerGone(msg) => {
-                    return Err(format!(
-                        "the server at {} stopped answering during {}: {msg}",
-                        self.prepared.server.base_url,
-                        spec.label()
-                    ));
+        )));
+        let (ptx, prx) = tokio::sync::mpsc::channel(ahead.max(1) as usize);
+        for i in 0..ahead {
+            if self.cancel.is_cancelled() {
+                return Ok(());
+            }
+            let req = make_request(&mut self.prepared.factory, spec, i)
+                .await
+                .map_err(|e| format!("preparing prompts for {}: {e}", spec.label()))?;
+            // Capacity is `ahead`: never waits.
+            let _ = ptx.send((i, req)).await;
+        }
+        let producer = (ahead < spec.requests).then(|| {
+            let mut factory = self.prepared.factory.clone();
+            let spec = spec.clone();
+            let patience = self.server_wait;
+            tokio::spawn(async move {
+                for i in ahead..spec.requests {
+                    // Sizing a prompt asks the server (/tokenize): while it is away, wait as
+                    // long as the workers do, then give up with the last error.
+                    let started = Instant::now();
+                    let req = loop {
+                        match make_request(&mut factory, &spec, i).await {
+                            Ok(r) => break r,
+                            Err(e) if started.elapsed() >= patience => return Err(e),
+                            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+                        }
+                    };
+                    if ptx.send((i, req)).await.is_err() {
+                        break;
+                    }
                 }
+                Ok::<(), String>(())
+            })
+        });
+        let end = self
+            .run_level(spec, Arc::new(tokio::sync::Mutex::new(prx)))
+            .await;
+        if let Some(p) = producer {
+            // Done with it, or it is blocked on a full queue nobody reads any more.
+            p.abort();
+            if let Ok(Err(e)) = p.await {
+                return Err(format!("preparing prompts for {}: {e}", spec.label()));
+            }
+        }
+        match end {
+            LevelEnd::Done | LevelEnd::Interrupted => {}
+            LevelEnd::ServerGone(msg) => {
+                return Err(format!(
+                    "the server at {} stopped answering during {}: {msg}",
+                    self.prepared.server.base_url,
+                    spec.label()
+                ));
             }
         }
         Ok(())
