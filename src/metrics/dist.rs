@@ -92,6 +92,23 @@ impl Dist {
         mid.clamp(self.min, self.max) as f64
     }
 
+    /// The value of 1-based rank `rank` in sorted order (the middle of its HDR bucket, in the
+    /// exact observed range), in base units; `None` for rank 0 or beyond the count.
+    pub fn value_at_rank(&self, rank: u64) -> Option<f64> {
+        if rank == 0 || rank > self.count {
+            return None;
+        }
+        let mut seen = 0;
+        for v in self.hist.iter_recorded() {
+            seen += v.count_since_last_iteration();
+            if seen >= rank {
+                let mid = self.hist.median_equivalent(v.value_iterated_to());
+                return Some(mid.clamp(self.min, self.max) as f64);
+            }
+        }
+        Some(self.max as f64)
+    }
+
     /// Summary statistics multiplied by `scale` (e.g. 1e-3 to turn µs into ms); `None` if empty.
     pub fn stats(&self, scale: f64) -> Option<DistStats> {
         if self.count == 0 {

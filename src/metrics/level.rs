@@ -8,67 +8,8 @@ use serde_json::{Map, Value};
 
 use super::dist::{Dist, DistStats};
 use super::record::{CountSource, FailureKind, Outcome, RequestRecord, for_each_gap};
-
-/// Service-level objectives for goodput, in milliseconds (METRICS.md "Goodput").
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Slo {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ttft_ms: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tpot_ms: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub e2el_ms: Option<f64>,
-}
-
-impl Slo {
-    /// Parses `ttft:2000,tpot:50,e2el:10000` (milliseconds).
-    pub fn parse(s: &str) -> Result<Self, String> {
-        let mut slo = Slo::default();
-        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (k, v) = part
-                .split_once(':')
-                .ok_or_else(|| format!("SLO '{part}' must look like ttft:2000"))?;
-            let v: f64 = v
-                .trim()
-                .parse()
-                .ok()
-                .filter(|v: &f64| v.is_finite() && *v > 0.0)
-                .ok_or_else(|| format!("SLO '{part}': '{v}' is not a positive number of ms"))?;
-            match k.trim() {
-                "ttft" => slo.ttft_ms = Some(v),
-                "tpot" => slo.tpot_ms = Some(v),
-                "e2el" | "e2e" => slo.e2el_ms = Some(v),
-                other => {
-                    return Err(format!(
-                        "unknown SLO metric '{other}' (use ttft, tpot, e2el)"
-                    ));
-                }
-            }
-        }
-        if slo.is_empty() {
-            return Err("empty SLO".into());
-        }
-        Ok(slo)
-    }
-
-    /// Whether no objective is set.
-    pub fn is_empty(&self) -> bool {
-        self.ttft_ms.is_none() && self.tpot_ms.is_none() && self.e2el_ms.is_none()
-    }
-
-    /// Whether a successful request meets every objective that is set.
-    pub fn met_by(&self, r: &RequestRecord) -> bool {
-        let ok = |limit: Option<f64>, got_us: Option<f64>| match (limit, got_us) {
-            (None, _) => true,
-            (Some(l), Some(g)) => g * 1e-3 <= l,
-            (Some(_), None) => false,
-        };
-        r.is_ok()
-            && ok(self.ttft_ms, r.ttft_us.map(|v| v as f64))
-            && ok(self.tpot_ms, r.tpot_us().or(Some(0.0)))
-            && ok(self.e2el_ms, r.e2e_us.map(|v| v as f64))
-    }
-}
+pub use super::slo::Slo;
+use super::slo::{LevelSamples, SloCheck};
 
 /// Count and first message of one failure kind.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -321,6 +262,22 @@ impl LevelAccumulator {
         if self.slo.is_some_and(|s| s.met_by(r)) {
             self.slo_met += 1;
         }
+    }
+
+    /// The level judged against its SLO at the SLO's percentile (None without an SLO).
+    pub fn slo_check(&self) -> Option<SloCheck> {
+        let slo = self.slo?;
+        Some(super::slo::check(
+            &slo,
+            &LevelSamples {
+                ttft: &self.ttft,
+                tpot: &self.tpot,
+                itl: &self.itl,
+                e2el: &self.e2el,
+                completed: self.completed,
+                failed: self.failed(),
+            },
+        ))
     }
 
     /// Requests that ended (completed or failed), excluding cancelled ones.

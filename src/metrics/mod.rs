@@ -4,13 +4,15 @@
 pub mod dist;
 pub mod level;
 pub mod record;
+pub mod slo;
 
 pub use dist::{Dist, DistStats};
-pub use level::{FailureCount, LevelAccumulator, LevelDists, LevelScalars, LevelStats, Slo};
+pub use level::{FailureCount, LevelAccumulator, LevelDists, LevelScalars, LevelStats};
 pub use record::{
     ChunkCounting, CountSource, FailureKind, FinalCounts, Outcome, RequestRecord, TokenChunk,
     finalize_counts,
 };
+pub use slo::{MetricCheck, Slo, SloCheck};
 
 /// Microseconds since the Unix epoch (the wall clock, for lining up with other processes).
 pub fn unix_us() -> u64 {
