@@ -30,7 +30,13 @@ fn fail(msg: &str) -> i32 {
 
 /// Builds the run configuration from `servetop run` flags.
 pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
-    let slo = a.slo.as_deref().map(Slo::parse).transpose()?;
+    let mut slo = a.slo.as_deref().map(Slo::parse).transpose()?;
+    let percentile =
+        Slo::parse_percentile(&a.slo_percentile).map_err(|e| format!("--slo-percentile {e}"))?;
+    if let Some(s) = slo.as_mut() {
+        s.percentile = percentile;
+    }
+    let search = search_config(a)?;
     let cfg = RunConfig {
         base_url: a
             .base_url
@@ -76,9 +82,53 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         no_gpu: a.no_gpu,
         gpu_interval_s: a.gpu_interval,
         server_wait_s: a.server_wait,
+        search,
+    };
+    let cfg = if cfg.search.is_some() {
+        // The search runs alone: its probes are the run's levels.
+        RunConfig {
+            concurrency: Vec::new(),
+            long_context: Vec::new(),
+            ..cfg
+        }
+    } else {
+        cfg
     };
     cfg.validate()?;
     Ok(cfg)
+}
+
+/// The `--search` flags, checked.
+fn search_config(a: &RunArgs) -> Result<Option<crate::search::SearchConfig>, String> {
+    let Some(target) = a.search.as_deref() else {
+        return Ok(None);
+    };
+    match target.trim() {
+        "rate" => {}
+        "concurrency" => {
+            return Err(
+                "--search concurrency is not implemented yet; use --search rate (with --max-concurrency to cap it)"
+                    .into(),
+            );
+        }
+        other => return Err(format!("--search '{other}': the only search is 'rate'")),
+    }
+    if !a.request_rate.0.is_empty() {
+        return Err(
+            "--search rate picks its own request rates; leave out --request-rate (or run the rate sweep separately)"
+                .into(),
+        );
+    }
+    Ok(Some(crate::search::SearchConfig {
+        precision: crate::search::Precision::parse(&a.search_precision)?,
+        probe_seconds: a.search_seconds,
+        min_requests: a.search_min_requests,
+        probe_concurrency: a
+            .search_probe_concurrency
+            .or(a.max_concurrency)
+            .unwrap_or(64),
+        ..crate::search::SearchConfig::rate()
+    }))
 }
 
 /// `servetop run`.
@@ -101,6 +151,12 @@ async fn resume(dir: &std::path::Path, out: &OutputArgs) -> i32 {
     if summary.state == RunState::Finished {
         return fail(&format!(
             "the run in {} already finished; nothing to resume",
+            dir.display()
+        ));
+    }
+    if summary.config.search.is_some() {
+        return fail(&format!(
+            "the run in {} is an SLO search; a search starts over from its throughput probe, so run it again instead of resuming",
             dir.display()
         ));
     }
@@ -535,6 +591,7 @@ pub fn demo_config() -> RunConfig {
         no_gpu: false,
         gpu_interval_s: 1.0,
         server_wait_s: 60.0,
+        search: None,
     }
 }
 

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::metrics::Slo;
+use crate::search::SearchConfig;
 use crate::workload::{LevelSpec, OpenLoop, RequestCount, build_plan};
 
 /// Which protocol to speak; `auto` picks from what the server answers.
@@ -71,6 +72,9 @@ pub struct RunConfig {
     /// Seconds to wait for a server that stopped accepting connections before aborting.
     #[serde(default = "sixty_seconds")]
     pub server_wait_s: f64,
+    /// The SLO capacity search, run after the planned levels (none by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<SearchConfig>,
 }
 
 fn sixty_seconds() -> f64 {
@@ -116,6 +120,7 @@ impl RunConfig {
             no_gpu: true,
             gpu_interval_s: 1.0,
             server_wait_s: 60.0,
+            search: None,
         }
     }
 
@@ -136,7 +141,20 @@ impl RunConfig {
     /// Checks what clap cannot.
     pub fn validate(&self) -> Result<(), String> {
         let rates = &self.open_loop.request_rates;
-        if self.concurrency.is_empty() && self.long_context.is_empty() && rates.is_empty() {
+        if let Some(s) = &self.search {
+            s.validate()?;
+            if self.slo.is_none() {
+                return Err(
+                    "--search needs --slo: the objectives to search against (e.g. --slo ttft:2000,tpot:50)"
+                        .into(),
+                );
+            }
+        }
+        if self.concurrency.is_empty()
+            && self.long_context.is_empty()
+            && rates.is_empty()
+            && self.search.is_none()
+        {
             return Err(
                 "nothing to run: --concurrency and --long-context are none and there is no --request-rate"
                     .into(),
@@ -158,7 +176,9 @@ impl RunConfig {
         if ol.max_concurrency == Some(0) {
             return Err("--max-concurrency must be at least 1 (leave it out for no cap)".into());
         }
-        if self.input_len == 0 && !(self.concurrency.is_empty() && rates.is_empty()) {
+        if self.input_len == 0
+            && !(self.concurrency.is_empty() && rates.is_empty() && self.search.is_none())
+        {
             return Err("--input-len must be at least 1".into());
         }
         if self.output_len == 0 || self.long_context_output_len == 0 {

@@ -20,12 +20,14 @@ enum Notice {
     Warning(String),
     RunFinished,
     WarmupDone(Box<crate::metrics::RequestRecord>),
+    Search,
     None,
 }
 
 fn notice(ev: &Event) -> Notice {
     match ev {
         Event::RunStarted { .. } => Notice::RunStarted,
+        Event::Search(_) => Notice::Search,
         Event::Calibrated(_) => Notice::Calibrated,
         Event::Phase(p) => Notice::Phase(p.clone()),
         Event::LevelStarted { index, .. } => Notice::LevelStarted(*index),
@@ -41,7 +43,9 @@ fn notice(ev: &Event) -> Notice {
         Event::Telemetry(crate::telemetry::TelemetryRecord::ServerUnavailable {
             reason, ..
         }) => Notice::Warning(format!("no engine metrics: {reason}")),
-        Event::Sent { .. } | Event::Request(_) | Event::Telemetry(_) => Notice::None,
+        Event::Sent { .. } | Event::Request(_) | Event::Telemetry(_) | Event::LevelAdded(_) => {
+            Notice::None
+        }
     }
 }
 
@@ -166,7 +170,56 @@ fn print_notice(n: Notice, s: &Session) {
                 say(&format!("[error] {e}"));
             }
         }
+        Notice::Search => {
+            if let Some(line) = s.summary.search.as_ref().and_then(search_line) {
+                say(&line);
+            }
+        }
         Notice::None => {}
+    }
+}
+
+/// What a search update adds: the bound when bisection starts, each probe's verdict, the
+/// answer at the end.
+fn search_line(s: &crate::search::SearchSummary) -> Option<String> {
+    use crate::workload::fmt_rate;
+    if s.status.finished() {
+        let mut line = format!("[search] {}", s.headline());
+        let unsure: Vec<String> = s
+            .uncertain()
+            .map(|p| format!("{} req/s", fmt_rate(p.request_rate)))
+            .collect();
+        if !unsure.is_empty() {
+            let _ = write!(
+                line,
+                "\n[search] uncertain verdicts (the 95 % interval of the percentile straddles a limit): {}",
+                unsure.join(", ")
+            );
+        }
+        return Some(line);
+    }
+    let last = s.probes.last()?;
+    match &last.check {
+        None if s.probes.len() == 1 => s
+            .throughput_probe
+            .as_ref()
+            .and_then(|t| t.request_throughput.map(|x| (t.concurrency, x)))
+            .map(|(c, x)| {
+                format!(
+                    "[search] throughput bound {} req/s (closed loop at C={c}); bisecting for {}",
+                    fmt_rate(x),
+                    s.slo.describe()
+                )
+            }),
+        None => None,
+        Some(c) => Some(format!(
+            "[search] probe {} at {} req/s: {} · goodput {} req/s · {}",
+            last.step,
+            fmt_rate(last.request_rate),
+            c.verdict(),
+            num(last.goodput),
+            c.describe()
+        )),
     }
 }
 
@@ -232,6 +285,17 @@ pub fn final_tables(s: &Session) -> String {
     let mut out = String::new();
     if s.summary.simulated {
         out.push_str("SIMULATED SERVER: every number below comes from servetop's built-in simulator, not real hardware.\n\n");
+    }
+    if let Some(search) = &s.summary.search {
+        let _ = write!(
+            out,
+            "SLO capacity search ({} in / {} out tokens; {})\n\n",
+            s.summary.config.input_len,
+            s.summary.config.output_len,
+            markdown::arrival_description(&s.summary.config.open_loop)
+        );
+        out.push_str(&markdown::search_section(search));
+        out.push('\n');
     }
     if !s.summary.sweep.is_empty() {
         let _ = write!(

@@ -19,6 +19,7 @@
 //! - [`workload`]: sweep and long-context plans, prompts of exact token length.
 //! - [`client`]: engine detection and streaming requests folded into records.
 //! - [`runner`]: warmup and closed-loop levels, cancellation, pause and skip.
+//! - [`search`]: the SLO capacity search (`--search rate`): the next-rate rule and its report.
 //! - [`metrics`]: METRICS.md maths: records, HDR distributions, per-level summaries.
 //! - [`session`], [`summary`]: the state folded from events; the one summary type.
 //! - [`export`]: run directory, results.json, summary.md.
@@ -39,6 +40,7 @@ pub mod export;
 pub mod headless;
 pub mod metrics;
 pub mod runner;
+pub mod search;
 pub mod session;
 pub mod sim;
 pub mod soak;

@@ -150,6 +150,11 @@ impl Session {
                 self.specs = levels;
                 self.save();
             }
+            Event::LevelAdded(spec) => self.add_level(spec),
+            Event::Search(s) => {
+                self.summary.search = Some(*s);
+                self.save();
+            }
             Event::Phase(p) => self.phase = p,
             Event::Calibrated(p) => self.summary.prompts = Some(p),
             Event::LevelStarted {
@@ -237,6 +242,21 @@ impl Session {
         }
     }
 
+    /// A level the plan did not have at the start (an SLO search probe): waiting, in its table.
+    fn add_level(&mut self, spec: LevelSpec) {
+        if self.summary.level(spec.index).is_some() {
+            return;
+        }
+        let l = LevelSummary::planned(&spec);
+        match spec.kind {
+            LevelKind::Sweep => self.summary.sweep.push(l),
+            LevelKind::Rate => self.summary.rates.push(l),
+            LevelKind::LongContext => self.summary.long_context.push(l),
+        }
+        self.specs.push(spec);
+        self.save();
+    }
+
     fn telemetry(&mut self, rec: TelemetryRecord) {
         if let Some(f) = self.files.as_mut() {
             let r = f.append_telemetry(&rec);
@@ -279,6 +299,7 @@ impl Session {
             l.accept_length_server = l.spec_server.as_ref().map(|s| s.accept_length);
         }
         let stats = self.accs.get(&index).map(LevelAccumulator::stats);
+        let slo_check = self.accs.get(&index).and_then(LevelAccumulator::slo_check);
         if let (Some(l), Some(st)) = (self.summary.level(index), &stats)
             && let (Some(c), Some(s)) = (st.scalars.accept_length_client, l.accept_length_server)
         {
@@ -323,5 +344,6 @@ impl Session {
             LevelStatus::Done
         };
         l.stats = stats;
+        l.slo = slo_check;
     }
 }

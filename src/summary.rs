@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 use crate::client::{Backend, ServerInfo};
 use crate::config::RunConfig;
 use crate::event::RunState;
-use crate::metrics::LevelStats;
+use crate::metrics::{LevelStats, SloCheck};
+use crate::search::SearchSummary;
 use crate::sim::SimConfig;
 use crate::telemetry::GpuSource;
 use crate::telemetry::level::{GpuLevelStats, ServerLevelStats, SpecLevelStats};
@@ -84,6 +85,9 @@ pub struct LevelSummary {
     /// Each GPU over the level.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<GpuLevelStats>,
+    /// The level against the SLO at its percentile (with `--slo`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<SloCheck>,
     #[serde(flatten)]
     pub stats: Option<LevelStats>,
 }
@@ -110,6 +114,7 @@ impl LevelSummary {
             spec_server: None,
             server_metrics: None,
             gpus: Vec::new(),
+            slo: None,
             stats: None,
         }
     }
@@ -172,6 +177,9 @@ pub struct RunSummary {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rates: Vec<LevelSummary>,
     pub long_context: Vec<LevelSummary>,
+    /// The SLO capacity search: its probes, the answer and its bracket (`--search`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<SearchSummary>,
     pub warnings: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -218,6 +226,7 @@ impl RunSummary {
             sweep: Vec::new(),
             rates: Vec::new(),
             long_context: Vec::new(),
+            search: None,
             warnings: Vec::new(),
             error: None,
             telemetry: TelemetryStatus::default(),

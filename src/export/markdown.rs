@@ -117,6 +117,77 @@ pub fn rate_table(levels: &[LevelSummary]) -> String {
     out
 }
 
+/// The SLO search: the answer with its bracket, then one row per probe with each SLO metric's
+/// percentile, its 95 % interval and the verdict.
+pub fn search_section(s: &crate::search::SearchSummary) -> String {
+    use crate::workload::fmt_rate;
+    let mut out = String::new();
+    let _ = writeln!(out, "**{}**\n", s.headline());
+    if let Some(t) = &s.throughput_probe {
+        let _ = writeln!(
+            out,
+            "Throughput bound: {} req/s, completed by a closed-loop level at C={} (the search's upper start). Each probe: {} s worth of requests, at least {}.\n",
+            num(t.request_throughput),
+            t.concurrency,
+            num(Some(s.probe_seconds)),
+            s.min_requests
+        );
+    }
+    let metrics: Vec<&'static str> = s.slo.limits().map(|(m, _)| m).collect();
+    let pct = crate::metrics::slo::fmt_pct(s.slo.percentile);
+    out.push_str("| probe | rate (req/s) | sent req/s | done req/s | goodput (req/s) | requests |");
+    for m in &metrics {
+        let _ = write!(out, " {} p{pct} (ms) [95 % CI] |", m.to_uppercase());
+    }
+    out.push_str(" verdict |\n|---:|---:|---:|---:|---:|---:|");
+    for _ in &metrics {
+        out.push_str("---:|");
+    }
+    out.push_str("---|\n");
+    let v = |x: Option<f64>| x.map_or("∞".to_string(), |x| num(Some(x)));
+    for p in &s.probes {
+        let _ = write!(
+            out,
+            "| {} | {} | {} | {} | {} | {} |",
+            p.step,
+            fmt_rate(p.request_rate),
+            num(p.achieved_request_rate),
+            num(p.request_throughput),
+            num(p.goodput),
+            p.check
+                .as_ref()
+                .map_or(p.requests.to_string(), |c| c.requests.to_string())
+        );
+        for m in &metrics {
+            let cell = p
+                .check
+                .as_ref()
+                .and_then(|c| c.metrics.iter().find(|x| x.metric == *m))
+                .map_or("-".to_string(), |x| {
+                    format!(
+                        "{} [{}, {}] {} {}",
+                        v(x.value_ms),
+                        num(Some(x.ci_low_ms)),
+                        v(x.ci_high_ms),
+                        if x.meets { "≤" } else { ">" },
+                        fmt_rate(x.limit_ms)
+                    )
+                });
+            let _ = write!(out, " {cell} |");
+        }
+        let _ = writeln!(out, " {} |", p.verdict());
+    }
+    out.push_str("\nverdict: pass when every metric's percentile is within its limit (failed requests count as misses above every limit). `?`: uncertain — the 95 % order-statistics interval of a percentile straddles its limit, so the same level run again could go the other way; run longer probes (--search-seconds) to settle it. ∞: the bound falls beyond the successful requests (too few samples above the percentile, or failures). goodput: requests/s meeting every per-request objective.\n");
+    let unsure: Vec<String> = s
+        .uncertain()
+        .map(|p| format!("{} req/s", fmt_rate(p.request_rate)))
+        .collect();
+    if !unsure.is_empty() {
+        let _ = writeln!(out, "\nUncertain verdicts: {}.", unsure.join(", "));
+    }
+    out
+}
+
 /// How a run's rate levels send: `Poisson arrivals, ramp-up 5 s, at most 32 in flight`.
 pub fn arrival_description(ol: &crate::workload::OpenLoop) -> String {
     let mut parts = vec![if (ol.burstiness - 1.0).abs() < 1e-12 {
@@ -298,6 +369,16 @@ pub fn summary_md(s: &RunSummary) -> String {
     let sources = count_sources(s);
     if !sources.is_empty() {
         let _ = writeln!(out, "- token counts: {sources}");
+    }
+    if let Some(search) = &s.search {
+        let _ = writeln!(
+            out,
+            "\n## SLO capacity search ({} in / {} out tokens; {})\n",
+            s.config.input_len,
+            s.config.output_len,
+            arrival_description(&s.config.open_loop)
+        );
+        out.push_str(&search_section(search));
     }
     if !s.sweep.is_empty() {
         let _ = writeln!(

@@ -28,6 +28,10 @@ use crate::metrics::{CountSource, FailureKind, Outcome};
 use crate::workload::prompt::{Counter, PromptFactory};
 use crate::workload::{Arrival, LevelKind, LevelSpec, Schedule};
 
+mod search;
+
+pub use search::SearchPlan;
+
 /// User intents the runner obeys between requests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Control {
@@ -46,6 +50,8 @@ pub struct Prepared {
     pub levels: Vec<LevelSpec>,
     /// The run seed: prompt text and rate levels' arrival schedules derive from it.
     pub seed: u64,
+    /// The SLO capacity search to run after the planned levels, and the SLO it searches for.
+    pub search: Option<SearchPlan>,
 }
 
 /// Identifies the server, picks the protocol and the prompt counter, and builds the plan.
@@ -97,7 +103,7 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
         },
     };
     let levels = cfg.levels();
-    if let Some(why) = nothing_fits(&server, &levels) {
+    if let Some(why) = nothing_fits(&server, &levels).or_else(|| search_fits(&server, cfg)) {
         return Err(why);
     }
     Ok(Prepared {
@@ -107,6 +113,17 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
         factory: PromptFactory::new(counter, cfg.seed),
         levels,
         seed: cfg.seed,
+        search: cfg
+            .search
+            .clone()
+            .zip(cfg.slo)
+            .map(|(config, slo)| SearchPlan {
+                config,
+                slo,
+                input_tokens: cfg.input_len,
+                output_tokens: cfg.output_len,
+                open_loop: cfg.open_loop.clone(),
+            }),
     })
 }
 
@@ -127,6 +144,21 @@ fn nothing_fits(server: &ServerInfo, levels: &[LevelSpec]) -> Option<String> {
             server.engine.context_flag()
         )
     })
+}
+
+/// A search whose probes cannot fit the server's context is refused before it starts.
+fn search_fits(server: &ServerInfo, cfg: &RunConfig) -> Option<String> {
+    cfg.search.as_ref()?;
+    let probe = LevelSpec {
+        index: 0,
+        kind: LevelKind::Rate,
+        concurrency: 0,
+        input_tokens: cfg.input_len,
+        output_tokens: cfg.output_len,
+        requests: 1,
+        arrival: None,
+    };
+    nothing_fits(server, &[probe])
 }
 
 /// Runs a prepared plan.
@@ -186,6 +218,11 @@ impl Runner {
             if self.cancel.is_cancelled() {
                 break;
             }
+        }
+        if let Some(plan) = self.prepared.search.clone()
+            && !self.cancel.is_cancelled()
+        {
+            self.run_search(&plan).await?;
         }
         Ok(())
     }

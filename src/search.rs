@@ -1,0 +1,474 @@
+//! The SLO capacity search (`--search rate`): the highest request rate at which a level still
+//! meets the SLO at its percentile.
+//!
+//! It runs as a measured throughput probe followed by bisection:
+//! 1. a closed-loop level at a high concurrency measures the most requests/s the server
+//!    completes — no open-loop rate above that can be sustained, so it bounds the search;
+//! 2. open-loop rate levels then bisect between the highest rate known to pass and the lowest
+//!    known to fail. The first is at the measured throughput (normally a fail: at saturation the
+//!    queue grows); a pass there doubles the rate until one fails, a fail halves it until one
+//!    passes, then each probe halves the bracket until it is within the stated precision.
+//!
+//! This module is the pure part — the configuration, the next-rate rule and the report that
+//! results.json, summary.md, the headless printer and the dashboard read. The runner
+//! (`runner::search`) runs each probe as an ordinary level and feeds its verdict back here.
+
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::{Slo, SloCheck};
+use crate::workload::fmt_rate;
+
+/// What the search varies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchTarget {
+    /// The open-loop request rate.
+    Rate,
+}
+
+/// When the bisection may stop: the bracket `[pass, fail]` is at most this wide.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Precision {
+    /// A fraction of the passing rate (0.05: 5 %).
+    Relative(f64),
+    /// Requests per second.
+    Absolute(f64),
+}
+
+impl Precision {
+    /// `5%` (relative to the passing rate) or `0.5` (requests/s).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        let bad = || {
+            format!(
+                "--search-precision '{s}' must be a percentage like 5% or a rate in req/s like 0.5"
+            )
+        };
+        if let Some(p) = t.strip_suffix('%') {
+            let v: f64 = p.trim().parse().map_err(|_| bad())?;
+            if !(v.is_finite() && v > 0.0 && v < 100.0) {
+                return Err(bad());
+            }
+            return Ok(Precision::Relative(v / 100.0));
+        }
+        let v: f64 = t.parse().map_err(|_| bad())?;
+        if !(v.is_finite() && v > 0.0) {
+            return Err(bad());
+        }
+        Ok(Precision::Absolute(v))
+    }
+
+    /// `5 %` or `0.5 req/s`.
+    pub fn describe(self) -> String {
+        match self {
+            Precision::Relative(f) => format!("{} %", fmt_rate(f * 100.0)),
+            Precision::Absolute(a) => format!("{} req/s", fmt_rate(a)),
+        }
+    }
+
+    /// Whether the bracket `[pass, fail]` is narrow enough.
+    pub fn satisfied(self, pass: f64, fail: f64) -> bool {
+        let width = fail - pass;
+        match self {
+            Precision::Relative(f) => width <= f * pass,
+            Precision::Absolute(a) => width <= a,
+        }
+    }
+}
+
+/// The search as configured (written into results.json with the rest of the configuration).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SearchConfig {
+    pub target: SearchTarget,
+    pub precision: Precision,
+    /// Each rate probe sends this many seconds' worth of requests (rate × seconds)…
+    pub probe_seconds: f64,
+    /// …but at least this many, so its percentile rests on enough requests.
+    pub min_requests: u32,
+    /// Workers of the closed-loop throughput probe.
+    pub probe_concurrency: u32,
+    /// Most rate probes before the search stops unconverged.
+    pub max_probes: u32,
+}
+
+impl SearchConfig {
+    /// Defaults: 5 %, 30 s per probe and at least 100 requests, a throughput probe at C=64.
+    pub fn rate() -> Self {
+        Self {
+            target: SearchTarget::Rate,
+            precision: Precision::Relative(0.05),
+            probe_seconds: 30.0,
+            min_requests: 100,
+            probe_concurrency: 64,
+            max_probes: 16,
+        }
+    }
+
+    /// Measured requests of the rate probe at `rate`.
+    pub fn requests_at(&self, rate: f64) -> u32 {
+        ((rate * self.probe_seconds).ceil().min(f64::from(u32::MAX)) as u32).max(self.min_requests)
+    }
+
+    /// Measured requests of the closed-loop throughput probe: every worker sends several, so
+    /// the window is mostly the saturated middle, not the ramp-up and drain.
+    pub fn throughput_requests(&self) -> u32 {
+        self.probe_concurrency
+            .saturating_mul(4)
+            .max(self.min_requests)
+    }
+
+    /// Checks what the flags cannot.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.probe_seconds.is_finite() && self.probe_seconds > 0.0) {
+            return Err("--search-seconds must be a positive number of seconds".into());
+        }
+        if self.min_requests == 0 || self.probe_concurrency == 0 {
+            return Err(
+                "--search-min-requests and --search-probe-concurrency must be at least 1".into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// How far a rate may be doubled above the measured throughput before the search gives up
+/// looking for a failing rate (2^3 = 8×).
+const MAX_DOUBLINGS: i32 = 3;
+/// How far a rate may be halved below the measured throughput before the search decides no
+/// rate meets the SLO (2^-10 ≈ 0.1 %).
+const MAX_HALVINGS: i32 = 10;
+
+/// Why the search stopped (or that it has not).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchStatus {
+    /// Measuring the throughput bound.
+    Probing,
+    /// Bisecting.
+    Searching,
+    /// The bracket is within the precision.
+    Converged,
+    /// The probe budget ran out first; the bracket is as narrow as it got.
+    OutOfProbes,
+    /// Even a rate far below the measured throughput failed.
+    NoPassingRate,
+    /// Every rate up to well above the measured throughput passed.
+    NoFailingRate,
+    /// The throughput probe completed no request; nothing to search.
+    NoThroughput,
+    /// Stopped by the user or by an error part-way.
+    Stopped,
+}
+
+impl SearchStatus {
+    /// Words for the screen and the report.
+    pub fn describe(self) -> &'static str {
+        match self {
+            SearchStatus::Probing => "measuring the throughput bound",
+            SearchStatus::Searching => "bisecting",
+            SearchStatus::Converged => "converged",
+            SearchStatus::OutOfProbes => {
+                "stopped: probe budget used up before the precision was reached"
+            }
+            SearchStatus::NoPassingRate => "no rate meets the SLO",
+            SearchStatus::NoFailingRate => "every rate tried meets the SLO",
+            SearchStatus::NoThroughput => "the throughput probe completed no request",
+            SearchStatus::Stopped => "stopped before the end",
+        }
+    }
+
+    /// Whether the search is over.
+    pub fn finished(self) -> bool {
+        !matches!(self, SearchStatus::Probing | SearchStatus::Searching)
+    }
+}
+
+/// The next step of the search, given the bracket so far: a rate to probe, or why to stop.
+///
+/// `pass` is the highest rate that met the SLO, `fail` the lowest that did not (`None`: not
+/// found yet); `throughput` the measured bound; `probes` the rate probes run so far.
+pub fn next_rate(
+    throughput: f64,
+    pass: Option<f64>,
+    fail: Option<f64>,
+    precision: Precision,
+    probes: u32,
+    max_probes: u32,
+) -> Result<f64, SearchStatus> {
+    let next = match (pass, fail) {
+        (Some(p), Some(f)) if precision.satisfied(p, f) => return Err(SearchStatus::Converged),
+        (Some(p), Some(f)) => f64::midpoint(p, f),
+        (None, None) => throughput,
+        (Some(p), None) if p >= throughput * 2f64.powi(MAX_DOUBLINGS) => {
+            return Err(SearchStatus::NoFailingRate);
+        }
+        (Some(p), None) => p * 2.0,
+        (None, Some(f)) if f <= throughput * 2f64.powi(-MAX_HALVINGS) => {
+            return Err(SearchStatus::NoPassingRate);
+        }
+        (None, Some(f)) => f / 2.0,
+    };
+    if probes >= max_probes {
+        return Err(SearchStatus::OutOfProbes);
+    }
+    Ok(next)
+}
+
+/// The closed-loop level that bounds the search.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThroughputProbe {
+    /// Its level index (its full statistics are with the sweep levels).
+    pub level: u32,
+    pub concurrency: u32,
+    /// Requests/s it completed: the upper bound the bisection starts from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_throughput: Option<f64>,
+}
+
+/// One rate probe of the bisection.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RateProbe {
+    /// Its level index (its full statistics are with the rate levels).
+    pub level: u32,
+    /// 1 for the first rate probe.
+    pub step: u32,
+    pub request_rate: f64,
+    pub requests: u32,
+    /// Filled in when the probe's level ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub achieved_request_rate: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_throughput: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput: Option<f64>,
+    /// The level against the SLO: the percentile of each metric, its interval and the verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<SloCheck>,
+    /// The level was cut short (quit, skip): its verdict does not count.
+    #[serde(default)]
+    pub interrupted: bool,
+}
+
+impl RateProbe {
+    /// `pass`, `fail`, `pass?`, `fail?`, `running` or `interrupted`.
+    pub fn verdict(&self) -> &'static str {
+        if self.interrupted {
+            return "interrupted";
+        }
+        self.check.as_ref().map_or("running", SloCheck::verdict)
+    }
+}
+
+/// The search as it stands: results.json's `search` section, and what every view shows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SearchSummary {
+    pub target: SearchTarget,
+    pub slo: Slo,
+    pub precision: Precision,
+    pub probe_seconds: f64,
+    pub min_requests: u32,
+    pub throughput_probe: Option<ThroughputProbe>,
+    pub probes: Vec<RateProbe>,
+    pub status: SearchStatus,
+    /// The highest rate that met the SLO: the answer.
+    pub pass_rate: Option<f64>,
+    /// The lowest rate that did not.
+    pub fail_rate: Option<f64>,
+}
+
+impl SearchSummary {
+    /// A search about to start.
+    pub fn new(cfg: &SearchConfig, slo: Slo) -> Self {
+        Self {
+            target: cfg.target,
+            slo,
+            precision: cfg.precision,
+            probe_seconds: cfg.probe_seconds,
+            min_requests: cfg.min_requests,
+            throughput_probe: None,
+            probes: Vec::new(),
+            status: SearchStatus::Probing,
+            pass_rate: None,
+            fail_rate: None,
+        }
+    }
+
+    /// Folds a finished probe's verdict into the bracket.
+    pub fn settle(&mut self, i: usize) {
+        let Some(p) = self.probes.get(i) else { return };
+        let Some(c) = p.check.as_ref().filter(|_| !p.interrupted) else {
+            return;
+        };
+        let r = p.request_rate;
+        if c.meets {
+            self.pass_rate = Some(self.pass_rate.map_or(r, |x| x.max(r)));
+        } else {
+            self.fail_rate = Some(self.fail_rate.map_or(r, |x| x.min(r)));
+        }
+    }
+
+    /// The probe of level `index`, if that level is a search probe.
+    pub fn probe_of(&self, index: u32) -> Option<&RateProbe> {
+        self.probes.iter().find(|p| p.level == index)
+    }
+
+    /// Whether level `index` is the throughput probe.
+    pub fn is_throughput_probe(&self, index: u32) -> bool {
+        self.throughput_probe
+            .as_ref()
+            .is_some_and(|t| t.level == index)
+    }
+
+    /// Probes whose verdict is not certain at the confidence level.
+    pub fn uncertain(&self) -> impl Iterator<Item = &RateProbe> {
+        self.probes
+            .iter()
+            .filter(|p| !p.interrupted && p.check.as_ref().is_some_and(|c| !c.certain))
+    }
+
+    /// One line: the answer with its bracket and precision, or where the search stands.
+    pub fn headline(&self) -> String {
+        let bracket = format!(
+            "[{}, {}] req/s",
+            self.pass_rate.map_or("-".into(), fmt_rate),
+            self.fail_rate.map_or("-".into(), fmt_rate)
+        );
+        match (self.status, self.pass_rate) {
+            (SearchStatus::Converged, Some(p)) => format!(
+                "{} req/s meets {} (bracket {bracket}, precision {})",
+                fmt_rate(p),
+                self.slo.describe(),
+                self.precision.describe()
+            ),
+            (s, Some(p)) if s.finished() => format!(
+                "{} req/s meets {} — {} (bracket {bracket}, precision {} not reached)",
+                fmt_rate(p),
+                self.slo.describe(),
+                s.describe(),
+                self.precision.describe()
+            ),
+            (s, _) if s.finished() => format!(
+                "{}: {} (bracket {bracket})",
+                s.describe(),
+                self.slo.describe()
+            ),
+            (s, _) => format!(
+                "{} for {} · bracket {bracket}",
+                s.describe(),
+                self.slo.describe()
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs the rule against a server whose true answer is `truth` (a probe passes exactly
+    /// when its rate is at or below it): the stopping bracket must hold the truth and be within
+    /// the precision.
+    fn search(
+        truth: f64,
+        throughput: f64,
+        precision: Precision,
+    ) -> (Vec<f64>, Option<f64>, Option<f64>, SearchStatus) {
+        let (mut pass, mut fail) = (None, None);
+        let mut rates = Vec::new();
+        loop {
+            match next_rate(throughput, pass, fail, precision, rates.len() as u32, 40) {
+                Ok(r) => {
+                    rates.push(r);
+                    if r <= truth {
+                        pass = Some(r);
+                    } else {
+                        fail = Some(r);
+                    }
+                }
+                Err(s) => return (rates, pass, fail, s),
+            }
+        }
+    }
+
+    #[test]
+    fn bisection_from_the_measured_throughput() {
+        // Truth 21, throughput 25: 25 fails, 12.5 passes, 18.75 passes, 21.875 fails,
+        // 20.3125 passes, 21.09375 fails; [20.3125, 21.09375] is 3.8 % wide: done.
+        let (rates, pass, fail, s) = search(21.0, 25.0, Precision::Relative(0.05));
+        assert_eq!(rates, vec![25.0, 12.5, 18.75, 21.875, 20.3125, 21.09375]);
+        assert_eq!(
+            (pass, fail, s),
+            (Some(20.3125), Some(21.09375), SearchStatus::Converged)
+        );
+        // A pass at the throughput doubles until a fail.
+        let (rates, _, _, s) = search(70.0, 25.0, Precision::Absolute(1.0));
+        assert_eq!(&rates[..3], &[25.0, 50.0, 100.0]);
+        assert_eq!(s, SearchStatus::Converged);
+        // Nothing passes; everything passes.
+        assert_eq!(
+            search(0.0, 25.0, Precision::Relative(0.05)).3,
+            SearchStatus::NoPassingRate
+        );
+        assert_eq!(
+            search(1e9, 25.0, Precision::Relative(0.05)).3,
+            SearchStatus::NoFailingRate
+        );
+        // The probe budget.
+        assert_eq!(
+            next_rate(
+                25.0,
+                Some(1.0),
+                Some(20.0),
+                Precision::Relative(0.01),
+                16,
+                16
+            ),
+            Err(SearchStatus::OutOfProbes)
+        );
+    }
+
+    proptest::proptest! {
+        /// For any truth, throughput and precision the search stops converged with the truth in
+        /// its bracket and the bracket within the precision, or says why not (truly no pass, or
+        /// a pass far above the throughput).
+        #[test]
+        fn bisection_brackets_the_truth_within_its_precision(
+            truth in 0.01f64..1000.0,
+            throughput in 0.1f64..500.0,
+            rel in proptest::option::of(0.005f64..0.3),
+            abs in 0.01f64..5.0,
+        ) {
+            let precision = rel.map_or(Precision::Absolute(abs), Precision::Relative);
+            let (rates, pass, fail, s) = search(truth, throughput, precision);
+            match s {
+                SearchStatus::Converged => {
+                    let (p, f) = (pass.unwrap(), fail.unwrap());
+                    proptest::prop_assert!(p <= truth && truth < f, "{p} {truth} {f}");
+                    proptest::prop_assert!(precision.satisfied(p, f));
+                    let gap = match precision { Precision::Relative(r) => r * p, Precision::Absolute(a) => a };
+                    proptest::prop_assert!(truth - p <= gap + 1e-9);
+                }
+                SearchStatus::NoPassingRate => proptest::prop_assert!(truth < throughput * 2f64.powi(-MAX_HALVINGS)),
+                SearchStatus::NoFailingRate => proptest::prop_assert!(truth >= throughput * 2f64.powi(MAX_DOUBLINGS)),
+                other => proptest::prop_assert!(false, "stopped {:?} after {:?}", other, rates),
+            }
+            proptest::prop_assert!(rates.len() <= 40);
+        }
+    }
+
+    #[test]
+    fn precision_parses_and_checks_the_bracket() {
+        assert_eq!(Precision::parse("5%").unwrap(), Precision::Relative(0.05));
+        assert_eq!(Precision::parse("0.5").unwrap(), Precision::Absolute(0.5));
+        for bad in ["0%", "x", "-1", "100%", ""] {
+            assert!(Precision::parse(bad).is_err(), "{bad}");
+        }
+        assert!(Precision::Relative(0.05).satisfied(20.0, 21.0));
+        assert!(!Precision::Relative(0.05).satisfied(20.0, 21.01));
+        assert!(Precision::Absolute(0.5).satisfied(20.0, 20.5));
+        assert_eq!(Precision::Relative(0.05).describe(), "5 %");
+        let c = SearchConfig::rate();
+        assert_eq!((c.requests_at(1.0), c.requests_at(10.0)), (100, 300));
+    }
+}

@@ -1,0 +1,191 @@
+//! The SLO capacity search end to end against the built-in simulator (127.0.0.1:0), on a
+//! configuration whose true answer follows from the simulator's own parameters.
+//!
+//! The simulator (see `sim::SimConfig::step_ms`): every running request gets one token per
+//! decode step (accept length 1); a step lasts `D · (1 + g · (b − 1))` with `b` requests in the
+//! batch; prefill is 1M tok/s (0.1 ms for a 100-token prompt) and nothing else slows a step.
+//! A request of `O` output tokens gets its first token at prefill, then `O − 1` decode steps, so
+//! its TPOT is the mean step time over its life.
+//!
+//! Arrivals at rate `λ` are nearly deterministic (gamma gaps of shape 1000: a gap's coefficient
+//! of variation is 3 %), so in steady state the batch is a constant `b`, and by Little's law
+//! `b = λ · (O − 1) · TPOT` with `TPOT = D · (1 + g · (b − 1))`. A TPOT limit `X` is met
+//! exactly while `TPOT(b) ≤ X`, i.e. `b ≤ b* = 1 + (X / D − 1) / g`, so the highest rate that
+//! meets it is `λ* = b* / ((O − 1) · X)`.
+//!
+//! With D = 10 ms, g = 0.05, O = 51, X = 20 ms: b* = 1 + 1 / 0.05 = 21 requests in the batch,
+//! λ* = 21 / (50 × 0.020 s) = 21.0 requests/s.
+//!
+//! How sharp the edge is: solving the two equations for TPOT gives
+//! `TPOT(λ) = D (1 − g) / (1 − g D (O − 1) λ)`; at λ* that is d ln TPOT / d ln λ ≈ 1.1, so a
+//! probe 5 % off λ* misses or clears the limit by about 5.5 % — far more than a level's own noise
+//! (TPOT p90 intervals of ±1 % here). A finite level's ramp-up (the batch fills over one request
+//! lifetime, ~1 s of a 3 s level) only lowers early requests' TPOT; the p90 sits on the steady
+//! state.
+
+// Integration tests may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use servetop::config::RunConfig;
+use servetop::event::RunState;
+use servetop::metrics::Slo;
+use servetop::search::{Precision, SearchConfig, SearchStatus};
+use servetop::sim::{self, AcceptLength, SimConfig};
+use servetop::workload::OpenLoop;
+
+const STEP_MS: f64 = 40.0;
+const GROWTH: f64 = 0.05;
+const OUTPUT_LEN: u32 = 13;
+const TPOT_LIMIT_MS: f64 = 80.0;
+
+fn sim_config() -> SimConfig {
+    let mut c = SimConfig::preset("fast").unwrap();
+    c.decode_step_ms = STEP_MS;
+    c.batch_growth = GROWTH;
+    c.accept_length = AcceptLength::Fixed(1);
+    c.context_ms_per_1k = 0.0;
+    c.prefill_tokens_per_s = 1_000_000.0;
+    c.max_running = 256;
+    c
+}
+
+/// The true answer, from the configuration (derivation in the module comment).
+fn expected_rate(c: &SimConfig, output_len: u32, tpot_limit_ms: f64) -> f64 {
+    let b_star = 1.0 + (tpot_limit_ms / c.decode_step_ms - 1.0) / c.batch_growth;
+    b_star / (f64::from(output_len - 1) * tpot_limit_ms / 1000.0)
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("servetop-slo-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_search_finds_the_tpot_capacity_within_its_precision() {
+    let simc = sim_config();
+    let truth = expected_rate(&simc, OUTPUT_LEN, TPOT_LIMIT_MS);
+    assert!((truth - 21.875).abs() < 1e-9, "{truth}");
+    let h = sim::start(simc, SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .unwrap();
+    let precision = 0.05;
+    let cfg = RunConfig {
+        concurrency: vec![],
+        input_len: 100,
+        output_len: OUTPUT_LEN,
+        open_loop: OpenLoop {
+            burstiness: 1000.0,
+            ..OpenLoop::default()
+        },
+        slo: Some(Slo {
+            tpot_ms: Some(TPOT_LIMIT_MS),
+            percentile: 90.0,
+            ..Slo::default()
+        }),
+        search: Some(SearchConfig {
+            precision: Precision::Relative(precision),
+            // Three seconds' worth per probe, at least 40 requests: ~60 requests near λ*.
+            probe_seconds: 3.0,
+            min_requests: 40,
+            probe_concurrency: 32,
+            ..SearchConfig::rate()
+        }),
+        grace_s: 0.5,
+        seed: 7,
+        api_key_env: "SERVETOP_TEST_NO_KEY".into(),
+        no_metrics: true,
+        server_wait_s: 5.0,
+        ..RunConfig::minimal(&h.url())
+    };
+    cfg.validate().unwrap();
+    let dir = temp_dir("tpot");
+    let started = std::time::Instant::now();
+    let (state, session) = servetop::commands::run_headless(cfg, Some(dir.clone()))
+        .await
+        .unwrap();
+    assert_eq!(state, RunState::Finished, "{:?}", session.summary.error);
+    let s = session.summary.search.as_ref().expect("a search section");
+    for p in &s.probes {
+        let c = p.check.as_ref().unwrap();
+        eprintln!(
+            "probe {} · {:.3} req/s (sent {:.2}) · goodput {:.2} · {} · {}",
+            p.step,
+            p.request_rate,
+            p.achieved_request_rate.unwrap_or(f64::NAN),
+            p.goodput.unwrap_or(f64::NAN),
+            c.verdict(),
+            c.describe()
+        );
+    }
+    eprintln!(
+        "{} · expected {truth:.3} req/s · {:.1} s",
+        s.headline(),
+        started.elapsed().as_secs_f64()
+    );
+
+    // The answer: converged, within its stated precision of the true capacity.
+    assert_eq!(s.status, SearchStatus::Converged);
+    let (pass, fail) = (s.pass_rate.unwrap(), s.fail_rate.unwrap());
+    assert!(s.precision.satisfied(pass, fail), "[{pass}, {fail}]");
+    assert!(
+        (pass - truth).abs() <= precision * truth,
+        "answer {pass:.3} req/s, true {truth:.3} (bracket [{pass:.3}, {fail:.3}])"
+    );
+
+    // The bound came from a measurement: the closed-loop probe's completed requests/s.
+    let tp = s.throughput_probe.as_ref().unwrap();
+    let bound = tp.request_throughput.unwrap();
+    let probe_level = session.summary.level(tp.level).unwrap();
+    let measured = probe_level
+        .stats
+        .as_ref()
+        .unwrap()
+        .scalars
+        .request_throughput;
+    assert!((bound - measured).abs() < 1e-9);
+    assert!((s.probes[0].request_rate - bound).abs() < 1e-9);
+
+    // Every probe is a real rate level, judged from the same records the session folded: the
+    // search's verdict and the level's own SLO check are the same numbers.
+    assert_eq!(session.summary.rates.len(), s.probes.len());
+    for p in &s.probes {
+        let l = session.summary.level(p.level).unwrap();
+        assert_eq!(l.request_rate(), Some(p.request_rate));
+        assert_eq!(l.slo.as_ref(), p.check.as_ref(), "probe {}", p.step);
+        let c = p.check.as_ref().unwrap();
+        assert_eq!(
+            c.requests,
+            u64::from(p.requests),
+            "no failures, nothing lost"
+        );
+        // Away from the edge the verdict is the true one, and certain.
+        if p.request_rate < 0.9 * truth {
+            assert!(c.meets && c.certain, "probe at {} req/s", p.request_rate);
+        }
+        if p.request_rate > 1.1 * truth {
+            assert!(!c.meets && c.certain, "probe at {} req/s", p.request_rate);
+        }
+        // Bisection: a pass is at or below the answer, a fail at or above the bracket's top.
+        if c.meets {
+            assert!(p.request_rate <= pass);
+        } else {
+            assert!(p.request_rate >= fail);
+        }
+    }
+
+    // The files carry it: results.json's search section and summary.md's table.
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(v["search"]["status"], "converged");
+    assert_eq!(v["search"]["pass_rate"].as_f64(), Some(pass));
+    assert_eq!(
+        v["search"]["probes"].as_array().unwrap().len(),
+        s.probes.len()
+    );
+    assert_eq!(v["config"]["search"]["probe_seconds"], 3.0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
