@@ -468,6 +468,15 @@ impl App {
                 }
             }
         }
+        // Search probes run in bisection order; the charts draw lines in rate order.
+        for pts in [
+            &mut sv.rate_offered,
+            &mut sv.rate_done,
+            &mut sv.rate_ttft_p99,
+            &mut sv.rate_queue_p99,
+        ] {
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
         let mut lv = LongView::default();
         for l in &self.session.summary.long_context {
             let x = l.input_len as f64 / 1000.0;

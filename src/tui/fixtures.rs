@@ -354,6 +354,102 @@ pub fn mid_rates() -> App {
     app
 }
 
+/// An SLO search part-way: the throughput probe done, three rate probes judged (16 fails, 8
+/// passes, 12 fails), the fourth (10 req/s) running.
+pub fn mid_search() -> App {
+    use crate::search::{RateProbe, SearchConfig, SearchStatus, SearchSummary, ThroughputProbe};
+    use crate::workload::{Arrival, LevelKind, LevelSpec};
+    let mut cfg = rate_config(Vec::new(), Vec::new());
+    let slo = crate::metrics::Slo {
+        tpot_ms: Some(40.0),
+        ttft_ms: Some(2500.0),
+        ..crate::metrics::Slo::default()
+    };
+    let search = SearchConfig {
+        probe_seconds: 3.0,
+        min_requests: 4,
+        probe_concurrency: 8,
+        ..SearchConfig::rate()
+    };
+    cfg.slo = Some(slo);
+    cfg.search = Some(search.clone());
+    let mut app = started_with(cfg);
+    let mut s = SearchSummary::new(&search, slo);
+    let spec = LevelSpec {
+        index: 0,
+        kind: LevelKind::Sweep,
+        concurrency: 8,
+        input_tokens: 1000,
+        output_tokens: 100,
+        requests: 32,
+        arrival: None,
+    };
+    s.throughput_probe = Some(ThroughputProbe {
+        level: 0,
+        concurrency: 8,
+        request_throughput: None,
+    });
+    app.apply(Event::LevelAdded(spec));
+    app.apply(Event::Search(Box::new(s.clone())));
+    run_level(&mut app, 0, 8, 32, 1000, 100, true);
+    if let Some(t) = s.throughput_probe.as_mut() {
+        t.request_throughput = Some(16.0);
+    }
+    s.status = SearchStatus::Searching;
+    for (k, rate) in [16.0, 8.0, 12.0, 10.0].into_iter().enumerate() {
+        let index = 1 + k as u32;
+        let requests = rate_requests(rate);
+        s.probes.push(RateProbe {
+            level: index,
+            step: k as u32 + 1,
+            request_rate: rate,
+            requests,
+            achieved_request_rate: None,
+            request_throughput: None,
+            goodput: None,
+            check: None,
+            interrupted: false,
+        });
+        app.apply(Event::LevelAdded(LevelSpec {
+            index,
+            kind: LevelKind::Rate,
+            concurrency: 16,
+            input_tokens: 1000,
+            output_tokens: 100,
+            requests,
+            arrival: Some(Arrival {
+                request_rate: rate,
+                burstiness: 1.0,
+                ramp_up_s: 0.0,
+                max_concurrency: Some(16),
+            }),
+        }));
+        app.apply(Event::Search(Box::new(s.clone())));
+        let last = k == 3;
+        run_rate_level(
+            &mut app,
+            index,
+            rate,
+            if last { 20 } else { requests },
+            0,
+            !last,
+        );
+        if !last {
+            let l = app.session.summary.level(index).cloned();
+            let p = &mut s.probes[k];
+            p.check = l.as_ref().and_then(|l| l.slo.clone());
+            let sc = l.and_then(|l| l.stats).map(|st| st.scalars);
+            p.achieved_request_rate = sc.as_ref().and_then(|sc| sc.achieved_request_rate);
+            p.request_throughput = sc.as_ref().map(|sc| sc.request_throughput);
+            p.goodput = sc.and_then(|sc| sc.goodput);
+            s.settle(k);
+            app.apply(Event::Search(Box::new(s.clone())));
+        }
+    }
+    app.live.current = 120.0;
+    app
+}
+
 /// A finished run of rate levels only (no concurrency sweep): the charts follow the rates.
 pub fn finished_rates_only() -> App {
     let rates = vec![0.5, 1.0, 2.0, 4.0, 8.0];

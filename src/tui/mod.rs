@@ -327,6 +327,11 @@ mod tests {
     }
 
     #[test]
+    fn sweep_tab_slo_search_mid_run() {
+        snap("search_mid", &mut fixtures::mid_search(), Tab::Sweep);
+    }
+
+    #[test]
     fn sweep_tab_rate_levels_only() {
         snap(
             "rates_only_finished",

@@ -78,8 +78,14 @@ fn rate_row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a> 
     } = row_basics(app, l);
     let d = stats.map(|s| &s.dists);
     let queue = d.and_then(|d| d.client_queue_ms.as_ref());
+    let search = app.session.summary.search.as_ref();
+    // A search probe reads `#step rate` (the rate's unit is in the header).
+    let label = search.and_then(|s| s.probe_of(l.index)).map_or_else(
+        || l.label(),
+        |p| format!("#{} {}", p.step, num(Some(p.request_rate))),
+    );
     let mut cells = vec![
-        Cell::from(l.label()),
+        Cell::from(label),
         Cell::from(status_text),
         Cell::from(done),
         Cell::from(num(stats.and_then(|s| s.scalars.achieved_request_rate))),
@@ -108,7 +114,23 @@ fn rate_row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a> 
         })));
         cells.push(kv_cell(l));
     }
+    if app.session.summary.config.slo.is_some() {
+        cells.push(slo_cell(l, running, th));
+    }
     finish_row(cells, l, stats.is_some(), failed, running, th)
+}
+
+/// The level's verdict against the SLO: pass, fail, `?` when its interval straddles a limit.
+fn slo_cell(l: &LevelSummary, running: bool, th: &Theme) -> Cell<'static> {
+    match &l.slo {
+        Some(c) => Cell::from(c.verdict()).style(match (c.meets, c.certain) {
+            (true, true) => th.ok,
+            (false, true) => th.bad,
+            _ => th.warn,
+        }),
+        None if running => Cell::from("…"),
+        None => Cell::from("-").style(th.dim),
+    }
 }
 
 fn render_rate_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool) {
@@ -142,6 +164,10 @@ fn render_rate_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: 
             Constraint::Length(12),
         ]);
     }
+    if app.session.summary.config.slo.is_some() {
+        header.push("SLO");
+        widths.push(Constraint::Length(5));
+    }
     header.push("fail");
     widths.push(Constraint::Length(4));
     let levels = &app.session.summary.rates;
@@ -163,10 +189,17 @@ fn render_rate_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: 
     if let Some(c) = ol.max_concurrency {
         how.push(format!("cap {c}"));
     }
-    let title = format!(
-        " request-rate sweep · {} · queue = client queue · ms ",
-        how.join(" · ")
-    );
+    let title = match &app.session.summary.search {
+        Some(s) => format!(
+            " SLO search · {} · {} · ms ",
+            search_title(s),
+            how.join(" · ")
+        ),
+        None => format!(
+            " request-rate sweep · {} · queue = client queue · ms ",
+            how.join(" · ")
+        ),
+    };
     let rows: Vec<Row> = levels
         .iter()
         .skip(skip)
@@ -209,7 +242,10 @@ fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         (a, None, c)
     };
     let v = &app.sweep_view;
-    if app.session.summary.sweep.is_empty() && !app.session.summary.rates.is_empty() {
+    // An SLO search's one closed-loop level is its throughput probe: its rate probes are the
+    // curve worth drawing.
+    let rates_first = app.session.summary.sweep.is_empty() || app.session.summary.search.is_some();
+    if rates_first && !app.session.summary.rates.is_empty() {
         render_rate_charts(app, (a, b, c), buf, th);
         return;
     }
@@ -440,8 +476,14 @@ fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool)
         .unwrap_or(0);
     let skip = (current_pos + 1).saturating_sub(visible);
     let title = format!(
-        " concurrency sweep · {} in / {} out tokens · ms unless noted ",
-        app.session.summary.config.input_len, app.session.summary.config.output_len
+        " {} · {} in / {} out tokens · ms unless noted ",
+        if app.session.summary.search.is_some() {
+            "SLO search: closed-loop throughput probe"
+        } else {
+            "concurrency sweep"
+        },
+        app.session.summary.config.input_len,
+        app.session.summary.config.output_len
     );
     let rows: Vec<Row> = app
         .session
@@ -533,6 +575,23 @@ fn render_progress(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
 }
 
 /// The engine's mean KV-cache use over the level, in %.
+/// `tpot:80 at p90 · [21.97, 22.75] req/s · converged`: the SLO, the bracket, where it stands.
+fn search_title(s: &crate::search::SearchSummary) -> String {
+    let r = |x: Option<f64>| x.map_or("-".to_string(), crate::workload::fmt_rate);
+    let state = match (s.status, s.pass_rate) {
+        (crate::search::SearchStatus::Converged, Some(p)) => {
+            format!("answer {} req/s", crate::workload::fmt_rate(p))
+        }
+        (st, _) => st.describe().to_string(),
+    };
+    format!(
+        "{} · [{}, {}] req/s · {state}",
+        s.slo.describe(),
+        r(s.pass_rate),
+        r(s.fail_rate)
+    )
+}
+
 fn kv_cell(l: &LevelSummary) -> Cell<'static> {
     let kv = l.server_metrics.as_ref().and_then(|m| m.mean_kv_usage);
     Cell::from(kv.map_or("-".into(), |k| format!("{:.0}", k * 100.0)))
