@@ -277,15 +277,17 @@ async fn execute_with(
     println!("{}", headless::final_tables(&session));
     let summary = session.summary.clone();
     let has_rates = !summary.rates.is_empty();
+    let has_search = summary.search.is_some();
     let chart_dir = dir.clone();
     let size = out.chart_size;
     let charts =
         tokio::task::spawn_blocking(move || export_charts(&chart_dir, &summary, size)).await;
     match charts {
         Ok(Ok(_)) => eprintln!(
-            "charts: {} (throughput, latency, long_context, spec_decoding, gpu_timeline{} .png); tables: sweep.csv, long_context.csv{}",
+            "charts: {} (throughput, latency, long_context, spec_decoding, gpu_timeline{}{} .png); tables: sweep.csv, long_context.csv{}",
             dir.join("charts").display(),
             if has_rates { ", rates" } else { "" },
+            if has_search { ", slo_search" } else { "" },
             if has_rates { ", rates.csv" } else { "" },
         ),
         Ok(Err(e)) => eprintln!("servetop: charts not written: {e}"),

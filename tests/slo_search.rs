@@ -187,5 +187,11 @@ async fn rate_search_finds_the_tpot_capacity_within_its_precision() {
         s.probes.len()
     );
     assert_eq!(v["config"]["search"]["probe_seconds"], 3.0);
+    let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(md.contains("## SLO capacity search"), "{md}");
+    assert!(md.contains(&s.headline()), "{md}");
+    let files =
+        servetop::export::report::export_run(&dir, &session.summary, &[], (800, 450)).unwrap();
+    assert!(files.iter().any(|f| f.ends_with("charts/slo_search.png")));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -82,6 +82,8 @@ struct Panel {
     lines: Vec<Line>,
     /// Vertical marks: `(x, label)`.
     marks: Vec<(f64, String)>,
+    /// Horizontal marks (an SLO limit): `(y, label)`.
+    limits: Vec<(f64, String)>,
     /// Said in the panel when there is nothing to draw.
     empty: String,
 }
@@ -141,7 +143,11 @@ fn draw_panel(area: &Area<'_>, p: &Panel) -> Result<(), String> {
         XKind::Concurrency => (0.0, tx(x_hi).max(1.0) + 0.25),
         _ => ((x_lo.min(0.0)), (x_hi * 1.05).max(x_lo + 1.0)),
     };
-    let ys: Vec<f64> = all.iter().map(|p| p.1).collect();
+    let ys: Vec<f64> = all
+        .iter()
+        .map(|p| p.1)
+        .chain(p.limits.iter().map(|l| l.0))
+        .collect();
     let (y_min, y_max) = ys
         .iter()
         .fold((f64::MAX, f64::MIN), |a, y| (a.0.min(*y), a.1.max(*y)));
@@ -226,6 +232,24 @@ fn draw_panel(area: &Area<'_>, p: &Panel) -> Result<(), String> {
                     .into_font()
                     .color(&BLACK.mix(0.6))
                     .transform(FontTransform::Rotate90),
+            )))
+            .map_err(err)?;
+    }
+    for (y, label) in &p.limits {
+        let y = ty(*y);
+        chart
+            .draw_series(DashedLineSeries::new(
+                vec![(x0, y), (x1, y)],
+                12,
+                6,
+                RGBColor(200, 40, 40).mix(0.8).stroke_width(2),
+            ))
+            .map_err(err)?;
+        chart
+            .draw_series(std::iter::once(Text::new(
+                label.clone(),
+                (x0 + (x1 - x0) * 0.55, y),
+                ("sans-serif", 17).into_font().color(&RGBColor(170, 30, 30)),
             )))
             .map_err(err)?;
     }
@@ -428,10 +452,14 @@ fn rate_lines(
     color_offset: usize,
 ) -> Vec<Line> {
     let points = |s: &RunSummary| {
-        s.rates
+        let mut pts: Vec<(f64, f64)> = s
+            .rates
             .iter()
             .filter_map(|l| Some((l.request_rate()?, f(l)?)))
-            .collect()
+            .collect();
+        // Search probes run in bisection order; a line goes in rate order.
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        pts
     };
     run_lines(runs, name, points, dashed, color_offset)
 }
@@ -471,6 +499,7 @@ pub fn render_all(
             y_top: None,
             lines: lines_per_run(runs, "", f, false),
             marks: vec![],
+            limits: vec![],
             empty: no_sweep.clone(),
         };
         figure(
@@ -508,6 +537,7 @@ pub fn render_all(
                 y_top: None,
                 lines,
                 marks: vec![],
+                limits: vec![],
                 empty: no_sweep.clone(),
             }
         };
@@ -581,6 +611,7 @@ pub fn render_all(
             y_top: None,
             lines: ctx_lines(name, f),
             marks: marks.clone(),
+            limits: vec![],
             empty: empty.clone(),
         };
         figure(
@@ -637,6 +668,7 @@ pub fn render_all(
                 y_top: None,
                 lines,
                 marks: vec![],
+                limits: vec![],
                 empty: no_sweep.clone(),
             }],
             1,
@@ -646,6 +678,9 @@ pub fn render_all(
 
     if runs.iter().any(|r| !r.summary.rates.is_empty()) {
         out("rates.png", &|p| rates_figure(p, size, runs))?;
+    }
+    if runs.iter().any(|r| r.summary.search.is_some()) {
+        out("slo_search.png", &|p| slo_search_figure(p, size, runs))?;
     }
 
     out("gpu_timeline.png", &|p| {
@@ -679,6 +714,7 @@ fn rates_figure(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Result<
             y_top: None,
             lines,
             marks: vec![],
+            limits: vec![],
             empty: empty.clone(),
         }
     };
@@ -734,6 +770,7 @@ fn rates_figure(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Result<
             y_top: None,
             lines: rate_lines_all,
             marks: vec![],
+            limits: vec![],
             empty: empty.clone(),
         },
         pct_panel(
@@ -754,6 +791,140 @@ fn rates_figure(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Result<
         runs,
         &panels,
         2,
+        &footer,
+    )
+}
+
+/// A judged search probe: its rate, its check, its goodput.
+type Judged = (f64, crate::metrics::SloCheck, Option<f64>);
+
+/// The judged probes of a search, in rate order (probes run in bisection order).
+fn judged(s: &crate::search::SearchSummary) -> Vec<Judged> {
+    let mut v: Vec<Judged> = s
+        .probes
+        .iter()
+        .filter(|p| !p.interrupted)
+        .filter_map(|p| Some((p.request_rate, p.check.clone()?, p.goodput)))
+        .collect();
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    v
+}
+
+/// `(rate, f(probe))` of a run's judged search probes.
+fn probe_points(s: &RunSummary, f: impl Fn(&Judged) -> Option<f64>) -> Vec<(f64, f64)> {
+    s.search
+        .as_ref()
+        .map(|s| {
+            judged(s)
+                .iter()
+                .filter_map(|j| Some((j.0, f(j)?)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The SLO search: goodput against the offered rate beside the line where every request is
+/// good, and each SLO metric's percentile (with its 95 % interval) against its limit; the
+/// answer and the lowest failing rate marked on every panel.
+fn slo_search_figure(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Result<(), String> {
+    let Some(first) = runs.iter().find_map(|r| r.summary.search.as_ref()) else {
+        return Ok(());
+    };
+    let mut marks = Vec::new();
+    if let Some(p) = first.pass_rate {
+        marks.push((p, format!("answer {} req/s", crate::workload::fmt_rate(p))));
+    }
+    if let Some(f) = first.fail_rate {
+        marks.push((f, format!("fails at {}", crate::workload::fmt_rate(f))));
+    }
+    let empty = "no search probe finished in this run".to_string();
+    let mut good = run_lines(runs, "goodput", |s| probe_points(s, |j| j.2), false, 0);
+    let all_good: Vec<(f64, f64)> = runs
+        .iter()
+        .filter_map(|r| r.summary.search.as_ref())
+        .flat_map(|s| judged(s).into_iter().map(|j| (j.0, j.0)))
+        .collect();
+    if good.iter().any(|l| !l.points.is_empty()) {
+        good.push(Line {
+            name: "all requests good (y = x)".into(),
+            points: all_good,
+            color: RGBColor(130, 130, 130),
+            dashed: true,
+        });
+    }
+    let mut panels = vec![Panel {
+        title: "Goodput vs offered rate".into(),
+        x: XKind::Rate,
+        y_desc: "requests/s meeting every per-request objective".into(),
+        y_log_ok: false,
+        y_top: None,
+        lines: good,
+        marks: marks.clone(),
+        limits: vec![],
+        empty: empty.clone(),
+    }];
+    let pct = crate::metrics::slo::fmt_pct(first.slo.percentile);
+    for (metric, limit) in first.slo.limits() {
+        let m = |j: &Judged| j.1.metrics.iter().find(|c| c.metric == metric).cloned();
+        let mut lines = run_lines(
+            runs,
+            &format!("p{pct}"),
+            |s| probe_points(s, |j| m(j).and_then(|c| c.value_ms)),
+            false,
+            0,
+        );
+        lines.extend(run_lines(
+            runs,
+            "95 % interval",
+            |s| probe_points(s, |j| m(j).map(|c| c.ci_low_ms)),
+            true,
+            2,
+        ));
+        lines.extend(run_lines(
+            runs,
+            "",
+            |s| probe_points(s, |j| m(j).and_then(|c| c.ci_high_ms)),
+            true,
+            2,
+        ));
+        panels.push(Panel {
+            title: format!("{} p{pct} vs offered rate", metric.to_uppercase()),
+            x: XKind::Rate,
+            y_desc: "ms".into(),
+            y_log_ok: true,
+            y_top: None,
+            lines,
+            marks: marks.clone(),
+            limits: vec![(limit, format!("SLO limit {} ms", fmt_num(limit)))],
+            empty: empty.clone(),
+        });
+    }
+    let mut footer = vec![format!(
+        "{}. Each point is one search probe (an open-loop level); the percentile counts failed requests as misses. Dashed: the distribution-free 95 % interval of the percentile from order statistics (missing where too few requests lie above it).",
+        first.headline()
+    )];
+    let unsure: Vec<String> = first
+        .uncertain()
+        .map(|p| crate::workload::fmt_rate(p.request_rate))
+        .collect();
+    if !unsure.is_empty() {
+        footer.push(format!(
+            "Uncertain verdicts (interval straddles a limit) at {} req/s.",
+            unsure.join(", ")
+        ));
+    }
+    let cols = if panels.len() <= 2 {
+        2
+    } else {
+        2.min(panels.len())
+    };
+    figure(
+        path,
+        size,
+        &format!("SLO capacity search: {}", first.slo.describe()),
+        runs,
+        &panels,
+        cols,
         &footer,
     )
 }
@@ -855,6 +1026,7 @@ fn timeline_panels(runs: &[ChartRun<'_>]) -> (Vec<Panel>, Vec<String>) {
             y_top: (total_gib > 0.0).then_some(total_gib),
             lines: gpu_lines(&mem),
             marks: marks.clone(),
+            limits: vec![],
             empty: why_gpu.clone(),
         },
         Panel {
@@ -865,6 +1037,7 @@ fn timeline_panels(runs: &[ChartRun<'_>]) -> (Vec<Panel>, Vec<String>) {
             y_top: Some(100.0),
             lines: gpu_lines(&util),
             marks: marks.clone(),
+            limits: vec![],
             empty: why_gpu,
         },
         Panel {
@@ -880,6 +1053,7 @@ fn timeline_panels(runs: &[ChartRun<'_>]) -> (Vec<Panel>, Vec<String>) {
                 dashed: false,
             }],
             marks: marks.clone(),
+            limits: vec![],
             empty: why_srv.clone(),
         },
         Panel {
@@ -903,6 +1077,7 @@ fn timeline_panels(runs: &[ChartRun<'_>]) -> (Vec<Panel>, Vec<String>) {
                 },
             ],
             marks,
+            limits: vec![],
             empty: why_srv,
         },
     ];
