@@ -309,7 +309,12 @@ pub fn final_tables(s: &Session) -> String {
     if !s.summary.rates.is_empty() {
         let _ = write!(
             out,
-            "Request-rate sweep ({} in / {} out tokens; {})\n\n",
+            "{} ({} in / {} out tokens; {})\n\n",
+            if s.summary.search.is_some() {
+                "Request-rate levels: the search probes, in the order they ran"
+            } else {
+                "Request-rate sweep"
+            },
             s.summary.config.input_len,
             s.summary.config.output_len,
             markdown::arrival_description(&s.summary.config.open_loop)

@@ -84,17 +84,27 @@ pub fn sweep_table(levels: &[LevelSummary]) -> String {
 /// The request-rate table: the configured rate beside the achieved one, latency, and the client
 /// queue (time a request waited in servetop past its scheduled send).
 pub fn rate_table(levels: &[LevelSummary]) -> String {
+    // With --slo, each level's verdict at the SLO percentile (pass?/fail?: uncertain).
+    let slo = levels.iter().any(|l| l.slo.is_some());
     let mut out = String::from(
-        "| rate (req/s) | sent req/s | done | done req/s | out tok/s | TTFT p50 / p99 (ms) | TPOT p50 / p99 (ms) | E2E p50 (ms) | client queue p50 / p99 (ms) | peak in flight | failures |\n\
-         |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        "| rate (req/s) | sent req/s | done | done req/s | out tok/s | TTFT p50 / p99 (ms) | TPOT p50 / p99 (ms) | E2E p50 (ms) | client queue p50 / p99 (ms) | peak in flight | failures |",
     );
+    out.push_str(if slo { " SLO |\n" } else { "\n" });
+    out.push_str("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    out.push_str(if slo { "---|\n" } else { "\n" });
+    let slo_cell = |l: &LevelSummary| match (&l.slo, slo) {
+        (_, false) => String::new(),
+        (Some(c), true) => format!(" {} |", c.verdict()),
+        (None, true) => " - |".into(),
+    };
     for l in levels {
         let rate = crate::workload::fmt_rate(l.request_rate().unwrap_or(0.0));
         let Some(s) = &l.stats else {
             let _ = writeln!(
                 out,
-                "| {rate} | - | {} | - | - | - | - | - | - | - | - |",
-                l.status.name()
+                "| {rate} | - | {} | - | - | - | - | - | - | - | - |{}",
+                l.status.name(),
+                slo_cell(l)
             );
             continue;
         };
@@ -102,7 +112,7 @@ pub fn rate_table(levels: &[LevelSummary]) -> String {
         let done = done_cell(l, sc.completed);
         let _ = writeln!(
             out,
-            "| {rate} | {} | {done} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {rate} | {} | {done} | {} | {} | {} | {} | {} | {} | {} | {} |{}",
             num(sc.achieved_request_rate),
             num(Some(sc.request_throughput)),
             num(Some(sc.output_throughput)),
@@ -112,6 +122,7 @@ pub fn rate_table(levels: &[LevelSummary]) -> String {
             pair(d.client_queue_ms.as_ref(), |d| d.p50, |d| d.p99),
             sc.max_concurrent_requests,
             failures_cell(l),
+            slo_cell(l),
         );
     }
     out
@@ -393,7 +404,12 @@ pub fn summary_md(s: &RunSummary) -> String {
     if !s.rates.is_empty() {
         let _ = writeln!(
             out,
-            "\n## Request-rate sweep ({} in / {} out tokens; {})\n",
+            "\n## {} ({} in / {} out tokens; {})\n",
+            if s.search.is_some() {
+                "Request-rate levels: the search probes, in the order they ran"
+            } else {
+                "Request-rate sweep"
+            },
             s.config.input_len,
             s.config.output_len,
             arrival_description(&s.config.open_loop)
