@@ -876,7 +876,7 @@ fn slo_search_figure(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Re
         lines.extend(run_lines(
             runs,
             "95 % interval",
-            |s| probe_points(s, |j| m(j).map(|c| c.ci_low_ms)),
+            |s| probe_points(s, |j| m(j).and_then(|c| c.ci_low_ms)),
             true,
             2,
         ));

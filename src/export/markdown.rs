@@ -178,7 +178,7 @@ pub fn search_section(s: &crate::search::SearchSummary) -> String {
                     format!(
                         "{} [{}, {}] {} {}",
                         v(x.value_ms),
-                        num(Some(x.ci_low_ms)),
+                        v(x.ci_low_ms),
                         v(x.ci_high_ms),
                         if x.meets { "≤" } else { ">" },
                         fmt_rate(x.limit_ms)

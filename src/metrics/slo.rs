@@ -160,9 +160,10 @@ pub struct MetricCheck {
     pub value_ms: Option<f64>,
     /// Samples behind the percentile: requests (failed ones included), or tokens for ITL.
     pub samples: u64,
-    /// The confidence interval of the percentile; the low end is 0 when there are too few
-    /// samples below it, and the high end `None` when too few lie above it (or failures do).
-    pub ci_low_ms: f64,
+    /// The confidence interval of the percentile. The low end is 0 when too few samples lie
+    /// below it to bound it, and `None` when it falls on failed requests (above every limit);
+    /// the high end is `None` when too few samples lie above it, or failures do.
+    pub ci_low_ms: Option<f64>,
     pub ci_high_ms: Option<f64>,
     pub meets: bool,
     /// The interval lies entirely on one side of the limit.
@@ -174,11 +175,11 @@ impl MetricCheck {
     pub fn describe(&self, percentile: f64) -> String {
         let v = |x: Option<f64>| x.map_or("∞".to_string(), |x| format!("{x:.1}"));
         format!(
-            "{} p{} {} ms [{:.1}, {}] {} {} ms ({} {})",
+            "{} p{} {} ms [{}, {}] {} {} ms ({} {})",
             self.metric.to_uppercase(),
             fmt_pct(percentile),
             v(self.value_ms),
-            self.ci_low_ms,
+            v(self.ci_low_ms),
             v(self.ci_high_ms),
             if self.meets { "≤" } else { ">" },
             crate::workload::fmt_rate(self.limit_ms),
@@ -318,7 +319,7 @@ fn check_metric(metric: &str, limit_ms: f64, dist: &Dist, misses: u64, p: f64) -
             limit_ms,
             value_ms: None,
             samples: 0,
-            ci_low_ms: 0.0,
+            ci_low_ms: Some(0.0),
             ci_high_ms: None,
             meets: false,
             certain: false,
@@ -327,28 +328,20 @@ fn check_metric(metric: &str, limit_ms: f64, dist: &Dist, misses: u64, p: f64) -
     let k = point_rank(n, p);
     let (l, u) = quantile_ci_ranks(n, p, CONFIDENCE);
     let value_ms = at(k);
-    let ci_low_ms = if l == 0 {
-        0.0
-    } else {
-        at(l).unwrap_or(f64::INFINITY)
-    };
+    let ci_low_ms = if l == 0 { Some(0.0) } else { at(l) };
     let ci_high_ms = if u > n { None } else { at(u) };
     let meets = value_ms.is_some_and(|v| v <= limit_ms);
     let certain = if meets {
         ci_high_ms.is_some_and(|h| h <= limit_ms)
     } else {
-        ci_low_ms > limit_ms
+        ci_low_ms.is_none_or(|lo| lo > limit_ms)
     };
     MetricCheck {
         metric: metric.into(),
         limit_ms,
         value_ms,
         samples: n,
-        ci_low_ms: if ci_low_ms.is_finite() {
-            ci_low_ms
-        } else {
-            limit_ms.max(value_ms.unwrap_or(0.0))
-        },
+        ci_low_ms,
         ci_high_ms,
         meets,
         certain,
@@ -511,7 +504,7 @@ mod tests {
         assert_eq!(m.samples, 100);
         assert!(near(m.value_ms.unwrap(), 50.0), "{m:?}");
         assert!(
-            near(m.ci_low_ms, 40.0) && near(m.ci_high_ms.unwrap(), 61.0),
+            near(m.ci_low_ms.unwrap(), 40.0) && near(m.ci_high_ms.unwrap(), 61.0),
             "{m:?}"
         );
         assert!(c.meets && c.certain, "{c:?}");
@@ -556,6 +549,13 @@ mod tests {
         let c = check(&slo, &samples(&d, &empty, 85, 15));
         assert_eq!(c.metrics[0].value_ms, None);
         assert!(!c.meets);
+        // …but 85 % good of 100 is within sampling noise of 90 %: the interval reaches down to
+        // the successes, so the fail is uncertain.
+        assert_eq!(c.verdict(), "fail?");
+        // Half failed: even the interval's low end lies on failures, a certain miss.
+        let d = dist_ms(&[10.0; 50]);
+        let c = check(&slo, &samples(&d, &empty, 50, 50));
+        assert_eq!((c.metrics[0].ci_low_ms, c.verdict()), (None, "fail"));
         // 95 successes and 5 failures: the p90 is a success.
         let d = dist_ms(&[10.0; 95]);
         let c = check(&slo, &samples(&d, &empty, 95, 5));
