@@ -36,6 +36,9 @@ use servetop::search::{Precision, SearchConfig, SearchStatus};
 use servetop::sim::{self, AcceptLength, SimConfig};
 use servetop::workload::OpenLoop;
 
+/// The tests time a simulator on a 2-core machine: they run one at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 const STEP_MS: f64 = 40.0;
 const GROWTH: f64 = 0.05;
 const OUTPUT_LEN: u32 = 13;
@@ -66,6 +69,7 @@ fn temp_dir(name: &str) -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rate_search_finds_the_tpot_capacity_within_its_precision() {
+    let _serial = SERIAL.lock().await;
     let simc = sim_config();
     let truth = expected_rate(&simc, OUTPUT_LEN, TPOT_LIMIT_MS);
     assert!((truth - 21.875).abs() < 1e-9, "{truth}");
@@ -193,5 +197,89 @@ async fn rate_search_finds_the_tpot_capacity_within_its_precision() {
     let files =
         servetop::export::report::export_run(&dir, &session.summary, &[], (800, 450)).unwrap();
     assert!(files.iter().any(|f| f.ends_with("charts/slo_search.png")));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_stopped_part_way_says_so_and_keeps_what_it_measured() {
+    let _serial = SERIAL.lock().await;
+    use servetop::commands::run_prepared;
+    use servetop::export::RunFiles;
+    use servetop::summary::RunSummary;
+    use tokio_util::sync::CancellationToken;
+
+    let h = sim::start(sim_config(), SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .unwrap();
+    let dir = temp_dir("stopped");
+    let cfg = RunConfig {
+        concurrency: vec![],
+        input_len: 100,
+        output_len: OUTPUT_LEN,
+        slo: Some(Slo {
+            tpot_ms: Some(TPOT_LIMIT_MS),
+            ..Slo::default()
+        }),
+        search: Some(SearchConfig {
+            probe_seconds: 2.0,
+            min_requests: 20,
+            probe_concurrency: 16,
+            ..SearchConfig::rate()
+        }),
+        grace_s: 0.2,
+        api_key_env: "SERVETOP_TEST_NO_KEY".into(),
+        no_metrics: true,
+        out_dir: dir.clone(),
+        ..RunConfig::minimal(&h.url())
+    };
+    let prepared = servetop::runner::prepare(&cfg, None).await.unwrap();
+    let cancel = CancellationToken::new();
+    let c = cancel.clone();
+    // Stop half a second into the first rate probe: results.json lists it as soon as the
+    // search plans it (the throughput probe is over by then).
+    let watch = dir.join("results.json");
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            let planned = std::fs::read(&watch)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                .and_then(|v| v["search"]["probes"].as_array().map(|p| !p.is_empty()))
+                .unwrap_or(false);
+            if planned {
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        c.cancel();
+    });
+    let (state, session) = run_prepared(
+        &cfg,
+        prepared,
+        RunSummary::new(cfg.clone(), None),
+        Some(RunFiles::create(&dir).unwrap()),
+        true,
+        cancel,
+    )
+    .await;
+    assert_eq!(state, RunState::Interrupted);
+    let s = session.summary.search.as_ref().unwrap();
+    assert_eq!(s.status, SearchStatus::Stopped, "{}", s.headline());
+    assert!(
+        s.throughput_probe
+            .as_ref()
+            .unwrap()
+            .request_throughput
+            .is_some()
+    );
+    // The probe that was cut short is on file, marked, and decides nothing.
+    let last = s.probes.last().expect("the first rate probe had started");
+    assert!(last.interrupted, "{last:?}");
+    assert_eq!(last.verdict(), "interrupted");
+    assert_eq!((s.pass_rate, s.fail_rate), (None, None));
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(v["search"]["status"], "stopped");
+    assert_eq!(v["rates"][0]["status"], "interrupted");
     let _ = std::fs::remove_dir_all(&dir);
 }
