@@ -8,7 +8,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{DemoArgs, OutputArgs, RunArgs, SimArgs};
-use crate::config::{BackendChoice, RunConfig};
+use crate::config::{BackendChoice, MultiTurn, RunConfig};
 use crate::event::{self, RunState};
 use crate::export::{RunFiles, default_run_dir};
 use crate::metrics::Slo;
@@ -43,6 +43,13 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         concurrency: a.concurrency.0.clone(),
         input_len: a.input_len,
         output_len: a.output_len,
+        shared_prefix_len: a.shared_prefix_len,
+        multi_turn: a.multi_turn.map(|turns| MultiTurn {
+            turns,
+            conversations: a.conversations,
+            concurrency: a.conversation_concurrency,
+            followup_len: a.followup_len,
+        }),
         requests_per_level: crate::workload::RequestCount::parse(
             &a.requests_per_level,
             a.min_requests,
@@ -378,6 +385,9 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, String> {
     if a.no_continuous_usage {
         c.continuous_usage = false;
     }
+    if a.no_prefix_cache {
+        c.prefix_cache = false;
+    }
     if let Some(s) = a.seed {
         c.seed = s;
     }
@@ -510,6 +520,8 @@ pub fn demo_config() -> RunConfig {
         concurrency: vec![1, 4, 8, 16, 64, 100],
         input_len: 1000,
         output_len: 100,
+        shared_prefix_len: 0,
+        multi_turn: None,
         requests_per_level: crate::workload::RequestCount::PerConcurrency {
             factor: 1.0,
             min: 5,

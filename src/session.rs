@@ -139,6 +139,7 @@ impl Session {
                     self.summary.sweep = of(LevelKind::Sweep);
                     self.summary.rates = of(LevelKind::Rate);
                     self.summary.long_context = of(LevelKind::LongContext);
+                    self.summary.multi_turn = of(LevelKind::MultiTurn);
                 } else {
                     // Resuming: the levels to run start again; finished ones keep their results.
                     for spec in &levels {
@@ -163,8 +164,7 @@ impl Session {
                     .specs
                     .iter()
                     .find(|s| s.index == index)
-                    .filter(|s| s.kind != LevelKind::Rate)
-                    .map_or(0, |s| s.concurrency.min(s.requests));
+                    .map_or(0, LevelSpec::workers);
                 self.accs
                     .insert(index, LevelAccumulator::new(self.slo).with_slots(slots));
                 self.level_telemetry

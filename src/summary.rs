@@ -58,6 +58,12 @@ pub struct LevelSummary {
     pub input_len: u64,
     pub output_len: u32,
     pub requests: u32,
+    /// Leading tokens of every prompt shared by all of the level's requests.
+    #[serde(default, skip_serializing_if = "crate::workload::is_zero")]
+    pub shared_prefix_tokens: u64,
+    /// A multi-turn level's conversations: turns, and tokens per follow-up message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<crate::workload::Conversation>,
     pub status: LevelStatus,
     pub reason: Option<String>,
     /// The server flag that would let a skipped length run.
@@ -100,6 +106,8 @@ impl LevelSummary {
             input_len: spec.input_tokens,
             output_len: spec.output_tokens,
             requests: spec.requests,
+            shared_prefix_tokens: spec.shared_prefix_tokens,
+            conversation: spec.conversation,
             status: LevelStatus::Waiting,
             reason: None,
             raise_flag: None,
@@ -114,7 +122,7 @@ impl LevelSummary {
         }
     }
 
-    /// `C=8`, `4 req/s` or `30K ctx`.
+    /// `C=8`, `4 req/s`, `30K ctx` or `4-turn chats, C=4`.
     pub fn label(&self) -> String {
         match self.kind {
             LevelKind::Sweep => format!("C={}", self.concurrency),
@@ -124,6 +132,11 @@ impl LevelSummary {
             LevelKind::Rate => format!(
                 "{} req/s",
                 crate::workload::fmt_rate(self.request_rate().unwrap_or(0.0))
+            ),
+            LevelKind::MultiTurn => format!(
+                "{}-turn chats, C={}",
+                self.conversation.map_or(0, |c| c.turns),
+                self.concurrency
             ),
         }
     }
@@ -172,6 +185,9 @@ pub struct RunSummary {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rates: Vec<LevelSummary>,
     pub long_context: Vec<LevelSummary>,
+    /// The multi-turn level (`--multi-turn`), with its statistics per turn.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub multi_turn: Vec<LevelSummary>,
     pub warnings: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -218,6 +234,7 @@ impl RunSummary {
             sweep: Vec::new(),
             rates: Vec::new(),
             long_context: Vec::new(),
+            multi_turn: Vec::new(),
             warnings: Vec::new(),
             error: None,
             telemetry: TelemetryStatus::default(),
@@ -230,6 +247,7 @@ impl RunSummary {
             .iter_mut()
             .chain(self.rates.iter_mut())
             .chain(self.long_context.iter_mut())
+            .chain(self.multi_turn.iter_mut())
             .find(|l| l.index == index)
     }
 
@@ -238,11 +256,13 @@ impl RunSummary {
         self.levels().find(|l| l.index == index)
     }
 
-    /// Every level: the concurrency sweep, the rate levels, the long-context ladder.
+    /// Every level: the concurrency sweep, the rate levels, the long-context ladder, the
+    /// multi-turn level.
     pub fn levels(&self) -> impl Iterator<Item = &LevelSummary> {
         self.sweep
             .iter()
             .chain(self.rates.iter())
             .chain(self.long_context.iter())
+            .chain(self.multi_turn.iter())
     }
 }

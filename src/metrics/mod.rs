@@ -4,6 +4,7 @@
 pub mod dist;
 pub mod level;
 pub mod record;
+pub mod turns;
 
 pub use dist::{Dist, DistStats};
 pub use level::{FailureCount, LevelAccumulator, LevelDists, LevelScalars, LevelStats, Slo};
@@ -11,6 +12,7 @@ pub use record::{
     ChunkCounting, CountSource, FailureKind, FinalCounts, Outcome, RequestRecord, TokenChunk,
     finalize_counts,
 };
+pub use turns::TurnStats;
 
 /// Microseconds since the Unix epoch (the wall clock, for lining up with other processes).
 pub fn unix_us() -> u64 {

@@ -28,6 +28,8 @@ use crate::metrics::{CountSource, FailureKind, Outcome};
 use crate::workload::prompt::{Counter, PromptFactory};
 use crate::workload::{Arrival, LevelKind, LevelSpec, Schedule};
 
+mod chat;
+
 /// User intents the runner obeys between requests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Control {
@@ -319,14 +321,14 @@ impl Runner {
                 .make(self.warmup_input_tokens, u32::MAX, i)
                 .await
                 .map_err(|e| format!("preparing the warmup prompt: {e}"))?;
-            let spec = RequestSpec {
-                prompt: prompt.text,
-                planned_input_tokens: self.warmup_input_tokens,
-                counted_input_tokens: prompt
+            let spec = RequestSpec::prompt(
+                prompt.text,
+                self.warmup_input_tokens,
+                prompt
                     .counted_tokens
                     .map(|n| (n, CountSource::ServerTokenize)),
-                max_tokens: self.warmup_output_tokens,
-            };
+                self.warmup_output_tokens,
+            );
             let tag = RequestTag {
                 level: 0,
                 index: i,
@@ -423,11 +425,7 @@ impl Runner {
             self.tx.clone(),
         ));
         let mut workers = Vec::new();
-        let closed_loop_workers = if spec.arrival.is_some() {
-            0
-        } else {
-            spec.concurrency.min(spec.requests)
-        };
+        let closed_loop_workers = spec.workers();
         if let Some(arrival) = spec.arrival {
             let ctx = Arc::new(OpenLoopCtx {
                 client: self.prepared.client.clone(),
@@ -443,7 +441,24 @@ impl Runner {
             self.open_loop(spec, &arrival, seed, queue.clone(), ctx)
                 .await;
         }
-        for slot in 0..closed_loop_workers {
+        for slot in (0..closed_loop_workers).filter(|_| spec.conversation.is_some()) {
+            let w = chat::ChatWorker {
+                slot,
+                turns: spec.conversation.map_or(1, |c| c.turns),
+                client: self.prepared.client.clone(),
+                queue: queue.clone(),
+                stop: stop.clone(),
+                watch: watch.clone(),
+                level: spec.index,
+                origin,
+                tx: self.tx.clone(),
+                cancel: level_cancel.clone(),
+                control: self.control.clone(),
+                grace: self.grace,
+            };
+            workers.push(tokio::spawn(w.run()));
+        }
+        for slot in (0..closed_loop_workers).filter(|_| spec.conversation.is_none()) {
             let w = Worker {
                 slot,
                 client: self.prepared.client.clone(),
@@ -728,21 +743,29 @@ const PROMPTS_AHEAD: u32 = 1024;
 /// A level's prepared requests, in order, shared by its workers.
 type Queue = Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<(u32, RequestSpec)>>>;
 
-/// The request for `spec`'s `i`-th prompt.
+/// The request for `spec`'s `i`-th prompt. At a multi-turn level, a turn's new user message
+/// (see [`chat`]).
 async fn make_request(
     factory: &mut PromptFactory,
     spec: &LevelSpec,
     i: u32,
 ) -> Result<RequestSpec, String> {
-    let prompt = factory.make(spec.input_tokens, spec.index, i).await?;
-    Ok(RequestSpec {
-        prompt: prompt.text,
-        planned_input_tokens: spec.input_tokens,
-        counted_input_tokens: prompt
+    if let Some((_, turn)) = spec.turn_of(i) {
+        return chat::make_turn(factory, spec, i, turn).await;
+    }
+    let prompt = factory
+        .make_with_prefix(spec.input_tokens, spec.shared_prefix_tokens, spec.index, i)
+        .await?;
+    let mut r = RequestSpec::prompt(
+        prompt.text,
+        spec.input_tokens,
+        prompt
             .counted_tokens
             .map(|n| (n, factory.counter().source())),
-        max_tokens: spec.output_tokens,
-    })
+        spec.output_tokens,
+    );
+    r.cache_prompt = spec.shared_prefix_tokens > 0;
+    Ok(r)
 }
 
 /// One closed-loop worker: takes the next request as soon as its previous one ends.

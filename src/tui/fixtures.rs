@@ -76,6 +76,8 @@ fn record(
         chunks,
         retries: 0,
         slot: None,
+        cached_tokens: None,
+        turn: None,
     }
 }
 
