@@ -228,16 +228,19 @@ async fn execute_with(
     println!("{}", headless::final_tables(&session));
     let summary = session.summary.clone();
     let has_rates = !summary.rates.is_empty();
+    let has_turns = !summary.multi_turn.is_empty();
     let chart_dir = dir.clone();
     let size = out.chart_size;
     let charts =
         tokio::task::spawn_blocking(move || export_charts(&chart_dir, &summary, size)).await;
     match charts {
         Ok(Ok(_)) => eprintln!(
-            "charts: {} (throughput, latency, long_context, spec_decoding, gpu_timeline{} .png); tables: sweep.csv, long_context.csv{}",
+            "charts: {} (throughput, latency, long_context, spec_decoding, gpu_timeline{}{} .png); tables: sweep.csv, long_context.csv{}{}",
             dir.join("charts").display(),
             if has_rates { ", rates" } else { "" },
+            if has_turns { ", turns" } else { "" },
             if has_rates { ", rates.csv" } else { "" },
+            if has_turns { ", turns.csv" } else { "" },
         ),
         Ok(Err(e)) => eprintln!("servetop: charts not written: {e}"),
         Err(e) => eprintln!("servetop: charts not written: {e}"),

@@ -147,6 +147,9 @@ fn print_notice(n: Notice, s: &Session) {
                     f.count, f.first_message
                 ));
             }
+            for line in cache_lines(sc) {
+                say(&line);
+            }
         }
         Notice::Warning(w) => say(&format!("[warning] {w}")),
         Notice::WarmupDone(r) => match &r.outcome {
@@ -260,6 +263,42 @@ pub fn final_tables(s: &Session) -> String {
             s.summary.config.long_context_output_len
         );
         out.push_str(&markdown::long_context_table(&s.summary.long_context));
+    }
+    if !s.summary.multi_turn.is_empty() {
+        out.push_str("\nMulti-turn chats\n\n");
+        out.push_str(&markdown::turns_table(&s.summary.multi_turn));
+    }
+    out
+}
+
+/// The server's prefix-cache report for a level, and a multi-turn level's turns.
+fn cache_lines(sc: &crate::metrics::LevelScalars) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(rate) = sc.prefix_cache_hit_rate {
+        out.push(format!(
+            "    prefix cache: {:.1} % of prompt tokens served from it (the server's count, {} requests)",
+            rate * 100.0,
+            sc.cache_reports
+        ));
+    }
+    for t in &sc.turns {
+        out.push(format!(
+            "    turn {}: {} ok{} · input {} tok · cached {} · TTFT p50 {} ms, p90 {} ms",
+            t.turn,
+            t.completed,
+            if t.failed > 0 {
+                format!(", {} failed", t.failed)
+            } else {
+                String::new()
+            },
+            num(t.mean_input_tokens),
+            t.cache_hit_rate.map_or_else(
+                || "not reported".to_string(),
+                |r| format!("{:.1} %", r * 100.0)
+            ),
+            num(t.median_ttft_ms),
+            num(t.p90_ttft_ms),
+        ));
     }
     out
 }
