@@ -371,3 +371,61 @@ pub fn finished_rates_only() -> App {
     app.end_batch();
     app
 }
+
+/// A finished multi-turn level only: 6 conversations of 4 turns, a 192-token shared system
+/// prompt; later turns mostly served from the prefix cache.
+pub fn finished_chats() -> App {
+    let mut c = config(vec![]);
+    c.long_context = Vec::new();
+    c.shared_prefix_len = 192;
+    c.multi_turn = Some(crate::config::MultiTurn {
+        turns: 4,
+        conversations: 6,
+        concurrency: 3,
+        followup_len: 64,
+    });
+    let mut app = started_with(c);
+    app.apply(Event::LevelStarted {
+        index: 0,
+        origin_unix_us: 0,
+    });
+    for conv in 0..6u32 {
+        for turn in 1..=4u32 {
+            let i = conv * 4 + turn - 1;
+            app.apply(Event::Sent {
+                level: 0,
+                slot: conv % 3,
+            });
+            let input = 1000 + u64::from(turn - 1) * 170;
+            let cached = match (turn, conv) {
+                (1, 0) => 0,
+                (1, _) => 192,
+                _ => input - 90,
+            };
+            let mut r = record(
+                0,
+                i,
+                3,
+                input - cached,
+                100,
+                u64::from(conv / 3) * 20_000_000 + u64::from(turn) * 4_000_000,
+            );
+            r.input_tokens = input;
+            r.planned_input_tokens = input;
+            r.cached_tokens = Some(cached);
+            r.turn = Some(turn);
+            r.slot = Some(conv % 3);
+            app.apply(Event::Request(Box::new(r)));
+        }
+    }
+    app.apply(Event::LevelFinished {
+        index: 0,
+        interrupted: false,
+    });
+    app.apply(Event::RunFinished {
+        state: RunState::Finished,
+        error: None,
+    });
+    app.end_batch();
+    app
+}
