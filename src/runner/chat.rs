@@ -20,7 +20,6 @@ use tokio_util::sync::CancellationToken;
 use super::{Control, Queue, ServerWatch};
 use crate::client::{self, ChatMessage, Client, RequestSpec, RequestTag};
 use crate::event::{Event, EventTx};
-use crate::metrics::{FailureKind, Outcome};
 use crate::workload::LevelSpec;
 use crate::workload::prompt::PromptFactory;
 
@@ -161,21 +160,7 @@ impl ChatWorker {
             rec.turn = Some(turn);
             history_tokens = rec.input_tokens + rec.output_tokens;
             let ok = rec.is_ok();
-            let connect = match &rec.outcome {
-                Outcome::Failed {
-                    kind: FailureKind::Connect,
-                    message,
-                    ..
-                } => Some(message.clone()),
-                _ => None,
-            };
-            let _ = self.tx.send(Event::Request(Box::new(rec)));
-            if let Some(why) = connect
-                && !self.watch.wait_for_server(&why).await
-            {
-                self.stop.store(true, Ordering::Relaxed);
-                self.cancel.cancel();
-            }
+            super::deliver(rec, &self.tx, &self.watch, &self.stop, &self.cancel).await;
             if !ok {
                 return;
             }

@@ -632,6 +632,19 @@ async fn open_loop_request(
         }
     };
     rec.slot = Some(slot);
+    deliver(rec, &ctx.tx, &ctx.watch, &ctx.stop, &ctx.cancel).await;
+    slot
+}
+
+/// Sends a finished request's record on. After a failure to connect, holds the caller until the
+/// server accepts connections again, or stops the level when it does not come back in time.
+async fn deliver(
+    rec: crate::metrics::RequestRecord,
+    tx: &EventTx,
+    watch: &ServerWatch,
+    stop: &AtomicBool,
+    cancel: &CancellationToken,
+) {
     let connect = match &rec.outcome {
         Outcome::Failed {
             kind: FailureKind::Connect,
@@ -640,14 +653,13 @@ async fn open_loop_request(
         } => Some(message.clone()),
         _ => None,
     };
-    let _ = ctx.tx.send(Event::Request(Box::new(rec)));
+    let _ = tx.send(Event::Request(Box::new(rec)));
     if let Some(why) = connect
-        && !ctx.watch.wait_for_server(&why).await
+        && !watch.wait_for_server(&why).await
     {
-        ctx.stop.store(true, Ordering::Relaxed);
-        ctx.cancel.cancel();
+        stop.store(true, Ordering::Relaxed);
+        cancel.cancel();
     }
-    slot
 }
 
 /// Watches for a server that stopped accepting connections: one worker probes (a TCP connect,
