@@ -15,6 +15,8 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Parsed once at startup: the size of the `run` flags does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Benchmark a running server: concurrency sweep, request-rate sweep (when asked), then
@@ -269,6 +271,13 @@ pub struct RunArgs {
     /// prompt stays unique. 0: every prompt is unique from its first token.
     #[arg(long, value_name = "N", default_value = "0", value_parser = count)]
     pub shared_prefix_len: u64,
+    /// Prompts from a file instead of random text: ShareGPT conversations (JSON array or JSON
+    /// Lines, as `vllm bench serve` reads them) or `{"prompt": ..., "output_len": N}` per line.
+    /// The first user message is the prompt and the reply's length the output length (else
+    /// --output-len); a multi-turn level sends the conversation's user messages as its turns.
+    /// Applies to the sweep, rate and multi-turn levels; the long-context ladder stays exact.
+    #[arg(long, value_name = "PATH")]
+    pub dataset: Option<PathBuf>,
     /// Add a multi-turn level after the others: chats of K turns, each turn sent with the whole
     /// history (the earlier user messages and the server's real replies), to see what the prefix
     /// cache saves turn by turn. The first message has --input-len tokens (the shared prefix

@@ -44,6 +44,7 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         input_len: a.input_len,
         output_len: a.output_len,
         shared_prefix_len: a.shared_prefix_len,
+        dataset: a.dataset.clone(),
         multi_turn: a.multi_turn.map(|turns| MultiTurn {
             turns,
             conversations: a.conversations,
@@ -525,6 +526,7 @@ pub fn demo_config() -> RunConfig {
         output_len: 100,
         shared_prefix_len: 0,
         multi_turn: None,
+        dataset: None,
         requests_per_level: crate::workload::RequestCount::PerConcurrency {
             factor: 1.0,
             min: 5,

@@ -34,6 +34,10 @@ pub struct RunConfig {
     /// The multi-turn level, run last (none by default).
     #[serde(default)]
     pub multi_turn: Option<MultiTurn>,
+    /// Prompts (and output lengths) of the sweep, rate and multi-turn levels from this file
+    /// instead of random text of `input_len`/`output_len` tokens.
+    #[serde(default)]
+    pub dataset: Option<PathBuf>,
     /// Measured requests per sweep level (per rate level, `Fx` is F seconds' worth).
     pub requests_per_level: RequestCount,
     /// Open-loop request-rate levels, run after the concurrency sweep (none by default).
@@ -115,6 +119,7 @@ impl RunConfig {
             output_len: 64,
             shared_prefix_len: 0,
             multi_turn: None,
+            dataset: None,
             requests_per_level: RequestCount::Fixed(8),
             open_loop: OpenLoop::default(),
             warmup_requests: 1,
@@ -175,6 +180,20 @@ impl RunConfig {
             });
         }
         levels
+    }
+
+    /// `1000 in / 500 out tokens`, or where the prompts come from when a dataset sets them.
+    pub fn lengths_label(&self) -> String {
+        match &self.dataset {
+            Some(p) => format!(
+                "prompts from {}",
+                p.file_name().map_or_else(
+                    || p.display().to_string(),
+                    |n| n.to_string_lossy().into_owned()
+                )
+            ),
+            None => format!("{} in / {} out tokens", self.input_len, self.output_len),
+        }
     }
 
     /// Checks what clap cannot.

@@ -81,12 +81,22 @@ fn print_notice(n: Notice, s: &Session) {
         Notice::Phase(p) => say(&format!("[phase] {p}")),
         Notice::LevelStarted(i) => {
             if let Some(l) = s.summary.level(i) {
+                let dataset = s.summary.config.dataset.is_some()
+                    && l.kind != crate::workload::LevelKind::LongContext;
                 say(&format!(
-                    "[{}] {} requests of {} in / {} out tokens",
+                    "[{}] {} requests{}",
                     l.label(),
                     l.requests,
-                    l.input_len,
-                    l.output_len
+                    if dataset && l.conversation.is_some() {
+                        format!(
+                            ", user messages from the dataset, {} out tokens",
+                            l.output_len
+                        )
+                    } else if dataset {
+                        ", prompts and output lengths from the dataset".to_string()
+                    } else {
+                        format!(" of {} in / {} out tokens", l.input_len, l.output_len)
+                    }
                 ));
             }
         }
@@ -239,8 +249,8 @@ pub fn final_tables(s: &Session) -> String {
     if !s.summary.sweep.is_empty() {
         let _ = write!(
             out,
-            "Concurrency sweep ({} in / {} out tokens)\n\n",
-            s.summary.config.input_len, s.summary.config.output_len
+            "Concurrency sweep ({})\n\n",
+            s.summary.config.lengths_label()
         );
         out.push_str(&markdown::sweep_table(&s.summary.sweep));
         out.push('\n');
@@ -248,9 +258,8 @@ pub fn final_tables(s: &Session) -> String {
     if !s.summary.rates.is_empty() {
         let _ = write!(
             out,
-            "Request-rate sweep ({} in / {} out tokens; {})\n\n",
-            s.summary.config.input_len,
-            s.summary.config.output_len,
+            "Request-rate sweep ({}; {})\n\n",
+            s.summary.config.lengths_label(),
             markdown::arrival_description(&s.summary.config.open_loop)
         );
         out.push_str(&markdown::rate_table(&s.summary.rates));
@@ -266,7 +275,7 @@ pub fn final_tables(s: &Session) -> String {
     }
     if !s.summary.multi_turn.is_empty() {
         out.push_str("\nMulti-turn chats\n\n");
-        out.push_str(&markdown::turns_table(&s.summary.multi_turn));
+        out.push_str(&markdown::turns_table(&s.summary));
     }
     out
 }

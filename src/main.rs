@@ -16,7 +16,7 @@ fn main() {
     };
     let code = rt.block_on(async move {
         match cli.command {
-            servetop::cli::Command::Run(a) => servetop::commands::run(a).await,
+            servetop::cli::Command::Run(a) => Box::pin(servetop::commands::run(a)).await,
             servetop::cli::Command::Sim(a) => servetop::commands::sim(a).await,
             servetop::cli::Command::Demo(a) => servetop::commands::demo(a).await,
             servetop::cli::Command::Gpu(a) => servetop::commands::gpu(&a).await,

@@ -208,3 +208,61 @@ async fn a_shared_prefix_is_cached_across_requests_of_a_sweep() {
     let rate = sc.prefix_cache_hit_rate.unwrap();
     assert!((rate - 4000.0 / 6000.0).abs() < 1e-9, "hit rate {rate}");
 }
+
+/// `--dataset`: every request's prompt is one of the file's, its length the server's count of
+/// that text, and its output length the entry's (`output_len`, or the reference reply's length).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dataset_prompts_and_output_lengths_are_the_files() {
+    let h = start(sim_config(false)).await;
+    let path = std::env::temp_dir().join(format!("servetop-ds-e2e-{}.jsonl", std::process::id()));
+    // The simulator counts ceil(chars / 4) tokens per word: "alpha beta gamma" is 2 + 1 + 2.
+    std::fs::write(
+        &path,
+        concat!(
+            "{\"prompt\": \"alpha beta gamma\", \"output_len\": 5}\n",
+            "{\"conversations\": [{\"from\": \"human\", \"value\": \"the quick brown fox\"}, {\"from\": \"gpt\", \"value\": \"a b c d e f g\"}]}\n",
+        ),
+    )
+    .unwrap();
+    let cfg = RunConfig {
+        concurrency: vec![2],
+        dataset: Some(path),
+        requests_per_level: RequestCount::Fixed(12),
+        api_key_env: "SERVETOP_TEST_NO_KEY".into(),
+        ..RunConfig::minimal(&h.url())
+    };
+    let prepared = runner::prepare(&cfg, None).await.expect("prepare");
+    let (state, s) = run_prepared(
+        &cfg,
+        prepared,
+        servetop::summary::RunSummary::new(cfg.clone(), None),
+        None,
+        true,
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(state, RunState::Finished);
+    let sc = &s.summary.sweep[0].stats.as_ref().unwrap().scalars;
+    assert_eq!(sc.completed, 12);
+    // What the simulator served: only the file's two prompts, each with its own output length.
+    let log = h.log.lock().unwrap();
+    let served: Vec<(u64, u64)> = log
+        .requests
+        .iter()
+        .skip(1) // the warmup's random prompt
+        .map(|r| (r.input_tokens, r.output_tokens))
+        .collect();
+    assert_eq!(served.len(), 12);
+    for (input, output) in &served {
+        assert!(
+            matches!((input, output), (5, 5) | (6, 7)),
+            "({input}, {output}) is neither entry"
+        );
+    }
+    // "the quick brown fox" is 1 + 2 + 2 + 1 tokens; its reply "a b c d e f g" 7.
+    assert!(served.contains(&(5, 5)) && served.contains(&(6, 7)));
+    assert_eq!(
+        sc.total_output_tokens,
+        served.iter().map(|(_, o)| o).sum::<u64>()
+    );
+}

@@ -310,8 +310,9 @@ fn subtitle(runs: &[ChartRun<'_>]) -> String {
         String::new()
     };
     format!(
-        "{model} · {engine} · {date} · {} in / {} out tokens · host {}{more}{sim}",
-        s.config.input_len, s.config.output_len, s.host
+        "{model} · {engine} · {date} · {} · host {}{more}{sim}",
+        s.config.lengths_label(),
+        s.host
     )
 }
 

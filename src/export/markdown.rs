@@ -302,8 +302,8 @@ pub fn summary_md(s: &RunSummary) -> String {
     if !s.sweep.is_empty() {
         let _ = writeln!(
             out,
-            "\n## Concurrency sweep ({} in / {} out tokens)\n",
-            s.config.input_len, s.config.output_len
+            "\n## Concurrency sweep ({})\n",
+            s.config.lengths_label()
         );
         out.push_str(&sweep_table(&s.sweep));
         out.push_str("\nper-stream tok/s: mean decode speed of one request, (output − 1) / (E2E − TTFT). accept len: mean tokens per chunk after the first, as the client saw them (client / server when the engine reports it).\n");
@@ -312,9 +312,8 @@ pub fn summary_md(s: &RunSummary) -> String {
     if !s.rates.is_empty() {
         let _ = writeln!(
             out,
-            "\n## Request-rate sweep ({} in / {} out tokens; {})\n",
-            s.config.input_len,
-            s.config.output_len,
+            "\n## Request-rate sweep ({}; {})\n",
+            s.config.lengths_label(),
             arrival_description(&s.config.open_loop)
         );
         out.push_str(&rate_table(&s.rates));
@@ -331,7 +330,7 @@ pub fn summary_md(s: &RunSummary) -> String {
     }
     if !s.multi_turn.is_empty() {
         out.push_str("\n## Multi-turn chats\n\n");
-        out.push_str(&turns_table(&s.multi_turn));
+        out.push_str(&turns_table(s));
         out.push_str("\nEach turn sends the whole conversation so far (earlier messages and the server's real replies) plus a new message. cached: prompt tokens the server says it served from its prefix cache (usage.prompt_tokens_details.cached_tokens), over the requests that reported it; later turns should prefill little more than the new message.\n");
     }
     if !s.warnings.is_empty() {
@@ -347,25 +346,34 @@ pub fn summary_md(s: &RunSummary) -> String {
 }
 
 /// One row per turn of each multi-turn level.
-pub fn turns_table(levels: &[LevelSummary]) -> String {
+pub fn turns_table(s: &RunSummary) -> String {
     let mut out = String::new();
-    for l in levels {
+    for l in &s.multi_turn {
+        let prefix = if l.shared_prefix_tokens > 0 {
+            format!(
+                " with a {}-token shared system prompt",
+                l.shared_prefix_tokens
+            )
+        } else {
+            String::new()
+        };
+        let shape = match &s.config.dataset {
+            Some(_) => format!(
+                "user messages from the dataset{prefix}, {} out",
+                l.output_len
+            ),
+            None => format!(
+                "{} in the first turn{prefix}, {}-token follow-ups, {} out",
+                fmt_tokens(l.input_len),
+                l.conversation.map_or(0, |c| c.followup_tokens),
+                l.output_len
+            ),
+        };
         let _ = writeln!(
             out,
-            "{}: {} requests planned ({} in the first turn{}, {}-token follow-ups, {} out), {}{}\n",
+            "{}: {} requests planned ({shape}), {}{}\n",
             l.label(),
             l.requests,
-            fmt_tokens(l.input_len),
-            if l.shared_prefix_tokens > 0 {
-                format!(
-                    " of which a {}-token shared system prompt",
-                    l.shared_prefix_tokens
-                )
-            } else {
-                String::new()
-            },
-            l.conversation.map_or(0, |c| c.followup_tokens),
-            l.output_len,
             l.status.name(),
             l.stats
                 .as_ref()

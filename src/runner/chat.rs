@@ -40,7 +40,21 @@ pub(super) async fn make_turn(
     } else {
         spec.conversation.map_or(1, |c| c.followup_tokens)
     };
-    let text = factory.make_text(tokens, spec.index, i).await?.text;
+    // A dataset conversation's user messages, while it has them; random text after.
+    let from_dataset = factory.dataset().cloned().and_then(|d| {
+        let k = spec.conversation.map_or(1, |c| c.turns.max(1));
+        d.pick(factory.seed(), spec.index, i / k)
+            .user_turns
+            .get(turn as usize)
+            .cloned()
+    });
+    let (text, tokens) = match from_dataset {
+        Some(t) => {
+            let n = factory.counter().count(&t).await?;
+            (t, n)
+        }
+        None => (factory.make_text(tokens, spec.index, i).await?.text, tokens),
+    };
     let mut r = RequestSpec::prompt(text.clone(), tokens, None, spec.output_tokens);
     r.cache_prompt = true;
     if turn == 0 {
@@ -56,7 +70,7 @@ pub(super) async fn make_turn(
             content: text,
         });
         r.messages = Some(opening.into());
-        r.planned_input_tokens = spec.input_tokens;
+        r.planned_input_tokens = tokens + if prefix > 0 { prefix } else { 0 };
     }
     Ok(r)
 }

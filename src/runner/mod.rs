@@ -102,11 +102,16 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
     if let Some(why) = nothing_fits(&server, &levels) {
         return Err(why);
     }
+    let mut factory = PromptFactory::new(counter, cfg.seed);
+    if let Some(path) = &cfg.dataset {
+        let d = crate::workload::dataset::Dataset::load(path)?;
+        factory = factory.with_dataset(Arc::new(d));
+    }
     Ok(Prepared {
         server,
         backend,
         client,
-        factory: PromptFactory::new(counter, cfg.seed),
+        factory,
         levels,
         seed: cfg.seed,
     })
@@ -181,6 +186,23 @@ impl Runner {
     }
 
     async fn run_inner(&mut self) -> Result<(), String> {
+        if let Some(d) = self.prepared.factory.dataset() {
+            // The most any one level draws (each level starts from its own point in the order).
+            let requests: u64 = self
+                .prepared
+                .levels
+                .iter()
+                .filter(|l| l.kind != LevelKind::LongContext)
+                .map(|l| match l.conversation {
+                    Some(c) => u64::from(l.requests / c.turns.max(1)),
+                    None => u64::from(l.requests),
+                })
+                .max()
+                .unwrap_or(0);
+            if let Some(w) = d.repeats_warning(requests) {
+                self.emit(Event::Warning(w));
+            }
+        }
         self.warmup().await?;
         let levels = self.prepared.levels.clone();
         for spec in &levels {
@@ -765,6 +787,12 @@ async fn make_request(
     if let Some((_, turn)) = spec.turn_of(i) {
         return chat::make_turn(factory, spec, i, turn).await;
     }
+    if spec.kind != LevelKind::LongContext
+        && let Some(d) = factory.dataset().cloned()
+    {
+        let e = d.pick(factory.seed(), spec.index, i);
+        return dataset_request(factory, spec, e).await;
+    }
     let prompt = factory
         .make_with_prefix(spec.input_tokens, spec.shared_prefix_tokens, spec.index, i)
         .await?;
@@ -775,6 +803,43 @@ async fn make_request(
             .counted_tokens
             .map(|n| (n, factory.counter().source())),
         spec.output_tokens,
+    );
+    r.cache_prompt = spec.shared_prefix_tokens > 0;
+    Ok(r)
+}
+
+/// A request for dataset entry `e`: its first user message (after the shared prefix, if any)
+/// and the output length it asks for, its reference reply's length, or the level's.
+async fn dataset_request(
+    factory: &mut PromptFactory,
+    spec: &LevelSpec,
+    e: &crate::workload::dataset::Entry,
+) -> Result<RequestSpec, String> {
+    let first = e
+        .user_turns
+        .first()
+        .cloned()
+        .unwrap_or_else(|| Arc::from(""));
+    let text: Arc<str> = if spec.shared_prefix_tokens > 0 {
+        let p = factory.shared_prefix(spec.shared_prefix_tokens).await?;
+        Arc::from(format!("{} {first}", p.text))
+    } else {
+        first
+    };
+    let counted = factory.counter().count(&text).await?;
+    let counted = (counted as i64 + factory.offset_tokens).max(0) as u64;
+    let output = match (e.output_len, &e.reply) {
+        (Some(n), _) => n,
+        (None, Some(r)) => {
+            (factory.counter().count(r).await?.max(1)).min(u64::from(u32::MAX)) as u32
+        }
+        (None, None) => spec.output_tokens,
+    };
+    let mut r = RequestSpec::prompt(
+        text,
+        counted,
+        Some((counted, factory.counter().source())),
+        output,
     );
     r.cache_prompt = spec.shared_prefix_tokens > 0;
     Ok(r)

@@ -2,6 +2,7 @@
 //! prompts of exact length.
 
 pub mod arrivals;
+pub mod dataset;
 pub mod prompt;
 
 use serde::{Deserialize, Serialize};

@@ -184,6 +184,8 @@ pub struct PromptFactory {
     pub offset_tokens: i64,
     /// The shared prefix once built, and its length.
     prefix: Option<(u64, Prompt)>,
+    /// Prompts from `--dataset` instead of random text.
+    dataset: Option<Arc<super::dataset::Dataset>>,
 }
 
 impl PromptFactory {
@@ -200,7 +202,25 @@ impl PromptFactory {
             tokens_per_word,
             offset_tokens: 0,
             prefix: None,
+            dataset: None,
         }
+    }
+
+    /// Takes prompts from `d` where a dataset applies.
+    #[must_use]
+    pub fn with_dataset(mut self, d: Arc<super::dataset::Dataset>) -> Self {
+        self.dataset = Some(d);
+        self
+    }
+
+    /// The dataset in use, if any.
+    pub fn dataset(&self) -> Option<&Arc<super::dataset::Dataset>> {
+        self.dataset.as_ref()
+    }
+
+    /// The seed of the prompt text (and of the dataset's picks).
+    pub fn seed(&self) -> u64 {
+        self.seed
     }
 
     /// The counter in use.
@@ -218,6 +238,19 @@ impl PromptFactory {
             Counter::Probe { slope, intercept } => format!(
                 "no tokenizer: lengths estimated from probe requests (prompt_tokens ≈ {intercept:.1} + {slope:.3} × words); actual counts come from server usage"
             ),
+        };
+        let description = match &self.dataset {
+            Some(d) => format!(
+                "{description}; prompts from --dataset {} ({} entries{})",
+                d.path,
+                d.entries.len(),
+                if d.skipped > 0 {
+                    format!(", {} items without a prompt skipped", d.skipped)
+                } else {
+                    String::new()
+                }
+            ),
+            None => description,
         };
         PromptMethod {
             source: self.counter.source(),

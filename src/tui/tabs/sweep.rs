@@ -440,8 +440,8 @@ fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool)
         .unwrap_or(0);
     let skip = (current_pos + 1).saturating_sub(visible);
     let title = format!(
-        " concurrency sweep · {} in / {} out tokens · ms unless noted ",
-        app.session.summary.config.input_len, app.session.summary.config.output_len
+        " concurrency sweep · {} · ms unless noted ",
+        app.session.summary.config.lengths_label()
     );
     let rows: Vec<Row> = app
         .session
