@@ -15,7 +15,7 @@ pub struct Cli {
     pub command: Command,
 }
 
-// Parsed once at start-up and moved out at once: the size of `run`'s flags costs nothing.
+// Parsed once at startup: the size of the `run` flags does not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -266,6 +266,34 @@ pub struct RunArgs {
     /// Input tokens per sweep request (exact, counted with the server's tokenizer).
     #[arg(long, value_name = "N", default_value = "1000", value_parser = count)]
     pub input_len: u64,
+    /// Leading tokens of --input-len that every sweep, rate and multi-turn prompt shares (a
+    /// common system prompt), so the server's prefix cache can serve them; the rest of each
+    /// prompt stays unique. 0: every prompt is unique from its first token.
+    #[arg(long, value_name = "N", default_value = "0", value_parser = count)]
+    pub shared_prefix_len: u64,
+    /// Prompts from a file instead of random text: ShareGPT conversations (JSON array or JSON
+    /// Lines, as `vllm bench serve` reads them) or `{"prompt": ..., "output_len": N}` per line.
+    /// The first user message is the prompt and the reply's length the output length (else
+    /// --output-len); a multi-turn level sends the conversation's user messages as its turns.
+    /// Applies to the sweep, rate and multi-turn levels; the long-context ladder stays exact.
+    #[arg(long, value_name = "PATH")]
+    pub dataset: Option<PathBuf>,
+    /// Add a multi-turn level after the others: chats of K turns, each turn sent with the whole
+    /// history (the earlier user messages and the server's real replies), to see what the prefix
+    /// cache saves turn by turn. The first message has --input-len tokens (the shared prefix
+    /// becomes a system message), the later ones --followup-len.
+    #[arg(long, value_name = "K")]
+    pub multi_turn: Option<u32>,
+    /// Multi-turn: conversations to run.
+    #[arg(long, value_name = "N", default_value = "16")]
+    pub conversations: u32,
+    /// Multi-turn: conversations in progress at once (each sends its next turn as soon as the
+    /// last reply ends).
+    #[arg(long, value_name = "C", default_value = "4")]
+    pub conversation_concurrency: u32,
+    /// Multi-turn: tokens of each follow-up user message.
+    #[arg(long, value_name = "N", default_value = "64", value_parser = count)]
+    pub followup_len: u64,
     /// Output tokens per sweep request (sent with `ignore_eos` so every request generates them all).
     #[arg(long, value_name = "N", default_value = "500", value_parser = count_u32)]
     pub output_len: u32,
@@ -363,6 +391,8 @@ pub struct RunArgs {
     pub output: OutputArgs,
 }
 
+// Each bool is an on/off command-line switch, not state.
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Debug, Args, Clone)]
 pub struct SimArgs {
     /// Address to listen on.
@@ -417,6 +447,10 @@ pub struct SimArgs {
     /// KV-cache capacity in tokens (for the KV usage gauge).
     #[arg(long, value_name = "N", value_parser = count)]
     pub kv_capacity_tokens: Option<u64>,
+    /// Turn the simulated prefix cache off (on by default, as in vLLM and SGLang): every prompt
+    /// is prefilled whole, however much of it an earlier request shared.
+    #[arg(long)]
+    pub no_prefix_cache: bool,
     /// Inject faults, each a probability per request: http500, http429, ctx400, reset-mid,
     /// malformed, stall, slow-first, error-event; per new connection: reset-before; durations
     /// stall-s and slow-first-s. restart=S takes the server down every S seconds (listener

@@ -8,7 +8,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{DemoArgs, OutputArgs, RunArgs, SimArgs};
-use crate::config::{BackendChoice, RunConfig};
+use crate::config::{BackendChoice, MultiTurn, RunConfig};
 use crate::event::{self, RunState};
 use crate::export::{RunFiles, default_run_dir};
 use crate::metrics::Slo;
@@ -49,6 +49,14 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         concurrency: a.concurrency.0.clone(),
         input_len: a.input_len,
         output_len: a.output_len,
+        shared_prefix_len: a.shared_prefix_len,
+        dataset: a.dataset.clone(),
+        multi_turn: a.multi_turn.map(|turns| MultiTurn {
+            turns,
+            conversations: a.conversations,
+            concurrency: a.conversation_concurrency,
+            followup_len: a.followup_len,
+        }),
         requests_per_level: crate::workload::RequestCount::parse(
             &a.requests_per_level,
             a.min_requests,
@@ -251,7 +259,9 @@ async fn execute_with(
     spawn_signal_watch(cancel.clone(), !dashboard);
     let (state, session) = if dashboard {
         init_file_log(&dir);
-        match crate::tui::run(
+        // Boxed: the dashboard's and the headless loop's futures are large, and every command
+        // that runs one would otherwise carry them inline.
+        match Box::pin(crate::tui::run(
             &cfg,
             prepared,
             initial,
@@ -259,7 +269,7 @@ async fn execute_with(
             out.fps,
             out.chart_size,
             cancel,
-        )
+        ))
         .await
         {
             Ok(r) => r,
@@ -272,23 +282,34 @@ async fn execute_with(
             }
         }
     } else {
-        run_prepared(&cfg, prepared, initial, Some(files), false, cancel).await
+        Box::pin(run_prepared(
+            &cfg,
+            prepared,
+            initial,
+            Some(files),
+            false,
+            cancel,
+        ))
+        .await
     };
     println!("{}", headless::final_tables(&session));
     let summary = session.summary.clone();
     let has_rates = !summary.rates.is_empty();
     let has_search = summary.search.is_some();
+    let has_turns = !summary.multi_turn.is_empty();
     let chart_dir = dir.clone();
     let size = out.chart_size;
     let charts =
         tokio::task::spawn_blocking(move || export_charts(&chart_dir, &summary, size)).await;
     match charts {
         Ok(Ok(_)) => eprintln!(
-            "charts: {} (throughput, latency, long_context, spec_decoding, gpu_timeline{}{} .png); tables: sweep.csv, long_context.csv{}",
+            "charts: {} (throughput, latency, long_context, spec_decoding, gpu_timeline{}{}{} .png); tables: sweep.csv, long_context.csv{}{}",
             dir.join("charts").display(),
             if has_rates { ", rates" } else { "" },
+            if has_turns { ", turns" } else { "" },
             if has_search { ", slo_search" } else { "" },
             if has_rates { ", rates.csv" } else { "" },
+            if has_turns { ", turns.csv" } else { "" },
         ),
         Ok(Err(e)) => eprintln!("servetop: charts not written: {e}"),
         Err(e) => eprintln!("servetop: charts not written: {e}"),
@@ -436,6 +457,9 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, String> {
     if a.no_continuous_usage {
         c.continuous_usage = false;
     }
+    if a.no_prefix_cache {
+        c.prefix_cache = false;
+    }
     if let Some(s) = a.seed {
         c.seed = s;
     }
@@ -568,6 +592,9 @@ pub fn demo_config() -> RunConfig {
         concurrency: vec![1, 4, 8, 16, 64, 100],
         input_len: 1000,
         output_len: 100,
+        shared_prefix_len: 0,
+        multi_turn: None,
+        dataset: None,
         requests_per_level: crate::workload::RequestCount::PerConcurrency {
             factor: 1.0,
             min: 5,

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::metrics::Slo;
 use crate::search::SearchConfig;
-use crate::workload::{LevelSpec, OpenLoop, RequestCount, build_plan};
+use crate::workload::{Conversation, LevelKind, LevelSpec, OpenLoop, RequestCount, build_plan};
 
 /// Which protocol to speak; `auto` picks from what the server answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -29,6 +29,16 @@ pub struct RunConfig {
     pub concurrency: Vec<u64>,
     pub input_len: u64,
     pub output_len: u32,
+    /// Leading tokens of `input_len` every sweep, rate and multi-turn prompt shares (0: none).
+    #[serde(default)]
+    pub shared_prefix_len: u64,
+    /// The multi-turn level, run last (none by default).
+    #[serde(default)]
+    pub multi_turn: Option<MultiTurn>,
+    /// Prompts (and output lengths) of the sweep, rate and multi-turn levels from this file
+    /// instead of random text of `input_len`/`output_len` tokens.
+    #[serde(default)]
+    pub dataset: Option<PathBuf>,
     /// Measured requests per sweep level (per rate level, `Fx` is F seconds' worth).
     pub requests_per_level: RequestCount,
     /// Open-loop request-rate levels, run after the concurrency sweep (none by default).
@@ -77,6 +87,19 @@ pub struct RunConfig {
     pub search: Option<SearchConfig>,
 }
 
+/// Multi-turn conversations (`--multi-turn`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MultiTurn {
+    /// Turns per conversation.
+    pub turns: u32,
+    /// Conversations in all.
+    pub conversations: u32,
+    /// Conversations in progress at once.
+    pub concurrency: u32,
+    /// Tokens of each follow-up user message.
+    pub followup_len: u64,
+}
+
 fn sixty_seconds() -> f64 {
     60.0
 }
@@ -98,6 +121,9 @@ impl RunConfig {
             concurrency: vec![1],
             input_len: 100,
             output_len: 64,
+            shared_prefix_len: 0,
+            multi_turn: None,
+            dataset: None,
             requests_per_level: RequestCount::Fixed(8),
             open_loop: OpenLoop::default(),
             warmup_requests: 1,
@@ -124,9 +150,10 @@ impl RunConfig {
         }
     }
 
-    /// The planned levels: the concurrency sweep, the rate sweep, then the long-context ladder.
+    /// The planned levels: the concurrency sweep, the rate sweep, the long-context ladder, then
+    /// the multi-turn level.
     pub fn levels(&self) -> Vec<LevelSpec> {
-        build_plan(
+        let mut levels = build_plan(
             &self.concurrency,
             self.input_len,
             self.output_len,
@@ -135,7 +162,43 @@ impl RunConfig {
             &self.long_context,
             self.long_context_output_len,
             self.long_context_repeats,
-        )
+        );
+        for l in &mut levels {
+            if matches!(l.kind, LevelKind::Sweep | LevelKind::Rate) {
+                l.shared_prefix_tokens = self.shared_prefix_len;
+            }
+        }
+        if let Some(mt) = self.multi_turn {
+            levels.push(LevelSpec {
+                index: levels.len() as u32,
+                kind: LevelKind::MultiTurn,
+                concurrency: mt.concurrency,
+                input_tokens: self.input_len,
+                output_tokens: self.output_len,
+                requests: mt.conversations.saturating_mul(mt.turns),
+                arrival: None,
+                shared_prefix_tokens: self.shared_prefix_len,
+                conversation: Some(Conversation {
+                    turns: mt.turns,
+                    followup_tokens: mt.followup_len,
+                }),
+            });
+        }
+        levels
+    }
+
+    /// `1000 in / 500 out tokens`, or where the prompts come from when a dataset sets them.
+    pub fn lengths_label(&self) -> String {
+        match &self.dataset {
+            Some(p) => format!(
+                "prompts from {}",
+                p.file_name().map_or_else(
+                    || p.display().to_string(),
+                    |n| n.to_string_lossy().into_owned()
+                )
+            ),
+            None => format!("{} in / {} out tokens", self.input_len, self.output_len),
+        }
     }
 
     /// Checks what clap cannot.
@@ -154,11 +217,32 @@ impl RunConfig {
             && self.long_context.is_empty()
             && rates.is_empty()
             && self.search.is_none()
+            && self.multi_turn.is_none()
         {
             return Err(
-                "nothing to run: --concurrency and --long-context are none and there is no --request-rate"
+                "nothing to run: --concurrency and --long-context are none and there is no --request-rate or --multi-turn"
                     .into(),
             );
+        }
+        if let Some(mt) = self.multi_turn {
+            if mt.turns == 0 || mt.conversations == 0 || mt.concurrency == 0 {
+                return Err("--multi-turn, --conversations and --conversation-concurrency must be at least 1".into());
+            }
+            if mt.turns > 1000 {
+                return Err("--multi-turn must be at most 1000 turns".into());
+            }
+            if mt.followup_len == 0 {
+                return Err("--followup-len must be at least 1".into());
+            }
+        }
+        let uses_input = !(self.concurrency.is_empty() && rates.is_empty())
+            || self.multi_turn.is_some()
+            || self.search.is_some();
+        if self.shared_prefix_len > 0 && uses_input && self.shared_prefix_len >= self.input_len {
+            return Err(format!(
+                "--shared-prefix-len {} must be less than --input-len {} (it is the shared part of each prompt)",
+                self.shared_prefix_len, self.input_len
+            ));
         }
         if rates.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
             return Err("--request-rate values must be positive numbers of requests/s".into());
@@ -176,9 +260,7 @@ impl RunConfig {
         if ol.max_concurrency == Some(0) {
             return Err("--max-concurrency must be at least 1 (leave it out for no cap)".into());
         }
-        if self.input_len == 0
-            && !(self.concurrency.is_empty() && rates.is_empty() && self.search.is_none())
-        {
+        if self.input_len == 0 && uses_input {
             return Err("--input-len must be at least 1".into());
         }
         if self.output_len == 0 || self.long_context_output_len == 0 {

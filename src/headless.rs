@@ -85,12 +85,22 @@ fn print_notice(n: Notice, s: &Session) {
         Notice::Phase(p) => say(&format!("[phase] {p}")),
         Notice::LevelStarted(i) => {
             if let Some(l) = s.summary.level(i) {
+                let dataset = s.summary.config.dataset.is_some()
+                    && l.kind != crate::workload::LevelKind::LongContext;
                 say(&format!(
-                    "[{}] {} requests of {} in / {} out tokens",
+                    "[{}] {} requests{}",
                     l.label(),
                     l.requests,
-                    l.input_len,
-                    l.output_len
+                    if dataset && l.conversation.is_some() {
+                        format!(
+                            ", user messages from the dataset, {} out tokens",
+                            l.output_len
+                        )
+                    } else if dataset {
+                        ", prompts and output lengths from the dataset".to_string()
+                    } else {
+                        format!(" of {} in / {} out tokens", l.input_len, l.output_len)
+                    }
                 ));
             }
         }
@@ -150,6 +160,9 @@ fn print_notice(n: Notice, s: &Session) {
                     "    {k}: {} × first: {}",
                     f.count, f.first_message
                 ));
+            }
+            for line in cache_lines(sc) {
+                say(&line);
             }
         }
         Notice::Warning(w) => say(&format!("[warning] {w}")),
@@ -300,8 +313,8 @@ pub fn final_tables(s: &Session) -> String {
     if !s.summary.sweep.is_empty() {
         let _ = write!(
             out,
-            "Concurrency sweep ({} in / {} out tokens)\n\n",
-            s.summary.config.input_len, s.summary.config.output_len
+            "Concurrency sweep ({})\n\n",
+            s.summary.config.lengths_label()
         );
         out.push_str(&markdown::sweep_table(&s.summary.sweep));
         out.push('\n');
@@ -309,14 +322,13 @@ pub fn final_tables(s: &Session) -> String {
     if !s.summary.rates.is_empty() {
         let _ = write!(
             out,
-            "{} ({} in / {} out tokens; {})\n\n",
+            "{} ({}; {})\n\n",
             if s.summary.search.is_some() {
                 "Request-rate levels: the search probes, in the order they ran"
             } else {
                 "Request-rate sweep"
             },
-            s.summary.config.input_len,
-            s.summary.config.output_len,
+            s.summary.config.lengths_label(),
             markdown::arrival_description(&s.summary.config.open_loop)
         );
         out.push_str(&markdown::rate_table(&s.summary.rates));
@@ -329,6 +341,42 @@ pub fn final_tables(s: &Session) -> String {
             s.summary.config.long_context_output_len
         );
         out.push_str(&markdown::long_context_table(&s.summary.long_context));
+    }
+    if !s.summary.multi_turn.is_empty() {
+        out.push_str("\nMulti-turn chats\n\n");
+        out.push_str(&markdown::turns_table(&s.summary));
+    }
+    out
+}
+
+/// The server's prefix-cache report for a level, and a multi-turn level's turns.
+fn cache_lines(sc: &crate::metrics::LevelScalars) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(rate) = sc.prefix_cache_hit_rate {
+        out.push(format!(
+            "    prefix cache: {:.1} % of prompt tokens served from it (the server's count, {} requests)",
+            rate * 100.0,
+            sc.cache_reports
+        ));
+    }
+    for t in &sc.turns {
+        out.push(format!(
+            "    turn {}: {} ok{} · input {} tok · cached {} · TTFT p50 {} ms, p90 {} ms",
+            t.turn,
+            t.completed,
+            if t.failed > 0 {
+                format!(", {} failed", t.failed)
+            } else {
+                String::new()
+            },
+            num(t.mean_input_tokens),
+            t.cache_hit_rate.map_or_else(
+                || "not reported".to_string(),
+                |r| format!("{:.1} %", r * 100.0)
+            ),
+            num(t.median_ttft_ms),
+            num(t.p90_ttft_ms),
+        ));
     }
     out
 }

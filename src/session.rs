@@ -139,6 +139,7 @@ impl Session {
                     self.summary.sweep = of(LevelKind::Sweep);
                     self.summary.rates = of(LevelKind::Rate);
                     self.summary.long_context = of(LevelKind::LongContext);
+                    self.summary.multi_turn = of(LevelKind::MultiTurn);
                 } else {
                     // Resuming: the levels to run start again; finished ones keep their results.
                     for spec in &levels {
@@ -168,8 +169,7 @@ impl Session {
                     .specs
                     .iter()
                     .find(|s| s.index == index)
-                    .filter(|s| s.kind != LevelKind::Rate)
-                    .map_or(0, |s| s.concurrency.min(s.requests));
+                    .map_or(0, LevelSpec::workers);
                 self.accs
                     .insert(index, LevelAccumulator::new(self.slo).with_slots(slots));
                 self.level_telemetry
@@ -252,6 +252,7 @@ impl Session {
             LevelKind::Sweep => self.summary.sweep.push(l),
             LevelKind::Rate => self.summary.rates.push(l),
             LevelKind::LongContext => self.summary.long_context.push(l),
+            LevelKind::MultiTurn => self.summary.multi_turn.push(l),
         }
         self.specs.push(spec);
         self.save();

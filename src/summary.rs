@@ -59,6 +59,12 @@ pub struct LevelSummary {
     pub input_len: u64,
     pub output_len: u32,
     pub requests: u32,
+    /// Leading tokens of every prompt shared by all of the level's requests.
+    #[serde(default, skip_serializing_if = "crate::workload::is_zero")]
+    pub shared_prefix_tokens: u64,
+    /// A multi-turn level's conversations: turns, and tokens per follow-up message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<crate::workload::Conversation>,
     pub status: LevelStatus,
     pub reason: Option<String>,
     /// The server flag that would let a skipped length run.
@@ -104,6 +110,8 @@ impl LevelSummary {
             input_len: spec.input_tokens,
             output_len: spec.output_tokens,
             requests: spec.requests,
+            shared_prefix_tokens: spec.shared_prefix_tokens,
+            conversation: spec.conversation,
             status: LevelStatus::Waiting,
             reason: None,
             raise_flag: None,
@@ -119,7 +127,7 @@ impl LevelSummary {
         }
     }
 
-    /// `C=8`, `4 req/s` or `30K ctx`.
+    /// `C=8`, `4 req/s`, `30K ctx` or `4-turn chats, C=4`.
     pub fn label(&self) -> String {
         match self.kind {
             LevelKind::Sweep => format!("C={}", self.concurrency),
@@ -129,6 +137,11 @@ impl LevelSummary {
             LevelKind::Rate => format!(
                 "{} req/s",
                 crate::workload::fmt_rate(self.request_rate().unwrap_or(0.0))
+            ),
+            LevelKind::MultiTurn => format!(
+                "{}-turn chats, C={}",
+                self.conversation.map_or(0, |c| c.turns),
+                self.concurrency
             ),
         }
     }
@@ -180,6 +193,9 @@ pub struct RunSummary {
     /// The SLO capacity search: its probes, the answer and its bracket (`--search`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search: Option<SearchSummary>,
+    /// The multi-turn level (`--multi-turn`), with its statistics per turn.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub multi_turn: Vec<LevelSummary>,
     pub warnings: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -227,6 +243,7 @@ impl RunSummary {
             rates: Vec::new(),
             long_context: Vec::new(),
             search: None,
+            multi_turn: Vec::new(),
             warnings: Vec::new(),
             error: None,
             telemetry: TelemetryStatus::default(),
@@ -239,6 +256,7 @@ impl RunSummary {
             .iter_mut()
             .chain(self.rates.iter_mut())
             .chain(self.long_context.iter_mut())
+            .chain(self.multi_turn.iter_mut())
             .find(|l| l.index == index)
     }
 
@@ -247,11 +265,13 @@ impl RunSummary {
         self.levels().find(|l| l.index == index)
     }
 
-    /// Every level: the concurrency sweep, the rate levels, the long-context ladder.
+    /// Every level: the concurrency sweep, the rate levels, the long-context ladder, the
+    /// multi-turn level.
     pub fn levels(&self) -> impl Iterator<Item = &LevelSummary> {
         self.sweep
             .iter()
             .chain(self.rates.iter())
             .chain(self.long_context.iter())
+            .chain(self.multi_turn.iter())
     }
 }

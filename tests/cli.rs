@@ -200,7 +200,35 @@ fn bad_inputs_against_a_live_server() {
     let (mut sim, url) = sim_child();
     let not_llm = format!("{url}/health");
     let ctx_dir = std::env::temp_dir().join(format!("servetop-ctx-{}", std::process::id()));
+    let bad_dataset =
+        std::env::temp_dir().join(format!("servetop-bad-dataset-{}.jsonl", std::process::id()));
+    std::fs::write(&bad_dataset, "{\"prompt\": \"fine\"}\n{\"prompt\": oops}\n").unwrap();
+    let bad_dataset_line = format!("--dataset {} line 2: not JSON", bad_dataset.display());
     let cases: Vec<(Vec<&str>, String)> = vec![
+        (
+            vec![
+                "run",
+                "--base-url",
+                &url,
+                "--headless",
+                "--dataset",
+                bad_dataset.to_str().unwrap(),
+                "--out",
+                ctx_dir.to_str().unwrap(),
+            ],
+            bad_dataset_line,
+        ),
+        (
+            vec![
+                "run",
+                "--base-url",
+                &url,
+                "--headless",
+                "--dataset",
+                "/nonexistent/sharegpt.json",
+            ],
+            "--dataset /nonexistent/sharegpt.json: cannot read it".into(),
+        ),
         (
             vec!["run", "--base-url", &url, "--model", "nope", "--headless"],
             format!("model 'nope' is not served at {url}; it serves: sim/fast"),

@@ -587,6 +587,69 @@ async fn auto_detection_and_the_chat_endpoint() {
     assert!(stats(&s, 0).dists.ttft_ms.as_ref().unwrap().min > 0.0);
 }
 
+/// Multi-turn chats through llama-server's chat template and its prompt cache: each turn sends
+/// the real history (earlier messages and the model's actual replies), which a slot still holds
+/// from the previous turn, so only the new message is prefilled. The cached tokens servetop
+/// reports are the server's own per-request `prompt_tokens_details.cached_tokens`, and their sum
+/// must equal the growth of its `prompt_tokens_cached_total` counter over the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_turn_chats_hit_the_prompt_cache() {
+    let Some(p) = paths("multi_turn_chats_hit_the_prompt_cache") else {
+        return;
+    };
+    let _one = SERIAL.lock().await;
+    let server = base_server(&p);
+    let before = Counters::read(server).await;
+    let cfg = RunConfig {
+        concurrency: vec![],
+        input_len: 1500,
+        output_len: 16,
+        multi_turn: Some(servetop::config::MultiTurn {
+            turns: 3,
+            conversations: 4,
+            concurrency: 2,
+            followup_len: 32,
+        }),
+        ..run_config(&server.url)
+    };
+    let s = run(cfg, None).await;
+    let after = Counters::read(server).await;
+    let st = s.summary.multi_turn[0].stats.as_ref().unwrap();
+    assert_eq!((st.scalars.completed, st.scalars.failed), (12, 0));
+    let turns = &st.scalars.turns;
+    for t in turns {
+        println!(
+            "turn {}: input {:.0}, cached {:.0} ({:.0} %), TTFT median {:.1} ms",
+            t.turn,
+            t.mean_input_tokens.unwrap(),
+            t.mean_cached_tokens.unwrap(),
+            t.cache_hit_rate.unwrap() * 100.0,
+            t.median_ttft_ms.unwrap()
+        );
+    }
+    assert_eq!(turns.len(), 3);
+    let t1 = &turns[0];
+    for t in &turns[1..] {
+        // All but the new message (32 tokens and the template's few) comes from the cache.
+        assert!(
+            t.cache_hit_rate.unwrap() > 0.8,
+            "turn {} hit rate {:?}",
+            t.turn,
+            t.cache_hit_rate
+        );
+        assert!(
+            t.median_ttft_ms.unwrap() < 0.75 * t1.median_ttft_ms.unwrap(),
+            "turn {} TTFT {:?} vs turn 1 {:?}",
+            t.turn,
+            t.median_ttft_ms,
+            t1.median_ttft_ms
+        );
+    }
+    // The warmup's prompt asks for no cache: it reuses nothing.
+    let reused = after.delta(&before, "prompt_tokens_cached_total");
+    assert_eq!(st.scalars.total_cached_tokens, Some(reused as u64));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn context_limits_for_real() {
     let Some(p) = paths("context_limits_for_real") else {

@@ -26,6 +26,21 @@ pub struct Usage {
     pub prompt_tokens: Option<u64>,
     #[serde(default)]
     pub completion_tokens: Option<u64>,
+    /// `prompt_tokens_details.cached_tokens` (OpenAI, vLLM with `--enable-prompt-tokens-details`,
+    /// llama-server), or SGLang's `meta_info.cached_tokens`: prompt tokens served from the
+    /// server's prefix cache.
+    #[serde(default, rename = "prompt_tokens_details", deserialize_with = "cached")]
+    pub cached_tokens: Option<u64>,
+}
+
+/// `{"cached_tokens": N}` (or null, or without it) → `Some(N)`.
+fn cached<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    struct Details {
+        #[serde(default)]
+        cached_tokens: Option<u64>,
+    }
+    Ok(Option::<Details>::deserialize(d)?.and_then(|x| x.cached_tokens))
 }
 
 /// What one SSE payload says.
@@ -101,6 +116,8 @@ struct MetaInfo {
     #[serde(default)]
     completion_tokens: Option<u64>,
     #[serde(default)]
+    cached_tokens: Option<u64>,
+    #[serde(default)]
     finish_reason: Option<serde_json::Value>,
 }
 
@@ -136,6 +153,7 @@ pub fn parse<'a>(dialect: Dialect, data: &'a str) -> Result<ChunkData<'a>, Strin
                 out.usage = Some(Usage {
                     prompt_tokens: m.prompt_tokens,
                     completion_tokens: m.completion_tokens,
+                    cached_tokens: m.cached_tokens,
                 });
             }
         }
@@ -277,6 +295,38 @@ mod tests {
         .unwrap();
         assert_eq!(d.cumulative_completion, Some(5));
         assert_eq!(d.usage.unwrap().prompt_tokens, Some(10));
+    }
+
+    #[test]
+    fn cached_tokens_are_read_where_each_engine_puts_them() {
+        // OpenAI / vLLM / llama-server: usage.prompt_tokens_details.cached_tokens.
+        let d = parse(
+            Dialect::Chat,
+            r#"{"choices":[],"usage":{"prompt_tokens":900,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":768}}}"#,
+        )
+        .unwrap();
+        assert_eq!(d.usage.unwrap().cached_tokens, Some(768));
+        // A null details object, or none: unknown, not zero.
+        for body in [
+            r#"{"choices":[],"usage":{"prompt_tokens":9,"prompt_tokens_details":null}}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":9}}"#,
+        ] {
+            assert_eq!(
+                parse(Dialect::Chat, body)
+                    .unwrap()
+                    .usage
+                    .unwrap()
+                    .cached_tokens,
+                None
+            );
+        }
+        // SGLang native: meta_info.cached_tokens.
+        let d = parse(
+            Dialect::SglangNative,
+            r#"{"text":"x","meta_info":{"prompt_tokens":7,"completion_tokens":1,"cached_tokens":4,"finish_reason":null}}"#,
+        )
+        .unwrap();
+        assert_eq!(d.usage.unwrap().cached_tokens, Some(4));
     }
 
     #[test]

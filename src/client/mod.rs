@@ -69,6 +69,14 @@ pub struct ClientOptions {
     pub temperature: f64,
 }
 
+/// One message of a chat history.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChatMessage {
+    /// `system`, `user` or `assistant`.
+    pub role: &'static str,
+    pub content: Arc<str>,
+}
+
 /// One request to send.
 #[derive(Clone, Debug)]
 pub struct RequestSpec {
@@ -77,6 +85,31 @@ pub struct RequestSpec {
     /// The prompt's length as counted before sending, and by whom.
     pub counted_input_tokens: Option<(u64, CountSource)>,
     pub max_tokens: u32,
+    /// A whole chat history to send instead of `prompt` (a multi-turn conversation's turn): it
+    /// always goes to `/v1/chat/completions`, whatever `--backend` says.
+    pub messages: Option<Arc<[ChatMessage]>>,
+    /// Let the server reuse a cached prefix (multi-turn, shared prefix). Off, servetop asks
+    /// servers that would otherwise reuse an earlier run's prompts (llama-server) not to.
+    pub cache_prompt: bool,
+}
+
+impl RequestSpec {
+    /// A single prompt, no history, no prefix caching asked for.
+    pub fn prompt(
+        prompt: Arc<str>,
+        planned_input_tokens: u64,
+        counted_input_tokens: Option<(u64, CountSource)>,
+        max_tokens: u32,
+    ) -> Self {
+        Self {
+            prompt,
+            planned_input_tokens,
+            counted_input_tokens,
+            max_tokens,
+            messages: None,
+            cache_prompt: false,
+        }
+    }
 }
 
 /// Where the record goes and what it is called.
@@ -98,6 +131,8 @@ pub struct Client {
     /// The server's root, for side requests.
     base_url: String,
     url: String,
+    /// `/v1/chat/completions`, for chat histories whatever the backend.
+    chat_url: String,
     backend: Backend,
     engine: Engine,
     model: String,
@@ -261,6 +296,7 @@ impl Client {
             plain: url.starts_with("http://").then(plain_client),
             base_url: server.base_url.clone(),
             url,
+            chat_url: format!("{}{}", server.base_url, Backend::OpenaiChat.path()),
             http,
             backend,
             engine: server.engine,
@@ -286,9 +322,23 @@ impl Client {
         self.backend
     }
 
+    /// The endpoint and stream format of `spec`.
+    fn route(&self, spec: &RequestSpec) -> (&str, Dialect) {
+        if spec.messages.is_some() {
+            (&self.chat_url, Dialect::Chat)
+        } else {
+            (&self.url, self.backend.dialect())
+        }
+    }
+
     fn body(&self, spec: &RequestSpec) -> serde_json::Value {
         let prompt: &str = &spec.prompt;
-        match self.backend {
+        let backend = if spec.messages.is_some() {
+            Backend::OpenaiChat
+        } else {
+            self.backend
+        };
+        match backend {
             Backend::Sglang => json!({
                 "text": prompt,
                 "sampling_params": {
@@ -314,9 +364,14 @@ impl Client {
                 // and reuses any matching prefix: the same seed's prompts, sent again in a later
                 // run, were 99 % cache hits and "prefill" measured nothing. Ask it not to.
                 if self.engine == Engine::Llamacpp {
-                    b["cache_prompt"] = json!(false);
+                    b["cache_prompt"] = json!(spec.cache_prompt);
                 }
-                if self.backend == Backend::Openai {
+                if let Some(history) = &spec.messages {
+                    b["messages"] = history
+                        .iter()
+                        .map(|m| json!({"role": m.role, "content": &*m.content}))
+                        .collect();
+                } else if backend == Backend::Openai {
                     b["prompt"] = json!(prompt);
                 } else {
                     b["messages"] = json!([{"role": "user", "content": prompt}]);
@@ -353,9 +408,14 @@ impl Client {
     }
 
     /// Posts the request body, through hyper for plain http and reqwest otherwise.
-    async fn post(&self, request_id: &str, body: bytes::Bytes) -> Result<Resp, SendError> {
+    async fn post(
+        &self,
+        url: &str,
+        request_id: &str,
+        body: bytes::Bytes,
+    ) -> Result<Resp, SendError> {
         if let Some(plain) = &self.plain {
-            let mut b = hyper::Request::post(self.url.as_str())
+            let mut b = hyper::Request::post(url)
                 .header(hyper::header::CONTENT_TYPE, "application/json")
                 .header(
                     hyper::header::USER_AGENT,
@@ -377,18 +437,14 @@ impl Client {
                 .await
                 .map(Resp::Plain)
                 .map_err(|e| SendError {
-                    message: format!(
-                        "error sending request for url ({}): {}",
-                        self.url,
-                        error_chain(&e)
-                    ),
+                    message: format!("error sending request for url ({url}): {}", error_chain(&e)),
                     connect: e.is_connect(),
                     timeout: false,
                 });
         }
         let mut req = self
             .http
-            .post(&self.url)
+            .post(url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header("x-request-id", request_id)
             .body(body);
@@ -405,6 +461,27 @@ impl Client {
     /// Sends one request and folds its stream into a record. Never returns an error: failures
     /// are data (STYLE.md rule 7).
     pub async fn send(&self, spec: &RequestSpec, tag: RequestTag) -> RequestRecord {
+        self.exchange(spec, tag, None).await
+    }
+
+    /// [`Client::send`], also keeping the generated text (content and reasoning) in `reply`:
+    /// the next turn of a conversation sends it back as the assistant's message.
+    pub async fn send_keeping_reply(
+        &self,
+        spec: &RequestSpec,
+        tag: RequestTag,
+        reply: &mut String,
+    ) -> RequestRecord {
+        self.exchange(spec, tag, Some(reply)).await
+    }
+
+    async fn exchange(
+        &self,
+        spec: &RequestSpec,
+        tag: RequestTag,
+        mut reply: Option<&mut String>,
+    ) -> RequestRecord {
+        let (url, dialect) = self.route(spec);
         let body = match serde_json::to_vec(&self.body(spec)) {
             Ok(b) => bytes::Bytes::from(b),
             Err(e) => {
@@ -429,7 +506,7 @@ impl Client {
             let t_send = Instant::now();
             let sent = tokio::time::timeout(
                 self.opts.first_token_timeout,
-                self.post(&request_id, body.clone()),
+                self.post(url, &request_id, body.clone()),
             )
             .await;
             match sent {
@@ -501,9 +578,9 @@ impl Client {
         let mut prev_cum = 0u64;
         let mut usage_prompt = None;
         let mut usage_completion = None;
+        let mut usage_cached = None;
         let mut finished = false;
         let mut done = false;
-        let dialect = self.backend.dialect();
         // One timer for the whole stream, moved only when it fires early: resetting a timer on
         // every read would cost more than the read at thousands of streams.
         let mut deadline = t_send + self.opts.first_token_timeout;
@@ -577,6 +654,7 @@ impl Client {
                 }
                 if let Some(u) = c.usage {
                     usage_prompt = u.prompt_tokens.or(usage_prompt);
+                    usage_cached = u.cached_tokens.or(usage_cached);
                     if !c.has_choice || dialect == Dialect::SglangNative {
                         usage_completion = u.completion_tokens.or(usage_completion);
                     } else if c.cumulative_completion.is_some() {
@@ -586,6 +664,13 @@ impl Client {
                 finished |= c.finished;
                 if !c.has_choice {
                     continue;
+                }
+                if let Some(r) = reply.as_deref_mut() {
+                    if dialect == Dialect::SglangNative {
+                        // SGLang resends the whole text so far.
+                        r.clear();
+                    }
+                    r.push_str(&c.text);
                 }
                 // A role-only opening chunk (chat) says nothing about how tokens are counted.
                 if counting.is_none() && c.cumulative_completion.is_none() && c.text.is_empty() {
@@ -687,6 +772,8 @@ impl Client {
             chunks,
             retries,
             slot: None,
+            cached_tokens: usage_cached,
+            turn: None,
         }
     }
 }
@@ -725,6 +812,8 @@ fn failed_record(
         chunks: Vec::new(),
         retries,
         slot: None,
+        cached_tokens: None,
+        turn: None,
     }
 }
 
@@ -744,12 +833,7 @@ impl Client {
     /// Sends `prompt` with one output token, not streamed, and returns the server's
     /// `prompt_tokens` (calibration probe when no tokenizer is available).
     pub async fn probe_prompt_tokens(&self, prompt: &str) -> Result<u64, String> {
-        let spec = RequestSpec {
-            prompt: Arc::from(prompt),
-            planned_input_tokens: 0,
-            counted_input_tokens: None,
-            max_tokens: 1,
-        };
+        let spec = RequestSpec::prompt(Arc::from(prompt), 0, None, 1);
         let mut body = self.body(&spec);
         body["stream"] = json!(false);
         if let Some(o) = body.as_object_mut() {
@@ -802,5 +886,7 @@ pub fn cancelled_record(spec: &RequestSpec, tag: RequestTag, t_send: Instant) ->
         chunks: Vec::new(),
         retries: 0,
         slot: None,
+        cached_tokens: None,
+        turn: None,
     }
 }

@@ -69,6 +69,8 @@ enum XKind {
     Seconds,
     /// Offered request rate (requests/s), linear.
     Rate,
+    /// Turn of a conversation (1, 2, …).
+    Turn,
 }
 
 struct Panel {
@@ -170,6 +172,7 @@ fn draw_panel(area: &Area<'_>, p: &Panel) -> Result<(), String> {
         XKind::ContextK => "input tokens (K)",
         XKind::Seconds => "seconds since the run started",
         XKind::Rate => "offered request rate (req/s)",
+        XKind::Turn => "turn of the conversation",
     };
     let xk = p.x;
     let x_fmt = move |v: &f64| match xk {
@@ -184,6 +187,8 @@ fn draw_panel(area: &Area<'_>, p: &Panel) -> Result<(), String> {
         XKind::ContextK => format!("{v:.0}K"),
         XKind::Seconds => format!("{v:.0}"),
         XKind::Rate => fmt_num(*v),
+        XKind::Turn if (v - v.round()).abs() < 0.01 && *v >= 0.5 => format!("{}", v.round()),
+        XKind::Turn => String::new(),
     };
     let y_fmt = move |v: &f64| {
         if log_y {
@@ -194,6 +199,7 @@ fn draw_panel(area: &Area<'_>, p: &Panel) -> Result<(), String> {
     };
     let x_labels = match p.x {
         XKind::Concurrency => ((x1.floor()) as usize + 1).max(2),
+        XKind::Turn => (x1.floor() as usize + 1).clamp(2, 21),
         _ => 8,
     };
     chart
@@ -328,8 +334,9 @@ fn subtitle(runs: &[ChartRun<'_>]) -> String {
         String::new()
     };
     format!(
-        "{model} · {engine} · {date} · {} in / {} out tokens · host {}{more}{sim}",
-        s.config.input_len, s.config.output_len, s.host
+        "{model} · {engine} · {date} · {} · host {}{more}{sim}",
+        s.config.lengths_label(),
+        s.host
     )
 }
 
@@ -682,6 +689,9 @@ pub fn render_all(
     if runs.iter().any(|r| r.summary.search.is_some()) {
         out("slo_search.png", &|p| slo_search_figure(p, size, runs))?;
     }
+    if runs.iter().any(|r| !r.summary.multi_turn.is_empty()) {
+        out("turns.png", &|p| turns_figure(p, size, runs))?;
+    }
 
     out("gpu_timeline.png", &|p| {
         let (panels, footer) = timeline_panels(runs);
@@ -925,6 +935,87 @@ fn slo_search_figure(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Re
         runs,
         &panels,
         cols,
+        &footer,
+    )
+}
+
+/// A multi-turn level by turn: TTFT, and prompt tokens against those the server's prefix cache
+/// served.
+fn turns_figure(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Result<(), String> {
+    let empty = "no multi-turn level finished in this run".to_string();
+    let by_turn = |f: fn(&crate::metrics::TurnStats) -> Option<f64>| {
+        move |s: &RunSummary| -> Vec<(f64, f64)> {
+            s.multi_turn
+                .iter()
+                .filter_map(|l| l.stats.as_ref())
+                .flat_map(|st| st.scalars.turns.iter())
+                .filter_map(|t| Some((f64::from(t.turn), f(t)?)))
+                .collect()
+        }
+    };
+    let mut ttft = run_lines(runs, "p50", by_turn(|t| t.median_ttft_ms), false, 0);
+    ttft.extend(run_lines(runs, "p90", by_turn(|t| t.p90_ttft_ms), true, 0));
+    let mut tokens = run_lines(runs, "prompt", by_turn(|t| t.mean_input_tokens), false, 0);
+    tokens.extend(run_lines(
+        runs,
+        "served from the cache",
+        by_turn(|t| t.mean_cached_tokens),
+        true,
+        0,
+    ));
+    let panels = [
+        Panel {
+            title: "Time to first token by turn".into(),
+            x: XKind::Turn,
+            y_desc: "ms".into(),
+            y_log_ok: true,
+            y_top: None,
+            lines: ttft,
+            marks: vec![],
+            limits: vec![],
+            empty: empty.clone(),
+        },
+        Panel {
+            title: "Prompt tokens by turn (mean)".into(),
+            x: XKind::Turn,
+            y_desc: "tokens".into(),
+            y_log_ok: false,
+            y_top: None,
+            lines: tokens,
+            marks: vec![],
+            limits: vec![],
+            empty,
+        },
+    ];
+    let s = runs[0].summary;
+    let footer: Vec<String> = s
+        .multi_turn
+        .iter()
+        .map(|l| {
+            let c = l.conversation.map_or((0, 0), |c| (c.turns, c.followup_tokens));
+            format!(
+                "{} conversations of {} turns, {} at a time: turn 1 sends {} tokens{}, each later turn the whole history (earlier messages and the real replies of {} tokens) plus a {}-token message. Cached tokens are the server's own per-request count (usage.prompt_tokens_details.cached_tokens).",
+                l.requests / c.0.max(1),
+                c.0,
+                l.concurrency,
+                l.input_len,
+                if l.shared_prefix_tokens > 0 {
+                    format!(" ({} of them a system prompt shared by all)", l.shared_prefix_tokens)
+                } else {
+                    String::new()
+                },
+                l.output_len,
+                c.1
+            )
+        })
+        .collect();
+    figure(
+        path,
+        size,
+        "Multi-turn chats (p50 solid, p90 dashed)",
+        runs,
+        &panels,
+        2,
         &footer,
     )
 }

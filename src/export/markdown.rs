@@ -394,8 +394,8 @@ pub fn summary_md(s: &RunSummary) -> String {
     if !s.sweep.is_empty() {
         let _ = writeln!(
             out,
-            "\n## Concurrency sweep ({} in / {} out tokens)\n",
-            s.config.input_len, s.config.output_len
+            "\n## Concurrency sweep ({})\n",
+            s.config.lengths_label()
         );
         out.push_str(&sweep_table(&s.sweep));
         out.push_str("\nper-stream tok/s: mean decode speed of one request, (output − 1) / (E2E − TTFT). accept len: mean tokens per chunk after the first, as the client saw them (client / server when the engine reports it).\n");
@@ -404,14 +404,13 @@ pub fn summary_md(s: &RunSummary) -> String {
     if !s.rates.is_empty() {
         let _ = writeln!(
             out,
-            "\n## {} ({} in / {} out tokens; {})\n",
+            "\n## {} ({}; {})\n",
             if s.search.is_some() {
                 "Request-rate levels: the search probes, in the order they ran"
             } else {
                 "Request-rate sweep"
             },
-            s.config.input_len,
-            s.config.output_len,
+            s.config.lengths_label(),
             arrival_description(&s.config.open_loop)
         );
         out.push_str(&rate_table(&s.rates));
@@ -426,6 +425,11 @@ pub fn summary_md(s: &RunSummary) -> String {
         );
         out.push_str(&long_context_table(&s.long_context));
     }
+    if !s.multi_turn.is_empty() {
+        out.push_str("\n## Multi-turn chats\n\n");
+        out.push_str(&turns_table(s));
+        out.push_str("\nEach turn sends the whole conversation so far (earlier messages and the server's real replies) plus a new message. cached: prompt tokens the server says it served from its prefix cache (usage.prompt_tokens_details.cached_tokens), over the requests that reported it; later turns should prefill little more than the new message.\n");
+    }
     if !s.warnings.is_empty() {
         out.push_str("\n## Warnings\n\n");
         for w in &s.warnings {
@@ -434,6 +438,71 @@ pub fn summary_md(s: &RunSummary) -> String {
     }
     if let Some(e) = &s.error {
         let _ = writeln!(out, "\n**Run stopped:** {e}");
+    }
+    out
+}
+
+/// One row per turn of each multi-turn level.
+pub fn turns_table(s: &RunSummary) -> String {
+    let mut out = String::new();
+    for l in &s.multi_turn {
+        let prefix = if l.shared_prefix_tokens > 0 {
+            format!(
+                " with a {}-token shared system prompt",
+                l.shared_prefix_tokens
+            )
+        } else {
+            String::new()
+        };
+        let shape = match &s.config.dataset {
+            Some(_) => format!(
+                "user messages from the dataset{prefix}, {} out",
+                l.output_len
+            ),
+            None => format!(
+                "{} in the first turn{prefix}, {}-token follow-ups, {} out",
+                fmt_tokens(l.input_len),
+                l.conversation.map_or(0, |c| c.followup_tokens),
+                l.output_len
+            ),
+        };
+        let _ = writeln!(
+            out,
+            "{}: {} requests planned ({shape}), {}{}\n",
+            l.label(),
+            l.requests,
+            l.status.name(),
+            l.stats
+                .as_ref()
+                .and_then(|s| s.scalars.prefix_cache_hit_rate)
+                .map(|r| format!(
+                    ", {:.1} % of prompt tokens from the prefix cache",
+                    r * 100.0
+                ))
+                .unwrap_or_default()
+        );
+        out.push_str(
+            "| turn | ok | failed | prompt tokens | cached | TTFT mean / p50 (ms) | TTFT p90 / p99 (ms) | TPOT mean (ms) |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        );
+        for t in l.stats.iter().flat_map(|s| s.scalars.turns.iter()) {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} / {} | {} / {} | {} |",
+                t.turn,
+                t.completed,
+                t.failed,
+                num(t.mean_input_tokens),
+                match (t.mean_cached_tokens, t.cache_hit_rate) {
+                    (Some(c), Some(r)) => format!("{} ({:.0} %)", num(Some(c)), r * 100.0),
+                    _ => "not reported".into(),
+                },
+                num(t.mean_ttft_ms),
+                num(t.median_ttft_ms),
+                num(t.p90_ttft_ms),
+                num(t.p99_ttft_ms),
+                num(t.mean_tpot_ms),
+            );
+        }
     }
     out
 }

@@ -90,6 +90,45 @@ pub fn sweep_csv(runs: &[(String, &RunSummary)]) -> String {
     out
 }
 
+/// `turns.csv`: one row per turn of each multi-turn level (and run).
+pub fn turns_csv(runs: &[(String, &RunSummary)]) -> String {
+    let mut out = String::from(
+        "run,simulated,level,turns,conversation_concurrency,first_turn_input_len,shared_prefix_len,followup_len,output_len,turn,completed,failed,mean_input_tokens,mean_cached_tokens,cache_hit_rate,mean_ttft_ms,median_ttft_ms,p90_ttft_ms,p99_ttft_ms,mean_tpot_ms\n",
+    );
+    for (label, s) in runs {
+        for l in &s.multi_turn {
+            let c = l.conversation;
+            for t in l.stats.iter().flat_map(|st| st.scalars.turns.iter()) {
+                let _ = writeln!(
+                    out,
+                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                    csv_text(label),
+                    s.simulated,
+                    l.index,
+                    c.map_or(0, |c| c.turns),
+                    l.concurrency,
+                    l.input_len,
+                    l.shared_prefix_tokens,
+                    c.map_or(0, |c| c.followup_tokens),
+                    l.output_len,
+                    t.turn,
+                    t.completed,
+                    t.failed,
+                    f(t.mean_input_tokens),
+                    f(t.mean_cached_tokens),
+                    f(t.cache_hit_rate),
+                    f(t.mean_ttft_ms),
+                    f(t.median_ttft_ms),
+                    f(t.p90_ttft_ms),
+                    f(t.p99_ttft_ms),
+                    f(t.mean_tpot_ms),
+                );
+            }
+        }
+    }
+    out
+}
+
 /// `rates.csv`: one row per request-rate level (and run).
 pub fn rates_csv(runs: &[(String, &RunSummary)]) -> String {
     let mut out = String::from(
@@ -192,6 +231,9 @@ pub fn export_run(
     ];
     if !summary.rates.is_empty() {
         tables.push(("rates.csv", rates_csv(&labelled)));
+    }
+    if !summary.multi_turn.is_empty() {
+        tables.push(("turns.csv", turns_csv(&labelled)));
     }
     for (name, text) in tables {
         let p = dir.join(name);

@@ -55,6 +55,9 @@ pub struct LevelAccumulator {
     slo_met: u64,
     output_sources: BTreeMap<CountSource, u64>,
     chunk_sources: BTreeMap<CountSource, u64>,
+    /// Cached prompt tokens the server reported, and a multi-turn level's turns.
+    cache: super::turns::CacheFold,
+    turns: super::turns::TurnsFold,
 }
 
 /// The exact peak of requests in flight, with memory bounded by the concurrency rather than the
@@ -214,6 +217,7 @@ impl LevelAccumulator {
         self.busy_us += end.saturating_sub(r.send_at_us);
         self.client_queue.record(r.client_queue_us());
 
+        self.turns.add(r);
         if let Outcome::Failed { kind, message, .. } = &r.outcome {
             let e = self.failures.entry(*kind).or_insert_with(|| FailureCount {
                 count: 0,
@@ -224,6 +228,7 @@ impl LevelAccumulator {
         }
 
         self.completed += 1;
+        self.cache.add(r);
         self.input_tokens += r.input_tokens;
         self.output_tokens += r.output_tokens;
         *self.output_sources.entry(r.output_source).or_default() += 1;
@@ -379,6 +384,10 @@ impl LevelAccumulator {
                 .iter()
                 .map(|(k, v)| (k.name().to_string(), v.clone()))
                 .collect(),
+            total_cached_tokens: self.cache.cached_tokens(),
+            prefix_cache_hit_rate: self.cache.hit_rate(),
+            cache_reports: self.cache.reported(),
+            turns: self.turns.stats(),
         };
         let dists = LevelDists {
             ttft_ms: self.ttft.stats(ms),
@@ -447,6 +456,23 @@ pub struct LevelScalars {
     /// How many requests' per-chunk counts came from each source.
     pub chunk_token_sources: BTreeMap<CountSource, u64>,
     pub failures: BTreeMap<String, FailureCount>,
+    /// Prompt tokens the server says it served from its prefix cache, over the successful
+    /// requests that said (`cache_reports` of them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_cached_tokens: Option<u64>,
+    /// Σ cached / Σ prompt tokens over those requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache_hit_rate: Option<f64>,
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub cache_reports: u64,
+    /// A multi-turn level's statistics per turn.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<super::turns::TurnStats>,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
 }
 
 /// The distributions of a level, serialized as flat vLLM-style keys (`p99_ttft_ms`).
@@ -581,6 +607,8 @@ mod tests {
             chunks,
             retries: 0,
             slot: None,
+            cached_tokens: None,
+            turn: None,
         }
     }
 

@@ -5,6 +5,7 @@ pub mod dist;
 pub mod level;
 pub mod record;
 pub mod slo;
+pub mod turns;
 
 pub use dist::{Dist, DistStats};
 pub use level::{FailureCount, LevelAccumulator, LevelDists, LevelScalars, LevelStats};
@@ -13,6 +14,7 @@ pub use record::{
     finalize_counts,
 };
 pub use slo::{MetricCheck, Slo, SloCheck};
+pub use turns::TurnStats;
 
 /// Microseconds since the Unix epoch (the wall clock, for lining up with other processes).
 pub fn unix_us() -> u64 {

@@ -163,6 +163,14 @@ pub struct RequestRecord {
     /// lets the level fold its peak in flight online instead of keeping every interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot: Option<u32>,
+    /// Prompt tokens the server says it served from its prefix cache (`usage.
+    /// prompt_tokens_details.cached_tokens`, SGLang `meta_info.cached_tokens`); `None` when it
+    /// does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
+    /// The turn of its conversation (1 = first) at a multi-turn level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)]
@@ -322,6 +330,8 @@ mod tests {
             chunks: vec![],
             retries: 0,
             slot: None,
+            cached_tokens: None,
+            turn: None,
         }
     }
 

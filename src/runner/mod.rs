@@ -28,6 +28,7 @@ use crate::metrics::{CountSource, FailureKind, Outcome};
 use crate::workload::prompt::{Counter, PromptFactory};
 use crate::workload::{Arrival, LevelKind, LevelSpec, Schedule};
 
+mod chat;
 mod search;
 
 pub use search::SearchPlan;
@@ -106,11 +107,16 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
     if let Some(why) = nothing_fits(&server, &levels).or_else(|| search_fits(&server, cfg)) {
         return Err(why);
     }
+    let mut factory = PromptFactory::new(counter, cfg.seed);
+    if let Some(path) = &cfg.dataset {
+        let d = crate::workload::dataset::Dataset::load(path)?;
+        factory = factory.with_dataset(Arc::new(d));
+    }
     Ok(Prepared {
         server,
         backend,
         client,
-        factory: PromptFactory::new(counter, cfg.seed),
+        factory,
         levels,
         seed: cfg.seed,
         search: cfg
@@ -122,6 +128,7 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
                 slo,
                 input_tokens: cfg.input_len,
                 output_tokens: cfg.output_len,
+                shared_prefix_tokens: cfg.shared_prefix_len,
                 open_loop: cfg.open_loop.clone(),
             }),
     })
@@ -157,6 +164,8 @@ fn search_fits(server: &ServerInfo, cfg: &RunConfig) -> Option<String> {
         output_tokens: cfg.output_len,
         requests: 1,
         arrival: None,
+        shared_prefix_tokens: 0,
+        conversation: None,
     };
     nothing_fits(server, &[probe])
 }
@@ -211,6 +220,23 @@ impl Runner {
     }
 
     async fn run_inner(&mut self) -> Result<(), String> {
+        if let Some(d) = self.prepared.factory.dataset() {
+            // The most any one level draws (each level starts from its own point in the order).
+            let requests: u64 = self
+                .prepared
+                .levels
+                .iter()
+                .filter(|l| l.kind != LevelKind::LongContext)
+                .map(|l| match l.conversation {
+                    Some(c) => u64::from(l.requests / c.turns.max(1)),
+                    None => u64::from(l.requests),
+                })
+                .max()
+                .unwrap_or(0);
+            if let Some(w) = d.repeats_warning(requests) {
+                self.emit(Event::Warning(w));
+            }
+        }
         self.warmup().await?;
         let levels = self.prepared.levels.clone();
         for spec in &levels {
@@ -367,14 +393,14 @@ impl Runner {
                 .make(self.warmup_input_tokens, u32::MAX, i)
                 .await
                 .map_err(|e| format!("preparing the warmup prompt: {e}"))?;
-            let spec = RequestSpec {
-                prompt: prompt.text,
-                planned_input_tokens: self.warmup_input_tokens,
-                counted_input_tokens: prompt
+            let spec = RequestSpec::prompt(
+                prompt.text,
+                self.warmup_input_tokens,
+                prompt
                     .counted_tokens
                     .map(|n| (n, CountSource::ServerTokenize)),
-                max_tokens: self.warmup_output_tokens,
-            };
+                self.warmup_output_tokens,
+            );
             let tag = RequestTag {
                 level: 0,
                 index: i,
@@ -471,11 +497,7 @@ impl Runner {
             self.tx.clone(),
         ));
         let mut workers = Vec::new();
-        let closed_loop_workers = if spec.arrival.is_some() {
-            0
-        } else {
-            spec.concurrency.min(spec.requests)
-        };
+        let closed_loop_workers = spec.workers();
         if let Some(arrival) = spec.arrival {
             let ctx = Arc::new(OpenLoopCtx {
                 client: self.prepared.client.clone(),
@@ -491,7 +513,24 @@ impl Runner {
             self.open_loop(spec, &arrival, seed, queue.clone(), ctx)
                 .await;
         }
-        for slot in 0..closed_loop_workers {
+        for slot in (0..closed_loop_workers).filter(|_| spec.conversation.is_some()) {
+            let w = chat::ChatWorker {
+                slot,
+                turns: spec.conversation.map_or(1, |c| c.turns),
+                client: self.prepared.client.clone(),
+                queue: queue.clone(),
+                stop: stop.clone(),
+                watch: watch.clone(),
+                level: spec.index,
+                origin,
+                tx: self.tx.clone(),
+                cancel: level_cancel.clone(),
+                control: self.control.clone(),
+                grace: self.grace,
+            };
+            workers.push(tokio::spawn(w.run()));
+        }
+        for slot in (0..closed_loop_workers).filter(|_| spec.conversation.is_none()) {
             let w = Worker {
                 slot,
                 client: self.prepared.client.clone(),
@@ -665,6 +704,19 @@ async fn open_loop_request(
         }
     };
     rec.slot = Some(slot);
+    deliver(rec, &ctx.tx, &ctx.watch, &ctx.stop, &ctx.cancel).await;
+    slot
+}
+
+/// Sends a finished request's record on. After a failure to connect, holds the caller until the
+/// server accepts connections again, or stops the level when it does not come back in time.
+async fn deliver(
+    rec: crate::metrics::RequestRecord,
+    tx: &EventTx,
+    watch: &ServerWatch,
+    stop: &AtomicBool,
+    cancel: &CancellationToken,
+) {
     let connect = match &rec.outcome {
         Outcome::Failed {
             kind: FailureKind::Connect,
@@ -673,14 +725,13 @@ async fn open_loop_request(
         } => Some(message.clone()),
         _ => None,
     };
-    let _ = ctx.tx.send(Event::Request(Box::new(rec)));
+    let _ = tx.send(Event::Request(Box::new(rec)));
     if let Some(why) = connect
-        && !ctx.watch.wait_for_server(&why).await
+        && !watch.wait_for_server(&why).await
     {
-        ctx.stop.store(true, Ordering::Relaxed);
-        ctx.cancel.cancel();
+        stop.store(true, Ordering::Relaxed);
+        cancel.cancel();
     }
-    slot
 }
 
 /// Watches for a server that stopped accepting connections: one worker probes (a TCP connect,
@@ -776,21 +827,72 @@ const PROMPTS_AHEAD: u32 = 1024;
 /// A level's prepared requests, in order, shared by its workers.
 type Queue = Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<(u32, RequestSpec)>>>;
 
-/// The request for `spec`'s `i`-th prompt.
+/// The request for `spec`'s `i`-th prompt. At a multi-turn level, a turn's new user message
+/// (see [`chat`]).
 async fn make_request(
     factory: &mut PromptFactory,
     spec: &LevelSpec,
     i: u32,
 ) -> Result<RequestSpec, String> {
-    let prompt = factory.make(spec.input_tokens, spec.index, i).await?;
-    Ok(RequestSpec {
-        prompt: prompt.text,
-        planned_input_tokens: spec.input_tokens,
-        counted_input_tokens: prompt
+    if let Some((_, turn)) = spec.turn_of(i) {
+        return chat::make_turn(factory, spec, i, turn).await;
+    }
+    if spec.kind != LevelKind::LongContext
+        && let Some(d) = factory.dataset().cloned()
+    {
+        let e = d.pick(factory.seed(), spec.index, i);
+        return dataset_request(factory, spec, e).await;
+    }
+    let prompt = factory
+        .make_with_prefix(spec.input_tokens, spec.shared_prefix_tokens, spec.index, i)
+        .await?;
+    let mut r = RequestSpec::prompt(
+        prompt.text,
+        spec.input_tokens,
+        prompt
             .counted_tokens
             .map(|n| (n, factory.counter().source())),
-        max_tokens: spec.output_tokens,
-    })
+        spec.output_tokens,
+    );
+    r.cache_prompt = spec.shared_prefix_tokens > 0;
+    Ok(r)
+}
+
+/// A request for dataset entry `e`: its first user message (after the shared prefix, if any)
+/// and the output length it asks for, its reference reply's length, or the level's.
+async fn dataset_request(
+    factory: &mut PromptFactory,
+    spec: &LevelSpec,
+    e: &crate::workload::dataset::Entry,
+) -> Result<RequestSpec, String> {
+    let first = e
+        .user_turns
+        .first()
+        .cloned()
+        .unwrap_or_else(|| Arc::from(""));
+    let text: Arc<str> = if spec.shared_prefix_tokens > 0 {
+        let p = factory.shared_prefix(spec.shared_prefix_tokens).await?;
+        Arc::from(format!("{} {first}", p.text))
+    } else {
+        first
+    };
+    let counted = factory.counter().count(&text).await?;
+    let counted = (counted as i64 + factory.offset_tokens).max(0) as u64;
+    let output = match (e.output_len, &e.reply) {
+        (Some(n), _) => n,
+        (None, Some(r)) => {
+            (factory.counter().count(r).await?.max(1)).min(u64::from(u32::MAX)) as u32
+        }
+        (None, None) => spec.output_tokens,
+    };
+    let mut r = RequestSpec::prompt(
+        text,
+        counted,
+        Some((counted, factory.counter().source())),
+        output,
+    );
+    r.cache_prompt = spec.shared_prefix_tokens > 0;
+    Ok(r)
 }
 
 /// One closed-loop worker: takes the next request as soon as its previous one ends.

@@ -24,6 +24,8 @@ pub struct SearchPlan {
     pub slo: Slo,
     pub input_tokens: u64,
     pub output_tokens: u32,
+    /// Leading tokens every probe's prompts share (`--shared-prefix-len`).
+    pub shared_prefix_tokens: u64,
     /// Burstiness, ramp-up and concurrency cap of the rate probes.
     pub open_loop: OpenLoop,
 }
@@ -59,6 +61,8 @@ impl Runner {
             output_tokens: plan.output_tokens,
             requests: cfg.throughput_requests(),
             arrival: None,
+            shared_prefix_tokens: plan.shared_prefix_tokens,
+            conversation: None,
         };
         index += 1;
         s.throughput_probe = Some(ThroughputProbe {
@@ -119,6 +123,8 @@ impl Runner {
                     ramp_up_s: ol.ramp_up_s,
                     max_concurrency: ol.max_concurrency,
                 }),
+                shared_prefix_tokens: plan.shared_prefix_tokens,
+                conversation: None,
             };
             index += 1;
             s.probes.push(RateProbe {

@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::SimConfig;
+use super::prefix_cache::PrefixCache;
 
 /// What the engine sends back to a request's HTTP stream.
 #[derive(Debug)]
@@ -21,6 +22,8 @@ pub struct Emit {
     pub tokens: u32,
     /// These were the last tokens of the request.
     pub last: bool,
+    /// Prompt tokens served from the prefix cache (set on the first emit).
+    pub cached: u64,
 }
 
 /// A request handed to the engine.
@@ -29,11 +32,15 @@ pub struct SimRequest {
     pub max_tokens: u64,
     pub tx: mpsc::UnboundedSender<Emit>,
     pub arrived: Instant,
+    /// The prompt's prefix-cache block hashes ([`super::prefix_cache::block_hashes`]).
+    pub blocks: Vec<u64>,
 }
 
 struct Active {
     req: SimRequest,
     prefilled: u64,
+    /// Prompt tokens found in the prefix cache at admission.
+    cached: u64,
     generated: u64,
     first_token_at: Option<Instant>,
     steps: u32,
@@ -43,6 +50,8 @@ struct Active {
 #[derive(Clone, Debug)]
 pub struct SimRequestLog {
     pub input_tokens: u64,
+    /// Prompt tokens served from the prefix cache.
+    pub cached_tokens: u64,
     pub output_tokens: u64,
     /// Arrival to first emitted token.
     pub ttft: Duration,
@@ -58,6 +67,12 @@ pub struct SimRequestLog {
 pub struct SimLog {
     pub requests: VecDeque<SimRequestLog>,
     pub total_prompt_tokens: u64,
+    /// Prompt tokens of admitted requests found in the prefix cache.
+    pub total_cached_tokens: u64,
+    /// Prompt tokens looked up in the prefix cache (admitted requests' prompts).
+    pub total_cache_queries: u64,
+    /// (cached, prompt) tokens of recent admissions (SGLang's recent-window hit rate).
+    pub recent_cache: VecDeque<(u64, u64)>,
     pub total_generated_tokens: u64,
     pub peak_running: usize,
     pub peak_waiting: usize,
@@ -137,12 +152,13 @@ impl SimLog {
 pub fn spawn(
     cfg: SimConfig,
     log: Arc<Mutex<SimLog>>,
+    cache: Option<Arc<Mutex<PrefixCache>>>,
     shutdown: CancellationToken,
 ) -> mpsc::UnboundedSender<SimRequest> {
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         tokio::select! {
-            () = run(cfg, rx, log) => {}
+            () = run(cfg, rx, log, cache) => {}
             () = shutdown.cancelled() => {}
         }
     });
@@ -153,6 +169,7 @@ fn finish(a: &Active, now: Instant, completed: bool, log: &Mutex<SimLog>) {
     if let Ok(mut l) = log.lock() {
         l.push(SimRequestLog {
             input_tokens: a.req.input_tokens,
+            cached_tokens: a.cached,
             output_tokens: a.generated,
             ttft: a
                 .first_token_at
@@ -165,7 +182,12 @@ fn finish(a: &Active, now: Instant, completed: bool, log: &Mutex<SimLog>) {
     }
 }
 
-async fn run(cfg: SimConfig, mut rx: mpsc::UnboundedReceiver<SimRequest>, log: Arc<Mutex<SimLog>>) {
+async fn run(
+    cfg: SimConfig,
+    mut rx: mpsc::UnboundedReceiver<SimRequest>,
+    log: Arc<Mutex<SimLog>>,
+    cache: Option<Arc<Mutex<PrefixCache>>>,
+) {
     let mut rng = SmallRng::seed_from_u64(cfg.seed);
     let mut waiting: VecDeque<Active> = VecDeque::new();
     let mut prefilling: VecDeque<Active> = VecDeque::new();
@@ -211,7 +233,10 @@ async fn run(cfg: SimConfig, mut rx: mpsc::UnboundedReceiver<SimRequest>, log: A
         }
         while prefilling.len() + running.len() < cfg.max_running as usize {
             match waiting.pop_front() {
-                Some(a) => prefilling.push_back(a),
+                Some(mut a) => {
+                    admit(&mut a, cache.as_deref(), &log);
+                    prefilling.push_back(a);
+                }
                 None => break,
             }
         }
@@ -242,11 +267,18 @@ async fn run(cfg: SimConfig, mut rx: mpsc::UnboundedReceiver<SimRequest>, log: A
                 l.record_step(step_start, Instant::now(), u32::from(done));
             }
             if done && let Some(mut a) = prefilling.pop_front() {
+                if let Some(Ok(mut c)) = cache.as_deref().map(Mutex::lock) {
+                    c.insert(&a.req.blocks);
+                }
                 let now = Instant::now();
                 a.first_token_at = Some(now);
                 a.generated = 1;
                 let last = a.generated >= a.req.max_tokens;
-                let _ = a.req.tx.send(Emit { tokens: 1, last });
+                let _ = a.req.tx.send(Emit {
+                    tokens: 1,
+                    last,
+                    cached: a.cached,
+                });
                 if last {
                     finish(&a, now, true, &log);
                 } else {
@@ -287,6 +319,7 @@ async fn run(cfg: SimConfig, mut rx: mpsc::UnboundedReceiver<SimRequest>, log: A
                 let _ = a.req.tx.send(Emit {
                     tokens: k as u32,
                     last,
+                    cached: 0,
                 });
                 if last {
                     finish(a, now, true, &log);
@@ -317,6 +350,31 @@ async fn run(cfg: SimConfig, mut rx: mpsc::UnboundedReceiver<SimRequest>, log: A
     }
 }
 
+/// Recent admissions behind the SGLang-style hit-rate gauge.
+const RECENT_CACHE: usize = 256;
+
+/// Looks the prompt up in the prefix cache as it is admitted: the cached part needs no prefill.
+/// At least the last prompt token is always computed (it yields the first output token), as
+/// vLLM does when a whole prompt is cached.
+fn admit(a: &mut Active, cache: Option<&Mutex<PrefixCache>>, log: &Mutex<SimLog>) {
+    let blocks = match cache.map(Mutex::lock) {
+        Some(Ok(mut c)) => c.lookup(&a.req.blocks),
+        _ => 0,
+    };
+    let cached = (blocks as u64 * super::prefix_cache::BLOCK as u64)
+        .min(a.req.input_tokens.saturating_sub(1));
+    a.cached = cached;
+    a.prefilled = cached;
+    if let Ok(mut l) = log.lock() {
+        l.total_cached_tokens += cached;
+        l.total_cache_queries += a.req.input_tokens;
+        if l.recent_cache.len() >= RECENT_CACHE {
+            l.recent_cache.pop_front();
+        }
+        l.recent_cache.push_back((cached, a.req.input_tokens));
+    }
+}
+
 fn new_active(req: SimRequest, log: &Mutex<SimLog>) -> Active {
     if let Ok(mut l) = log.lock() {
         l.total_prompt_tokens += req.input_tokens;
@@ -324,6 +382,7 @@ fn new_active(req: SimRequest, log: &Mutex<SimLog>) -> Active {
     Active {
         req,
         prefilled: 0,
+        cached: 0,
         generated: 0,
         first_token_at: None,
         steps: 0,

@@ -22,6 +22,7 @@ use super::SimConfig;
 use super::engine::{Emit, SimLog, SimRequest};
 use super::faults::FaultKind;
 use super::metrics;
+use super::prefix_cache::{PrefixCache, block_hashes};
 use super::tokenizer;
 use std::sync::Mutex;
 
@@ -31,6 +32,8 @@ pub struct SimState {
     pub engine: mpsc::UnboundedSender<SimRequest>,
     pub next_id: AtomicU64,
     pub log: Arc<Mutex<SimLog>>,
+    /// The engine's prefix cache (`None` when it is off).
+    pub cache: Option<Arc<Mutex<PrefixCache>>>,
 }
 
 type Shared = Arc<SimState>;
@@ -145,6 +148,8 @@ enum Kind {
 /// What a request asks for.
 struct Ask {
     input_tokens: u64,
+    /// The prompt's token ids as the engine sees them (empty when the prefix cache is off).
+    prompt_ids: Vec<u32>,
     max_tokens: u64,
     stream: bool,
     include_usage: bool,
@@ -161,17 +166,26 @@ fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, Box<Response
             &format!("The model `{m}` does not exist."),
         )));
     }
+    let caching = s.cache.is_some();
+    let mut prompt_ids = Vec::new();
     let input_tokens = match kind {
-        Kind::Completions => body
-            .get("prompt")
-            .and_then(Value::as_str)
-            .map(tokenizer::count)
-            .ok_or_else(|| Box::new(error(StatusCode::BAD_REQUEST, "'prompt' must be a string")))?,
-        Kind::Native => body
-            .get("text")
-            .and_then(Value::as_str)
-            .map(tokenizer::count)
-            .ok_or_else(|| Box::new(error(StatusCode::BAD_REQUEST, "'text' must be a string")))?,
+        Kind::Completions | Kind::Native => {
+            let field = if kind == Kind::Native {
+                "text"
+            } else {
+                "prompt"
+            };
+            let text = body.get(field).and_then(Value::as_str).ok_or_else(|| {
+                Box::new(error(
+                    StatusCode::BAD_REQUEST,
+                    &format!("'{field}' must be a string"),
+                ))
+            })?;
+            if caching {
+                prompt_ids = tokenizer::ids(text);
+            }
+            tokenizer::count(text)
+        }
         Kind::Chat => {
             let msgs = body
                 .get("messages")
@@ -179,6 +193,14 @@ fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, Box<Response
                 .ok_or_else(|| {
                     Box::new(error(StatusCode::BAD_REQUEST, "'messages' must be a list"))
                 })?;
+            if caching {
+                prompt_ids = tokenizer::chat_ids(msgs.iter().map(|m| {
+                    (
+                        m.get("role").and_then(Value::as_str).unwrap_or("user"),
+                        m.get("content").and_then(Value::as_str).unwrap_or(""),
+                    )
+                }));
+            }
             tokenizer::CHAT_TOKENS_PER_CONVERSATION
                 + msgs
                     .iter()
@@ -228,6 +250,7 @@ fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, Box<Response
             .unwrap_or(false);
     Ok(Ask {
         input_tokens,
+        prompt_ids,
         max_tokens,
         stream,
         include_usage,
@@ -306,6 +329,7 @@ fn serve(s: &Shared, kind: Kind, body: &Value) -> Response {
         max_tokens: ask.max_tokens,
         tx,
         arrived: Instant::now(),
+        blocks: block_hashes(&ask.prompt_ids),
     };
     if s.engine.send(req).is_err() {
         return error(
@@ -319,8 +343,11 @@ fn serve(s: &Shared, kind: Kind, body: &Value) -> Response {
         model: s.config.model.clone(),
         id: format!("sim-{id}"),
         prompt_tokens: ask.input_tokens,
+        cached: 0,
         generated: 0,
         text: String::new(),
+        prompt_ids: ask.prompt_ids,
+        cache: s.cache.clone(),
         rng: SmallRng::seed_from_u64(id),
         include_usage: ask.include_usage,
         continuous_usage: ask.continuous_usage,
@@ -367,8 +394,15 @@ struct StreamState {
     model: String,
     id: String,
     prompt_tokens: u64,
+    /// Prompt tokens the engine found in its prefix cache.
+    cached: u64,
     generated: u64,
+    /// The reply so far (kept for SGLang-native streams, which resend it whole, and for the
+    /// prefix cache).
     text: String,
+    /// The prompt's ids, extended with the reply into the cache at the end (empty: cache off).
+    prompt_ids: Vec<u32>,
+    cache: Option<Arc<Mutex<PrefixCache>>>,
     rng: SmallRng,
     include_usage: bool,
     continuous_usage: bool,
@@ -399,7 +433,27 @@ impl StreamState {
     }
 
     fn usage(&self) -> Value {
-        json!({"prompt_tokens": self.prompt_tokens, "completion_tokens": self.generated, "total_tokens": self.prompt_tokens + self.generated})
+        let mut u = json!({"prompt_tokens": self.prompt_tokens, "completion_tokens": self.generated, "total_tokens": self.prompt_tokens + self.generated});
+        if self.cache.is_some() {
+            // OpenAI's (and vLLM's, with --enable-prompt-tokens-details) report of cache hits.
+            u["prompt_tokens_details"] = json!({"cached_tokens": self.cached});
+        }
+        u
+    }
+
+    /// The reply is complete: keep the prompt followed by it in the prefix cache, as the next
+    /// turn of a conversation will send them (the assistant message's opening, then the reply).
+    fn cache_reply(&mut self) {
+        let Some(cache) = &self.cache else { return };
+        let mut ids = std::mem::take(&mut self.prompt_ids);
+        if self.kind == Kind::Chat {
+            ids.extend(tokenizer::message_open("assistant"));
+        }
+        ids.extend(tokenizer::ids(&self.text));
+        let blocks = block_hashes(&ids);
+        if let Ok(mut c) = cache.lock() {
+            c.insert(&blocks);
+        }
     }
 
     fn chunk(&self, piece: &str, finish: Option<&str>) -> Value {
@@ -423,7 +477,7 @@ impl StreamState {
             Kind::Native => {
                 let finish = finish.map(|_| json!({"type": "length", "length": self.generated}));
                 json!({"text": self.text, "meta_info": {"id": self.id, "prompt_tokens": self.prompt_tokens,
-                    "completion_tokens": self.generated, "finish_reason": finish, "cached_tokens": 0}})
+                    "completion_tokens": self.generated, "finish_reason": finish, "cached_tokens": self.cached}})
             }
         }
     }
@@ -484,19 +538,26 @@ impl StreamState {
                     }
                 }
                 Phase::Tokens => {
-                    let Some(Emit { tokens: n, last }) = self.rx.recv().await else {
+                    let Some(Emit {
+                        tokens: n,
+                        last,
+                        cached,
+                    }) = self.rx.recv().await
+                    else {
                         // The engine went away: the connection is cut, as when a process exits.
                         self.phase = Phase::End;
                         self.engine_gone = true;
                         return None;
                     };
                     self.generated += u64::from(n);
+                    self.cached = self.cached.max(cached);
                     let piece = self.words(n);
-                    if self.kind == Kind::Native {
+                    if self.kind == Kind::Native || self.cache.is_some() {
                         self.text.push_str(&piece);
                     }
                     if last {
                         self.phase = Phase::Usage;
+                        self.cache_reply();
                     }
                     self.sent_first = true;
                     return Some(sse(&self.chunk(&piece, last.then_some("length"))));
@@ -520,14 +581,22 @@ impl StreamState {
 
     /// The whole non-streamed answer.
     async fn whole(mut self) -> Bytes {
-        let mut text = String::new();
-        while let Some(Emit { tokens, last }) = self.rx.recv().await {
+        while let Some(Emit {
+            tokens,
+            last,
+            cached,
+        }) = self.rx.recv().await
+        {
             self.generated += u64::from(tokens);
-            text.push_str(&self.words(tokens));
+            self.cached = self.cached.max(cached);
+            let piece = self.words(tokens);
+            self.text.push_str(&piece);
             if last {
+                self.cache_reply();
                 break;
             }
         }
+        let text = std::mem::take(&mut self.text);
         let v = match self.kind {
             Kind::Completions => {
                 json!({"id": self.id, "object": "text_completion", "created": 0, "model": self.model,

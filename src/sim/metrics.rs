@@ -61,11 +61,19 @@ pub fn engine_page(cfg: &SimConfig, log: &SimLog, flavor: MetricsFlavor, now: In
                 "The generation throughput (token/s).",
                 log.tokens_last_second(now) as f64,
             );
+            let (hit, asked) = log
+                .recent_cache
+                .iter()
+                .fold((0u64, 0u64), |(h, q), (c, p)| (h + c, q + p));
             g(
                 &mut out,
                 "sglang:cache_hit_rate",
                 "The prefix cache hit rate.",
-                0.0,
+                if asked == 0 {
+                    0.0
+                } else {
+                    hit as f64 / asked as f64
+                },
             );
             if cfg.accept_length.draft_width() > 0 {
                 g(
@@ -131,13 +139,13 @@ pub fn engine_page(cfg: &SimConfig, log: &SimLog, flavor: MetricsFlavor, now: In
                 &mut out,
                 "vllm:prefix_cache_queries_total",
                 "Prefix cache queries, in terms of number of queried tokens.",
-                log.total_prompt_tokens,
+                log.total_cache_queries,
             );
             c(
                 &mut out,
                 "vllm:prefix_cache_hits_total",
                 "Prefix cache hits, in terms of number of cached tokens.",
-                0,
+                log.total_cached_tokens,
             );
             c(
                 &mut out,

@@ -17,6 +17,7 @@ pub mod faults;
 pub mod firehose;
 mod http;
 mod metrics;
+pub mod prefix_cache;
 pub mod tokenizer;
 
 use std::net::SocketAddr;
@@ -152,6 +153,14 @@ pub struct SimConfig {
     /// Injected faults (none by default).
     #[serde(default)]
     pub faults: faults::Faults,
+    /// Keep prompts' KV blocks (and replies', for the next chat turn) and skip the prefill of
+    /// a prompt's cached prefix, as vLLM and SGLang do by default.
+    #[serde(default = "yes")]
+    pub prefix_cache: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// Which engine's metric names the simulator uses.
@@ -195,6 +204,7 @@ impl SimConfig {
                 gpu_mem_gb: 48.0,
                 weights_gb: 54.0,
                 faults: faults::Faults::default(),
+                prefix_cache: true,
             }),
             "fast" => Ok(SimConfig {
                 preset: "fast".into(),
@@ -215,6 +225,7 @@ impl SimConfig {
                 gpu_mem_gb: 80.0,
                 weights_gb: 16.0,
                 faults: faults::Faults::default(),
+                prefix_cache: true,
             }),
             other => Err(format!(
                 "unknown preset '{other}' (known: {})",
@@ -331,10 +342,16 @@ pub async fn start(config: SimConfig, addr: SocketAddr) -> std::io::Result<SimHa
     let addr = listener.local_addr()?;
     let log = Arc::new(Mutex::new(SimLog::default()));
     let shutdown = tokio_util::sync::CancellationToken::new();
-    let tx = engine::spawn(config.clone(), log.clone(), shutdown.clone());
+    let cache = config.prefix_cache.then(|| {
+        Arc::new(Mutex::new(prefix_cache::PrefixCache::new(
+            config.kv_capacity_tokens,
+        )))
+    });
+    let tx = engine::spawn(config.clone(), log.clone(), cache.clone(), shutdown.clone());
     let app = http::router(Arc::new(http::SimState {
         config: config.clone(),
         engine: tx,
+        cache,
         next_id: std::sync::atomic::AtomicU64::new(0),
         log: log.clone(),
     }));

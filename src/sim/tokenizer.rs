@@ -30,6 +30,32 @@ pub fn ids(text: &str) -> Vec<u32> {
 pub const CHAT_TOKENS_PER_MESSAGE: u64 = 4;
 pub const CHAT_TOKENS_PER_CONVERSATION: u64 = 3;
 
+/// The template's own tokens: the conversation's opening, and a message's opening around its role.
+const CONVERSATION_OPEN: [u32; 3] = [32_001, 32_002, 32_003];
+
+/// The opening tokens of a message from `role` (four, [`CHAT_TOKENS_PER_MESSAGE`]).
+pub fn message_open(role: &str) -> [u32; 4] {
+    let r = match role {
+        "system" => 32_010,
+        "user" => 32_011,
+        "assistant" => 32_012,
+        _ => 32_013,
+    };
+    [32_004, r, 32_005, 32_006]
+}
+
+/// Token ids of a chat rendered through the simulated template: the conversation's opening, then
+/// each message's opening and content. As long as its count (`CHAT_TOKENS_PER_CONVERSATION` +
+/// Σ(`CHAT_TOKENS_PER_MESSAGE` + content)), so a prefix cache sees what the count charges for.
+pub fn chat_ids<'a>(messages: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<u32> {
+    let mut out = CONVERSATION_OPEN.to_vec();
+    for (role, content) in messages {
+        out.extend(message_open(role));
+        out.extend(ids(content));
+    }
+    out
+}
+
 /// Output vocabulary: short words that are exactly one simulated token each.
 pub const OUTPUT_WORDS: [&str; 16] = [
     "the", "and", "of", "to", "in", "is", "it", "that", "was", "for", "on", "are", "with", "as",
@@ -46,6 +72,13 @@ mod tests {
         assert_eq!(count("  information  a "), 3 + 1);
         assert_eq!(count(""), 0);
         assert_eq!(ids("the people").len(), 3);
+        let chat = chat_ids([("system", "be brief"), ("user", "the people")]);
+        assert_eq!(
+            chat.len() as u64,
+            CHAT_TOKENS_PER_CONVERSATION
+                + 2 * CHAT_TOKENS_PER_MESSAGE
+                + count("be brief the people")
+        );
         assert!(OUTPUT_WORDS.iter().all(|w| count(w) == 1));
     }
 }

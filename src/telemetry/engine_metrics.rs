@@ -102,6 +102,12 @@ pub fn map(page: &Page, at_unix_ms: i64) -> Option<ServerSample> {
             s.queued = sum_any(page, &["llamacpp:requests_deferred"]);
             s.kv_usage = mean_any(page, &["llamacpp:kv_cache_usage_ratio"]);
             s.prompt_tokens_total = sum_any(page, &["llamacpp:prompt_tokens_total"]);
+            // Its prompt_tokens_total leaves out the tokens reused from the cache.
+            s.prefix_hits_total = sum_any(page, &["llamacpp:prompt_tokens_cached_total"]);
+            s.prefix_queries_total = s
+                .prefix_hits_total
+                .zip(s.prompt_tokens_total)
+                .map(|(hit, miss)| hit + miss);
             s.generation_tokens_total = sum_any(page, &["llamacpp:tokens_predicted_total"]);
             s.spec_drafts_total = sum_any(page, &["llamacpp:spec_decode_num_drafts_total"]);
             s.spec_draft_tokens_total =

@@ -76,6 +76,8 @@ fn record(
         chunks,
         retries: 0,
         slot: None,
+        cached_tokens: None,
+        turn: None,
     }
 }
 
@@ -383,6 +385,8 @@ pub fn mid_search() -> App {
         output_tokens: 100,
         requests: 32,
         arrival: None,
+        shared_prefix_tokens: 0,
+        conversation: None,
     };
     s.throughput_probe = Some(ThroughputProbe {
         level: 0,
@@ -423,6 +427,8 @@ pub fn mid_search() -> App {
                 ramp_up_s: 0.0,
                 max_concurrency: Some(16),
             }),
+            shared_prefix_tokens: 0,
+            conversation: None,
         }));
         app.apply(Event::Search(Box::new(s.clone())));
         let last = k == 3;
@@ -458,6 +464,64 @@ pub fn finished_rates_only() -> App {
         let queue = if *rate >= 8.0 { 60_000 } else { 0 };
         run_rate_level(&mut app, k as u32, *rate, rate_requests(*rate), queue, true);
     }
+    app.apply(Event::RunFinished {
+        state: RunState::Finished,
+        error: None,
+    });
+    app.end_batch();
+    app
+}
+
+/// A finished multi-turn level only: 6 conversations of 4 turns, a 192-token shared system
+/// prompt; later turns mostly served from the prefix cache.
+pub fn finished_chats() -> App {
+    let mut c = config(vec![]);
+    c.long_context = Vec::new();
+    c.shared_prefix_len = 192;
+    c.multi_turn = Some(crate::config::MultiTurn {
+        turns: 4,
+        conversations: 6,
+        concurrency: 3,
+        followup_len: 64,
+    });
+    let mut app = started_with(c);
+    app.apply(Event::LevelStarted {
+        index: 0,
+        origin_unix_us: 0,
+    });
+    for conv in 0..6u32 {
+        for turn in 1..=4u32 {
+            let i = conv * 4 + turn - 1;
+            app.apply(Event::Sent {
+                level: 0,
+                slot: conv % 3,
+            });
+            let input = 1000 + u64::from(turn - 1) * 170;
+            let cached = match (turn, conv) {
+                (1, 0) => 0,
+                (1, _) => 192,
+                _ => input - 90,
+            };
+            let mut r = record(
+                0,
+                i,
+                3,
+                input - cached,
+                100,
+                u64::from(conv / 3) * 20_000_000 + u64::from(turn) * 4_000_000,
+            );
+            r.input_tokens = input;
+            r.planned_input_tokens = input;
+            r.cached_tokens = Some(cached);
+            r.turn = Some(turn);
+            r.slot = Some(conv % 3);
+            app.apply(Event::Request(Box::new(r)));
+        }
+    }
+    app.apply(Event::LevelFinished {
+        index: 0,
+        interrupted: false,
+    });
     app.apply(Event::RunFinished {
         state: RunState::Finished,
         error: None,

@@ -355,6 +355,15 @@ mod tests {
     }
 
     #[test]
+    fn long_context_tab_with_multi_turn_chats() {
+        snap(
+            "multi_turn",
+            &mut fixtures::finished_chats(),
+            Tab::LongContext,
+        );
+    }
+
+    #[test]
     fn telemetry_tab_with_0_1_2_8_gpus() {
         for n in [0, 1, 2, 8] {
             snap(

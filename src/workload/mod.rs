@@ -2,6 +2,7 @@
 //! prompts of exact length.
 
 pub mod arrivals;
+pub mod dataset;
 pub mod prompt;
 
 use serde::{Deserialize, Serialize};
@@ -18,6 +19,8 @@ pub enum LevelKind {
     LongContext,
     /// One request rate of the open-loop sweep.
     Rate,
+    /// Multi-turn chats: conversations whose history grows turn by turn.
+    MultiTurn,
 }
 
 /// One planned level.
@@ -37,6 +40,45 @@ pub struct LevelSpec {
     /// How requests arrive at a rate level (None: closed loop).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arrival: Option<Arrival>,
+    /// Leading tokens of `input_tokens` that every prompt of the level shares
+    /// (`--shared-prefix-len`; at a multi-turn level, the system message).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub shared_prefix_tokens: u64,
+    /// The conversations of a multi-turn level (`input_tokens` is then the first turn's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<Conversation>,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)]
+pub(crate) fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// The shape of a multi-turn level's conversations (`--multi-turn`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Conversation {
+    /// Turns per conversation: turn k sends the whole history (k − 1 user messages, the
+    /// assistant's k − 1 real replies) plus a new user message.
+    pub turns: u32,
+    /// Tokens of each follow-up user message (turns 2 and later).
+    pub followup_tokens: u64,
+}
+
+impl LevelSpec {
+    /// Closed-loop workers that send the level's requests (0 at a rate level: a pool of slots).
+    pub fn workers(&self) -> u32 {
+        match (self.arrival, self.conversation) {
+            (Some(_), _) => 0,
+            (None, Some(c)) => self.concurrency.min(self.requests.div_ceil(c.turns.max(1))),
+            (None, None) => self.concurrency.min(self.requests),
+        }
+    }
+
+    /// The conversation and turn (both from 0) of request `i` of a multi-turn level.
+    pub fn turn_of(&self, i: u32) -> Option<(u32, u32)> {
+        let k = self.conversation?.turns.max(1);
+        Some((i / k, i % k))
+    }
 }
 
 impl LevelSpec {
@@ -48,6 +90,11 @@ impl LevelSpec {
             LevelKind::Rate => format!(
                 "{} req/s",
                 fmt_rate(self.arrival.map_or(0.0, |a| a.request_rate))
+            ),
+            LevelKind::MultiTurn => format!(
+                "{}-turn chats, C={}",
+                self.conversation.map_or(0, |c| c.turns),
+                self.concurrency
             ),
         }
     }
@@ -293,6 +340,8 @@ pub fn build_plan(
             output_tokens: output_len,
             requests: requests.at(c),
             arrival: None,
+            shared_prefix_tokens: 0,
+            conversation: None,
         });
     }
     for &rate in &open_loop.request_rates {
@@ -309,6 +358,8 @@ pub fn build_plan(
                 ramp_up_s: open_loop.ramp_up_s,
                 max_concurrency: open_loop.max_concurrency,
             }),
+            shared_prefix_tokens: 0,
+            conversation: None,
         });
     }
     for &n in long_context {
@@ -320,6 +371,8 @@ pub fn build_plan(
             output_tokens: long_context_output,
             requests: long_context_repeats.max(1),
             arrival: None,
+            shared_prefix_tokens: 0,
+            conversation: None,
         });
     }
     levels

@@ -182,6 +182,10 @@ pub struct PromptFactory {
     tokens_per_word: f64,
     /// Tokens the server adds to the counted text (learned from the warmup request).
     pub offset_tokens: i64,
+    /// The shared prefix once built, and its length.
+    prefix: Option<(u64, Prompt)>,
+    /// Prompts from `--dataset` instead of random text.
+    dataset: Option<Arc<super::dataset::Dataset>>,
 }
 
 impl PromptFactory {
@@ -197,7 +201,26 @@ impl PromptFactory {
             seed,
             tokens_per_word,
             offset_tokens: 0,
+            prefix: None,
+            dataset: None,
         }
+    }
+
+    /// Takes prompts from `d` where a dataset applies.
+    #[must_use]
+    pub fn with_dataset(mut self, d: Arc<super::dataset::Dataset>) -> Self {
+        self.dataset = Some(d);
+        self
+    }
+
+    /// The dataset in use, if any.
+    pub fn dataset(&self) -> Option<&Arc<super::dataset::Dataset>> {
+        self.dataset.as_ref()
+    }
+
+    /// The seed of the prompt text (and of the dataset's picks).
+    pub fn seed(&self) -> u64 {
+        self.seed
     }
 
     /// The counter in use.
@@ -216,11 +239,76 @@ impl PromptFactory {
                 "no tokenizer: lengths estimated from probe requests (prompt_tokens ≈ {intercept:.1} + {slope:.3} × words); actual counts come from server usage"
             ),
         };
+        let description = match &self.dataset {
+            Some(d) => format!(
+                "{description}; prompts from --dataset {} ({} entries{})",
+                d.path,
+                d.entries.len(),
+                if d.skipped > 0 {
+                    format!(", {} items without a prompt skipped", d.skipped)
+                } else {
+                    String::new()
+                }
+            ),
+            None => description,
+        };
         PromptMethod {
             source: self.counter.source(),
             offset_tokens: self.offset_tokens,
             description,
         }
+    }
+
+    /// Text of exactly `target` tokens by the counter, without the server's own additions: a
+    /// chat message's content, or a piece of a longer prompt. Unique to `(level, index)`.
+    pub async fn make_text(
+        &mut self,
+        target: u64,
+        level: u32,
+        index: u32,
+    ) -> Result<Prompt, String> {
+        let offset = std::mem::take(&mut self.offset_tokens);
+        let p = self.make(target, level, index).await;
+        self.offset_tokens = offset;
+        p
+    }
+
+    /// The text of `tokens` tokens that every prompt of a shared-prefix workload starts with
+    /// (the same for the whole run: it depends on the seed only).
+    pub async fn shared_prefix(&mut self, tokens: u64) -> Result<Prompt, String> {
+        if let Some((n, p)) = &self.prefix
+            && *n == tokens
+        {
+            return Ok(p.clone());
+        }
+        let p = self.make_text(tokens, u32::MAX, u32::MAX).await?;
+        self.prefix = Some((tokens, p.clone()));
+        Ok(p)
+    }
+
+    /// [`PromptFactory::make`], its first `prefix_tokens` being the run's shared prefix and the
+    /// rest unique to `(level, index)`.
+    pub async fn make_with_prefix(
+        &mut self,
+        target: u64,
+        prefix_tokens: u64,
+        level: u32,
+        index: u32,
+    ) -> Result<Prompt, String> {
+        if prefix_tokens == 0 {
+            return self.make(target, level, index).await;
+        }
+        let prefix = self.shared_prefix(prefix_tokens).await?;
+        let rest = self
+            .make(target.saturating_sub(prefix_tokens).max(1), level, index)
+            .await?;
+        Ok(Prompt {
+            text: Arc::from(format!("{} {}", prefix.text, rest.text)),
+            counted_tokens: prefix
+                .counted_tokens
+                .zip(rest.counted_tokens)
+                .map(|(a, b)| a + b),
+        })
     }
 
     /// A prompt of `target` tokens as the server will count them, unique to `(level, index)`.
@@ -310,6 +398,27 @@ mod tests {
         let a2 = f.make(200, 0, 1).await.unwrap();
         assert_ne!(a.text, b.text);
         assert_eq!(a.text, a2.text);
+    }
+
+    #[tokio::test]
+    async fn a_shared_prefix_opens_every_prompt_and_the_rest_differs() {
+        let mut f = PromptFactory::new(sim_counter(), 7);
+        f.offset_tokens = 1;
+        let a = f.make_with_prefix(300, 100, 0, 1).await.unwrap();
+        let b = f.make_with_prefix(300, 100, 2, 5).await.unwrap();
+        let wa: Vec<&str> = a.text.split_whitespace().collect();
+        let wb: Vec<&str> = b.text.split_whitespace().collect();
+        // 100 shared words, then 199 unique ones (the server adds one token).
+        assert_eq!(wa[..100], wb[..100]);
+        assert_ne!(wa[100..], wb[100..]);
+        assert_eq!(wa.len(), 299);
+        assert_eq!(a.counted_tokens, Some(300));
+        // The prefix is the run's, whatever the level or request.
+        let prefix = f.shared_prefix(100).await.unwrap();
+        assert_eq!(
+            prefix.text.split_whitespace().collect::<Vec<_>>(),
+            wa[..100]
+        );
     }
 
     #[tokio::test]

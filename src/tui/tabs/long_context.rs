@@ -18,7 +18,14 @@ use crate::workload::fmt_tokens;
 /// Draws the tab.
 pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     let levels = &app.session.summary.long_context;
+    let turns_h = super::turns::height(app);
     if levels.is_empty() {
+        if turns_h > 0 {
+            let [t, _] =
+                Layout::vertical([Constraint::Length(turns_h), Constraint::Min(0)]).areas(area);
+            super::turns::render(app, t, buf, th);
+            return;
+        }
         Paragraph::new("No long-context ladder in this run (--long-context none).")
             .block(Block::default().borders(Borders::ALL))
             .render(area, buf);
@@ -42,14 +49,18 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         // Each reason wraps onto about two lines at 80 columns.
         (reasons.len() as u16 * if area.width < 120 { 3 } else { 2 }) + 2
     };
-    let charts = area.width >= 100 && area.height >= table_h + reasons_h + 12;
-    let [table, why, chart_area, timer] = Layout::vertical([
+    let charts = area.width >= 100 && area.height >= table_h + reasons_h + turns_h + 12;
+    let [table, why, turns, chart_area, timer] = Layout::vertical([
         Constraint::Length(table_h),
         Constraint::Length(reasons_h),
+        Constraint::Length(turns_h),
         Constraint::Min(if charts { 8 } else { 0 }),
         Constraint::Length(1),
     ])
     .areas(area);
+    if turns_h > 0 {
+        super::turns::render(app, turns, buf, th);
+    }
     render_table(app, table, buf, th);
     if !reasons.is_empty() {
         Paragraph::new(reasons)

@@ -4,6 +4,7 @@ pub mod log;
 pub mod long_context;
 pub mod sweep;
 pub mod telemetry;
+pub mod turns;
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;

@@ -476,14 +476,13 @@ fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool)
         .unwrap_or(0);
     let skip = (current_pos + 1).saturating_sub(visible);
     let title = format!(
-        " {} · {} in / {} out tokens · ms unless noted ",
+        " {} · {} · ms unless noted ",
         if app.session.summary.search.is_some() {
             "SLO search: closed-loop throughput probe"
         } else {
             "concurrency sweep"
         },
-        app.session.summary.config.input_len,
-        app.session.summary.config.output_len
+        app.session.summary.config.lengths_label()
     );
     let rows: Vec<Row> = app
         .session

@@ -1,0 +1,196 @@
+//! What the server's prefix cache did for a level, and a multi-turn level's statistics per turn.
+//!
+//! The cache numbers are the server's own, per request (`usage.prompt_tokens_details.
+//! cached_tokens`, SGLang's `meta_info.cached_tokens`): requests whose server did not say are left
+//! out rather than counted as misses, and the hit rate says over how many requests it was taken.
+
+use serde::{Deserialize, Serialize};
+
+use super::dist::Dist;
+use super::record::RequestRecord;
+
+/// Prompt tokens served from the server's prefix cache, over the successful requests that
+/// reported it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CacheFold {
+    reported: u64,
+    input_tokens: u64,
+    cached_tokens: u64,
+}
+
+impl CacheFold {
+    /// Folds a successful request.
+    pub fn add(&mut self, r: &RequestRecord) {
+        if let Some(c) = r.cached_tokens {
+            self.reported += 1;
+            self.input_tokens += r.input_tokens;
+            self.cached_tokens += c.min(r.input_tokens);
+        }
+    }
+
+    /// Requests whose server reported its cached tokens.
+    pub fn reported(&self) -> u64 {
+        self.reported
+    }
+
+    /// Σ cached / Σ prompt tokens over the reporting requests.
+    pub fn hit_rate(&self) -> Option<f64> {
+        (self.input_tokens > 0).then(|| self.cached_tokens as f64 / self.input_tokens as f64)
+    }
+
+    /// Mean cached tokens per reporting request.
+    pub fn mean_cached(&self) -> Option<f64> {
+        (self.reported > 0).then(|| self.cached_tokens as f64 / self.reported as f64)
+    }
+
+    /// Σ cached tokens (`None` when no request reported).
+    pub fn cached_tokens(&self) -> Option<u64> {
+        (self.reported > 0).then_some(self.cached_tokens)
+    }
+}
+
+/// One turn of a multi-turn level, over all its conversations.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TurnStats {
+    /// 1 for the first turn.
+    pub turn: u32,
+    pub completed: u64,
+    pub failed: u64,
+    /// Mean prompt tokens: the whole history so far plus the new message.
+    pub mean_input_tokens: Option<f64>,
+    /// Mean prompt tokens the server served from its prefix cache.
+    pub mean_cached_tokens: Option<f64>,
+    /// Σ cached / Σ prompt tokens of this turn's requests that reported it.
+    pub cache_hit_rate: Option<f64>,
+    pub mean_ttft_ms: Option<f64>,
+    pub median_ttft_ms: Option<f64>,
+    pub p90_ttft_ms: Option<f64>,
+    pub p99_ttft_ms: Option<f64>,
+    pub mean_tpot_ms: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct TurnFold {
+    completed: u64,
+    failed: u64,
+    input_tokens: u64,
+    ttft: Dist,
+    tpot: Dist,
+    cache: CacheFold,
+}
+
+/// Per-turn folds of a multi-turn level (records without a turn are ignored).
+#[derive(Clone, Debug, Default)]
+pub struct TurnsFold {
+    turns: Vec<TurnFold>,
+}
+
+impl TurnsFold {
+    /// Folds a finished (completed or failed, not cancelled) record.
+    pub fn add(&mut self, r: &RequestRecord) {
+        let Some(turn) = r.turn.filter(|t| *t >= 1) else {
+            return;
+        };
+        let i = (turn - 1) as usize;
+        if self.turns.len() <= i {
+            self.turns.resize_with(i + 1, TurnFold::default);
+        }
+        let t = &mut self.turns[i];
+        if !r.is_ok() {
+            t.failed += 1;
+            return;
+        }
+        t.completed += 1;
+        t.input_tokens += r.input_tokens;
+        if let Some(v) = r.ttft_us {
+            t.ttft.record(v);
+        }
+        if let Some(v) = r.tpot_us() {
+            t.tpot.record(v.round() as u64);
+        }
+        t.cache.add(r);
+    }
+
+    /// The statistics of every turn seen so far, first turn first.
+    pub fn stats(&self) -> Vec<TurnStats> {
+        self.turns
+            .iter()
+            .zip(1u32..)
+            .map(|(t, turn)| {
+                let ttft = t.ttft.stats(1e-3);
+                TurnStats {
+                    turn,
+                    completed: t.completed,
+                    failed: t.failed,
+                    mean_input_tokens: (t.completed > 0)
+                        .then(|| t.input_tokens as f64 / t.completed as f64),
+                    mean_cached_tokens: t.cache.mean_cached(),
+                    cache_hit_rate: t.cache.hit_rate(),
+                    mean_ttft_ms: ttft.as_ref().map(|d| d.mean),
+                    median_ttft_ms: ttft.as_ref().map(|d| d.p50),
+                    p90_ttft_ms: ttft.as_ref().map(|d| d.p90),
+                    p99_ttft_ms: ttft.as_ref().map(|d| d.p99),
+                    mean_tpot_ms: t.tpot.mean().map(|v| v / 1000.0),
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::record::Outcome;
+
+    fn rec(turn: u32, input: u64, cached: Option<u64>, ttft_us: u64) -> RequestRecord {
+        RequestRecord {
+            level: 0,
+            index: 0,
+            warmup: false,
+            sched_at_us: 0,
+            send_at_us: 0,
+            end_at_us: ttft_us + 1000,
+            outcome: Outcome::Ok,
+            planned_input_tokens: input,
+            input_tokens: input,
+            input_source: crate::metrics::CountSource::Usage,
+            output_tokens: 2,
+            output_source: crate::metrics::CountSource::Usage,
+            chunk_source: crate::metrics::CountSource::Usage,
+            ttft_us: Some(ttft_us),
+            e2e_us: Some(ttft_us + 1000),
+            chunks: Vec::new(),
+            retries: 0,
+            slot: None,
+            cached_tokens: cached,
+            turn: Some(turn),
+        }
+    }
+
+    #[test]
+    fn turns_fold_ttft_and_cache_hits_separately() {
+        let mut f = TurnsFold::default();
+        f.add(&rec(1, 1000, Some(0), 50_000));
+        f.add(&rec(1, 1000, Some(16), 70_000));
+        f.add(&rec(2, 1200, Some(1088), 10_000));
+        // A server that does not say: counted for TTFT, left out of the hit rate.
+        f.add(&rec(2, 1200, None, 12_000));
+        let mut failed = rec(3, 0, None, 0);
+        failed.outcome = Outcome::Failed {
+            kind: crate::metrics::FailureKind::ContextTooLong,
+            message: "too long".into(),
+            http_status: Some(400),
+        };
+        f.add(&failed);
+        let s = f.stats();
+        assert_eq!(s.len(), 3);
+        assert_eq!((s[0].turn, s[0].completed), (1, 2));
+        assert!((s[0].cache_hit_rate.unwrap() - 16.0 / 2000.0).abs() < 1e-12);
+        assert!((s[0].mean_ttft_ms.unwrap() - 60.0).abs() < 0.1);
+        assert!((s[1].cache_hit_rate.unwrap() - 1088.0 / 1200.0).abs() < 1e-12);
+        assert_eq!(s[1].mean_cached_tokens, Some(1088.0));
+        assert!((s[1].mean_ttft_ms.unwrap() - 11.0).abs() < 0.1);
+        assert_eq!((s[2].completed, s[2].failed), (0, 1));
+        assert_eq!(s[2].cache_hit_rate, None);
+    }
+}

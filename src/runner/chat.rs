@@ -1,0 +1,187 @@
+//! Multi-turn conversations: a closed loop whose unit is a conversation, not a request.
+//!
+//! Each worker takes one conversation's turns from the level's queue (request `i` is turn
+//! `i % K` of conversation `i / K`) and sends them one after the other. Turn k carries the whole
+//! history as a real chat: the shared system prompt (if any), every earlier user message and the
+//! server's actual replies, then the new user message. That is what a chat client sends, and what
+//! lets a server's prefix cache serve everything but the newest message: the effect shows as
+//! TTFT per turn beside the cached tokens the server reports for each request.
+//!
+//! A conversation whose turn fails stops there (the next turn would need the reply); its
+//! remaining turns are not sent, and the level ends with fewer requests than planned.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::{Control, Queue, ServerWatch};
+use crate::client::{self, ChatMessage, Client, RequestSpec, RequestTag};
+use crate::event::{Event, EventTx};
+use crate::workload::LevelSpec;
+use crate::workload::prompt::PromptFactory;
+
+/// Turn `turn` (from 0) of conversation `conversation`: its new user message. The first turn's
+/// request carries the opening of the chat (the shared prefix as a system message, when there is
+/// one, and the first message of `input_tokens` minus the prefix); later ones a follow-up of
+/// `followup_tokens`. Their planned input counts the new message only: the worker adds the
+/// history's tokens as the server reported them.
+pub(super) async fn make_turn(
+    factory: &mut PromptFactory,
+    spec: &LevelSpec,
+    i: u32,
+    turn: u32,
+) -> Result<RequestSpec, String> {
+    let prefix = spec.shared_prefix_tokens;
+    let tokens = if turn == 0 {
+        spec.input_tokens.saturating_sub(prefix).max(1)
+    } else {
+        spec.conversation.map_or(1, |c| c.followup_tokens)
+    };
+    // A dataset conversation's user messages, while it has them; random text after.
+    let from_dataset = factory.dataset().cloned().and_then(|d| {
+        let k = spec.conversation.map_or(1, |c| c.turns.max(1));
+        d.pick(factory.seed(), spec.index, i / k)
+            .user_turns
+            .get(turn as usize)
+            .cloned()
+    });
+    let (text, tokens) = match from_dataset {
+        Some(t) => {
+            let n = factory.counter().count(&t).await?;
+            (t, n)
+        }
+        None => (factory.make_text(tokens, spec.index, i).await?.text, tokens),
+    };
+    let mut r = RequestSpec::prompt(text.clone(), tokens, None, spec.output_tokens);
+    r.cache_prompt = true;
+    if turn == 0 {
+        let mut opening = Vec::with_capacity(2);
+        if prefix > 0 {
+            opening.push(ChatMessage {
+                role: "system",
+                content: factory.shared_prefix(prefix).await?.text,
+            });
+        }
+        opening.push(ChatMessage {
+            role: "user",
+            content: text,
+        });
+        r.messages = Some(opening.into());
+        r.planned_input_tokens = tokens + if prefix > 0 { prefix } else { 0 };
+    }
+    Ok(r)
+}
+
+/// One conversation at a time, turn after turn.
+pub(super) struct ChatWorker {
+    pub slot: u32,
+    pub turns: u32,
+    pub client: Client,
+    pub queue: Queue,
+    pub stop: Arc<AtomicBool>,
+    pub watch: Arc<ServerWatch>,
+    pub level: u32,
+    pub origin: Instant,
+    pub tx: EventTx,
+    pub cancel: CancellationToken,
+    pub control: watch::Receiver<Control>,
+    pub grace: Duration,
+}
+
+impl ChatWorker {
+    fn halted(&self) -> bool {
+        self.cancel.is_cancelled() || self.stop.load(Ordering::Relaxed)
+    }
+
+    async fn wait_while_paused(&mut self) {
+        while self.control.borrow().paused && !self.cancel.is_cancelled() {
+            tokio::select! {
+                r = self.control.changed() => if r.is_err() { break },
+                () = self.cancel.cancelled() => break,
+            }
+        }
+    }
+
+    pub async fn run(mut self) {
+        loop {
+            self.wait_while_paused().await;
+            if self.halted() {
+                return;
+            }
+            // A conversation's turns, taken together so no other worker gets one of them.
+            let mut turns = Vec::with_capacity(self.turns as usize);
+            {
+                let mut q = self.queue.lock().await;
+                for _ in 0..self.turns {
+                    match q.recv().await {
+                        Some(t) => turns.push(t),
+                        None => break,
+                    }
+                }
+            }
+            if turns.is_empty() {
+                return;
+            }
+            self.conversation(turns).await;
+        }
+    }
+
+    /// Sends a conversation's turns in order; stops at the first that does not succeed.
+    async fn conversation(&mut self, turns: Vec<(u32, RequestSpec)>) {
+        let mut history: Vec<ChatMessage> = Vec::new();
+        // The server's count of the last turn's prompt plus its reply.
+        let mut history_tokens = 0u64;
+        for (turn, (i, mut spec)) in (1u32..).zip(turns) {
+            self.wait_while_paused().await;
+            if self.halted() {
+                return;
+            }
+            if let Some(opening) = spec.messages.take() {
+                history.extend(opening.iter().cloned());
+            } else {
+                history.push(ChatMessage {
+                    role: "user",
+                    content: spec.prompt.clone(),
+                });
+                spec.planned_input_tokens += history_tokens;
+            }
+            spec.messages = Some(history.clone().into());
+            let sched = Instant::now();
+            let tag = RequestTag {
+                level: self.level,
+                index: i,
+                warmup: false,
+                origin: self.origin,
+                sched,
+            };
+            let _ = self.tx.send(Event::Sent {
+                level: self.level,
+                slot: self.slot,
+            });
+            let mut reply = String::new();
+            let grace = self.grace;
+            let cancel = self.cancel.clone();
+            let mut rec = tokio::select! {
+                r = self.client.send_keeping_reply(&spec, tag, &mut reply) => r,
+                () = async move { cancel.cancelled().await; tokio::time::sleep(grace).await } => {
+                    client::cancelled_record(&spec, tag, sched)
+                }
+            };
+            rec.slot = Some(self.slot);
+            rec.turn = Some(turn);
+            history_tokens = rec.input_tokens + rec.output_tokens;
+            let ok = rec.is_ok();
+            super::deliver(rec, &self.tx, &self.watch, &self.stop, &self.cancel).await;
+            if !ok {
+                return;
+            }
+            history.push(ChatMessage {
+                role: "assistant",
+                content: Arc::from(reply),
+            });
+        }
+    }
+}
