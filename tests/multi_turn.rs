@@ -52,7 +52,7 @@ async fn start(sim: SimConfig) -> SimHandle {
 }
 
 async fn run(h: &SimHandle, shared_prefix: u64) -> Session {
-    let cfg = RunConfig {
+    finished(RunConfig {
         concurrency: vec![],
         input_len: INPUT,
         output_len: OUTPUT,
@@ -66,7 +66,12 @@ async fn run(h: &SimHandle, shared_prefix: u64) -> Session {
         requests_per_level: RequestCount::Fixed(1),
         api_key_env: "SERVETOP_TEST_NO_KEY".into(),
         ..RunConfig::minimal(&h.url())
-    };
+    })
+    .await
+}
+
+/// Runs `cfg` headless to the end, without files.
+async fn finished(cfg: RunConfig) -> Session {
     let prepared = runner::prepare(&cfg, None).await.expect("prepare");
     let (state, session) = run_prepared(
         &cfg,
@@ -188,17 +193,7 @@ async fn a_shared_prefix_is_cached_across_requests_of_a_sweep() {
         api_key_env: "SERVETOP_TEST_NO_KEY".into(),
         ..RunConfig::minimal(&h.url())
     };
-    let prepared = runner::prepare(&cfg, None).await.expect("prepare");
-    let (state, s) = run_prepared(
-        &cfg,
-        prepared,
-        servetop::summary::RunSummary::new(cfg.clone(), None),
-        None,
-        true,
-        CancellationToken::new(),
-    )
-    .await;
-    assert_eq!(state, RunState::Finished);
+    let s = finished(cfg).await;
     let sc = &s.summary.sweep[0].stats.as_ref().unwrap().scalars;
     assert_eq!(sc.completed, 6);
     // Every prompt is exactly 1000 tokens and starts with the same 800; the first request
@@ -231,17 +226,7 @@ async fn dataset_prompts_and_output_lengths_are_the_files() {
         api_key_env: "SERVETOP_TEST_NO_KEY".into(),
         ..RunConfig::minimal(&h.url())
     };
-    let prepared = runner::prepare(&cfg, None).await.expect("prepare");
-    let (state, s) = run_prepared(
-        &cfg,
-        prepared,
-        servetop::summary::RunSummary::new(cfg.clone(), None),
-        None,
-        true,
-        CancellationToken::new(),
-    )
-    .await;
-    assert_eq!(state, RunState::Finished);
+    let s = finished(cfg).await;
     let sc = &s.summary.sweep[0].stats.as_ref().unwrap().scalars;
     assert_eq!(sc.completed, 12);
     // What the simulator served: only the file's two prompts, each with its own output length.
