@@ -702,6 +702,14 @@ pub async fn gpu(a: &crate::cli::GpuArgs) -> i32 {
     }
 }
 
+/// The demo's multi-turn level.
+const DEMO_CHATS: MultiTurn = MultiTurn {
+    turns: 4,
+    conversations: 8,
+    concurrency: 4,
+    followup_len: 64,
+};
+
 /// `servetop demo`.
 pub async fn demo(a: DemoArgs) -> i32 {
     let sim_cfg = match SimConfig::preset("hybrid-27b-2x48g-mtp") {
@@ -713,7 +721,7 @@ pub async fn demo(a: DemoArgs) -> i32 {
         Err(e) => return fail(&format!("cannot start the simulator: {e}")),
     };
     eprintln!(
-        "servetop demo: SIMULATED server (preset {}) at {} — sweep C={} ({} in / {} out), long context {}",
+        "servetop demo: SIMULATED server (preset {}) at {} — sweep C={} ({} in / {} out), long context {}, then {} chats of {} turns through the simulated prefix cache",
         sim_cfg.preset,
         handle.url(),
         demo_config()
@@ -729,10 +737,15 @@ pub async fn demo(a: DemoArgs) -> i32 {
             .iter()
             .map(|n| workload::fmt_tokens(*n))
             .collect::<Vec<_>>()
-            .join(", ")
+            .join(", "),
+        DEMO_CHATS.conversations,
+        DEMO_CHATS.turns
     );
     let mut cfg = demo_config();
     cfg.base_url = handle.url();
+    // Last, a few chats: what the prefix cache saves turn by turn (the long-context tab's table,
+    // charts/turns.png). Here rather than in `demo_config`, which tests and benchmarks reuse.
+    cfg.multi_turn = Some(DEMO_CHATS);
     // The simulator's GPUs stand in for the host's: the demo shows every panel filled.
     cfg.dcgm_url = Some(format!("{}/dcgm/metrics", handle.url()));
     let mut out = a.output.clone();

@@ -493,7 +493,7 @@ pub fn turns_table(s: &RunSummary) -> String {
                 t.failed,
                 num(t.mean_input_tokens),
                 match (t.mean_cached_tokens, t.cache_hit_rate) {
-                    (Some(c), Some(r)) => format!("{} ({:.0} %)", num(Some(c)), r * 100.0),
+                    (Some(c), Some(r)) => format!("{c:.0} ({:.0} %)", r * 100.0),
                     _ => "not reported".into(),
                 },
                 num(t.mean_ttft_ms),

@@ -47,7 +47,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
                 Cell::from(num(t.and_then(|t| t.mean_input_tokens))),
                 Cell::from(
                     match t.and_then(|t| t.cache_hit_rate.zip(t.mean_cached_tokens)) {
-                        Some((r, c)) => format!("{} ({:.0}%)", num(Some(c)), r * 100.0),
+                        Some((r, c)) => format!("{c:.0} ({:.0}%)", r * 100.0),
                         None if done > 0 => "not reported".into(),
                         None => "-".into(),
                     },
