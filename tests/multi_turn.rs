@@ -251,3 +251,33 @@ async fn dataset_prompts_and_output_lengths_are_the_files() {
         served.iter().map(|(_, o)| o).sum::<u64>()
     );
 }
+
+/// Chats that outgrow the server's context: said before the level runs, with the flag to raise;
+/// the turn that does not fit fails as too long and its conversation stops there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chats_that_outgrow_the_context_are_announced_and_stop_at_the_limit() {
+    let mut sim = sim_config(true);
+    // Turn 2 needs 2099 + 20 tokens, turn 3 2187 + 20 (see the first test).
+    sim.context_length = 2150;
+    let h = start(sim).await;
+    let s = run(&h, PREFIX).await;
+    let warned = s
+        .summary
+        .warnings
+        .iter()
+        .find(|w| w.contains("history will reach about"))
+        .expect("a warning before the level");
+    assert!(
+        warned.contains("context limit of 2150") && warned.contains("--context-length"),
+        "{warned}"
+    );
+    let st = s.summary.multi_turn[0].stats.as_ref().unwrap();
+    let turns = &st.scalars.turns;
+    assert_eq!(turns.len(), 3, "no conversation gets past turn 3");
+    assert_eq!((turns[0].completed, turns[1].completed), (6, 6));
+    assert_eq!((turns[2].completed, turns[2].failed), (0, 6));
+    assert_eq!(
+        st.scalars.failures.get("context_too_long").map(|f| f.count),
+        Some(6)
+    );
+}

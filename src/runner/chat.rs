@@ -75,6 +75,21 @@ pub(super) async fn make_turn(
     Ok(r)
 }
 
+/// About how many tokens (prompt + output) the last turn of a multi-turn level's conversations
+/// holds with synthetic messages: the first message, then per later turn the reply, the new
+/// message and two message openings (a few tokens each in common templates), plus the last
+/// reply. `None` for other levels; dataset conversations vary and are not estimated.
+pub(super) fn last_turn_tokens(spec: &LevelSpec) -> Option<u64> {
+    const TEMPLATE_PER_MESSAGE: u64 = 4;
+    let c = spec.conversation?;
+    let per_turn = u64::from(spec.output_tokens) + c.followup_tokens + 2 * TEMPLATE_PER_MESSAGE;
+    Some(
+        spec.input_tokens
+            + u64::from(c.turns.saturating_sub(1)) * per_turn
+            + u64::from(spec.output_tokens),
+    )
+}
+
 /// One conversation at a time, turn after turn.
 pub(super) struct ChatWorker {
     pub slot: u32,

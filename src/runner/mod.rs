@@ -270,6 +270,9 @@ impl Runner {
             });
             return Ok(());
         }
+        if let Some(w) = self.chat_growth_warning(spec) {
+            self.emit(Event::Warning(w));
+        }
         // Prompts are prepared ahead of the level, so sizing them (a /tokenize call each)
         // never runs while it is measured; a level longer than the lookahead gets the rest
         // from a producer that stays that far ahead, so memory follows the concurrency and
@@ -361,6 +364,24 @@ impl Runner {
     }
 
     /// A reason to skip a long-context length the server says it cannot hold.
+    /// A multi-turn level's first turn fits, but its history grows each turn: say before it runs
+    /// when the last turns will not fit (they will fail with the server's context error, and the
+    /// conversation stops there).
+    fn chat_growth_warning(&self, spec: &LevelSpec) -> Option<String> {
+        let limit = self.prepared.server.context_limit?;
+        if self.prepared.factory.dataset().is_some() {
+            return None;
+        }
+        let need = chat::last_turn_tokens(spec)?;
+        (need > limit).then(|| {
+            format!(
+                "{}: the last turns' history will reach about {need} tokens (prompt + output), above the server's context limit of {limit}; those turns will fail as too long. Use fewer turns (--multi-turn), shorter messages, or raise {} to at least {need}",
+                spec.label(),
+                self.prepared.server.engine.context_flag(),
+            )
+        })
+    }
+
     fn context_precheck(&self, spec: &LevelSpec) -> Option<String> {
         let limit = self.prepared.server.context_limit?;
         let need = spec.input_tokens + u64::from(spec.output_tokens);
