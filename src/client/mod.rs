@@ -464,15 +464,15 @@ impl Client {
         self.exchange(spec, tag, None).await
     }
 
-    /// [`Client::send`], also keeping the generated text (content and reasoning) in `reply`:
-    /// the next turn of a conversation sends it back as the assistant's message.
-    pub async fn send_keeping_reply(
+    /// [`Client::send`], also keeping the generated text (content and reasoning) in `reply` when
+    /// given: the next turn of a conversation sends it back as the assistant's message.
+    pub async fn send_with(
         &self,
         spec: &RequestSpec,
         tag: RequestTag,
-        reply: &mut String,
+        reply: Option<&mut String>,
     ) -> RequestRecord {
-        self.exchange(spec, tag, Some(reply)).await
+        self.exchange(spec, tag, reply).await
     }
 
     async fn exchange(

@@ -11,19 +11,13 @@
 //! remaining turns are not sent, and the level ends with fewer requests than planned.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
-
-use super::{Control, Queue, ServerWatch};
-use crate::client::{self, ChatMessage, Client, RequestSpec, RequestTag};
-use crate::event::{Event, EventTx};
+use super::Lane;
+use crate::client::{ChatMessage, RequestSpec};
 use crate::workload::LevelSpec;
 use crate::workload::prompt::PromptFactory;
 
-/// Turn `turn` (from 0) of conversation `conversation`: its new user message. The first turn's
+/// Turn `turn` (from 0) of request `i`'s conversation: its new user message. The first turn's
 /// request carries the opening of the chat (the shared prefix as a system message, when there is
 /// one, and the first message of `input_tokens` minus the prefix); later ones a follow-up of
 /// `followup_tokens`. Their planned input counts the new message only: the worker adds the
@@ -92,44 +86,21 @@ pub(super) fn last_turn_tokens(spec: &LevelSpec) -> Option<u64> {
 
 /// One conversation at a time, turn after turn.
 pub(super) struct ChatWorker {
-    pub slot: u32,
+    pub lane: Lane,
     pub turns: u32,
-    pub client: Client,
-    pub queue: Queue,
-    pub stop: Arc<AtomicBool>,
-    pub watch: Arc<ServerWatch>,
-    pub level: u32,
-    pub origin: Instant,
-    pub tx: EventTx,
-    pub cancel: CancellationToken,
-    pub control: watch::Receiver<Control>,
-    pub grace: Duration,
 }
 
 impl ChatWorker {
-    fn halted(&self) -> bool {
-        self.cancel.is_cancelled() || self.stop.load(Ordering::Relaxed)
-    }
-
-    async fn wait_while_paused(&mut self) {
-        while self.control.borrow().paused && !self.cancel.is_cancelled() {
-            tokio::select! {
-                r = self.control.changed() => if r.is_err() { break },
-                () = self.cancel.cancelled() => break,
-            }
-        }
-    }
-
     pub async fn run(mut self) {
         loop {
-            self.wait_while_paused().await;
-            if self.halted() {
+            self.lane.wait_while_paused().await;
+            if self.lane.halted() {
                 return;
             }
             // A conversation's turns, taken together so no other worker gets one of them.
             let mut turns = Vec::with_capacity(self.turns as usize);
             {
-                let mut q = self.queue.lock().await;
+                let mut q = self.lane.queue.lock().await;
                 for _ in 0..self.turns {
                     match q.recv().await {
                         Some(t) => turns.push(t),
@@ -150,8 +121,8 @@ impl ChatWorker {
         // The server's count of the last turn's prompt plus its reply.
         let mut history_tokens = 0u64;
         for (turn, (i, mut spec)) in (1u32..).zip(turns) {
-            self.wait_while_paused().await;
-            if self.halted() {
+            self.lane.wait_while_paused().await;
+            if self.lane.halted() {
                 return;
             }
             if let Some(opening) = spec.messages.take() {
@@ -164,32 +135,12 @@ impl ChatWorker {
                 spec.planned_input_tokens += history_tokens;
             }
             spec.messages = Some(history.clone().into());
-            let sched = Instant::now();
-            let tag = RequestTag {
-                level: self.level,
-                index: i,
-                warmup: false,
-                origin: self.origin,
-                sched,
-            };
-            let _ = self.tx.send(Event::Sent {
-                level: self.level,
-                slot: self.slot,
-            });
             let mut reply = String::new();
-            let grace = self.grace;
-            let cancel = self.cancel.clone();
-            let mut rec = tokio::select! {
-                r = self.client.send_keeping_reply(&spec, tag, &mut reply) => r,
-                () = async move { cancel.cancelled().await; tokio::time::sleep(grace).await } => {
-                    client::cancelled_record(&spec, tag, sched)
-                }
-            };
-            rec.slot = Some(self.slot);
+            let mut rec = self.lane.send(i, &spec, Some(&mut reply)).await;
             rec.turn = Some(turn);
             history_tokens = rec.input_tokens + rec.output_tokens;
             let ok = rec.is_ok();
-            super::deliver(rec, &self.tx, &self.watch, &self.stop, &self.cancel).await;
+            self.lane.deliver(rec).await;
             if !ok {
                 return;
             }

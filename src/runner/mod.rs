@@ -534,39 +534,36 @@ impl Runner {
             self.open_loop(spec, &arrival, seed, queue.clone(), ctx)
                 .await;
         }
-        for slot in (0..closed_loop_workers).filter(|_| spec.conversation.is_some()) {
-            let w = chat::ChatWorker {
-                slot,
-                turns: spec.conversation.map_or(1, |c| c.turns),
-                client: self.prepared.client.clone(),
-                queue: queue.clone(),
-                stop: stop.clone(),
-                watch: watch.clone(),
-                level: spec.index,
-                origin,
-                tx: self.tx.clone(),
-                cancel: level_cancel.clone(),
-                control: self.control.clone(),
-                grace: self.grace,
-            };
-            workers.push(tokio::spawn(w.run()));
-        }
-        for slot in (0..closed_loop_workers).filter(|_| spec.conversation.is_none()) {
-            let w = Worker {
-                slot,
-                client: self.prepared.client.clone(),
-                queue: queue.clone(),
-                stop: stop.clone(),
-                watch: watch.clone(),
-                level: spec.index,
-                long_context: spec.kind == LevelKind::LongContext,
-                origin,
-                tx: self.tx.clone(),
-                cancel: level_cancel.clone(),
-                control: self.control.clone(),
-                grace: self.grace,
-            };
-            workers.push(tokio::spawn(w.run()));
+        let lane = |slot| Lane {
+            slot,
+            client: self.prepared.client.clone(),
+            queue: queue.clone(),
+            stop: stop.clone(),
+            watch: watch.clone(),
+            level: spec.index,
+            origin,
+            tx: self.tx.clone(),
+            cancel: level_cancel.clone(),
+            control: self.control.clone(),
+            grace: self.grace,
+        };
+        for slot in 0..closed_loop_workers {
+            workers.push(match spec.conversation {
+                Some(c) => tokio::spawn(
+                    chat::ChatWorker {
+                        lane: lane(slot),
+                        turns: c.turns,
+                    }
+                    .run(),
+                ),
+                None => tokio::spawn(
+                    Worker {
+                        lane: lane(slot),
+                        long_context: spec.kind == LevelKind::LongContext,
+                    }
+                    .run(),
+                ),
+            });
         }
         for w in workers {
             let _ = w.await;
@@ -916,8 +913,9 @@ async fn dataset_request(
     Ok(r)
 }
 
-/// One closed-loop worker: takes the next request as soon as its previous one ends.
-struct Worker {
+/// What each closed-loop worker of a level holds: its slot, the client, the level's queue and
+/// channel, and what stops or pauses it.
+struct Lane {
     /// Which of the level's workers this is (stamped on its records).
     slot: u32,
     client: Client,
@@ -925,7 +923,6 @@ struct Worker {
     stop: Arc<AtomicBool>,
     watch: Arc<ServerWatch>,
     level: u32,
-    long_context: bool,
     origin: Instant,
     tx: EventTx,
     cancel: CancellationToken,
@@ -933,79 +930,98 @@ struct Worker {
     grace: Duration,
 }
 
+impl Lane {
+    /// The level was cancelled or stopped: send nothing more.
+    fn halted(&self) -> bool {
+        self.cancel.is_cancelled() || self.stop.load(Ordering::Relaxed)
+    }
+
+    async fn wait_while_paused(&mut self) {
+        while self.control.borrow().paused && !self.cancel.is_cancelled() {
+            tokio::select! {
+                r = self.control.changed() => if r.is_err() { break },
+                () = self.cancel.cancelled() => break,
+            }
+        }
+    }
+
+    /// Announces request `index` on this lane's slot and sends it now: in a closed loop the slot
+    /// freed just now, so this is `t_sched`. Once the level is cancelled it has the grace period
+    /// to finish, then ends as cancelled. `reply` keeps the generated text when given.
+    async fn send(
+        &self,
+        index: u32,
+        spec: &RequestSpec,
+        reply: Option<&mut String>,
+    ) -> crate::metrics::RequestRecord {
+        let sched = Instant::now();
+        let tag = RequestTag {
+            level: self.level,
+            index,
+            warmup: false,
+            origin: self.origin,
+            sched,
+        };
+        let _ = self.tx.send(Event::Sent {
+            level: self.level,
+            slot: self.slot,
+        });
+        let grace = self.grace;
+        let cancel = self.cancel.clone();
+        let mut rec = tokio::select! {
+            r = self.client.send_with(spec, tag, reply) => r,
+            () = async move { cancel.cancelled().await; tokio::time::sleep(grace).await } => {
+                client::cancelled_record(spec, tag, sched)
+            }
+        };
+        rec.slot = Some(self.slot);
+        rec
+    }
+
+    /// [`deliver`] through this lane.
+    async fn deliver(&self, rec: crate::metrics::RequestRecord) {
+        deliver(rec, &self.tx, &self.watch, &self.stop, &self.cancel).await;
+    }
+}
+
+/// One closed-loop worker: takes the next request as soon as its previous one ends.
+struct Worker {
+    lane: Lane,
+    long_context: bool,
+}
+
 impl Worker {
     async fn run(mut self) {
         loop {
             // Nothing left to send: end now, paused or not, so the level can finish.
             {
-                let q = self.queue.lock().await;
+                let q = self.lane.queue.lock().await;
                 if q.is_closed() && q.is_empty() {
                     return;
                 }
             }
-            while self.control.borrow().paused && !self.cancel.is_cancelled() {
-                tokio::select! {
-                    r = self.control.changed() => if r.is_err() { break },
-                    () = self.cancel.cancelled() => break,
-                }
-            }
-            if self.cancel.is_cancelled() || self.stop.load(Ordering::Relaxed) {
+            self.lane.wait_while_paused().await;
+            if self.lane.halted() {
                 return;
             }
-            let Some((i, spec)) = self.queue.lock().await.recv().await else {
+            let Some((i, spec)) = self.lane.queue.lock().await.recv().await else {
                 return;
             };
-            // Closed loop: the slot freed just now, so this is t_sched.
-            let sched = Instant::now();
-            let tag = RequestTag {
-                level: self.level,
-                index: i,
-                warmup: false,
-                origin: self.origin,
-                sched,
-            };
-            let _ = self.tx.send(Event::Sent {
-                level: self.level,
-                slot: self.slot,
-            });
-            let grace = self.grace;
-            let cancel = self.cancel.clone();
-            let mut rec = tokio::select! {
-                r = self.client.send(&spec, tag) => r,
-                () = async move { cancel.cancelled().await; tokio::time::sleep(grace).await } => {
-                    client::cancelled_record(&spec, tag, sched)
-                }
-            };
-            rec.slot = Some(self.slot);
-            if let Outcome::Failed {
-                kind: FailureKind::Connect,
-                message,
-                ..
-            } = &rec.outcome
-            {
-                // Record this failure, then hold this worker until the server is back (or give
-                // up on the level when it does not come back in time).
-                let why = message.clone();
-                let _ = self.tx.send(Event::Request(Box::new(rec)));
-                if !self.watch.wait_for_server(&why).await {
-                    self.stop.store(true, Ordering::Relaxed);
-                    self.cancel.cancel();
-                }
-                continue;
-            }
+            let rec = self.lane.send(i, &spec, None).await;
             // A refused long prompt will be refused again: stop repeating it.
-            if self.long_context
+            let refused = self.long_context
                 && matches!(
                     &rec.outcome,
                     Outcome::Failed {
                         kind: FailureKind::ContextTooLong,
                         ..
                     }
-                )
-            {
-                self.stop.store(true, Ordering::Relaxed);
+                );
+            // After a failure to connect, this holds the worker until the server is back.
+            self.lane.deliver(rec).await;
+            if refused {
+                self.lane.stop.store(true, Ordering::Relaxed);
             }
-            let _ = self.tx.send(Event::Request(Box::new(rec)));
         }
     }
 }
