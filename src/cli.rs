@@ -451,6 +451,10 @@ pub struct SimArgs {
     /// is prefilled whole, however much of it an earlier request shared.
     #[arg(long)]
     pub no_prefix_cache: bool,
+    /// Write the events of K decode steps to a stream together, after its first token (default
+    /// 1), as a busy API server does: the client then receives runs of events at once.
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub write_batch: Option<u32>,
     /// Inject faults, each a probability per request: http500, http429, ctx400, reset-mid,
     /// malformed, stall, slow-first, error-event; per new connection: reset-before; durations
     /// stall-s and slow-first-s. restart=S takes the server down every S seconds (listener

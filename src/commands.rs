@@ -460,6 +460,9 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, String> {
     if a.no_prefix_cache {
         c.prefix_cache = false;
     }
+    if let Some(k) = a.write_batch {
+        c.write_batch = k;
+    }
     if let Some(s) = a.seed {
         c.seed = s;
     }

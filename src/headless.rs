@@ -143,7 +143,7 @@ fn print_notice(n: Notice, s: &Session) {
                 return;
             }
             say(&format!(
-                "[{}] {} · {} ok, {} failed · {} out tok/s · per-stream {} tok/s · TTFT p50 {} ms · ITL p50 {} ms · accept {} · {:.1} s",
+                "[{}] {} · {} ok, {} failed · {} out tok/s · per-stream {} tok/s · TTFT p50 {} ms · ITL p50 {} ms · accept {} · {:.0} % multi-event deliveries · {:.1} s",
                 l.label(),
                 l.status.name(),
                 sc.completed,
@@ -152,7 +152,12 @@ fn print_notice(n: Notice, s: &Session) {
                 num(d.decode_tokens_per_s.as_ref().map(|d| d.mean)),
                 num(d.ttft_ms.as_ref().map(|d| d.p50)),
                 num(d.itl_ms.as_ref().map(|d| d.p50)),
-                num(sc.accept_length_client),
+                if l.delivery_bursts {
+                    "— (delivery bursts)".to_string()
+                } else {
+                    num(sc.accept_length_client)
+                },
+                sc.multi_event_delivery_share.unwrap_or(0.0) * 100.0,
                 sc.duration_s
             ));
             for (k, f) in &sc.failures {

@@ -301,16 +301,11 @@ impl Session {
         }
         let stats = self.accs.get(&index).map(LevelAccumulator::stats);
         let slo_check = self.accs.get(&index).and_then(LevelAccumulator::slo_check);
-        if let (Some(l), Some(st)) = (self.summary.level(index), &stats)
-            && let (Some(c), Some(s)) = (st.scalars.accept_length_client, l.accept_length_server)
-        {
-            // Tokens per chunk (client) and tokens per step (server) agree when each step is
-            // one chunk; a large gap means the transport merges or splits chunks.
-            if s > 0.0 && ((c - s) / s).abs() > 0.25 {
-                warning = Some(format!(
-                    "{}: the client saw {c:.2} tokens per chunk but the server reports an accept length of {s:.2}; chunks are being merged or split on the way, so the client figure is not the accept length",
-                    l.label()
-                ));
+        if let (Some(l), Some(st)) = (self.summary.level(index), &stats) {
+            let verdict = crate::metrics::chunk_verdict(&st.scalars, l.accept_length_server);
+            warning = verdict.warning.map(|w| format!("{}: {w}", l.label()));
+            if let Some(l) = self.summary.level_mut(index) {
+                l.delivery_bursts = verdict.delivery_bursts;
             }
         }
         if let Some(w) = warning {

@@ -85,6 +85,11 @@ pub struct LevelSummary {
     /// How the server figure was obtained, acceptance rate and per-position rates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec_server: Option<SpecLevelStats>,
+    /// The client's tokens per chunk above 1 are delivery bursts, not speculative drafts (the
+    /// server reports no speculation, or an accept length that disagrees): `accept_length_client`
+    /// is then not shown as an accept length.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub delivery_bursts: bool,
     /// The engine's own load over the level (from its /metrics).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<ServerLevelStats>,
@@ -99,6 +104,15 @@ pub struct LevelSummary {
 }
 
 impl LevelSummary {
+    /// The client-side accept length to show as one: tokens per chunk, unless they are delivery
+    /// bursts.
+    pub fn accept_length_client(&self) -> Option<f64> {
+        if self.delivery_bursts {
+            return None;
+        }
+        self.stats.as_ref()?.scalars.accept_length_client
+    }
+
     /// A waiting level from its plan.
     pub fn planned(spec: &LevelSpec) -> Self {
         Self {
@@ -120,6 +134,7 @@ impl LevelSummary {
             origin_unix_us: None,
             accept_length_server: None,
             spec_server: None,
+            delivery_bursts: false,
             server_metrics: None,
             gpus: Vec::new(),
             slo: None,

@@ -432,3 +432,39 @@ async fn a_level_longer_than_the_prompt_lookahead_sends_every_request_once() {
     assert_eq!(h.log.lock().unwrap().total_prompt_tokens, 1500 * 24);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Runs of events in one write (a busy API server) are one delivery each: the gap before a run
+/// is split over its tokens, so ITL is the decode step, not half zeros, and the tokens per chunk
+/// they make are labelled bursts, not speculation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_written_together_are_one_delivery() {
+    // One token per 20 ms step; after the first token the server writes two steps' events in
+    // one write, every 40 ms. 1 + 40 tokens: the first alone, then 20 writes of 2 events.
+    let mut c = sim_config();
+    c.accept_length = AcceptLength::Fixed(1);
+    c.write_batch = 2;
+    let h = start(c).await;
+    let s = run_with(&h, |c| c.output_len = 41, |_| {}).await;
+    let l = &s.summary.sweep[0];
+    let (sc, d) = (&stats(&s, 0).scalars, &stats(&s, 0).dists);
+    assert_eq!((sc.completed, sc.total_output_tokens), (3, 3 * 41));
+    // 21 deliveries a request, 20 of them of two events: exact counts.
+    assert_eq!(sc.deliveries, 3 * 21);
+    assert!((sc.multi_event_delivery_share.unwrap() - 20.0 / 21.0).abs() < 1e-12);
+    assert_eq!(d.tokens_per_chunk.as_ref().unwrap().count, 3 * 20);
+    assert_eq!(sc.accept_length_client, Some(2.0));
+    // 40 ms over 2 tokens: ITL 20 ms at every percentile (the tolerance of this file's header),
+    // TPOT the same. Counted event by event, half the ITL values would be 0 and p50 0 or 40 ms.
+    let itl = d.itl_ms.as_ref().unwrap();
+    close(itl.p50, 20.0, 0.1, "ITL p50");
+    close(itl.mean, 20.0, 0.05, "ITL mean");
+    assert!(itl.min > 10.0, "no zero gap survives: ITL min {}", itl.min);
+    close(d.tpot_ms.as_ref().unwrap().mean, 20.0, 0.05, "TPOT");
+    // The simulator's engine reports one token per step: two per chunk are bursts, not drafts.
+    assert!(l.delivery_bursts, "{:?}", l.accept_length_server);
+    assert_eq!(l.accept_length_client(), None);
+    let w = s.summary.warnings.join("\n");
+    assert!(w.contains("delivery bursts"), "{w}");
+    let md = servetop::export::markdown::sweep_table(&s.summary.sweep);
+    assert!(md.contains("— (bursts: 2.00 tok/chunk)"), "{md}");
+}

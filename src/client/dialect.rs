@@ -52,6 +52,8 @@ pub struct ChunkData<'a> {
     pub has_choice: bool,
     /// A finish reason was given.
     pub finished: bool,
+    /// The finish reason was `length`: the token limit, or the context filled up.
+    pub length_stop: bool,
     /// Usage attached to this chunk.
     pub usage: Option<Usage>,
     /// Cumulative completion tokens reported on a content chunk (exact per-chunk counting).
@@ -150,6 +152,7 @@ pub fn parse<'a>(dialect: Dialect, data: &'a str) -> Result<ChunkData<'a>, Strin
             if let Some(m) = w.meta_info {
                 out.cumulative_completion = m.completion_tokens;
                 out.finished = m.finish_reason.as_ref().is_some_and(is_finish);
+                out.length_stop = m.finish_reason.as_ref().is_some_and(is_length);
                 out.usage = Some(Usage {
                     prompt_tokens: m.prompt_tokens,
                     completion_tokens: m.completion_tokens,
@@ -161,6 +164,7 @@ pub fn parse<'a>(dialect: Dialect, data: &'a str) -> Result<ChunkData<'a>, Strin
             if let Some(c) = w.choices.into_iter().next() {
                 out.has_choice = true;
                 out.finished = c.finish_reason.as_ref().is_some_and(is_finish);
+                out.length_stop = c.finish_reason.as_ref().is_some_and(is_length);
                 out.text = match (c.text, c.delta) {
                     (Some(t), _) => t,
                     (None, Some(d)) => join3(d.reasoning_content, d.reasoning, d.content),
@@ -181,6 +185,16 @@ fn is_finish(v: &serde_json::Value) -> bool {
         serde_json::Value::Null => false,
         serde_json::Value::String(s) => !s.is_empty(),
         _ => true,
+    }
+}
+
+/// Whether a `finish_reason` is `length` (OpenAI, vLLM, llama.cpp) or SGLang's
+/// `{"type": "length", ...}`.
+fn is_length(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::String(s) => s == "length",
+        serde_json::Value::Object(o) => o.get("type").and_then(|t| t.as_str()) == Some("length"),
+        _ => false,
     }
 }
 
@@ -284,6 +298,27 @@ mod tests {
         assert!(matches!(d.text, Cow::Borrowed(_)));
         assert!(d.has_choice && !d.finished);
         assert_eq!(d.cumulative_completion, None);
+    }
+
+    #[test]
+    fn a_length_finish_is_told_apart_from_other_finishes() {
+        let chunk = |reason: &str| {
+            format!(
+                r#"{{"choices":[{{"index":0,"text":"ns","finish_reason":{reason}}}],"usage":{{"prompt_tokens":4000,"total_tokens":4096,"completion_tokens":96}}}}"#
+            )
+        };
+        let length = chunk(r#""length""#);
+        let d = parse(Dialect::Completions, &length).unwrap();
+        assert!(d.finished && d.length_stop);
+        let stop = chunk(r#""stop""#);
+        let d = parse(Dialect::Completions, &stop).unwrap();
+        assert!(d.finished && !d.length_stop);
+        let null = chunk("null");
+        let d = parse(Dialect::Completions, &null).unwrap();
+        assert!(!d.finished && !d.length_stop);
+        let sglang = r#"{"text":"abc","meta_info":{"completion_tokens":3,"finish_reason":{"type":"length","length":3}}}"#;
+        let d = parse(Dialect::SglangNative, sglang).unwrap();
+        assert!(d.finished && d.length_stop);
     }
 
     #[test]
@@ -453,6 +488,8 @@ mod tests {
             "This model's maximum context length is 32768 tokens. However, you requested 60256 tokens (60000 in the messages, 256 in the completion).",
             "The input (60001 tokens) is longer than the model's context length (32768 tokens).",
             "the request exceeds the available context size, try increasing it",
+            // vLLM 0.32's wording, read from its 400 body (`http_error_message` of the JSON).
+            "This model's maximum context length is 4096 tokens. However, your prompt contains at least 4097 input tokens, which exceeds this limit even without any output tokens. Please reduce the length of the input prompt. (parameter=input_tokens, value=4097)",
             "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: 60000 `inputs` tokens and 256 `max_new_tokens`",
         ] {
             assert!(is_context_error(m), "{m}");

@@ -1,9 +1,9 @@
 //! Streaming requests to an inference server, folded into one `RequestRecord` per request.
 //!
 //! The worker owns the per-chunk timestamps (STYLE.md rule 2): it stamps each SSE event as it
-//! is parsed, keeps only the chunks that carry tokens, and hands the app a single record. On
-//! engines that send one event per token, the events of one speculative step arrive back to back
-//! and are grouped into one chunk per step ([`bursts`]).
+//! is parsed, keeps only the chunks that carry tokens, and hands the app a single record. Events
+//! that reached the client together are one delivery, one chunk ([`bursts`]); on engines that send
+//! one event per token, the events of one speculative step are grouped into one chunk per step.
 
 pub mod bursts;
 pub mod dialect;
@@ -136,6 +136,8 @@ pub struct Client {
     backend: Backend,
     engine: Engine,
     model: String,
+    /// The server's context limit as it reported it, if it did (for failure messages).
+    context_limit: Option<u64>,
     api_key: Option<String>,
     opts: ClientOptions,
     /// Tokens received so far by every request of this client (sampled by the dashboard for a
@@ -301,6 +303,7 @@ impl Client {
             backend,
             engine: server.engine,
             model: server.model.clone(),
+            context_limit: server.context_limit,
             api_key,
             opts,
             live_tokens: Arc::new(AtomicU64::new(0)),
@@ -580,6 +583,7 @@ impl Client {
         let mut usage_completion = None;
         let mut usage_cached = None;
         let mut finished = false;
+        let mut length_stop = false;
         let mut done = false;
         // One timer for the whole stream, moved only when it fires early: resetting a timer on
         // every read would cost more than the read at thousands of streams.
@@ -662,6 +666,7 @@ impl Client {
                     }
                 }
                 finished |= c.finished;
+                length_stop |= c.length_stop;
                 if !c.has_choice {
                     continue;
                 }
@@ -703,10 +708,10 @@ impl Client {
                 };
                 if n > 0 {
                     self.live_tokens.fetch_add(n, Ordering::Relaxed);
-                    chunks.push(TokenChunk {
-                        t_us: us_since(t_send, arrival),
-                        tokens: n.min(u64::from(u32::MAX)) as u32,
-                    });
+                    chunks.push(TokenChunk::new(
+                        us_since(t_send, arrival),
+                        n.min(u64::from(u32::MAX)) as u32,
+                    ));
                 }
             }
             if !chunks.is_empty() {
@@ -731,13 +736,18 @@ impl Client {
         let counting = counting.unwrap_or(ChunkCounting::OnePerChunk);
         // One event per token (no per-chunk counts): events of one speculative step arrive back
         // to back; group them into that step's chunk (see `bursts`). Exact per-chunk counts are
-        // already one chunk per step.
-        let burst_counts = (counting == ChunkCounting::OnePerChunk && bursts::group(&mut chunks))
+        // already one event per step. Then, for every engine, the events that reached the client
+        // together become one delivery.
+        if counting == ChunkCounting::OnePerChunk {
+            bursts::group(&mut chunks);
+        }
+        bursts::merge_deliveries(&mut chunks);
+        let event_counts = (counting == ChunkCounting::OnePerChunk)
             .then(|| chunks.iter().map(|c| c.tokens).collect::<Vec<_>>());
         let counts = finalize_counts(&mut chunks, counting, usage_completion);
-        // The usage total spread over the chunks evenly: keep the grouped counts instead when
-        // they already add up to it (one token per event, as the engine sends them).
-        if let Some(b) = burst_counts
+        // The usage total spread over the chunks evenly: keep the chunks' own counts (one token
+        // per event, summed per step or delivery) instead when they already add up to it.
+        if let Some(b) = event_counts
             && b.iter().map(|&n| u64::from(n)).sum::<u64>() == counts.output_tokens
         {
             for (c, n) in chunks.iter_mut().zip(b) {
@@ -749,6 +759,9 @@ impl Client {
             (None, Some((n, src))) => (n, src),
             (None, None) => (spec.planned_input_tokens, CountSource::Planned),
         };
+        if let Some(f) = self.context_cut(spec, length_stop, input_tokens, &counts) {
+            return failed_record(spec, tag, t_send, f, retries);
+        }
         let (ttft_us, e2e_us) = match crate::metrics::record::first_last(&chunks) {
             Some((a, b)) => (Some(a), Some(b)),
             None => (None, None),
@@ -775,6 +788,37 @@ impl Client {
             cached_tokens: usage_cached,
             turn: None,
         }
+    }
+}
+
+impl Client {
+    /// A stream that ended for `length` with fewer tokens than asked for, its prompt and output
+    /// filling the server's context: vLLM accepts a prompt that fits and stops when prompt +
+    /// output reach `--max-model-len`. Such a request measured a shorter output than planned,
+    /// so it is a failure of its own kind, never a full-length measurement. Where the limit is
+    /// unknown nothing is claimed.
+    fn context_cut(
+        &self,
+        spec: &RequestSpec,
+        length_stop: bool,
+        input_tokens: u64,
+        counts: &crate::metrics::FinalCounts,
+    ) -> Option<Failure> {
+        let out = counts.output_tokens;
+        let limit = self.context_limit?;
+        let cut = length_stop
+            && counts.output_source.is_exact()
+            && out < u64::from(spec.max_tokens)
+            && input_tokens + out >= limit;
+        cut.then(|| {
+            Failure::new(
+                FailureKind::ContextTooLong,
+                format!(
+                    "the server stopped after {out} of {} output tokens (finish_reason length): the prompt ({input_tokens} tokens) and the output filled its {limit}-token context",
+                    spec.max_tokens
+                ),
+            )
+        })
     }
 }
 

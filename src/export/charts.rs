@@ -646,7 +646,7 @@ pub fn render_all(
         let mut lines = lines_per_run(
             runs,
             "client (tokens per chunk)",
-            |l| stat(l, |s| s.scalars.accept_length_client),
+            crate::summary::LevelSummary::accept_length_client,
             false,
         );
         let server = lines_per_run(

@@ -71,14 +71,27 @@ pub fn sweep_table(levels: &[LevelSummary]) -> String {
             pair(d.itl_ms.as_ref(), |d| d.p50, |d| d.p99),
             num(d.tpot_ms.as_ref().map(|d| d.p50)),
             num(d.e2el_ms.as_ref().map(|d| d.p50)),
-            match l.accept_length_server {
-                Some(srv) => format!("{} / {}", num(sc.accept_length_client), num(Some(srv))),
-                None => num(sc.accept_length_client),
-            },
+            accept_cell(l),
             failures_cell(l),
         );
     }
     out
+}
+
+/// The accept length as the client saw it (and the server's, when it reports one); tokens per
+/// chunk that are delivery bursts are said to be so, never shown as an accept length.
+fn accept_cell(l: &LevelSummary) -> String {
+    let client = match (l.delivery_bursts, l.stats.as_ref()) {
+        (true, Some(s)) => format!(
+            "— (bursts: {} tok/chunk)",
+            num(s.scalars.accept_length_client)
+        ),
+        _ => num(l.accept_length_client()),
+    };
+    match l.accept_length_server {
+        Some(srv) => format!("{client} / {}", num(Some(srv))),
+        None => client,
+    }
 }
 
 /// The request-rate table: the configured rate beside the achieved one, latency, and the client
@@ -512,8 +525,12 @@ fn count_sources(s: &RunSummary) -> String {
     use std::collections::BTreeMap;
     let mut out_src: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut chunk_src: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let (mut deliveries, mut multi) = (0u64, 0.0f64);
     for l in s.levels() {
         if let Some(st) = &l.stats {
+            deliveries += st.scalars.deliveries;
+            multi +=
+                st.scalars.multi_event_delivery_share.unwrap_or(0.0) * st.scalars.deliveries as f64;
             for (k, v) in &st.scalars.output_token_sources {
                 *out_src.entry(k.label()).or_default() += v;
             }
@@ -531,11 +548,19 @@ fn count_sources(s: &RunSummary) -> String {
     if out_src.is_empty() {
         return String::new();
     }
-    format!(
+    let mut line = format!(
         "output totals from {}; tokens per chunk from {}",
         fmt(&out_src),
         fmt(&chunk_src)
-    )
+    );
+    if deliveries > 0 {
+        let _ = write!(
+            line,
+            "; {:.1} % of {deliveries} deliveries held several events",
+            100.0 * multi / deliveries as f64
+        );
+    }
+    line
 }
 
 /// Completed requests, with the level's status when it did not finish normally.

@@ -30,6 +30,9 @@ pub struct LevelAccumulator {
     client_queue: Dist,
     chunk_gap: Dist,
     tokens_per_chunk: Dist,
+    /// Token-carrying deliveries, and those that held more than one event.
+    deliveries: u64,
+    multi_event_deliveries: u64,
     /// milli-tokens/s, so integer buckets keep three digits for slow streams.
     decode_speed: Dist,
     prefill_speed: Dist,
@@ -257,6 +260,8 @@ impl LevelAccumulator {
                 self.tokens_per_chunk.record(u64::from(n));
             }
         });
+        self.deliveries += r.chunks.len() as u64;
+        self.multi_event_deliveries += r.chunks.iter().filter(|c| c.events > 1).count() as u64;
         for c in &r.chunks {
             let bin = ((r.send_at_us + c.t_us) / US_PER_S) as usize;
             if self.bins.len() <= bin {
@@ -372,6 +377,9 @@ impl LevelAccumulator {
             goodput: self.slo.map(|_| per_s(self.slo_met as f64)),
             slo_met: self.slo.map(|_| self.slo_met),
             accept_length_client: self.tokens_per_chunk.mean(),
+            deliveries: self.deliveries,
+            multi_event_delivery_share: (self.deliveries > 0)
+                .then(|| self.multi_event_deliveries as f64 / self.deliveries as f64),
             mean_input_tokens: (self.completed > 0)
                 .then(|| self.input_tokens as f64 / self.completed as f64),
             mean_output_tokens: (self.completed > 0)
@@ -447,6 +455,13 @@ pub struct LevelScalars {
     pub slo_met: Option<u64>,
     /// Mean tokens per chunk after the first: the speculative accept length seen by the client.
     pub accept_length_client: Option<f64>,
+    /// Token-carrying deliveries of the completed requests (docs/metrics.md "A chunk is a
+    /// delivery").
+    #[serde(default)]
+    pub deliveries: u64,
+    /// Share of those deliveries that held more than one token event (0..1).
+    #[serde(default)]
+    pub multi_event_delivery_share: Option<f64>,
     pub mean_input_tokens: Option<f64>,
     pub mean_output_tokens: Option<f64>,
     /// Mean over requests of input tokens / TTFT (the long-context prefill speed).
@@ -577,15 +592,9 @@ mod tests {
 
     /// A successful request at C=1 as the simulator with 20 ms steps and accept length 4 makes it.
     fn ok_record(send: u64, ttft: u64, n_steps: u64) -> RequestRecord {
-        let mut chunks = vec![TokenChunk {
-            t_us: ttft,
-            tokens: 1,
-        }];
+        let mut chunks = vec![TokenChunk::new(ttft, 1)];
         for i in 1..=n_steps {
-            chunks.push(TokenChunk {
-                t_us: ttft + i * 20_000,
-                tokens: 4,
-            });
+            chunks.push(TokenChunk::new(ttft + i * 20_000, 4));
         }
         let e2e = chunks.last().unwrap().t_us;
         RequestRecord {
@@ -645,6 +654,30 @@ mod tests {
         );
         assert_eq!(s.scalars.max_concurrent_requests, 1);
         assert!((s.scalars.mean_concurrency - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn multi_event_delivery_share_counts_deliveries_of_several_events() {
+        let mut acc = LevelAccumulator::new(None);
+        // 101 deliveries each; in the first request 25 of them held two events, in the second 0.
+        let mut a = ok_record(0, 50_000, 100);
+        for c in a.chunks.iter_mut().skip(1).step_by(4) {
+            c.events = 2;
+        }
+        assert_eq!(a.chunks.iter().filter(|c| c.events == 2).count(), 25);
+        let b = ok_record(3_000_000, 50_000, 100);
+        acc.add(&a);
+        acc.add(&b);
+        let s = acc.stats().scalars;
+        assert_eq!(s.deliveries, 202);
+        assert!((s.multi_event_delivery_share.unwrap() - 25.0 / 202.0).abs() < 1e-12);
+        assert_eq!(
+            LevelAccumulator::new(None)
+                .stats()
+                .scalars
+                .multi_event_delivery_share,
+            None
+        );
     }
 
     #[test]
@@ -774,6 +807,8 @@ mod tests {
             "mean_decode_tokens_per_s",
             "accept_length_client",
             "mean_tokens_per_chunk",
+            "multi_event_delivery_share",
+            "deliveries",
         ] {
             assert!(v.get(key).is_some(), "missing {key}");
         }

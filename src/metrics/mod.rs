@@ -1,12 +1,14 @@
 //! Measurement maths (METRICS.md): per-request records and formulas, HDR-backed distributions,
 //! per-level accumulation and the level summary every screen and export reads.
 
+pub mod chunks;
 pub mod dist;
 pub mod level;
 pub mod record;
 pub mod slo;
 pub mod turns;
 
+pub use chunks::{ChunkVerdict, chunk_verdict};
 pub use dist::{Dist, DistStats};
 pub use level::{FailureCount, LevelAccumulator, LevelDists, LevelScalars, LevelStats};
 pub use record::{

@@ -107,11 +107,36 @@ pub enum Outcome {
     Cancelled,
 }
 
-/// A chunk that carried at least one generated token: arrival time since `t_send` and its count.
+/// A delivery that carried at least one generated token: arrival time since `t_send`, its token
+/// count, and how many token-carrying SSE events it held (docs/metrics.md "A chunk is a
+/// delivery").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenChunk {
     pub t_us: u64,
     pub tokens: u32,
+    /// Token-carrying events merged into this chunk (1 for a chunk that arrived alone).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub events: u32,
+}
+
+impl TokenChunk {
+    /// A chunk of one event.
+    pub const fn new(t_us: u64, tokens: u32) -> Self {
+        Self {
+            t_us,
+            tokens,
+            events: 1,
+        }
+    }
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_one(v: &u32) -> bool {
+    *v == 1
 }
 
 /// How the client counted tokens per chunk while the stream ran.
@@ -306,7 +331,7 @@ mod tests {
 
     fn chunks(spec: &[(u64, u32)]) -> Vec<TokenChunk> {
         spec.iter()
-            .map(|&(t_us, tokens)| TokenChunk { t_us, tokens })
+            .map(|&(t_us, tokens)| TokenChunk::new(t_us, tokens))
             .collect()
     }
 

@@ -16,7 +16,7 @@ use super::SimConfig;
 use super::prefix_cache::PrefixCache;
 
 /// What the engine sends back to a request's HTTP stream.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct Emit {
     /// New tokens (one SSE chunk).
     pub tokens: u32,

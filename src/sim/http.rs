@@ -358,6 +358,7 @@ fn serve(s: &Shared, kind: Kind, body: &Value) -> Response {
         engine_gone: false,
         stall_s: s.config.faults.stall_s,
         slow_first_s: s.config.faults.slow_first_s,
+        write_batch: s.config.write_batch.max(1),
     };
     if ask.stream {
         let stream = futures_util::stream::unfold(st, |mut st| async move {
@@ -414,6 +415,8 @@ struct StreamState {
     engine_gone: bool,
     stall_s: f64,
     slow_first_s: f64,
+    /// Steps written together after the first token ([`super::SimConfig::write_batch`]).
+    write_batch: u32,
 }
 
 fn sse(v: &Value) -> Bytes {
@@ -482,6 +485,27 @@ impl StreamState {
         }
     }
 
+    /// One step's tokens as an SSE event (the last one moves the stream on to its usage).
+    fn token_event(&mut self, emit: Emit) -> Vec<u8> {
+        let Emit {
+            tokens: n,
+            last,
+            cached,
+        } = emit;
+        self.generated += u64::from(n);
+        self.cached = self.cached.max(cached);
+        let piece = self.words(n);
+        if self.kind == Kind::Native || self.cache.is_some() {
+            self.text.push_str(&piece);
+        }
+        if last {
+            self.phase = Phase::Usage;
+            self.cache_reply();
+        }
+        self.sent_first = true;
+        sse(&self.chunk(&piece, last.then_some("length"))).to_vec()
+    }
+
     /// The next SSE frame (an error cuts the connection), or `None` when the stream is over.
     async fn next_frame(&mut self) -> Option<Result<Bytes, std::io::Error>> {
         if let Some(f) = self.fault.filter(|_| !self.fault_done) {
@@ -538,29 +562,26 @@ impl StreamState {
                     }
                 }
                 Phase::Tokens => {
-                    let Some(Emit {
-                        tokens: n,
-                        last,
-                        cached,
-                    }) = self.rx.recv().await
-                    else {
+                    let Some(emit) = self.rx.recv().await else {
                         // The engine went away: the connection is cut, as when a process exits.
                         self.phase = Phase::End;
                         self.engine_gone = true;
                         return None;
                     };
-                    self.generated += u64::from(n);
-                    self.cached = self.cached.max(cached);
-                    let piece = self.words(n);
-                    if self.kind == Kind::Native || self.cache.is_some() {
-                        self.text.push_str(&piece);
+                    // After the first token, up to `write_batch` steps go out in one write.
+                    let batch = if self.sent_first { self.write_batch } else { 1 };
+                    let mut frame = self.token_event(emit);
+                    for _ in 1..batch {
+                        if self.phase != Phase::Tokens {
+                            break;
+                        }
+                        // A closed channel is seen (and the stream cut) on the next call.
+                        let Some(emit) = self.rx.recv().await else {
+                            break;
+                        };
+                        frame.extend_from_slice(&self.token_event(emit));
                     }
-                    if last {
-                        self.phase = Phase::Usage;
-                        self.cache_reply();
-                    }
-                    self.sent_first = true;
-                    return Some(sse(&self.chunk(&piece, last.then_some("length"))));
+                    return Some(Bytes::from(frame));
                 }
                 Phase::Usage => {
                     self.phase = Phase::Done;

@@ -157,10 +157,19 @@ pub struct SimConfig {
     /// a prompt's cached prefix, as vLLM and SGLang do by default.
     #[serde(default = "yes")]
     pub prefix_cache: bool,
+    /// Decode steps whose events are written to a stream together, after its first token (1:
+    /// each step's event as it is made). Above 1 the server holds tokens back and writes runs of
+    /// events in one write, as vLLM's API server does when its event loop falls behind.
+    #[serde(default = "one")]
+    pub write_batch: u32,
 }
 
 fn yes() -> bool {
     true
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// Which engine's metric names the simulator uses.
@@ -205,6 +214,7 @@ impl SimConfig {
                 weights_gb: 54.0,
                 faults: faults::Faults::default(),
                 prefix_cache: true,
+                write_batch: 1,
             }),
             "fast" => Ok(SimConfig {
                 preset: "fast".into(),
@@ -226,6 +236,7 @@ impl SimConfig {
                 weights_gb: 16.0,
                 faults: faults::Faults::default(),
                 prefix_cache: true,
+                write_batch: 1,
             }),
             other => Err(format!(
                 "unknown preset '{other}' (known: {})",

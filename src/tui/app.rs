@@ -330,7 +330,7 @@ impl App {
             .summary
             .sweep
             .iter()
-            .filter_map(|l| l.stats.as_ref()?.scalars.accept_length_client)
+            .filter_map(crate::summary::LevelSummary::accept_length_client)
             .map(|a| (a * 100.0).round() as u64)
             .collect();
         app.config_lines = config_lines(&app.session.summary);
@@ -406,8 +406,7 @@ impl App {
                 .summary
                 .level(i)
                 .filter(|l| l.kind == LevelKind::Sweep)
-                .and_then(|l| l.stats.as_ref())
-                .and_then(|s| s.scalars.accept_length_client);
+                .and_then(crate::summary::LevelSummary::accept_length_client);
             if let Some(a) = accept {
                 self.accept_history.push((a * 100.0).round() as u64);
             }

@@ -40,20 +40,14 @@ fn record(
 ) -> RequestRecord {
     let ttft = 150_000 + u64::from(c) * 40_000 + input * 150 + u64::from(index % 3) * 10_000;
     let step = 55_000 + u64::from(c) * 6_000;
-    let mut chunks = vec![TokenChunk {
-        t_us: ttft,
-        tokens: 1,
-    }];
+    let mut chunks = vec![TokenChunk::new(ttft, 1)];
     let mut left = output - 1;
     let mut t = ttft;
     let mut i = 0u64;
     while left > 0 {
         let n = [3u64, 5, 4][(i % 3) as usize].min(left);
         t += step;
-        chunks.push(TokenChunk {
-            t_us: t,
-            tokens: n as u32,
-        });
+        chunks.push(TokenChunk::new(t, n as u32));
         left -= n;
         i += 1;
     }

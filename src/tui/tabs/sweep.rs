@@ -419,9 +419,10 @@ fn row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a> {
         cells.push(Cell::from(ppp(d.and_then(|d| d.tpot_ms.as_ref()), true)));
         cells.push(Cell::from(ppp(d.and_then(|d| d.e2el_ms.as_ref()), true)));
     }
-    cells.push(Cell::from(num(
-        s.and_then(|s| s.scalars.accept_length_client)
-    )));
+    // Tokens per chunk that are delivery bursts are no accept length (see `chunk_verdict`).
+    cells.push(Cell::from(num(s
+        .filter(|_| !l.delivery_bursts)
+        .and_then(|s| s.scalars.accept_length_client))));
     if wide {
         cells.push(Cell::from(num(l.accept_length_server)));
         cells.push(kv_cell(l));
