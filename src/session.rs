@@ -302,7 +302,13 @@ impl Session {
         let stats = self.accs.get(&index).map(LevelAccumulator::stats);
         let slo_check = self.accs.get(&index).and_then(LevelAccumulator::slo_check);
         if let (Some(l), Some(st)) = (self.summary.level(index), &stats) {
-            let verdict = crate::metrics::chunk_verdict(&st.scalars, l.accept_length_server);
+            // Tokens per step (steps without a draft included) is what the client's tokens per
+            // chunk measure; the accept length counts drafted steps only.
+            let server = l
+                .spec_server
+                .as_ref()
+                .map(|s| s.tokens_per_step.unwrap_or(s.accept_length));
+            let verdict = crate::metrics::chunk_verdict(&st.scalars, server);
             warning = verdict.warning.map(|w| format!("{}: {w}", l.label()));
             if let Some(l) = self.summary.level_mut(index) {
                 l.delivery_bursts = verdict.delivery_bursts;

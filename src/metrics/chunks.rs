@@ -23,8 +23,8 @@ pub struct ChunkVerdict {
     pub warning: Option<String>,
 }
 
-/// Judges `sc`'s tokens per chunk against the server's accept length (`None`: it reports no
-/// speculation).
+/// Judges `sc`'s tokens per chunk against the server's tokens per step, or its accept length
+/// where it gives no step count (`None`: it reports no speculation).
 pub fn chunk_verdict(sc: &LevelScalars, server: Option<f64>) -> ChunkVerdict {
     let Some(c) = sc.accept_length_client else {
         return ChunkVerdict::default();

@@ -52,6 +52,11 @@ pub struct SpecLevelStats {
     /// Per draft position: Δaccepted at that position / Δdrafts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub per_position: Vec<f64>,
+    /// Tokens per engine step, steps with no draft included: Δgenerated / (Δgenerated −
+    /// Δaccepted), with counters. A speculator that does not draft at every step (vLLM's
+    /// n-gram) has an accept length above this; the client's tokens per chunk compare with this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_step: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -196,6 +201,9 @@ impl LevelTelemetryAcc {
                     .filter(|t| *t > 0.0)
                     .map(|t| acc / t),
                 per_position,
+                tokens_per_step: d(|s| s.generation_tokens_total)
+                    .filter(|g| *g > acc)
+                    .map(|g| g / (g - acc)),
             });
         }
         if let Some(g) = self.accept_gauge.mean() {
@@ -278,9 +286,26 @@ mod tests {
         assert!((s.acceptance_rate.unwrap() - 600.0 / 900.0).abs() < 1e-12);
         assert_eq!(s.per_position.len(), 3);
         assert!((s.per_position[0] - 290.0 / 300.0).abs() < 1e-12);
+        // Every step drafted here: 900 tokens in 900 − 600 = 300 steps, the accept length.
+        assert!((s.tokens_per_step.unwrap() - 3.0).abs() < 1e-12);
         let sv = a.server().unwrap();
         assert!((sv.mean_kv_usage.unwrap() - 0.4).abs() < 1e-12);
         assert_eq!(sv.max_kv_usage, Some(0.5));
+    }
+
+    #[test]
+    fn steps_without_a_draft_lower_tokens_per_step_not_the_accept_length() {
+        // 100 drafted steps accept 150 tokens (250 tokens), 100 more steps had no draft (100
+        // tokens): accept length 2.5, but 350 tokens in 200 steps is 1.75 per step.
+        let mut start = server(0.0, 0.0, 0.0, vec![], 0.0);
+        start.generation_tokens_total = Some(0.0);
+        let mut a = LevelTelemetryAcc::new(Some(start));
+        let mut end = server(100.0, 300.0, 150.0, vec![], 0.0);
+        end.generation_tokens_total = Some(350.0);
+        a.add_server(&end);
+        let s = a.spec().unwrap();
+        assert!((s.accept_length - 2.5).abs() < 1e-12);
+        assert!((s.tokens_per_step.unwrap() - 1.75).abs() < 1e-12);
     }
 
     #[test]
