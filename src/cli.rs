@@ -455,6 +455,14 @@ pub struct SimArgs {
     /// 1), as a busy API server does: the client then receives runs of events at once.
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub write_batch: Option<u32>,
+    /// Hold each stream this long after its last token, before the usage chunk and [DONE]
+    /// (default 0): latency ends at the last token, so E2E and TPOT must not move.
+    #[arg(long, value_name = "MS")]
+    pub trailer_delay_ms: Option<f64>,
+    /// Require this key as `Authorization: Bearer KEY` on /v1/* (as vLLM's --api-key), read
+    /// from the environment variable named here.
+    #[arg(long, value_name = "VAR")]
+    pub api_key_env: Option<String>,
     /// Inject faults, each a probability per request: http500, http429, ctx400, reset-mid,
     /// malformed, stall, slow-first, error-event; per new connection: reset-before; durations
     /// stall-s and slow-first-s. restart=S takes the server down every S seconds (listener

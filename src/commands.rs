@@ -257,8 +257,8 @@ async fn execute_with(
     let cancel = CancellationToken::new();
     let dashboard = !out.headless && crate::tui::available();
     spawn_signal_watch(cancel.clone(), !dashboard);
+    init_file_log(&dir);
     let (state, session) = if dashboard {
-        init_file_log(&dir);
         // Boxed: the dashboard's and the headless loop's futures are large, and every command
         // that runs one would otherwise carry them inline.
         match Box::pin(crate::tui::run(
@@ -462,6 +462,19 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, String> {
     }
     if let Some(k) = a.write_batch {
         c.write_batch = k;
+    }
+    if let Some(var) = &a.api_key_env {
+        let key = std::env::var(var)
+            .map_err(|_| format!("--api-key-env {var}: the variable is not set"))?;
+        c.api_key = Some(key);
+    }
+    if let Some(ms) = a.trailer_delay_ms {
+        if !(ms.is_finite() && (0.0..=3_600_000.0).contains(&ms)) {
+            return Err(format!(
+                "--trailer-delay-ms must be between 0 and 3600000, got {ms}"
+            ));
+        }
+        c.trailer_delay_ms = ms;
     }
     if let Some(s) = a.seed {
         c.seed = s;

@@ -181,6 +181,8 @@ impl Session {
                     l.origin_unix_us = Some(origin_unix_us);
                     self.phase = format!("running {}", l.label());
                 }
+                // results.json says which level is under way (for anyone watching the file).
+                self.save();
             }
             Event::LevelSkipped {
                 index,

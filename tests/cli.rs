@@ -173,6 +173,11 @@ fn help_lists_the_three_commands() {
 
 /// A `servetop sim` child on a free port; returns it and its URL.
 fn sim_child() -> (std::process::Child, String) {
+    sim_child_with(&[], &[])
+}
+
+/// A simulator child process with extra arguments and environment.
+fn sim_child_with(args: &[&str], env: &[(&str, &str)]) -> (std::process::Child, String) {
     use std::io::BufRead;
     let mut child = Command::new(env!("CARGO_BIN_EXE_servetop"))
         .args([
@@ -184,6 +189,8 @@ fn sim_child() -> (std::process::Child, String) {
             "--context-length",
             "32768",
         ])
+        .args(args)
+        .envs(env.iter().copied())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -289,12 +296,31 @@ fn bad_inputs_against_a_live_server() {
     let _ = sim.kill();
 }
 
+/// Every file under `dir`, subfolders included.
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
 #[test]
-fn the_api_key_is_never_written() {
-    let (mut sim, url) = sim_child();
+fn the_api_key_is_sent_and_never_written() {
+    let secret = "sk-servetop-test-SECRET-1234567890";
+    // The server refuses /v1/* without this key, as vLLM's --api-key does: a run that
+    // finishes proves the key went out with every request.
+    let (mut sim, url) = sim_child_with(
+        &["--api-key-env", "SERVETOP_SIM_KEY"],
+        &[("SERVETOP_SIM_KEY", secret)],
+    );
     let dir = std::env::temp_dir().join(format!("servetop-secret-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let secret = "sk-servetop-test-SECRET-1234567890";
     let out = Command::new(env!("CARGO_BIN_EXE_servetop"))
         .args([
             "run",
@@ -323,23 +349,53 @@ fn the_api_key_is_never_written() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(!printed.contains(secret));
-    let mut seen = 0;
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_file() {
-            let bytes = std::fs::read(&path).unwrap();
-            assert!(
-                !String::from_utf8_lossy(&bytes).contains(secret),
-                "{} holds the API key",
-                path.display()
-            );
-            seen += 1;
-        }
+    let files = files_under(&dir);
+    for path in &files {
+        let bytes = std::fs::read(path).unwrap();
+        assert!(
+            !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+            "{} holds the API key",
+            path.display()
+        );
+    }
+    let names: Vec<String> = files
+        .iter()
+        .map(|p| p.strip_prefix(&dir).unwrap().display().to_string())
+        .collect();
+    for must in [
+        "results.json",
+        "summary.md",
+        "requests.jsonl",
+        "servetop.log",
+        "sweep.csv",
+    ] {
+        assert!(
+            names.iter().any(|n| n == must),
+            "{must} not among {names:?}"
+        );
     }
     assert!(
-        seen >= 4,
-        "results.json, summary.md, requests.jsonl, csv files were checked"
+        names.iter().any(|n| n.starts_with("charts/")),
+        "charts checked too: {names:?}"
     );
+    // With a wrong key the server answers 401, and servetop says so in one line.
+    let wrong_dir = dir.with_extension("wrong");
+    let out = Command::new(env!("CARGO_BIN_EXE_servetop"))
+        .args(["run", "--base-url", &url, "--concurrency", "1"])
+        .args(["--requests-per-level", "2", "--long-context", "none"])
+        .args([
+            "--headless",
+            "--no-gpu",
+            "--out",
+            wrong_dir.to_str().unwrap(),
+        ])
+        .env("SERVETOP_API_KEY", "sk-wrong")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("401"), "{err}");
+    let _ = std::fs::remove_dir_all(&wrong_dir);
     let results = std::fs::read_to_string(dir.join("results.json")).unwrap();
     assert!(
         results.contains("\"api_key_env\": \"SERVETOP_API_KEY\""),

@@ -122,6 +122,19 @@ fn restart_config(h_url: &str, wait_s: f64) -> servetop::config::RunConfig {
     cfg
 }
 
+/// Waits until the simulator has finished `n` requests (warmup included): the run is then
+/// under way, however slow the machine (no fixed sleep).
+async fn served(h: &sim::SimHandle, n: usize) {
+    let t = std::time::Instant::now();
+    while h.log.lock().unwrap().requests.len() < n {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(60),
+            "nothing served"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
 fn restart_sim() -> SimConfig {
     let mut c = SimConfig::preset("fast").unwrap();
     c.decode_step_ms = 10.0;
@@ -137,7 +150,7 @@ async fn a_server_that_comes_back_is_waited_for() {
     let addr = h.addr;
     let cfg = restart_config(&h.url(), 20.0);
     let run = tokio::spawn(run_headless(cfg, None));
-    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    served(&h, 3).await;
     drop(h); // the server process "exits": streams in flight are cut, new connections refused
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     let _back = sim::start(restart_sim(), addr).await.unwrap();
@@ -172,7 +185,7 @@ async fn a_server_that_stays_away_aborts_the_run_cleanly() {
     let mut cfg = restart_config(&h.url(), 1.5);
     cfg.concurrency = vec![2, 4];
     let run = tokio::spawn(run_headless(cfg, None));
-    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    served(&h, 3).await;
     drop(h);
     let (state, s) = run.await.unwrap().unwrap();
     assert_eq!(state, RunState::Aborted);
@@ -364,4 +377,77 @@ async fn an_outage_while_later_prompts_are_prepared_is_waited_for() {
         "every request accounted for"
     );
     assert!(sc.completed >= 1000, "{sc:?}");
+}
+
+/// A server that stays away ends the binary with exit code 1, with what it measured on disk:
+/// results.json (aborted, the reason), summary.md, the CSV tables and the charts.
+#[test]
+fn a_server_that_stays_away_exits_1_with_everything_flushed() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let bin = env!("CARGO_BIN_EXE_servetop");
+    // Down 3 s after it starts, for a minute: longer than the run's --server-wait of 1 s.
+    let mut sim = Command::new(bin)
+        .args([
+            "sim",
+            "--preset",
+            "fast",
+            "--port",
+            "0",
+            "--decode-step-ms",
+            "10",
+        ])
+        .args(["--accept-length", "1", "--inject", "restart=3,down-s=60"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(sim.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line.trim().to_string();
+    let dir = std::env::temp_dir().join(format!("servetop-away-bin-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // 40 requests of 50 tokens, two at a time: about 10 s of work, cut at 3 s.
+    let out = Command::new(bin)
+        .args(["run", "--base-url", &url, "--concurrency", "2,4"])
+        .args(["--requests-per-level", "40", "--output-len", "50"])
+        .args(["--long-context", "none", "--headless", "--no-gpu"])
+        .args(["--server-wait", "1", "--out", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let _ = sim.kill();
+    let _ = sim.wait();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(v["state"], "aborted");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("did not come back within"),
+        "{}",
+        v["error"]
+    );
+    let done = v["sweep"][0]["completed"].as_u64().unwrap();
+    assert!(done >= 1, "{}", v["sweep"][0]);
+    let lines = std::fs::read_to_string(dir.join("requests.jsonl")).unwrap();
+    let ok = lines
+        .lines()
+        .filter(|l| !l.contains("\"warmup\":true") && l.contains("\"status\":\"ok\""))
+        .count() as u64;
+    assert_eq!(ok, done, "every completed request is in requests.jsonl");
+    let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(md.contains("did not come back within"), "{md}");
+    assert!(dir.join("sweep.csv").is_file());
+    let charts: Vec<_> = std::fs::read_dir(dir.join("charts"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.path().extension().is_some_and(|x| x == "png"))
+        .collect();
+    assert!(!charts.is_empty(), "charts were written");
+    let _ = std::fs::remove_dir_all(&dir);
 }

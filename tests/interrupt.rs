@@ -29,6 +29,26 @@ fn records(dir: &Path) -> Vec<RequestRecord> {
         .collect()
 }
 
+/// Waits until results.json shows the sweep's level `i` running (no fixed sleep: a loaded
+/// machine may take longer to get there).
+fn wait_for_level_running(dir: &Path, i: usize) {
+    let t = std::time::Instant::now();
+    loop {
+        let status = std::fs::read(dir.join("results.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .map(|v| v["sweep"][i]["status"].clone());
+        if status.as_ref().and_then(|s| s.as_str()) == Some("running") {
+            return;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "level {i} never ran: {status:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn signals_stop_cleanly_and_resume_finishes_the_run() {
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -66,8 +86,10 @@ fn signals_stop_cleanly_and_resume_finishes_the_run() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        // Warmup, then part of the C=1 level (each request takes ~0.4 s).
-        std::thread::sleep(Duration::from_millis(1500));
+        // Signal once the C=2 level is under way (results.json says so): the C=1 level is then
+        // finished and must survive the resume untouched. The C=2 level has 6 requests of
+        // ~0.4 s, two at a time, so the signal lands well inside it.
+        wait_for_level_running(&dir, 1);
         let killed = Command::new("kill")
             .args([format!("-{sig}"), child.id().to_string()])
             .status()
@@ -78,10 +100,16 @@ fn signals_stop_cleanly_and_resume_finishes_the_run() {
 
         let v = results(&dir);
         assert_eq!(v["state"], "interrupted", "SIG{sig}");
-        assert_eq!(v["sweep"][0]["status"], "interrupted");
-        assert_eq!(v["sweep"][1]["status"], "waiting");
+        assert_eq!(v["sweep"][0]["status"], "done");
+        assert_eq!(v["sweep"][0]["completed"], 6);
+        assert_eq!(v["sweep"][1]["status"], "interrupted");
+        assert_eq!(v["sweep"][2]["status"], "waiting");
         let recs = records(&dir);
-        let measured: Vec<&RequestRecord> = recs.iter().filter(|r| !r.warmup).collect();
+        let level = v["sweep"][1]["index"].as_u64().unwrap();
+        let measured: Vec<&RequestRecord> = recs
+            .iter()
+            .filter(|r| !r.warmup && u64::from(r.level) == level)
+            .collect();
         let ok = measured.iter().filter(|r| r.is_ok()).count() as u64;
         let cancelled = measured
             .iter()
@@ -89,11 +117,20 @@ fn signals_stop_cleanly_and_resume_finishes_the_run() {
             .count() as u64;
         assert_eq!(
             ok,
-            v["sweep"][0]["completed"].as_u64().unwrap(),
+            v["sweep"][1]["completed"].as_u64().unwrap(),
             "every completed request is in requests.jsonl"
         );
-        assert_eq!(cancelled, v["sweep"][0]["cancelled"].as_u64().unwrap());
+        assert_eq!(cancelled, v["sweep"][1]["cancelled"].as_u64().unwrap());
         assert!(ok < 6, "the level was really interrupted");
+        let first_level = v["sweep"][0]["index"].as_u64().unwrap();
+        let first_level_records = |recs: &[RequestRecord]| {
+            recs.iter()
+                .filter(|r| !r.warmup && u64::from(r.level) == first_level)
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        let before_resume = first_level_records(&recs);
+        assert_eq!(before_resume.len(), 6);
 
         let out = Command::new(bin())
             .args(["run", "--resume", dir.to_str().unwrap(), "--headless"])
@@ -118,8 +155,13 @@ fn signals_stop_cleanly_and_resume_finishes_the_run() {
         let ok_now = recs.iter().filter(|r| !r.warmup && r.is_ok()).count();
         assert_eq!(
             ok_now as u64,
-            ok + 18,
-            "the resumed run appended its requests"
+            6 + ok + 12,
+            "the resumed run appended the C=2 and C=4 levels' requests only"
+        );
+        assert_eq!(
+            first_level_records(&recs),
+            before_resume,
+            "the finished C=1 level was kept, not run again"
         );
         let _ = std::fs::remove_dir_all(&dir);
     }

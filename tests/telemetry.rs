@@ -59,8 +59,10 @@ fn sglang_fixture_with_escaped_labels() {
     let s = engine_metrics::map(&page, 0).unwrap();
     assert_eq!(s.flavor, "sglang");
     assert_eq!(s.running, Some(48.0));
-    assert!(
-        s.accept_length_gauge.is_some(),
+    // The fixture's one series: tests/fixtures/metrics/sglang.prom line 66.
+    assert_eq!(
+        s.accept_length_gauge,
+        Some(3.124_023_437_5),
         "sglang:spec_accept_length is read"
     );
     let tenant = page

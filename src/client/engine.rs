@@ -72,6 +72,8 @@ pub struct ServerInfo {
 #[derive(Debug, Default)]
 pub struct Probes {
     pub models: Option<(Value, Option<String>)>,
+    /// The HTTP status `/v1/models` answered when it was not a success (401: a key is needed).
+    pub models_status: Option<u16>,
     pub server_info: Option<Value>,
     pub props: Option<Value>,
     pub version: Option<Value>,
@@ -88,17 +90,18 @@ pub async fn probe(http: &reqwest::Client, base: &str, api_key: Option<&str>) ->
             req = req.bearer_auth(k);
         }
         async move {
-            let resp = req.send().await.ok()?;
+            let Ok(resp) = req.send().await else {
+                return (None, None);
+            };
             if !resp.status().is_success() {
-                return None;
+                return (None, Some(resp.status().as_u16()));
             }
             let server = resp
                 .headers()
                 .get(reqwest::header::SERVER)
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string);
-            let v: Value = resp.json().await.ok()?;
-            Some((v, server))
+            (resp.json::<Value>().await.ok().map(|v| (v, server)), None)
         }
     };
     let (models, server_info, get_server_info, props, version, tgi_info) = tokio::join!(
@@ -110,11 +113,12 @@ pub async fn probe(http: &reqwest::Client, base: &str, api_key: Option<&str>) ->
         get("/info"),
     );
     Probes {
-        models,
-        server_info: server_info.or(get_server_info).map(|v| v.0),
-        props: props.map(|v| v.0),
-        version: version.map(|v| v.0),
-        tgi_info: tgi_info.map(|v| v.0),
+        models_status: models.1,
+        models: models.0,
+        server_info: server_info.0.or(get_server_info.0).map(|v| v.0),
+        props: props.0.map(|v| v.0),
+        version: version.0.map(|v| v.0),
+        tgi_info: tgi_info.0.map(|v| v.0),
     }
 }
 

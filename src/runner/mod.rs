@@ -68,6 +68,18 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
         None => None,
     };
     let probes = engine::probe(&http, &base, api_key.as_deref()).await;
+    if let Some(status @ (401 | 403)) = probes.models_status {
+        return Err(match api_key {
+            Some(_) => format!(
+                "{base} refused the API key (HTTP {status} on /v1/models): put the key the server was started with in ${}",
+                cfg.api_key_env
+            ),
+            None => format!(
+                "{base} needs an API key (HTTP {status} on /v1/models): put it in ${} (or name another variable with --api-key-env)",
+                cfg.api_key_env
+            ),
+        });
+    }
     if probes.models.is_none()
         && probes.props.is_none()
         && probes.tgi_info.is_none()

@@ -76,6 +76,8 @@ pub struct SimLog {
     pub total_generated_tokens: u64,
     pub peak_running: usize,
     pub peak_waiting: usize,
+    /// Requests refused for a missing or wrong API key.
+    pub unauthorized: u64,
     /// Requests admitted (prefilling or decoding) and waiting, now.
     pub running: usize,
     pub waiting: usize,

@@ -51,7 +51,40 @@ pub fn router(state: Shared) -> Router {
         .route("/server_info", get(server_info))
         .route("/get_server_info", get(server_info))
         .route("/dcgm/metrics", get(dcgm_metrics))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            require_key,
+        ))
         .with_state(state)
+}
+
+/// vLLM's `--api-key`: `/v1/*` answers 401 without the right bearer token; `/health`,
+/// `/metrics` and `/tokenize` stay open.
+async fn require_key(
+    State(s): State<Shared>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if let Some(key) = &s.config.api_key
+        && req.uri().path().starts_with("/v1")
+    {
+        let sent = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if sent != Some(key.as_str()) {
+            if let Ok(mut l) = s.log.lock() {
+                l.unauthorized += 1;
+            }
+            return (
+                StatusCode::UNAUTHORIZED,
+                Json(json!({"error": "Unauthorized"})),
+            )
+                .into_response();
+        }
+    }
+    next.run(req).await
 }
 
 fn error(status: StatusCode, message: &str) -> Response {
@@ -359,6 +392,7 @@ fn serve(s: &Shared, kind: Kind, body: &Value) -> Response {
         stall_s: s.config.faults.stall_s,
         slow_first_s: s.config.faults.slow_first_s,
         write_batch: s.config.write_batch.max(1),
+        trailer_delay: std::time::Duration::from_secs_f64(s.config.trailer_delay_ms / 1000.0),
     };
     if ask.stream {
         let stream = futures_util::stream::unfold(st, |mut st| async move {
@@ -417,6 +451,8 @@ struct StreamState {
     slow_first_s: f64,
     /// Steps written together after the first token ([`super::SimConfig::write_batch`]).
     write_batch: u32,
+    /// Held after the last token, before the usage chunk and `[DONE]`.
+    trailer_delay: std::time::Duration,
 }
 
 fn sse(v: &Value) -> Bytes {
@@ -585,6 +621,9 @@ impl StreamState {
                 }
                 Phase::Usage => {
                     self.phase = Phase::Done;
+                    if !self.trailer_delay.is_zero() {
+                        tokio::time::sleep(self.trailer_delay).await;
+                    }
                     if self.include_usage && self.kind != Kind::Native {
                         let v = json!({"id": self.id, "object": if self.kind == Kind::Chat {"chat.completion.chunk"} else {"text_completion"},
                             "created": 0, "model": self.model, "choices": [], "usage": self.usage()});

@@ -162,6 +162,14 @@ pub struct SimConfig {
     /// events in one write, as vLLM's API server does when its event loop falls behind.
     #[serde(default = "one")]
     pub write_batch: u32,
+    /// Milliseconds the server holds a stream after its last token, before the usage chunk and
+    /// `[DONE]` (0: none). E2E, TPOT and decode speed end at the last token and must not move.
+    #[serde(default)]
+    pub trailer_delay_ms: f64,
+    /// A key every `/v1/*` request must send as `Authorization: Bearer KEY` (vLLM's
+    /// `--api-key`); never written to any file.
+    #[serde(skip)]
+    pub api_key: Option<String>,
 }
 
 fn yes() -> bool {
@@ -215,6 +223,8 @@ impl SimConfig {
                 faults: faults::Faults::default(),
                 prefix_cache: true,
                 write_batch: 1,
+                trailer_delay_ms: 0.0,
+                api_key: None,
             }),
             "fast" => Ok(SimConfig {
                 preset: "fast".into(),
@@ -237,6 +247,8 @@ impl SimConfig {
                 faults: faults::Faults::default(),
                 prefix_cache: true,
                 write_batch: 1,
+                trailer_delay_ms: 0.0,
+                api_key: None,
             }),
             other => Err(format!(
                 "unknown preset '{other}' (known: {})",

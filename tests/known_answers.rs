@@ -1,0 +1,189 @@
+//! Known answers for what the user reads: a simulator configuration whose numbers follow by
+//! arithmetic, run through the real binary, checked in results.json (under vLLM's names), in
+//! summary.md's table cells and in sweep.csv.
+//!
+//! The configuration: one request runs at a time (`max_running` 1), decode steps of 10 ms with
+//! one token each, prefill at 1M tok/s (0.1 ms for 100 tokens), 21 output tokens. A request
+//! therefore takes `f + 200 ms`, where `f` is its prefill and first token (about 1 ms on tokio's
+//! timer), and ten requests sent at once (C=10) queue in the server: request k (0..9) waits for
+//! the k before it, so its TTFT is `k · (f + 200) + f` ≈ 201·k ms. Sorted, the TTFTs are about
+//! 0, 201, 402, …, 1809 ms; the HDR percentiles take the value at rank ⌈q·n⌉: p50 the 5th
+//! (≈ 804), p90 the 9th (≈ 1608), p99 the 10th (≈ 1809). Distinct p90 and p99, so a swap of the
+//! two shows. Every token gap is 10 ms: ITL and TPOT 10 ms, decode speed 100 tok/s. The window
+//! holds ten services back to back, ≈ 2010 ms: 4.98 req/s and 104.5 output tok/s.
+//!
+//! Tolerance: 3 % (the simulator lays its steps on an absolute timeline, so single wake-ups are
+//! up to ~1 ms late but nothing accumulates; 3 % of 804 ms is 24 ms, far more than a loaded
+//! 2-core machine adds, and far less than any of the mistakes these checks are for: a swapped
+//! percentile is off by 12 %, a gap counted per chunk instead of per token by 100 %).
+//! Counts are exact.
+
+// Integration tests may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+
+use servetop::sim::{self, AcceptLength, SimConfig};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_servetop")
+}
+
+fn close(got: f64, want: f64, what: &str) {
+    assert!(
+        (got - want).abs() <= 0.03 * want.abs(),
+        "{what}: got {got}, want {want} ± 3 %"
+    );
+}
+
+/// The C=10 row of summary.md's concurrency table, cell by cell.
+fn summary_row(dir: &Path) -> Vec<String> {
+    let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    let line = md
+        .lines()
+        .find(|l| l.starts_with("| 10 |"))
+        .unwrap_or_else(|| panic!("no C=10 row in summary.md:\n{md}"));
+    line.trim_matches('|')
+        .split('|')
+        .map(|c| c.trim().to_string())
+        .collect()
+}
+
+/// `"804 / 1809"` → (804, 1809).
+fn pair(cell: &str) -> (f64, f64) {
+    let (a, b) = cell.split_once(" / ").unwrap();
+    (a.parse().unwrap(), b.parse().unwrap())
+}
+
+/// sweep.csv's first data row as column → value.
+fn csv_row(dir: &Path) -> std::collections::HashMap<String, String> {
+    let text = std::fs::read_to_string(dir.join("sweep.csv")).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert_eq!(header.len(), row.len(), "{text}");
+    header
+        .iter()
+        .zip(row)
+        .map(|(h, v)| ((*h).to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn queueing_behind_one_slot_gives_known_percentiles_in_every_output() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut c = SimConfig::preset("fast").unwrap();
+    c.max_running = 1;
+    c.decode_step_ms = 10.0;
+    c.accept_length = AcceptLength::Fixed(1);
+    c.batch_growth = 0.0;
+    c.context_ms_per_1k = 0.0;
+    c.prefill_tokens_per_s = 1_000_000.0;
+    let h = rt
+        .block_on(sim::start(c, SocketAddr::from(([127, 0, 0, 1], 0))))
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("servetop-known-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(bin())
+        .args(["run", "--base-url", &h.url(), "--concurrency", "10"])
+        .args(["--requests-per-level", "10", "--input-len", "100"])
+        .args(["--output-len", "21", "--long-context", "none", "--headless"])
+        .args(["--no-gpu", "--seed", "3", "--out", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // results.json, under vLLM's names.
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
+    let l = &v["sweep"][0];
+    let f = |k: &str| {
+        l[k].as_f64()
+            .unwrap_or_else(|| panic!("results.json sweep[0].{k}: {}", l[k]))
+    };
+    assert_eq!(l["completed"], 10);
+    assert_eq!(l["failed"], 0);
+    assert_eq!(l["total_output_tokens"], 210);
+    assert_eq!(l["total_input_tokens"], 1000);
+    assert_eq!(l["max_concurrent_requests"], 10);
+    close(f("median_ttft_ms"), 804.0, "median_ttft_ms");
+    close(f("p90_ttft_ms"), 1608.0, "p90_ttft_ms");
+    close(f("p99_ttft_ms"), 1809.0, "p99_ttft_ms");
+    close(f("mean_ttft_ms"), 904.5, "mean_ttft_ms");
+    close(f("median_itl_ms"), 10.0, "median_itl_ms");
+    close(f("mean_itl_ms"), 10.0, "mean_itl_ms");
+    // Single gaps carry one timer wake-up's lateness (a few ms on a loaded machine, made up by
+    // the next gap, so the mean stays exact): the tail is only bounded.
+    let itl_p99 = f("p99_itl_ms");
+    assert!((9.7..15.0).contains(&itl_p99), "p99_itl_ms {itl_p99}");
+    close(f("median_tpot_ms"), 10.0, "median_tpot_ms");
+    close(f("mean_e2el_ms"), 1104.5, "mean_e2el_ms");
+    close(
+        f("mean_decode_tokens_per_s"),
+        100.0,
+        "mean_decode_tokens_per_s",
+    );
+    close(f("request_throughput"), 10.0 / 2.01, "request_throughput");
+    close(f("output_throughput"), 210.0 / 2.01, "output_throughput");
+    // Exactly: one token in every chunk, every delivery one event.
+    assert_eq!(l["accept_length_client"], 1.0);
+    assert_eq!(l["multi_event_delivery_share"], 0.0);
+
+    // summary.md's row: C, done, req/s, out tok/s, per-stream tok/s, TTFT p50 / p99,
+    // ITL p50 / p99, TPOT p50, E2E p50, accept len, failures.
+    let row = summary_row(&dir);
+    assert_eq!(row[1], "10", "{row:?}");
+    close(row[2].parse().unwrap(), 10.0 / 2.01, "summary.md req/s");
+    close(
+        row[3].parse().unwrap(),
+        210.0 / 2.01,
+        "summary.md out tok/s",
+    );
+    close(
+        row[4].parse().unwrap(),
+        100.0,
+        "summary.md per-stream tok/s",
+    );
+    let (p50, p99) = pair(&row[5]);
+    close(p50, 804.0, "summary.md TTFT p50");
+    close(p99, 1809.0, "summary.md TTFT p99");
+    let (i50, i99) = pair(&row[6]);
+    close(i50, 10.0, "summary.md ITL p50");
+    assert!(
+        (i99 - itl_p99).abs() <= 0.01 * itl_p99,
+        "summary.md ITL p99 {i99} vs results.json {itl_p99}"
+    );
+    close(row[7].parse().unwrap(), 10.0, "summary.md TPOT p50");
+    // E2E p50: the 5th request's, TTFT ≈ 804 + 200.
+    close(row[8].parse().unwrap(), 1005.0, "summary.md E2E p50");
+    assert_eq!(row[10], "0", "failures");
+
+    // sweep.csv, the same numbers unformatted.
+    let csv = csv_row(&dir);
+    let g = |k: &str| -> f64 {
+        csv.get(k)
+            .unwrap_or_else(|| panic!("sweep.csv has no {k}"))
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(csv["concurrency"], "10");
+    assert_eq!(csv["completed"], "10");
+    assert_eq!(csv["simulated"], "true");
+    close(g("median_ttft_ms"), 804.0, "sweep.csv median_ttft_ms");
+    close(g("p90_ttft_ms"), 1608.0, "sweep.csv p90_ttft_ms");
+    close(g("p99_ttft_ms"), 1809.0, "sweep.csv p99_ttft_ms");
+    close(g("median_itl_ms"), 10.0, "sweep.csv median_itl_ms");
+    close(g("mean_tpot_ms"), 10.0, "sweep.csv mean_tpot_ms");
+    close(
+        g("output_throughput"),
+        210.0 / 2.01,
+        "sweep.csv output_throughput",
+    );
+    assert_eq!(csv["max_concurrent_requests"], "10");
+}
