@@ -43,7 +43,6 @@ use servetop::event::RunState;
 use servetop::metrics::{CountSource, LevelStats, RequestRecord};
 use servetop::session::Session;
 use servetop::summary::{LevelStatus, RunSummary};
-use servetop::telemetry::prom;
 use servetop::workload::RequestCount;
 use tokio_util::sync::CancellationToken;
 
@@ -287,8 +286,9 @@ fn records(dir: &Path) -> Vec<RequestRecord> {
         .collect()
 }
 
-/// llama-server's own counters, read from `/metrics`.
-struct Counters(prom::Page);
+/// llama-server's own counters, read from `/metrics` by this file's own few lines (not
+/// servetop's Prometheus parser, which these tests check).
+struct Counters(String);
 
 impl Counters {
     async fn read(server: &LlamaServer) -> Self {
@@ -301,13 +301,26 @@ impl Counters {
             .text()
             .await
             .unwrap();
-        Self(prom::parse(&text))
+        Self(text)
+    }
+
+    /// Every series of `name` exactly, with its label text.
+    fn series(&self, name: &str) -> Vec<(String, f64)> {
+        self.0
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| {
+                let (key, value) = l.rsplit_once(' ')?;
+                let (n, labels) = key.split_once('{').unwrap_or((key, ""));
+                (n == name).then(|| (labels.to_string(), value.parse().unwrap()))
+            })
+            .collect()
     }
 
     fn get(&self, name: &str) -> f64 {
-        self.0
-            .sum(&format!("llamacpp:{name}"))
-            .unwrap_or_else(|| panic!("llamacpp:{name} missing from /metrics"))
+        let s = self.series(&format!("llamacpp:{name}"));
+        assert!(!s.is_empty(), "llamacpp:{name} missing from /metrics");
+        s.iter().map(|x| x.1).sum()
     }
 
     fn delta(&self, before: &Self, name: &str) -> f64 {
@@ -316,10 +329,18 @@ impl Counters {
 
     fn per_position_delta(&self, before: &Self) -> Vec<f64> {
         let pos = |c: &Self| {
-            let mut v: Vec<(usize, f64)> =
-                c.0.all("llamacpp:spec_decode_num_accepted_tokens_per_pos_total")
-                    .map(|s| (s.label("position").unwrap().parse().unwrap(), s.value))
-                    .collect();
+            let mut v: Vec<(usize, f64)> = c
+                .series("llamacpp:spec_decode_num_accepted_tokens_per_pos_total")
+                .into_iter()
+                .map(|(labels, v)| {
+                    let p = labels
+                        .split(',')
+                        .find_map(|kv| kv.trim().strip_prefix("position=\""))
+                        .and_then(|p| p.trim_end_matches(['"', '}']).parse().ok())
+                        .unwrap();
+                    (p, v)
+                })
+                .collect();
             v.sort_by_key(|x| x.0);
             v.into_iter().map(|x| x.1).collect::<Vec<_>>()
         };
