@@ -187,9 +187,13 @@ async fn prefill_rate_sets_ttft_and_prompts_are_exact() {
         .map(|r| r.ttft.as_secs_f64() * 1000.0)
         .sum::<f64>()
         / 3.0;
+    // The client's span contains the simulator's (it starts before the server reads the
+    // request and ends after the token is written), so the difference is never negative; its
+    // size is HTTP and scheduling, bounded at 5 % of a 500 ms prefill (25 ms), which a busy
+    // 2-core machine stays under where a fixed few milliseconds would not.
     let diff = ttft.mean - sim_mean;
     assert!(
-        (0.0..10.0).contains(&diff),
+        (0.0..0.05 * sim_mean).contains(&diff),
         "client {} vs sim {sim_mean}",
         ttft.mean
     );

@@ -239,49 +239,58 @@ mod tests {
     async fn arrival_is_when_the_kernel_got_it_not_when_it_was_read() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        // Each byte the client sends asks for one write of "first", timed on the wall clock.
         let server = tokio::spawn(async move {
             let (mut s, _) = listener.accept().await.unwrap();
             s.set_nodelay(true).unwrap();
-            // Write only once the client says its timestamps are on (see below).
             let mut go = [0u8; 1];
-            tokio::io::AsyncReadExt::read_exact(&mut s, &mut go)
+            while tokio::io::AsyncReadExt::read_exact(&mut s, &mut go)
                 .await
-                .unwrap();
-            let before = unix_now_ns();
-            s.write_all(b"first").await.unwrap();
-            let _ = tx.send((before, unix_now_ns()));
-            tokio::time::sleep(Duration::from_millis(500)).await;
+                .is_ok()
+            {
+                let before = unix_now_ns();
+                s.write_all(b"first").await.unwrap();
+                let _ = tx.send((before, unix_now_ns()));
+            }
         });
         let mut conn = StampedConnector;
         let uri: Uri = format!("http://{addr}").parse().unwrap();
         let mut s = tower_service::Service::call(&mut conn, uri).await.unwrap();
         // Linux turns receive stamping on for the whole stack from a deferred work item when the
-        // first socket asks; give it a moment (a real run's first reads may go unstamped and
-        // fall back to read time).
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        s.tcp.write_all(b"g").await.unwrap();
-        let (before, after) = rx.await.unwrap();
-        // The reader is busy for 150 ms while the bytes wait in the socket.
-        std::thread::sleep(Duration::from_millis(150));
-        let mut scratch = [0u8; 64];
-        let (n, ts) = loop {
-            s.tcp.readable().await.unwrap();
-            match s.read_stamped(&mut scratch) {
-                Ok(r) => break r,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => panic!("{e}"),
+        // first socket asks, so the first reads may go unstamped (a real run then falls back to
+        // read time): ask again until a read is stamped, rather than guessing how long it takes.
+        let mut tries = 0;
+        let (ts, before, after, read_at) = loop {
+            tries += 1;
+            assert!(tries <= 50, "no receive timestamp after {tries} reads");
+            s.tcp.write_all(b"g").await.unwrap();
+            let (before, after) = rx.recv().await.unwrap();
+            // The reader is busy for 150 ms while the bytes wait in the socket.
+            std::thread::sleep(Duration::from_millis(150));
+            let mut scratch = [0u8; 64];
+            let (n, ts) = loop {
+                s.tcp.readable().await.unwrap();
+                match s.read_stamped(&mut scratch) {
+                    Ok(r) => break r,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => panic!("{e}"),
+                }
+            };
+            let read_at = unix_now_ns();
+            assert_eq!(&scratch[..n], b"first");
+            assert!(read_at - before >= 150_000_000);
+            if let Some(ts) = ts {
+                break (ts, before, after, read_at);
             }
         };
-        let read_at = unix_now_ns();
-        assert_eq!(&scratch[..n], b"first");
-        let ts = ts.expect("Linux gives TCP receive timestamps");
-        assert!(read_at - before >= 150_000_000);
-        // Stamped within the write call (loopback delivers during it), give or take 1 ms.
+        // Stamped within the write call (loopback delivers during it; 1 ms for the clocks'
+        // granularity), so at least the 150 ms of the busy reader before the read.
         assert!(
             ts + 1_000_000 >= before && ts <= after + 1_000_000,
             "stamp {ts}, write {before}..{after}, read {read_at}"
         );
+        assert!(read_at - ts >= 149_000_000, "stamp {ts}, read {read_at}");
         server.abort();
     }
 
