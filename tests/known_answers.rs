@@ -90,7 +90,8 @@ fn queueing_behind_one_slot_gives_known_percentiles_in_every_output() {
         .args(["run", "--base-url", &h.url(), "--concurrency", "10"])
         .args(["--requests-per-level", "10", "--input-len", "100"])
         .args(["--output-len", "21", "--long-context", "none", "--headless"])
-        .args(["--no-gpu", "--seed", "3", "--out", dir.to_str().unwrap()])
+        .args(["--no-gpu", "--seed", "3", "--record-chunks"])
+        .args(["--out", dir.to_str().unwrap()])
         .output()
         .unwrap();
     assert!(
@@ -186,4 +187,52 @@ fn queueing_behind_one_slot_gives_known_percentiles_in_every_output() {
         "sweep.csv output_throughput",
     );
     assert_eq!(csv["max_concurrent_requests"], "10");
+
+    // requests.jsonl with --record-chunks: every token's chunk, one token each, the first at
+    // TTFT and the last at E2E, 20 steps of 10 ms between them.
+    let text = std::fs::read_to_string(dir.join("requests.jsonl")).unwrap();
+    let recs: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(recs.len(), 11, "the warmup and ten measured requests");
+    let (mut out_tokens, mut in_tokens, mut spans) = (0u64, 0u64, 0u64);
+    for r in &recs {
+        let chunks = r["chunks"].as_array().unwrap();
+        assert_eq!(chunks.len(), 21, "{r}");
+        assert!(chunks.iter().all(|c| c["tokens"] == 1), "{r}");
+        let t = |c: &serde_json::Value| c["t_us"].as_u64().unwrap();
+        assert_eq!(r["ttft_us"].as_u64(), Some(t(&chunks[0])));
+        assert_eq!(r["e2e_us"].as_u64(), Some(t(&chunks[20])));
+        // One request's span ends on one wake-up, late by however long the machine makes it
+        // wait; the mean over all of them is held to the 3 %.
+        let span = t(&chunks[20]) - t(&chunks[0]);
+        assert!((194_000..240_000).contains(&span), "decode span {span} µs");
+        spans += span;
+        out_tokens += r["output_tokens"].as_u64().unwrap();
+        in_tokens += r["input_tokens"].as_u64().unwrap();
+    }
+    assert_eq!(out_tokens, 11 * 21);
+    close(spans as f64 / 11.0, 200_000.0, "mean decode span µs");
+
+    // telemetry.jsonl: the engine's own counters, scraped after the level, add up to what
+    // requests.jsonl holds; its gauges never show more than the one slot running.
+    let text = std::fs::read_to_string(dir.join("telemetry.jsonl")).unwrap();
+    let samples: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|v: &serde_json::Value| v["kind"] == "server")
+        .collect();
+    assert!(samples.len() >= 2, "{text}");
+    let last = samples.last().unwrap();
+    assert_eq!(last["generation_tokens_total"], out_tokens as f64);
+    assert_eq!(last["prompt_tokens_total"], in_tokens as f64);
+    let max = |k: &str| {
+        samples
+            .iter()
+            .filter_map(|v| v[k].as_f64())
+            .fold(0.0, f64::max)
+    };
+    assert!(max("running") <= 1.0, "one slot");
+    assert!(max("queued") <= 9.0, "ten sent at once, one running");
 }
