@@ -84,6 +84,25 @@ pub fn line_chart_marked(
             .data(s.points)
     }));
     let fmt = |v: f64| crate::export::markdown::num(Some(v));
+    // One label a row at most. The plot's rows: inside the borders, less the x-axis labels and
+    // the axis line (which ratatui leaves out when only two rows are inside). On a one-row plot
+    // "100" and "0" would otherwise print as "1000"; it shows the scale's top alone (ratatui
+    // draws labels only in pairs, so the pair is the top twice).
+    let inner = area.height.saturating_sub(2);
+    let rows = if inner >= 3 {
+        inner - 2
+    } else {
+        inner.saturating_sub(1)
+    };
+    let y_labels: Vec<Span> = match rows {
+        0 | 1 => vec![Span::raw(fmt(y_top)), Span::raw(fmt(y_top))],
+        2 => vec![Span::raw("0"), Span::raw(fmt(y_top))],
+        _ => vec![
+            Span::raw("0"),
+            Span::raw(fmt(y_top / 2.0)),
+            Span::raw(fmt(y_top)),
+        ],
+    };
     Chart::new(datasets)
         .block(block)
         // The title names the series; a legend box would cover the newest points.
@@ -97,12 +116,59 @@ pub fn line_chart_marked(
         .y_axis(
             Axis::default()
                 .bounds([0.0, y_top])
-                .labels(vec![
-                    Span::raw("0"),
-                    Span::raw(fmt(y_top / 2.0)),
-                    Span::raw(fmt(y_top)),
-                ])
+                .labels(y_labels)
                 .style(th.dim),
         )
         .render(area, buf);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The y labels of a chart `height` rows tall with a fixed top of 100, read off the
+    /// buffer: the text between the left border and the axis on each row.
+    fn y_labels(height: u16) -> Vec<String> {
+        let area = Rect::new(0, 0, 40, height);
+        let mut buf = Buffer::empty(area);
+        let points = [(0.0, 20.0), (1.0, 100.0)];
+        let series = [Series {
+            name: "u",
+            points: &points,
+            style: Style::default(),
+        }];
+        let x = ([0.0, 1.0], vec!["0 s".to_string(), "1 s".to_string()]);
+        let th = Theme::new(true);
+        line_chart_marked("t", &series, x, &[], Some(100.0), "", area, &mut buf, &th);
+        (1..height.saturating_sub(2))
+            .map(|y| {
+                let row: String = (1..area.width)
+                    .map(|x| buf[(x, y)].symbol().to_string())
+                    .collect();
+                row.split(['│', '└'])
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_string()
+            })
+            .filter(|l| !l.is_empty())
+            .collect()
+    }
+
+    #[test]
+    fn y_labels_never_run_together() {
+        // One plot row: the top alone, not "100" over "0" and "50.0" (read as "1000").
+        assert_eq!(y_labels(4), ["100"]);
+        assert_eq!(y_labels(5), ["100"]);
+        assert_eq!(y_labels(6), ["100", "0"]);
+        assert_eq!(y_labels(7), ["100", "50.0", "0"]);
+        for h in 4..30 {
+            for l in y_labels(h) {
+                assert!(
+                    ["0", "50.0", "100"].contains(&l.as_str()),
+                    "height {h}: {l:?}"
+                );
+            }
+        }
+    }
 }
