@@ -236,14 +236,12 @@ async fn connections_reset_before_the_first_byte_do_not_lose_requests() {
     );
 }
 
-/// `servetop sim --inject restart=S,down-s=D` takes the whole server away and brings it back on
-/// the same port: a run against it says so, waits, and finishes with every request accounted for.
-#[test]
-fn the_simulator_binary_restarts_and_a_run_survives_it() {
+/// The simulator binary (fast preset, 10 ms steps, one token each) with `--inject faults`, and
+/// the URL it printed; its stderr piped when `keep_stderr`.
+fn sim_binary(faults: &str, keep_stderr: bool) -> (std::process::Child, String) {
     use std::io::BufRead;
     use std::process::{Command, Stdio};
-    let bin = env!("CARGO_BIN_EXE_servetop");
-    let mut sim = Command::new(bin)
+    let mut sim = Command::new(env!("CARGO_BIN_EXE_servetop"))
         .args([
             "sim",
             "--port",
@@ -252,20 +250,31 @@ fn the_simulator_binary_restarts_and_a_run_survives_it() {
             "fast",
             "--decode-step-ms",
             "10",
-            "--accept-length",
-            "1",
-            "--inject",
-            "restart=2,down-s=1.5",
         ])
+        .args(["--accept-length", "1", "--inject", faults])
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(if keep_stderr {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .spawn()
         .unwrap();
     let mut line = String::new();
     std::io::BufReader::new(sim.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let url = line.trim().to_string();
+    (sim, line.trim().to_string())
+}
+
+/// `servetop sim --inject restart=S,down-s=D` takes the whole server away and brings it back on
+/// the same port: a run against it says so, waits, and finishes with every request accounted for.
+#[test]
+fn the_simulator_binary_restarts_and_a_run_survives_it() {
+    use std::process::Command;
+    let bin = env!("CARGO_BIN_EXE_servetop");
+    // Its stderr says when it goes down and comes back.
+    let (sim, url) = sim_binary("restart=2,down-s=1.5", true);
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
     let dir = std::env::temp_dir().join(format!("servetop-restart-bin-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -383,30 +392,10 @@ async fn an_outage_while_later_prompts_are_prepared_is_waited_for() {
 /// results.json (aborted, the reason), summary.md, the CSV tables and the charts.
 #[test]
 fn a_server_that_stays_away_exits_1_with_everything_flushed() {
-    use std::io::BufRead;
-    use std::process::{Command, Stdio};
+    use std::process::Command;
     let bin = env!("CARGO_BIN_EXE_servetop");
     // Down 3 s after it starts, for a minute: longer than the run's --server-wait of 1 s.
-    let mut sim = Command::new(bin)
-        .args([
-            "sim",
-            "--preset",
-            "fast",
-            "--port",
-            "0",
-            "--decode-step-ms",
-            "10",
-        ])
-        .args(["--accept-length", "1", "--inject", "restart=3,down-s=60"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(sim.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().to_string();
+    let (mut sim, url) = sim_binary("restart=3,down-s=60", false);
     let dir = std::env::temp_dir().join(format!("servetop-away-bin-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     // 40 requests of 50 tokens, two at a time: about 10 s of work, cut at 3 s.

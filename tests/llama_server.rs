@@ -29,18 +29,19 @@
 // Integration tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+mod real_server;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use real_server::cores;
 use servetop::client::{Backend, Engine, engine};
 use servetop::commands::{run_headless, run_prepared};
 use servetop::config::{BackendChoice, RunConfig};
 use servetop::event::RunState;
-use servetop::metrics::{CountSource, LevelStats, RequestRecord};
+use servetop::metrics::{CountSource, LevelStats};
 use servetop::session::Session;
 use servetop::summary::{LevelStatus, RunSummary};
 use servetop::workload::RequestCount;
@@ -85,67 +86,16 @@ fn paths(test: &str) -> Option<Paths> {
         "llama_server::{test}: llama-server or its test models are missing ({}); build them with scripts/llama/build.sh (about 10 min on 2 cores)",
         missing.join(", ")
     );
-    assert!(
-        std::env::var("SERVETOP_REQUIRE_LLAMA").as_deref() != Ok("1"),
-        "{why} — SERVETOP_REQUIRE_LLAMA=1 makes this a failure"
-    );
-    // Straight to stderr, past the test harness's capture, so a plain `cargo test` shows it;
-    // once for the whole file.
-    static SAID: OnceLock<()> = OnceLock::new();
-    SAID.get_or_init(|| {
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED the llama-server tests: {}",
-            why.split_once(": ").map_or(why.as_str(), |x| x.1)
-        );
-    });
+    real_server::skip("llama-server", "SERVETOP_REQUIRE_LLAMA", &why);
     None
 }
 
-fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
-}
-
-/// Keeps this process (the client) off the server's core, once.
+/// Keeps this process (the client) off the server's core (the last), once.
 fn pin_client() {
-    static PINNED: OnceLock<()> = OnceLock::new();
-    PINNED.get_or_init(|| {
-        let n = cores();
-        if n >= 2 {
-            let _ = Command::new("taskset")
-                .args(["-a", "-p", "-c", &format!("0-{}", n - 2)])
-                .arg(std::process::id().to_string())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-        }
-    });
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A bare `GET` with the standard library (the shared servers start outside any runtime).
-fn http_get_status(port: u16, path: &str) -> Option<u16> {
-    let mut s = TcpStream::connect_timeout(
-        &SocketAddr::from(([127, 0, 0, 1], port)),
-        Duration::from_secs(1),
-    )
-    .ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut head = [0u8; 12];
-    s.read_exact(&mut head).ok()?;
-    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+    let n = cores();
+    if n >= 2 {
+        real_server::pin_client(&format!("0-{}", n - 2));
+    }
 }
 
 /// A llama-server child process; killed on drop, and by its watchdog when this process ends.
@@ -159,7 +109,7 @@ struct LlamaServer {
 impl LlamaServer {
     fn start(p: &Paths, name: &str, args: &[&str]) -> Self {
         pin_client();
-        let port = free_port();
+        let port = real_server::free_port();
         let log =
             std::env::temp_dir().join(format!("servetop-llama-{}-{name}.log", std::process::id()));
         let n = cores();
@@ -211,7 +161,7 @@ impl LlamaServer {
                     server.log_tail()
                 );
             }
-            if http_get_status(port, "/health") == Some(200) {
+            if real_server::http_get(port, "/health").is_some_and(|r| r.0 == 200) {
                 break;
             }
             assert!(
@@ -273,22 +223,11 @@ fn stats(s: &Session, i: usize) -> &LevelStats {
 }
 
 fn temp_run_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("servetop-llama-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+    real_server::temp_run_dir("llama", name)
 }
 
-fn records(dir: &Path) -> Vec<RequestRecord> {
-    std::fs::read_to_string(dir.join("requests.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-/// llama-server's own counters, read from `/metrics` by this file's own few lines (not
-/// servetop's Prometheus parser, which these tests check).
-struct Counters(String);
+/// llama-server's own counters (see `real_server::Prom`).
+struct Counters(real_server::Prom);
 
 impl Counters {
     async fn read(server: &LlamaServer) -> Self {
@@ -301,26 +240,11 @@ impl Counters {
             .text()
             .await
             .unwrap();
-        Self(text)
-    }
-
-    /// Every series of `name` exactly, with its label text.
-    fn series(&self, name: &str) -> Vec<(String, f64)> {
-        self.0
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter_map(|l| {
-                let (key, value) = l.rsplit_once(' ')?;
-                let (n, labels) = key.split_once('{').unwrap_or((key, ""));
-                (n == name).then(|| (labels.to_string(), value.parse().unwrap()))
-            })
-            .collect()
+        Self(real_server::Prom(text))
     }
 
     fn get(&self, name: &str) -> f64 {
-        let s = self.series(&format!("llamacpp:{name}"));
-        assert!(!s.is_empty(), "llamacpp:{name} missing from /metrics");
-        s.iter().map(|x| x.1).sum()
+        self.0.sum(&format!("llamacpp:{name}"))
     }
 
     fn delta(&self, before: &Self, name: &str) -> f64 {
@@ -328,27 +252,10 @@ impl Counters {
     }
 
     fn per_position_delta(&self, before: &Self) -> Vec<f64> {
-        let pos = |c: &Self| {
-            let mut v: Vec<(usize, f64)> = c
-                .series("llamacpp:spec_decode_num_accepted_tokens_per_pos_total")
-                .into_iter()
-                .map(|(labels, v)| {
-                    let p = labels
-                        .split(',')
-                        .find_map(|kv| kv.trim().strip_prefix("position=\""))
-                        .and_then(|p| p.trim_end_matches(['"', '}']).parse().ok())
-                        .unwrap();
-                    (p, v)
-                })
-                .collect();
-            v.sort_by_key(|x| x.0);
-            v.into_iter().map(|x| x.1).collect::<Vec<_>>()
-        };
-        let (a, b) = (pos(before), pos(self));
-        b.iter()
-            .enumerate()
-            .map(|(i, v)| v - a.get(i).copied().unwrap_or(0.0))
-            .collect()
+        self.0.per_position_delta(
+            &before.0,
+            "llamacpp:spec_decode_num_accepted_tokens_per_pos_total",
+        )
     }
 }
 
@@ -458,7 +365,7 @@ async fn token_counts_and_times_agree_with_the_servers_own_counters() {
     let s = run(cfg, Some(dir.clone())).await;
     let after = Counters::read(srv).await;
     // Every request servetop sent, warmup included (requests.jsonl has them all).
-    let recs = records(&dir);
+    let recs = real_server::records(&dir);
     assert_eq!(recs.len(), 11);
     assert!(recs.iter().all(|r| r.is_ok()
         && r.output_source == CountSource::Usage
@@ -595,7 +502,7 @@ async fn auto_detection_and_the_chat_endpoint() {
     // than at the start of the bare text /tokenize counted.
     let offset = s.summary.prompts.as_ref().unwrap().offset_tokens;
     assert!(offset > 1, "chat template tokens: {offset}");
-    for r in records(&dir).iter().filter(|r| !r.warmup) {
+    for r in real_server::records(&dir).iter().filter(|r| !r.warmup) {
         assert_eq!(r.input_source, CountSource::Usage);
         assert!(
             r.input_tokens.abs_diff(128) <= 3,

@@ -32,14 +32,14 @@
 // Integration tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+mod real_server;
+
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use real_server::{free_port, http_get};
 use servetop::client::{Engine, RequestSpec, RequestTag};
 use servetop::commands::run_headless;
 use servetop::config::{BackendChoice, RunConfig};
@@ -87,64 +87,16 @@ fn available(test: &str) -> bool {
         "vllm_server::{test}: vLLM's CPU build or its test model is missing ({}); install them with scripts/vllm/setup.sh (about 2 min, 6 GB)",
         missing.join(", ")
     );
-    assert!(
-        std::env::var("SERVETOP_REQUIRE_VLLM").as_deref() != Ok("1"),
-        "{why} — SERVETOP_REQUIRE_VLLM=1 makes this a failure"
-    );
-    static SAID: OnceLock<()> = OnceLock::new();
-    SAID.get_or_init(|| {
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED the vLLM tests: {}",
-            why.split_once(": ").map_or(why.as_str(), |x| x.1)
-        );
-    });
+    real_server::skip("vLLM", "SERVETOP_REQUIRE_VLLM", &why);
     false
 }
 
 /// Keeps this process (the client) off core 0, where vLLM computes.
 fn pin_client() {
-    static PINNED: OnceLock<()> = OnceLock::new();
-    PINNED.get_or_init(|| {
-        let n = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-        if n >= 2 {
-            let _ = Command::new("taskset")
-                .args(["-a", "-p", "-c", &format!("1-{}", n - 1)])
-                .arg(std::process::id().to_string())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-        }
-    });
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A bare `GET` with the standard library: the status and body.
-fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect_timeout(
-        &SocketAddr::from(([127, 0, 0, 1], port)),
-        Duration::from_secs(1),
-    )
-    .ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).ok()?;
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let status = text.get(9..12)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n").map(|x| x.1.to_string())?;
-    Some((status, body))
+    let n = real_server::cores();
+    if n >= 2 {
+        real_server::pin_client(&format!("1-{}", n - 1));
+    }
 }
 
 fn kill_group(pid: u32, signal: &str) {
@@ -280,7 +232,7 @@ impl VllmServer {
     fn counters(&self) -> Counters {
         let (status, body) = http_get(self.port, "/metrics").expect("GET /metrics");
         assert_eq!(status, 200);
-        Counters(body)
+        Counters(real_server::Prom(body))
     }
 }
 
@@ -303,28 +255,12 @@ impl Drop for VllmServer {
     }
 }
 
-/// A `/metrics` page, read by this test's own few lines (not servetop's parser).
-struct Counters(String);
+/// vLLM's counters (see `real_server::Prom`).
+struct Counters(real_server::Prom);
 
 impl Counters {
-    /// Every series of `name` (exactly: `name{...} v` or `name v`) with its labels.
-    fn series(&self, name: &str) -> Vec<(String, f64)> {
-        self.0
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter_map(|l| {
-                let (key, value) = l.rsplit_once(' ')?;
-                let (n, labels) = key.split_once('{').unwrap_or((key, ""));
-                (n == name).then(|| (labels.to_string(), value.parse().unwrap()))
-            })
-            .collect()
-    }
-
-    /// The sum over every series of `name`.
     fn get(&self, name: &str) -> f64 {
-        let s = self.series(name);
-        assert!(!s.is_empty(), "{name} missing from /metrics");
-        s.iter().map(|x| x.1).sum()
+        self.0.sum(name)
     }
 
     fn delta(&self, before: &Self, name: &str) -> f64 {
@@ -341,26 +277,10 @@ impl Counters {
 
     /// Per-position accepted drafts, in position order.
     fn per_position_delta(&self, before: &Self) -> Vec<f64> {
-        let pos = |c: &Self| {
-            let mut v: Vec<(usize, f64)> = c
-                .series("vllm:spec_decode_num_accepted_tokens_per_pos_total")
-                .into_iter()
-                .map(|(labels, v)| {
-                    let p = labels
-                        .split(',')
-                        .find_map(|kv| kv.strip_prefix("position=\""))
-                        .and_then(|p| p.trim_end_matches(['"', '}']).parse().ok())
-                        .unwrap();
-                    (p, v)
-                })
-                .collect();
-            v.sort_by_key(|x| x.0);
-            v
-        };
-        let (a, b) = (pos(before), pos(self));
-        b.iter()
-            .map(|(p, v)| v - a.iter().find(|x| x.0 == *p).map_or(0.0, |x| x.1))
-            .collect()
+        self.0.per_position_delta(
+            &before.0,
+            "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+        )
     }
 }
 
@@ -377,17 +297,7 @@ fn run_config(url: &str) -> RunConfig {
 }
 
 fn temp_run_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("servetop-vllm-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
-
-fn records(dir: &Path) -> Vec<RequestRecord> {
-    std::fs::read_to_string(dir.join("requests.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    real_server::temp_run_dir("vllm", name)
 }
 
 async fn run(cfg: RunConfig, dir: &Path) -> Session {
@@ -502,7 +412,7 @@ async fn sweep_and_ladder_agree_with_vllms_own_counters(srv: &VllmServer) {
     );
 
     // Every request servetop sent, warmup included, against the server's counters.
-    let recs = records(&dir);
+    let recs = real_server::records(&dir);
     let ok: Vec<&RequestRecord> = recs.iter().filter(|r| r.is_ok()).collect();
     assert_eq!(ok.len(), recs.len(), "no request failed");
     let sum = |f: fn(&RequestRecord) -> u64| ok.iter().map(|r| f(r)).sum::<u64>();
@@ -621,7 +531,7 @@ async fn chat_streams_with_exact_prompts(srv: &VllmServer) {
         "template tokens included"
     );
     assert_eq!(sc.total_output_tokens, 6 * 32);
-    for r in records(&dir).iter().filter(|r| !r.warmup) {
+    for r in real_server::records(&dir).iter().filter(|r| !r.warmup) {
         assert_eq!(r.input_source, CountSource::Usage);
         let tokens: u32 = r.chunks.iter().map(|c| c.tokens).sum();
         assert_eq!(
@@ -636,7 +546,12 @@ async fn chat_streams_with_exact_prompts(srv: &VllmServer) {
 /// Polls `dir`'s requests.jsonl until `n` measured requests have finished.
 async fn wait_for_records(dir: &Path, n: usize) {
     let t = Instant::now();
-    while records(dir).iter().filter(|r| !r.warmup).count() < n {
+    while real_server::records(dir)
+        .iter()
+        .filter(|r| !r.warmup)
+        .count()
+        < n
+    {
         assert!(
             t.elapsed() < Duration::from_secs(300),
             "no progress in {}",
@@ -709,7 +624,7 @@ async fn a_server_that_stays_away_aborts_cleanly(srv: &mut VllmServer) {
     let v: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
     assert_eq!(v["state"], "aborted");
-    let recs = records(&dir);
+    let recs = real_server::records(&dir);
     let measured = recs.iter().filter(|r| !r.warmup && r.is_ok()).count() as u64;
     let sc = &stats(&s.summary.sweep[0]).scalars;
     assert!(measured >= 3);
@@ -746,7 +661,7 @@ async fn ngram_speculation_accept_length_both_ways() {
     assert!(drafts > 0.0 && accepted > 0.0, "nothing was accepted");
     let server_accept = 1.0 + accepted / drafts;
 
-    let recs = records(&dir);
+    let recs = real_server::records(&dir);
     let ok: Vec<&RequestRecord> = recs.iter().filter(|r| r.is_ok()).collect();
     assert_eq!(ok.len(), recs.len());
     let out: u64 = ok.iter().map(|r| r.output_tokens).sum();

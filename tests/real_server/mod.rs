@@ -1,0 +1,145 @@
+//! What the real-engine suites (`llama_server.rs`, `vllm_server.rs`) share: a free loopback
+//! port, a bare `GET` that needs no runtime, and the engines' Prometheus counters read with a
+//! few lines of their own (not servetop's parser, which these suites check).
+
+// Each suite uses its own share of these.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
+
+/// A port nothing listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A bare `GET` on loopback with the standard library (servers start outside any runtime):
+/// the status and the body.
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(
+        &SocketAddr::from(([127, 0, 0, 1], port)),
+        Duration::from_secs(1),
+    )
+    .ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).ok()?;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text.get(9..12)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map(|x| x.1.to_string())?;
+    Some((status, body))
+}
+
+/// A `/metrics` page as text.
+pub struct Prom(pub String);
+
+impl Prom {
+    /// Every series of `name` (exactly: `name{...} v` or `name v`) with its label text.
+    pub fn series(&self, name: &str) -> Vec<(String, f64)> {
+        self.0
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| {
+                let (key, value) = l.rsplit_once(' ')?;
+                let (n, labels) = key.split_once('{').unwrap_or((key, ""));
+                (n == name).then(|| (labels.to_string(), value.parse().unwrap()))
+            })
+            .collect()
+    }
+
+    /// The sum over every series of `name`; the name must be on the page.
+    pub fn sum(&self, name: &str) -> f64 {
+        let s = self.series(name);
+        assert!(!s.is_empty(), "{name} missing from /metrics");
+        s.iter().map(|x| x.1).sum()
+    }
+
+    /// `name{position="i"}` by position, in position order.
+    pub fn per_position(&self, name: &str) -> Vec<(usize, f64)> {
+        let mut v: Vec<(usize, f64)> = self
+            .series(name)
+            .into_iter()
+            .map(|(labels, v)| {
+                let p = labels
+                    .split(',')
+                    .find_map(|kv| kv.trim().strip_prefix("position=\""))
+                    .and_then(|p| p.trim_end_matches(['"', '}']).parse().ok())
+                    .unwrap_or_else(|| panic!("{name}{{{labels}}}: no position"));
+                (p, v)
+            })
+            .collect();
+        v.sort_by_key(|x| x.0);
+        v
+    }
+
+    /// The growth of each position's counter since `before`, in position order.
+    pub fn per_position_delta(&self, before: &Self, name: &str) -> Vec<f64> {
+        let a = before.per_position(name);
+        self.per_position(name)
+            .iter()
+            .map(|(p, v)| v - a.iter().find(|x| x.0 == *p).map_or(0.0, |x| x.1))
+            .collect()
+    }
+}
+
+/// A suite whose engine is not installed: fails under `require_var=1` (CI), else says once,
+/// straight to stderr past the harness's capture, that the suite skipped and why.
+pub fn skip(suite: &str, require_var: &str, why: &str) {
+    assert!(
+        std::env::var(require_var).as_deref() != Ok("1"),
+        "{why} — {require_var}=1 makes this a failure"
+    );
+    static SAID: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    SAID.get_or_init(|| {
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED the {suite} tests: {}",
+            why.split_once(": ").map_or(why, |x| x.1)
+        );
+    });
+}
+
+/// Cores of this machine.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+}
+
+/// Keeps this process (the client) on `cpus` (a taskset list), once, so client and server do
+/// not fight for one core.
+pub fn pin_client(cpus: &str) {
+    static PINNED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    PINNED.get_or_init(|| {
+        let _ = std::process::Command::new("taskset")
+            .args(["-a", "-p", "-c", cpus])
+            .arg(std::process::id().to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    });
+}
+
+/// A fresh run directory for `suite`'s test `name` in the temporary folder.
+pub fn temp_run_dir(suite: &str, name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("servetop-{suite}-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// Every record of a run directory's requests.jsonl (none while it does not exist yet).
+pub fn records(dir: &std::path::Path) -> Vec<servetop::metrics::RequestRecord> {
+    std::fs::read_to_string(dir.join("requests.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
