@@ -2,21 +2,21 @@
 //! arithmetic, run through the real binary, checked in results.json (under vLLM's names), in
 //! summary.md's table cells and in sweep.csv.
 //!
-//! The configuration: one request runs at a time (`max_running` 1), decode steps of 10 ms with
+//! The configuration: one request runs at a time (`max_running` 1), decode steps of 20 ms with
 //! one token each, prefill at 1M tok/s (0.1 ms for 100 tokens), 21 output tokens. A request
-//! therefore takes `f + 200 ms`, where `f` is its prefill and first token (about 1 ms on tokio's
+//! therefore takes `f + 400 ms`, where `f` is its prefill and first token (about 1 ms on tokio's
 //! timer), and ten requests sent at once (C=10) queue in the server: request k (0..9) waits for
-//! the k before it, so its TTFT is `k · (f + 200) + f` ≈ 201·k ms. Sorted, the TTFTs are about
-//! 0, 201, 402, …, 1809 ms; the HDR percentiles take the value at rank ⌈q·n⌉: p50 the 5th
-//! (≈ 804), p90 the 9th (≈ 1608), p99 the 10th (≈ 1809). Distinct p90 and p99, so a swap of the
-//! two shows. Every token gap is 10 ms: ITL and TPOT 10 ms, decode speed 100 tok/s. The window
-//! holds ten services back to back, ≈ 2010 ms: 4.98 req/s and 104.5 output tok/s.
+//! the k before it, so its TTFT is `k · (f + 400) + f` ≈ 401·k ms. Sorted, the TTFTs are about
+//! 0, 401, 802, …, 3609 ms; the HDR percentiles take the value at rank ⌈q·n⌉: p50 the 5th
+//! (≈ 1604), p90 the 9th (≈ 3208), p99 the 10th (≈ 3609). Distinct p90 and p99, so a swap of
+//! the two shows. Every token gap is 20 ms: ITL and TPOT 20 ms, decode speed 50 tok/s. The
+//! window holds ten services back to back, ≈ 4010 ms: 2.49 req/s and 52.4 output tok/s.
 //!
-//! Tolerance: 3 % (the simulator lays its steps on an absolute timeline, so single wake-ups are
-//! up to ~1 ms late but nothing accumulates; 3 % of 804 ms is 24 ms, far more than a loaded
-//! 2-core machine adds, and far less than any of the mistakes these checks are for: a swapped
-//! percentile is off by 12 %, a gap counted per chunk instead of per token by 100 %).
-//! Counts are exact.
+//! Tolerance: 5 %. The simulator sleeps on tokio's 1 ms timer and its steps can each run a
+//! little long (a median ITL of 10.3 ms was seen with 10 ms steps on a loaded machine): 5 % of a
+//! 20 ms step is 1 ms. That is far less than the mistakes these checks are for: a swapped
+//! percentile is off by 12 %, a gap counted per chunk instead of per token by 100 %. Counts are
+//! exact.
 
 // Integration tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -31,10 +31,14 @@ fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_servetop")
 }
 
+/// The relative tolerance of every timing check (see the header).
+const TOL: f64 = 0.05;
+
 fn close(got: f64, want: f64, what: &str) {
     assert!(
-        (got - want).abs() <= 0.03 * want.abs(),
-        "{what}: got {got}, want {want} ± 3 %"
+        (got - want).abs() <= TOL * want.abs(),
+        "{what}: got {got}, want {want} ± {} %",
+        TOL * 100.0
     );
 }
 
@@ -51,7 +55,7 @@ fn summary_row(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-/// `"804 / 1809"` → (804, 1809).
+/// `"1604 / 3609"` → (1604, 3609).
 fn pair(cell: &str) -> (f64, f64) {
     let (a, b) = cell.split_once(" / ").unwrap();
     (a.parse().unwrap(), b.parse().unwrap())
@@ -76,7 +80,7 @@ fn queueing_behind_one_slot_gives_known_percentiles_in_every_output() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let mut c = SimConfig::preset("fast").unwrap();
     c.max_running = 1;
-    c.decode_step_ms = 10.0;
+    c.decode_step_ms = 20.0;
     c.accept_length = AcceptLength::Fixed(1);
     c.batch_growth = 0.0;
     c.context_ms_per_1k = 0.0;
@@ -113,25 +117,25 @@ fn queueing_behind_one_slot_gives_known_percentiles_in_every_output() {
     assert_eq!(l["total_output_tokens"], 210);
     assert_eq!(l["total_input_tokens"], 1000);
     assert_eq!(l["max_concurrent_requests"], 10);
-    close(f("median_ttft_ms"), 804.0, "median_ttft_ms");
-    close(f("p90_ttft_ms"), 1608.0, "p90_ttft_ms");
-    close(f("p99_ttft_ms"), 1809.0, "p99_ttft_ms");
-    close(f("mean_ttft_ms"), 904.5, "mean_ttft_ms");
-    close(f("median_itl_ms"), 10.0, "median_itl_ms");
-    close(f("mean_itl_ms"), 10.0, "mean_itl_ms");
+    close(f("median_ttft_ms"), 1604.0, "median_ttft_ms");
+    close(f("p90_ttft_ms"), 3208.0, "p90_ttft_ms");
+    close(f("p99_ttft_ms"), 3609.0, "p99_ttft_ms");
+    close(f("mean_ttft_ms"), 1805.5, "mean_ttft_ms");
+    close(f("median_itl_ms"), 20.0, "median_itl_ms");
+    close(f("mean_itl_ms"), 20.0, "mean_itl_ms");
     // Single gaps carry one timer wake-up's lateness (a few ms on a loaded machine, made up by
     // the next gap, so the mean stays exact): the tail is only bounded.
     let itl_p99 = f("p99_itl_ms");
-    assert!((9.7..15.0).contains(&itl_p99), "p99_itl_ms {itl_p99}");
-    close(f("median_tpot_ms"), 10.0, "median_tpot_ms");
-    close(f("mean_e2el_ms"), 1104.5, "mean_e2el_ms");
+    assert!((19.4..26.0).contains(&itl_p99), "p99_itl_ms {itl_p99}");
+    close(f("median_tpot_ms"), 20.0, "median_tpot_ms");
+    close(f("mean_e2el_ms"), 2205.5, "mean_e2el_ms");
     close(
         f("mean_decode_tokens_per_s"),
-        100.0,
+        50.0,
         "mean_decode_tokens_per_s",
     );
-    close(f("request_throughput"), 10.0 / 2.01, "request_throughput");
-    close(f("output_throughput"), 210.0 / 2.01, "output_throughput");
+    close(f("request_throughput"), 10.0 / 4.01, "request_throughput");
+    close(f("output_throughput"), 210.0 / 4.01, "output_throughput");
     // Exactly: one token in every chunk, every delivery one event.
     assert_eq!(l["accept_length_client"], 1.0);
     assert_eq!(l["multi_event_delivery_share"], 0.0);
@@ -140,29 +144,25 @@ fn queueing_behind_one_slot_gives_known_percentiles_in_every_output() {
     // ITL p50 / p99, TPOT p50, E2E p50, accept len, failures.
     let row = summary_row(&dir);
     assert_eq!(row[1], "10", "{row:?}");
-    close(row[2].parse().unwrap(), 10.0 / 2.01, "summary.md req/s");
+    close(row[2].parse().unwrap(), 10.0 / 4.01, "summary.md req/s");
     close(
         row[3].parse().unwrap(),
-        210.0 / 2.01,
+        210.0 / 4.01,
         "summary.md out tok/s",
     );
-    close(
-        row[4].parse().unwrap(),
-        100.0,
-        "summary.md per-stream tok/s",
-    );
+    close(row[4].parse().unwrap(), 50.0, "summary.md per-stream tok/s");
     let (p50, p99) = pair(&row[5]);
-    close(p50, 804.0, "summary.md TTFT p50");
-    close(p99, 1809.0, "summary.md TTFT p99");
+    close(p50, 1604.0, "summary.md TTFT p50");
+    close(p99, 3609.0, "summary.md TTFT p99");
     let (i50, i99) = pair(&row[6]);
-    close(i50, 10.0, "summary.md ITL p50");
+    close(i50, 20.0, "summary.md ITL p50");
     assert!(
         (i99 - itl_p99).abs() <= 0.01 * itl_p99,
         "summary.md ITL p99 {i99} vs results.json {itl_p99}"
     );
-    close(row[7].parse().unwrap(), 10.0, "summary.md TPOT p50");
-    // E2E p50: the 5th request's, TTFT ≈ 804 + 200.
-    close(row[8].parse().unwrap(), 1005.0, "summary.md E2E p50");
+    close(row[7].parse().unwrap(), 20.0, "summary.md TPOT p50");
+    // E2E p50: the 5th request's, TTFT ≈ 1604 + 400.
+    close(row[8].parse().unwrap(), 2005.0, "summary.md E2E p50");
     assert_eq!(row[10], "0", "failures");
 
     // sweep.csv, the same numbers unformatted.
@@ -176,20 +176,20 @@ fn queueing_behind_one_slot_gives_known_percentiles_in_every_output() {
     assert_eq!(csv["concurrency"], "10");
     assert_eq!(csv["completed"], "10");
     assert_eq!(csv["simulated"], "true");
-    close(g("median_ttft_ms"), 804.0, "sweep.csv median_ttft_ms");
-    close(g("p90_ttft_ms"), 1608.0, "sweep.csv p90_ttft_ms");
-    close(g("p99_ttft_ms"), 1809.0, "sweep.csv p99_ttft_ms");
-    close(g("median_itl_ms"), 10.0, "sweep.csv median_itl_ms");
-    close(g("mean_tpot_ms"), 10.0, "sweep.csv mean_tpot_ms");
+    close(g("median_ttft_ms"), 1604.0, "sweep.csv median_ttft_ms");
+    close(g("p90_ttft_ms"), 3208.0, "sweep.csv p90_ttft_ms");
+    close(g("p99_ttft_ms"), 3609.0, "sweep.csv p99_ttft_ms");
+    close(g("median_itl_ms"), 20.0, "sweep.csv median_itl_ms");
+    close(g("mean_tpot_ms"), 20.0, "sweep.csv mean_tpot_ms");
     close(
         g("output_throughput"),
-        210.0 / 2.01,
+        210.0 / 4.01,
         "sweep.csv output_throughput",
     );
     assert_eq!(csv["max_concurrent_requests"], "10");
 
     // requests.jsonl with --record-chunks: every token's chunk, one token each, the first at
-    // TTFT and the last at E2E, 20 steps of 10 ms between them.
+    // TTFT and the last at E2E, 20 steps of 20 ms between them.
     let text = std::fs::read_to_string(dir.join("requests.jsonl")).unwrap();
     let recs: Vec<serde_json::Value> = text
         .lines()
@@ -205,15 +205,15 @@ fn queueing_behind_one_slot_gives_known_percentiles_in_every_output() {
         assert_eq!(r["ttft_us"].as_u64(), Some(t(&chunks[0])));
         assert_eq!(r["e2e_us"].as_u64(), Some(t(&chunks[20])));
         // One request's span ends on one wake-up, late by however long the machine makes it
-        // wait; the mean over all of them is held to the 3 %.
+        // wait; the mean over all of them is held to the 5 %.
         let span = t(&chunks[20]) - t(&chunks[0]);
-        assert!((194_000..240_000).contains(&span), "decode span {span} µs");
+        assert!((388_000..480_000).contains(&span), "decode span {span} µs");
         spans += span;
         out_tokens += r["output_tokens"].as_u64().unwrap();
         in_tokens += r["input_tokens"].as_u64().unwrap();
     }
     assert_eq!(out_tokens, 11 * 21);
-    close(spans as f64 / 11.0, 200_000.0, "mean decode span µs");
+    close(spans as f64 / 11.0, 400_000.0, "mean decode span µs");
 
     // telemetry.jsonl: the engine's own counters, scraped after the level, add up to what
     // requests.jsonl holds; its gauges never show more than the one slot running.
