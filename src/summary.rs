@@ -86,8 +86,8 @@ pub struct LevelSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec_server: Option<SpecLevelStats>,
     /// The client's tokens per chunk above 1 are delivery bursts, not speculative drafts (the
-    /// server reports no speculation, or an accept length that disagrees): `accept_length_client`
-    /// is then not shown as an accept length.
+    /// server reports no speculation, or tokens per step that disagree):
+    /// `accept_length_client` is then not shown as an accept length.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub delivery_bursts: bool,
     /// The engine's own load over the level (from its /metrics).

@@ -4,7 +4,7 @@
 //! With one chunk per decode step, tokens per chunk is the accept length the client sees. A
 //! server that writes several events back to back also makes chunks of several tokens, and
 //! those must never pass for drafts. The server is the judge: when it reports no speculation, or
-//! an accept length that disagrees, tokens per chunk above 1 are bursts.
+//! tokens per step that disagree, tokens per chunk above 1 are bursts.
 
 use super::LevelScalars;
 
@@ -37,14 +37,14 @@ pub fn chunk_verdict(sc: &LevelScalars, server: Option<f64>) -> ChunkVerdict {
                 ChunkVerdict {
                     delivery_bursts: true,
                     warning: Some(format!(
-                        "the client saw {c:.2} tokens per chunk but the server reports an accept length of {s:.2}; {held}, so the extra tokens per chunk are delivery bursts, not drafts"
+                        "the client saw {c:.2} tokens per chunk but the server reports {s:.2} tokens per step; {held}, so the extra tokens per chunk are delivery bursts, not drafts"
                     )),
                 }
             } else {
                 ChunkVerdict {
                     delivery_bursts: false,
                     warning: Some(format!(
-                        "the client saw {c:.2} tokens per chunk but the server reports an accept length of {s:.2}; chunks are being merged or split on the way, so the client figure is not the accept length"
+                        "the client saw {c:.2} tokens per chunk but the server reports {s:.2} tokens per step; chunks are being merged or split on the way, so the client figure is not the accept length"
                     )),
                 }
             }
