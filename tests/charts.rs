@@ -75,6 +75,76 @@ fn every_chart_is_a_png_of_the_requested_size_with_text_and_colours() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Where the first run's series (Okabe–Ito blue) is drawn in the panel spanning columns
+/// `x0..x1`: the mean row of its pixels in the 4 leftmost and the 4 rightmost columns that hold
+/// any (the centres of the first and the last marker), and the row of the panel's x axis (the
+/// lowest row with a dark run across half the panel).
+fn series_ends(img: &image::DynamicImage, x0: u32, x1: u32) -> (f64, f64, f64) {
+    const BLUE: [u8; 3] = [0, 114, 178];
+    let (_, h) = img.dimensions();
+    let is = |x: u32, y: u32, c: [u8; 3]| {
+        let p = img.get_pixel(x, y).0;
+        [p[0], p[1], p[2]] == c
+    };
+    let cols: Vec<u32> = (x0..x1)
+        .filter(|&x| (0..h).any(|y| is(x, y, BLUE)))
+        .collect();
+    let mean_row = |xs: &[u32]| {
+        let ys: Vec<u32> = xs
+            .iter()
+            .flat_map(|&x| (0..h).filter(move |&y| is(x, y, BLUE)))
+            .collect();
+        f64::from(ys.iter().sum::<u32>()) / ys.len() as f64
+    };
+    let left = mean_row(&cols[..4]);
+    let right = mean_row(&cols[cols.len() - 4..]);
+    let dark = |x: u32, y: u32| img.get_pixel(x, y).0[..3].iter().all(|v| *v < 80);
+    let axis = (0..h)
+        .rev()
+        .find(|&y| (x0..x1).filter(|&x| dark(x, y)).count() as u32 > (x1 - x0) / 2)
+        .expect("an x axis");
+    (left, right, f64::from(axis))
+}
+
+/// The throughput chart draws the summary's numbers: in each of its three panels (all with a
+/// y axis from 0), the height of the last marker over the first is the last level's value over
+/// the first level's. 8 %: a marker is 5 px across and the first one stands about 50 px over
+/// the axis.
+#[test]
+fn the_throughput_chart_draws_each_levels_value_at_its_height() {
+    let app = fixtures::finished_run();
+    let dir = tmp("heights");
+    let runs = [ChartRun {
+        label: "synthetic".into(),
+        summary: &app.session.summary,
+        telemetry: &[],
+    }];
+    render_all(&runs, &dir, (1200, 700)).unwrap();
+    let img = image::open(dir.join("throughput.png")).unwrap();
+    let sweep = &app.session.summary.sweep;
+    let ends = |f: &dyn Fn(&servetop::metrics::LevelStats) -> f64| {
+        let v = |i: usize| f(sweep[i].stats.as_ref().unwrap());
+        v(sweep.len() - 1) / v(0)
+    };
+    let want = [
+        ends(&|s| s.scalars.output_throughput),
+        ends(&|s| s.dists.decode_tokens_per_s.as_ref().unwrap().mean),
+        ends(&|s| s.scalars.request_throughput),
+    ];
+    // The fixture's values move a long way: up 7.8× for tokens/s, down to a tenth per stream.
+    assert!(want[0] > 5.0 && want[1] < 0.2 && want[2] > 5.0, "{want:?}");
+    for (k, want) in want.into_iter().enumerate() {
+        let x0 = 400 * k as u32;
+        let (left, right, axis) = series_ends(&img, x0, x0 + 400);
+        let drawn = (axis - right) / (axis - left);
+        assert!(
+            (drawn / want - 1.0).abs() < 0.08,
+            "panel {k}: last/first drawn {drawn:.3}, the summary says {want:.3}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn an_overlay_of_two_runs_draws_both_series() {
     let a = fixtures::finished_run();

@@ -24,7 +24,7 @@ use servetop::runner;
 use servetop::session::Session;
 use servetop::sim::{self, AcceptLength, SimConfig, SimHandle};
 use servetop::summary::{LevelStatus, LevelSummary, RunSummary};
-use servetop::workload::{OpenLoop, RequestCount, Schedule};
+use servetop::workload::{OpenLoop, RequestCount};
 use tokio_util::sync::CancellationToken;
 
 /// 20 ms steps of exactly 4 tokens; `max_running` requests at once.
@@ -135,24 +135,58 @@ async fn achieved_rate_matches_the_offered_one_on_the_seeded_schedule() {
     let (sc, d) = (&st.scalars, &st.dists);
     assert_eq!((sc.completed, sc.failed), (u64::from(n), 0));
 
-    // The schedule, regenerated from the run seed: every request's t_sched is its time, to the
-    // microsecond, however late earlier sends were (no drift).
-    let arrival = l.arrival.unwrap();
-    let want: Vec<f64> = Schedule::new(&arrival, Schedule::level_seed(cfg.seed, l.index))
-        .take(n as usize)
-        .collect();
-    let recs = records(&dir);
+    // The schedule, checked without the product's generator: the first request is due at 0,
+    // each later one no earlier than the one before, and the gaps look exponential (Poisson
+    // arrivals at `rate`): their mean within 4 σ of 1 / rate (σ = mean / sqrt(gaps)), their
+    // coefficient of variation near 1 (its sampling σ for an exponential is about sqrt(2 / gaps),
+    // 0.1 here: ±0.3 is 3 σ), and half of them shorter than ln 2 / rate (σ = 0.5 / sqrt(gaps):
+    // ±0.11 is 3 σ). Every request goes out at or after its time.
+    let mut recs = records(&dir);
     assert_eq!(recs.len(), n as usize);
+    recs.sort_by_key(|r| r.index);
+    assert_eq!(recs[0].sched_at_us, 0, "the first request is due at once");
+    let gaps: Vec<f64> = recs
+        .windows(2)
+        .map(|w| {
+            assert!(
+                w[1].sched_at_us >= w[0].sched_at_us,
+                "request {}",
+                w[1].index
+            );
+            (w[1].sched_at_us - w[0].sched_at_us) as f64 / 1e6
+        })
+        .collect();
+    let k = gaps.len() as f64;
+    let mean = gaps.iter().sum::<f64>() / k;
+    let sd = (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / (k - 1.0)).sqrt();
+    assert!(
+        (mean - 1.0 / rate).abs() < 4.0 / rate / k.sqrt(),
+        "mean gap {mean:.4} s for {rate} req/s"
+    );
+    assert!((sd / mean - 1.0).abs() < 0.3, "gaps' CV {:.2}", sd / mean);
+    let short = gaps
+        .iter()
+        .filter(|g| **g < std::f64::consts::LN_2 / rate)
+        .count() as f64
+        / k;
+    assert!(
+        (short - 0.5).abs() < 0.11,
+        "{short:.2} of gaps under the median"
+    );
     for r in &recs {
-        let t = want[r.index as usize] * 1e6;
-        assert!(
-            (r.sched_at_us as f64 - t).abs() <= 2.0,
-            "request {}: scheduled at {} µs, the schedule says {t:.0}",
-            r.index,
-            r.sched_at_us
-        );
         assert!(r.send_at_us >= r.sched_at_us, "never sent early");
     }
+    // No drift: the times come from the seed alone, however late earlier sends were, so a
+    // second run with the same seed (whose sends are late by other microseconds) is due at the
+    // very same instants.
+    let dir2 = temp_dir("achieved-again");
+    let (state, s2) = run(&cfg, &dir2, None).await;
+    assert_eq!(state, RunState::Finished, "{:?}", s2.summary.error);
+    let mut again = records(&dir2);
+    again.sort_by_key(|r| r.index);
+    let times = |v: &[RequestRecord]| v.iter().map(|r| r.sched_at_us).collect::<Vec<_>>();
+    assert_eq!(times(&recs), times(&again));
+    let _ = std::fs::remove_dir_all(&dir2);
     // Poisson noise: (n − 1) / span has a relative standard deviation of 1 / sqrt(n − 2).
     let sigma = rate / f64::from(n - 2).sqrt();
     let scheduled = sc.scheduled_request_rate.unwrap();
