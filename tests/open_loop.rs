@@ -78,17 +78,22 @@ fn temp_dir(name: &str) -> PathBuf {
     d
 }
 
-/// Runs `cfg` into `dir`, cancelling after `cancel_after` when given.
-async fn run(cfg: &RunConfig, dir: &Path, cancel_after: Option<Duration>) -> (RunState, Session) {
+/// A state to cancel the run in, polled every 10 ms.
+type CancelWhen = Box<dyn Fn() -> bool + Send>;
+
+/// Runs `cfg` into `dir`, cancelling once `cancel_when` holds when given.
+async fn run(cfg: &RunConfig, dir: &Path, cancel_when: Option<CancelWhen>) -> (RunState, Session) {
     let mut cfg = cfg.clone();
     cfg.out_dir = dir.to_path_buf();
     let prepared = runner::prepare(&cfg, None).await.expect("prepare");
     let files = RunFiles::create(dir).unwrap();
     let cancel = CancellationToken::new();
-    if let Some(after) = cancel_after {
+    if let Some(when) = cancel_when {
         let c = cancel.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(after).await;
+            while !when() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
             c.cancel();
         });
     }
@@ -334,9 +339,12 @@ async fn overload_queues_in_the_server_or_with_a_cap_in_the_client() {
 async fn cancelling_mid_level_leaves_consistent_files() {
     let h = start(sim_config(256)).await;
     let dir = temp_dir("cancel");
-    // 10 s of arrivals of 300 ms requests; cancelled after about 1.5 s.
+    // 10 s of arrivals of 300 ms requests; cancelled once the simulator has served 20 of them
+    // (a state, not a time: a loaded machine may take long to get there).
     let cfg = run_config(&h.url(), 20.0, 200, 61);
-    let (state, s) = run(&cfg, &dir, Some(Duration::from_millis(1500))).await;
+    let log = h.log.clone();
+    let served_20: CancelWhen = Box::new(move || log.lock().unwrap().requests.len() >= 20);
+    let (state, s) = run(&cfg, &dir, Some(served_20)).await;
     assert_eq!(state, RunState::Interrupted);
     let v: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
