@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::metrics::Slo;
-use crate::search::SearchConfig;
+use crate::workload::search::SearchConfig;
 use crate::workload::{Conversation, LevelKind, LevelSpec, OpenLoop, RequestCount, build_plan};
 
 /// Which protocol to speak; `auto` picks from what the server answers.
@@ -109,6 +109,27 @@ fn one_second() -> f64 {
 }
 
 impl RunConfig {
+    /// The demo's plan: the brief's deployment, shortened so it finishes in under 3 minutes.
+    #[must_use]
+    pub fn demo() -> Self {
+        Self {
+            concurrency: vec![1, 4, 8, 16, 64, 100],
+            input_len: 1000,
+            output_len: 100,
+            requests_per_level: RequestCount::PerConcurrency {
+                factor: 1.0,
+                min: 5,
+            },
+            long_context: vec![8_000, 16_000, 30_000, 60_000, 100_000],
+            long_context_output_len: 256,
+            first_token_timeout_s: 600.0,
+            idle_timeout_s: 60.0,
+            grace_s: 3.0,
+            no_gpu: false,
+            ..Self::minimal("")
+        }
+    }
+
     /// A small plan against `base_url` for use as a library (tests, benchmarks): one level at
     /// C=1 of 8 requests (100 in / 64 out), one warmup, no long-context ladder, no GPU sampling,
     /// fixed seed 0, 30 s timeouts. Set the fields you need with struct update syntax, so a

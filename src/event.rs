@@ -43,7 +43,7 @@ pub enum Event {
     /// The plan grew by one level (a search probe), announced before it starts.
     LevelAdded(LevelSpec),
     /// The SLO search as it stands: sent when a probe is planned and when it is judged.
-    Search(Box<crate::search::SearchSummary>),
+    Search(Box<crate::workload::search::SearchSummary>),
     /// A level's first request is about to be sent. `origin_unix_us` is the level's time zero
     /// (every record's `*_at_us` counts from it) on the wall clock, in µs since the Unix epoch.
     LevelStarted { index: u32, origin_unix_us: u64 },

@@ -3,48 +3,48 @@
 //! Data flows one way (see STYLE.md of the project):
 //!
 //! ```text
-//! runner ── workers ──► RequestRecord (one per finished request) ─┐
-//! runner ──► LevelStarted / LevelFinished / Phase / Sent ─────────┤ one Event enum,
-//! signals / keys ──► cancel token, Control watch ─────────────────┘ one unbounded channel
-//!                              ▼
-//!        Session::apply (single owner): histograms, summaries, run directory
-//!                              ▼
-//!        headless printer / dashboard render / exports read RunSummary
+//! cmd ──► run::start ──► runner ── workers ──► client ──► RequestRecord ─┐
+//!              │         runner ──► LevelStarted / LevelFinished / Sent ──┤ one Event enum,
+//!              └──► telemetry samplers ──► TelemetryRecord ───────────────┤ one unbounded
+//! signals / keys ──► cancel token, Control watch                          │ channel
+//!                                                                         ▼
+//!        Session::apply (single owner): level folds, summaries, the run directory's files
+//!                                    ▼
+//!        run::headless printer │ tui (App folds, render is pure) │ export (charts, CSV, md)
 //! ```
 //!
-//! Modules:
-//! - [`cli`], [`commands`]: the command line and the three commands (`run`, `sim`, `demo`).
-//! - [`config`]: the validated run configuration written into every result file.
-//! - [`event`]: the one enum crossing the channel.
-//! - [`workload`]: sweep and long-context plans, prompts of exact token length.
-//! - [`client`]: engine detection and streaming requests folded into records.
-//! - [`runner`]: warmup and closed-loop levels, cancellation, pause and skip.
-//! - [`search`]: the SLO capacity search (`--search rate`): the next-rate rule and its report.
-//! - [`metrics`]: METRICS.md maths: records, HDR distributions, per-level summaries.
+//! Layers, top down (a module imports only from layers below it; nothing imports [`cmd`]):
+//! - [`cmd`]: one file per command (`run`, `sim`, `demo`, `report`, `gpu`, `soak`,
+//!   `bench-client`), flags in, exit code out.
+//! - [`cli`]: the command line (clap) and flags → [`config::RunConfig`] / [`sim::SimConfig`].
+//! - [`selfbench`]: servetop measuring itself: the client benchmark and the memory soak.
+//! - [`tui`]: the dashboard: the `App` folds events, tabs render it.
+//! - [`run`]: a running benchmark: [`run::start`] builds runner, telemetry and channel in one
+//!   place; the headless loop and its tables.
 //! - [`session`], [`summary`]: the state folded from events; the one summary type.
-//! - [`export`]: run directory, results.json, summary.md.
-//! - [`headless`]: progress lines and final tables.
+//! - [`export`]: run directory, results.json, summary.md, CSV, PNG charts, screenshots, `report`.
+//! - [`runner`]: warmup, closed-loop and open-loop levels, chats, the SLO search driver,
+//!   cancellation, pause and skip.
 //! - [`telemetry`]: GPUs (NVML, DCGM) and the engine's `/metrics`, sampled beside the run.
-//! - [`sim`]: the built-in simulated inference server.
-//! - [`bench`]: the client benchmark against the firehose (`servetop bench-client`).
-//! - [`sse`]: server-sent events framing without a per-event allocation.
-//! - [`soak`]: the long-run memory benchmark (`servetop soak`).
+//! - [`config`], [`event`]: the validated run configuration; the one enum crossing the channel.
+//! - [`workload`]: level plans, prompts of exact token length, datasets, arrival schedules,
+//!   the SLO search's plan.
+//! - [`client`]: engine detection, streaming requests folded into records, SSE, dialects.
+//! - [`sim`]: the built-in simulated inference server (and the firehose).
+//! - [`metrics`]: METRICS.md maths: records, HDR distributions, per-level folds, SLOs, turns.
 
-pub mod bench;
 pub mod cli;
 pub mod client;
-pub mod commands;
+pub mod cmd;
 pub mod config;
 pub mod event;
 pub mod export;
-pub mod headless;
 pub mod metrics;
+pub mod run;
 pub mod runner;
-pub mod search;
+pub mod selfbench;
 pub mod session;
 pub mod sim;
-pub mod soak;
-pub mod sse;
 pub mod summary;
 pub mod telemetry;
 pub mod tui;

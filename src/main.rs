@@ -16,14 +16,16 @@ fn main() {
     };
     let code = rt.block_on(async move {
         match cli.command {
-            servetop::cli::Command::Run(a) => Box::pin(servetop::commands::run(a)).await,
-            servetop::cli::Command::Sim(a) => servetop::commands::sim(a).await,
-            servetop::cli::Command::Demo(a) => servetop::commands::demo(a).await,
-            servetop::cli::Command::Gpu(a) => servetop::commands::gpu(&a).await,
-            servetop::cli::Command::Report(a) => servetop::commands::report(&a),
-            servetop::cli::Command::Soak(a) => servetop::commands::soak(a).await,
-            servetop::cli::Command::BenchClient(a) => servetop::commands::bench_client(a).await,
-            servetop::cli::Command::BenchCase(a) => servetop::commands::bench_case(a).await,
+            servetop::cli::Command::Run(a) => Box::pin(servetop::cmd::run::run(a)).await,
+            servetop::cli::Command::Sim(a) => servetop::cmd::sim::sim(a).await,
+            servetop::cli::Command::Demo(a) => servetop::cmd::demo::demo(a).await,
+            servetop::cli::Command::Gpu(a) => servetop::cmd::gpu::gpu(&a).await,
+            servetop::cli::Command::Report(a) => servetop::cmd::report::report(&a),
+            servetop::cli::Command::Soak(a) => servetop::cmd::selfbench::soak(a).await,
+            servetop::cli::Command::BenchClient(a) => {
+                servetop::cmd::selfbench::bench_client(a).await
+            }
+            servetop::cli::Command::BenchCase(a) => servetop::cmd::selfbench::bench_case(a).await,
         }
     });
     // Let in-flight tasks notice the runtime going away before exiting with the code.

@@ -11,7 +11,7 @@ use crate::event::{Event, RunState};
 use crate::export::RunFiles;
 use crate::metrics::{FailureKind, LevelAccumulator, LevelStats, Slo};
 use crate::summary::{LevelStatus, LevelSummary, RunSummary, now_rfc3339};
-use crate::telemetry::level::LevelTelemetryAcc;
+use crate::telemetry::per_level::LevelTelemetryAcc;
 use crate::telemetry::{GpuSample, ServerSample, TelemetryRecord};
 use crate::workload::{LevelKind, LevelSpec};
 

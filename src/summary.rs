@@ -6,11 +6,11 @@ use crate::client::{Backend, ServerInfo};
 use crate::config::RunConfig;
 use crate::event::RunState;
 use crate::metrics::{LevelStats, SloCheck};
-use crate::search::SearchSummary;
 use crate::sim::SimConfig;
 use crate::telemetry::GpuSource;
-use crate::telemetry::level::{GpuLevelStats, ServerLevelStats, SpecLevelStats};
+use crate::telemetry::per_level::{GpuLevelStats, ServerLevelStats, SpecLevelStats};
 use crate::workload::prompt::PromptMethod;
+use crate::workload::search::SearchSummary;
 use crate::workload::{Arrival, LevelKind, LevelSpec};
 
 /// Where a level stands.

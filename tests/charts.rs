@@ -9,9 +9,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use image::GenericImageView;
-use servetop::commands::{demo_config, run_headless};
 use servetop::export::charts::{ChartRun, render_all};
 use servetop::export::report;
+use servetop::run::run_headless;
 use servetop::sim::{self, AcceptLength, SimConfig};
 use servetop::tui::fixtures;
 use servetop::workload::RequestCount;
@@ -179,9 +179,9 @@ fn an_overlay_of_two_runs_draws_both_series() {
 
 #[test]
 fn chart_size_is_parsed_and_checked() {
-    assert_eq!(report::parse_size("1600x900").unwrap(), (1600, 900));
-    assert!(report::parse_size("16x9").is_err());
-    assert!(report::parse_size("wide").is_err());
+    assert_eq!(servetop::cli::parse_size("1600x900").unwrap(), (1600, 900));
+    assert!(servetop::cli::parse_size("16x9").is_err());
+    assert!(servetop::cli::parse_size("wide").is_err());
 }
 
 async fn real_run(dir: &Path) {
@@ -192,7 +192,7 @@ async fn real_run(dir: &Path) {
     let h = sim::start(c, SocketAddr::from(([127, 0, 0, 1], 0)))
         .await
         .unwrap();
-    let mut cfg = demo_config();
+    let mut cfg = servetop::config::RunConfig::demo();
     cfg.base_url = h.url();
     cfg.concurrency = vec![1, 4];
     cfg.output_len = 41;
@@ -201,7 +201,7 @@ async fn real_run(dir: &Path) {
     cfg.long_context_output_len = 9;
     cfg.dcgm_url = Some(format!("{}/dcgm/metrics", h.url()));
     let (_, s) = run_headless(cfg, Some(dir.to_path_buf())).await.unwrap();
-    servetop::commands::export_charts(dir, &s.summary, (800, 500)).unwrap();
+    servetop::export::report::write_charts(dir, &s.summary, (800, 500)).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

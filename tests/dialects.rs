@@ -27,12 +27,12 @@ use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::Response;
 use serde_json::{Value, json};
 
+use servetop::client::detect::{self, Engine};
 use servetop::client::dialect::{self, Dialect};
-use servetop::client::engine::{self, Engine};
-use servetop::commands::run_headless;
 use servetop::config::{BackendChoice, RunConfig};
 use servetop::event::RunState;
 use servetop::metrics::{CountSource, LevelStats};
+use servetop::run::run_headless;
 use servetop::session::Session;
 use servetop::workload::RequestCount;
 
@@ -374,8 +374,8 @@ async fn auto_detection_names_each_engine_its_model_and_context_limit() {
     ];
     for (name, want, model, ctx, source, version) in cases {
         let srv = serve(name).await;
-        let probes = engine::probe(&http, &srv.url, None).await;
-        let info = engine::identify(&srv.url, &probes, None).unwrap();
+        let probes = detect::probe(&http, &srv.url, None).await;
+        let info = detect::identify(&srv.url, &probes, None).unwrap();
         assert_eq!(info.engine, want, "{name}");
         assert_eq!(info.model, model, "{name}");
         assert_eq!(info.context_limit, Some(ctx), "{name}");
@@ -574,7 +574,7 @@ async fn a_stream_cut_before_its_end_is_a_failure_for_every_engine() {
         // before its finish reason and [DONE] (TGI's "" finish_reason must not read as done).
         let prepared = servetop::runner::prepare(&cfg, None).await.unwrap();
         srv.cut_after.store(2, Ordering::SeqCst);
-        let (state, s) = servetop::commands::run_prepared(
+        let (state, s) = servetop::run::run_prepared(
             &cfg,
             prepared,
             servetop::summary::RunSummary::new(cfg.clone(), None),

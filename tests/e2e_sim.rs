@@ -11,10 +11,10 @@
 
 use std::net::SocketAddr;
 
-use servetop::commands::{run_headless, run_prepared};
 use servetop::config::{BackendChoice, RunConfig};
 use servetop::event::RunState;
 use servetop::metrics::{CountSource, LevelStats};
+use servetop::run::{run_headless, run_prepared};
 use servetop::runner;
 use servetop::session::Session;
 use servetop::sim::{self, AcceptLength, SimConfig, SimHandle};

@@ -7,9 +7,9 @@
 
 use std::net::SocketAddr;
 
-use servetop::commands::{demo_config, run_headless};
 use servetop::event::RunState;
 use servetop::metrics::{FailureKind, RequestRecord};
+use servetop::run::run_headless;
 use servetop::sim::faults::{FaultKind, Faults};
 use servetop::sim::{self, AcceptLength, SimConfig};
 use servetop::workload::RequestCount;
@@ -35,7 +35,7 @@ async fn run_with_fault(kind: FaultKind, expect: FailureKind) {
         std::process::id()
     ));
     let _ = std::fs::remove_dir_all(&dir);
-    let mut cfg = demo_config();
+    let mut cfg = servetop::config::RunConfig::demo();
     cfg.base_url = h.url();
     cfg.concurrency = vec![4];
     cfg.output_len = 31;
@@ -109,7 +109,7 @@ async fn slow_servers_time_out() {
 }
 
 fn restart_config(h_url: &str, wait_s: f64) -> servetop::config::RunConfig {
-    let mut cfg = demo_config();
+    let mut cfg = servetop::config::RunConfig::demo();
     cfg.base_url = h_url.to_string();
     cfg.concurrency = vec![2];
     cfg.output_len = 20;

@@ -37,11 +37,11 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use real_server::cores;
-use servetop::client::{Backend, Engine, engine};
-use servetop::commands::{run_headless, run_prepared};
+use servetop::client::{Backend, Engine, detect};
 use servetop::config::{BackendChoice, RunConfig};
 use servetop::event::RunState;
 use servetop::metrics::{CountSource, LevelStats};
+use servetop::run::{run_headless, run_prepared};
 use servetop::session::Session;
 use servetop::summary::{LevelStatus, RunSummary};
 use servetop::workload::RequestCount;
@@ -362,7 +362,7 @@ async fn sweep_and_long_context_ladder() {
             "{want}: prefill {speed:.0} tok/s, requests.jsonl says {want_speed:.0}"
         );
     }
-    eprintln!("{}", servetop::headless::final_tables(&s));
+    eprintln!("{}", servetop::run::headless::final_tables(&s));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -481,8 +481,8 @@ async fn auto_detection_and_the_chat_endpoint() {
     let _turn = SERIAL.lock().await;
     let srv = base_server(&p);
     let http = servetop::client::http_client().unwrap();
-    let probes = engine::probe(&http, &srv.url, None).await;
-    let info = engine::identify(&srv.url, &probes, None).unwrap();
+    let probes = detect::probe(&http, &srv.url, None).await;
+    let info = detect::identify(&srv.url, &probes, None).unwrap();
     assert_eq!(info.engine, Engine::Llamacpp);
     assert_eq!(info.model, ALIAS);
     assert_eq!(info.context_limit, Some(4096));

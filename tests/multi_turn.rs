@@ -18,10 +18,10 @@
 
 use std::net::SocketAddr;
 
-use servetop::commands::run_prepared;
 use servetop::config::{MultiTurn, RunConfig};
 use servetop::event::RunState;
 use servetop::metrics::LevelStats;
+use servetop::run::run_prepared;
 use servetop::runner;
 use servetop::session::Session;
 use servetop::sim::{self, AcceptLength, SimConfig, SimHandle};

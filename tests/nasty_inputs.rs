@@ -47,7 +47,7 @@ fn sse_framing_survives_any_split() {
     let bytes = body.into_bytes();
     for cut in [1usize, 2, 3, 7, 64, 1000] {
         // The decoder the client reads streams with.
-        let mut sse = servetop::sse::SseDecoder::new();
+        let mut sse = servetop::client::sse::SseDecoder::new();
         let mut n = 0;
         let mut done = false;
         for chunk in bytes.chunks(cut) {

@@ -15,11 +15,11 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use servetop::commands::run_prepared;
 use servetop::config::RunConfig;
 use servetop::event::RunState;
 use servetop::export::RunFiles;
 use servetop::metrics::{Outcome, RequestRecord};
+use servetop::run::run_prepared;
 use servetop::runner;
 use servetop::session::Session;
 use servetop::sim::{self, AcceptLength, SimConfig, SimHandle};

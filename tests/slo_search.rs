@@ -32,9 +32,9 @@ use std::path::PathBuf;
 use servetop::config::RunConfig;
 use servetop::event::RunState;
 use servetop::metrics::Slo;
-use servetop::search::{Precision, SearchConfig, SearchStatus};
 use servetop::sim::{self, AcceptLength, SimConfig};
 use servetop::workload::OpenLoop;
+use servetop::workload::search::{Precision, SearchConfig, SearchStatus};
 
 /// The tests time a simulator on a 2-core machine: they run one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -108,7 +108,7 @@ async fn rate_search_finds_the_tpot_capacity_within_its_precision() {
     cfg.validate().unwrap();
     let dir = temp_dir("tpot");
     let started = std::time::Instant::now();
-    let (state, session) = servetop::commands::run_headless(cfg, Some(dir.clone()))
+    let (state, session) = servetop::run::run_headless(cfg, Some(dir.clone()))
         .await
         .unwrap();
     assert_eq!(state, RunState::Finished, "{:?}", session.summary.error);
@@ -203,8 +203,8 @@ async fn rate_search_finds_the_tpot_capacity_within_its_precision() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_search_stopped_part_way_says_so_and_keeps_what_it_measured() {
     let _serial = SERIAL.lock().await;
-    use servetop::commands::run_prepared;
     use servetop::export::RunFiles;
+    use servetop::run::run_prepared;
     use servetop::summary::RunSummary;
     use tokio_util::sync::CancellationToken;
 

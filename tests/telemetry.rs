@@ -11,8 +11,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use proptest::prelude::*;
-use servetop::commands::{demo_config, run_headless};
 use servetop::event::RunState;
+use servetop::run::run_headless;
 use servetop::sim::{self, AcceptLength, MetricsFlavor, SimConfig};
 use servetop::telemetry::{dcgm, engine_metrics, prom};
 use servetop::workload::RequestCount;
@@ -128,7 +128,7 @@ async fn run_against(sim_cfg: SimConfig) -> servetop::session::Session {
     let h = sim::start(sim_cfg, SocketAddr::from(([127, 0, 0, 1], 0)))
         .await
         .unwrap();
-    let mut cfg = demo_config();
+    let mut cfg = servetop::config::RunConfig::demo();
     cfg.base_url = h.url();
     cfg.concurrency = vec![1, 4];
     cfg.input_len = 200;

@@ -41,10 +41,10 @@ use std::time::{Duration, Instant};
 
 use real_server::{free_port, http_get};
 use servetop::client::{Engine, RequestSpec, RequestTag};
-use servetop::commands::run_headless;
 use servetop::config::{BackendChoice, RunConfig};
 use servetop::event::RunState;
 use servetop::metrics::{CountSource, FailureKind, LevelStats, Outcome, RequestRecord};
+use servetop::run::run_headless;
 use servetop::session::Session;
 use servetop::summary::LevelStatus;
 use servetop::workload::RequestCount;
@@ -356,7 +356,7 @@ async fn sweep_and_ladder_agree_with_vllms_own_counters(srv: &VllmServer) {
     let before = srv.counters();
     let s = run(cfg, &dir).await;
     let after = srv.counters();
-    eprintln!("{}", servetop::headless::final_tables(&s));
+    eprintln!("{}", servetop::run::headless::final_tables(&s));
 
     let server = s.summary.server.as_ref().unwrap();
     assert_eq!(server.engine, Engine::Vllm);
@@ -652,7 +652,7 @@ async fn ngram_speculation_accept_length_both_ways() {
     let before = srv.counters();
     let s = run(cfg, &dir).await;
     let after = srv.counters();
-    eprintln!("{}", servetop::headless::final_tables(&s));
+    eprintln!("{}", servetop::run::headless::final_tables(&s));
 
     let drafts = after.delta(&before, "vllm:spec_decode_num_drafts_total");
     let draft_tokens = after.delta(&before, "vllm:spec_decode_num_draft_tokens_total");

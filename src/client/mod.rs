@@ -6,9 +6,10 @@
 //! one event per token, the events of one speculative step are grouped into one chunk per step.
 
 pub mod bursts;
+pub mod detect;
 pub mod dialect;
-pub mod engine;
 pub mod rxtime;
+pub mod sse;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,8 +19,8 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+pub use detect::{Engine, ServerInfo};
 pub use dialect::{Dialect, is_context_error};
-pub use engine::{Engine, ServerInfo};
 
 use crate::metrics::{
     ChunkCounting, CountSource, FailureKind, Outcome, RequestRecord, TokenChunk, finalize_counts,
@@ -575,7 +576,7 @@ impl Client {
         };
         let mut last_arrival = t_send;
         let mut body = resp.into_chunks();
-        let mut sse = crate::sse::SseDecoder::new();
+        let mut sse = sse::SseDecoder::new();
         let mut chunks: Vec<TokenChunk> = Vec::with_capacity(spec.max_tokens as usize + 1);
         let mut counting: Option<ChunkCounting> = None;
         let mut prev_cum = 0u64;

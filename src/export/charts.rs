@@ -809,7 +809,7 @@ fn rates_figure(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Result<
 type Judged = (f64, crate::metrics::SloCheck, Option<f64>);
 
 /// The judged probes of a search, in rate order (probes run in bisection order).
-fn judged(s: &crate::search::SearchSummary) -> Vec<Judged> {
+fn judged(s: &crate::workload::search::SearchSummary) -> Vec<Judged> {
     let mut v: Vec<Judged> = s
         .probes
         .iter()

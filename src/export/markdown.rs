@@ -143,7 +143,7 @@ pub fn rate_table(levels: &[LevelSummary]) -> String {
 
 /// The SLO search: the answer with its bracket, then one row per probe with each SLO metric's
 /// percentile, its 95 % interval and the verdict.
-pub fn search_section(s: &crate::search::SearchSummary) -> String {
+pub fn search_section(s: &crate::workload::search::SearchSummary) -> String {
     use crate::workload::fmt_rate;
     let mut out = String::new();
     let _ = writeln!(out, "**{}**\n", s.headline());

@@ -2,6 +2,7 @@
 //! finish), `results.json` and `summary.md` (rewritten atomically after every level).
 
 pub mod charts;
+pub mod csv;
 pub mod markdown;
 pub mod report;
 pub mod screenshot;

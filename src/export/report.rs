@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::charts::{ChartRun, render_all};
+use super::csv::{long_context_csv, rates_csv, sweep_csv, turns_csv};
 use super::markdown::summary_md;
 use super::write_atomic;
 use crate::summary::RunSummary;
@@ -16,198 +17,26 @@ pub fn load_run(dir: &Path) -> Result<(RunSummary, Vec<TelemetryRecord>), String
     let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let summary: RunSummary = serde_json::from_slice(&bytes)
         .map_err(|e| format!("{} is not a servetop results file: {e}", path.display()))?;
-    let telemetry = std::fs::read_to_string(dir.join("telemetry.jsonl"))
+    Ok((summary, load_telemetry(dir)))
+}
+
+/// A run directory's telemetry.jsonl (none when it is missing; lines that do not parse are
+/// skipped).
+pub fn load_telemetry(dir: &Path) -> Vec<TelemetryRecord> {
+    std::fs::read_to_string(dir.join("telemetry.jsonl"))
         .map(|t| {
             t.lines()
                 .filter_map(|l| serde_json::from_str(l).ok())
                 .collect()
         })
-        .unwrap_or_default();
-    Ok((summary, telemetry))
+        .unwrap_or_default()
 }
 
-fn f(v: Option<f64>) -> String {
-    v.map_or_else(String::new, |v| format!("{v}"))
-}
-
-fn csv_text(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
-/// `sweep.csv`: one row per level (and run, when several).
-pub fn sweep_csv(runs: &[(String, &RunSummary)]) -> String {
-    let mut out = String::from(
-        "run,simulated,concurrency,status,completed,failed,duration_s,request_throughput,output_throughput,total_token_throughput,mean_decode_tokens_per_s,accept_length_client,accept_length_server,mean_ttft_ms,median_ttft_ms,p90_ttft_ms,p99_ttft_ms,mean_itl_ms,median_itl_ms,p99_itl_ms,mean_tpot_ms,median_tpot_ms,p99_tpot_ms,mean_e2el_ms,median_e2el_ms,p99_e2el_ms,max_concurrent_requests,mean_kv_usage\n",
-    );
-    for (label, s) in runs {
-        for l in &s.sweep {
-            let st = l.stats.as_ref();
-            let d = |g: fn(&crate::metrics::LevelDists) -> Option<&crate::metrics::DistStats>,
-                     k: fn(&crate::metrics::DistStats) -> f64| {
-                f(st.and_then(|s| g(&s.dists)).map(k))
-            };
-            let _ = writeln!(
-                out,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-                csv_text(label),
-                s.simulated,
-                l.concurrency,
-                l.status.name(),
-                st.map_or(0, |s| s.scalars.completed),
-                st.map_or(0, |s| s.scalars.failed),
-                f(st.map(|s| s.scalars.duration_s)),
-                f(st.map(|s| s.scalars.request_throughput)),
-                f(st.map(|s| s.scalars.output_throughput)),
-                f(st.map(|s| s.scalars.total_token_throughput)),
-                d(|x| x.decode_tokens_per_s.as_ref(), |x| x.mean),
-                f(st.and_then(|s| s.scalars.accept_length_client)),
-                f(l.accept_length_server),
-                d(|x| x.ttft_ms.as_ref(), |x| x.mean),
-                d(|x| x.ttft_ms.as_ref(), |x| x.p50),
-                d(|x| x.ttft_ms.as_ref(), |x| x.p90),
-                d(|x| x.ttft_ms.as_ref(), |x| x.p99),
-                d(|x| x.itl_ms.as_ref(), |x| x.mean),
-                d(|x| x.itl_ms.as_ref(), |x| x.p50),
-                d(|x| x.itl_ms.as_ref(), |x| x.p99),
-                d(|x| x.tpot_ms.as_ref(), |x| x.mean),
-                d(|x| x.tpot_ms.as_ref(), |x| x.p50),
-                d(|x| x.tpot_ms.as_ref(), |x| x.p99),
-                d(|x| x.e2el_ms.as_ref(), |x| x.mean),
-                d(|x| x.e2el_ms.as_ref(), |x| x.p50),
-                d(|x| x.e2el_ms.as_ref(), |x| x.p99),
-                st.map_or(String::new(), |s| s
-                    .scalars
-                    .max_concurrent_requests
-                    .to_string()),
-                f(l.server_metrics.as_ref().and_then(|m| m.mean_kv_usage)),
-            );
-        }
-    }
-    out
-}
-
-/// `turns.csv`: one row per turn of each multi-turn level (and run).
-pub fn turns_csv(runs: &[(String, &RunSummary)]) -> String {
-    let mut out = String::from(
-        "run,simulated,level,turns,conversation_concurrency,first_turn_input_len,shared_prefix_len,followup_len,output_len,turn,completed,failed,mean_input_tokens,mean_cached_tokens,cache_hit_rate,mean_ttft_ms,median_ttft_ms,p90_ttft_ms,p99_ttft_ms,mean_tpot_ms\n",
-    );
-    for (label, s) in runs {
-        for l in &s.multi_turn {
-            let c = l.conversation;
-            for t in l.stats.iter().flat_map(|st| st.scalars.turns.iter()) {
-                let _ = writeln!(
-                    out,
-                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-                    csv_text(label),
-                    s.simulated,
-                    l.index,
-                    c.map_or(0, |c| c.turns),
-                    l.concurrency,
-                    l.input_len,
-                    l.shared_prefix_tokens,
-                    c.map_or(0, |c| c.followup_tokens),
-                    l.output_len,
-                    t.turn,
-                    t.completed,
-                    t.failed,
-                    f(t.mean_input_tokens),
-                    f(t.mean_cached_tokens),
-                    f(t.cache_hit_rate),
-                    f(t.mean_ttft_ms),
-                    f(t.median_ttft_ms),
-                    f(t.p90_ttft_ms),
-                    f(t.p99_ttft_ms),
-                    f(t.mean_tpot_ms),
-                );
-            }
-        }
-    }
-    out
-}
-
-/// `rates.csv`: one row per request-rate level (and run).
-pub fn rates_csv(runs: &[(String, &RunSummary)]) -> String {
-    let mut out = String::from(
-        "run,simulated,request_rate,burstiness,ramp_up_s,max_concurrency,status,completed,failed,duration_s,achieved_request_rate,scheduled_request_rate,request_throughput,output_throughput,mean_ttft_ms,median_ttft_ms,p99_ttft_ms,mean_tpot_ms,median_tpot_ms,p99_tpot_ms,median_e2el_ms,p99_e2el_ms,mean_client_queue_ms,median_client_queue_ms,p99_client_queue_ms,max_concurrent_requests,goodput\n",
-    );
-    for (label, s) in runs {
-        for l in &s.rates {
-            let st = l.stats.as_ref();
-            let d = |g: fn(&crate::metrics::LevelDists) -> Option<&crate::metrics::DistStats>,
-                     k: fn(&crate::metrics::DistStats) -> f64| {
-                f(st.and_then(|s| g(&s.dists)).map(k))
-            };
-            let a = l.arrival;
-            let _ = writeln!(
-                out,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-                csv_text(label),
-                s.simulated,
-                f(a.map(|a| a.request_rate)),
-                f(a.map(|a| a.burstiness)),
-                f(a.map(|a| a.ramp_up_s)),
-                a.and_then(|a| a.max_concurrency)
-                    .map_or(String::new(), |c| c.to_string()),
-                l.status.name(),
-                st.map_or(0, |s| s.scalars.completed),
-                st.map_or(0, |s| s.scalars.failed),
-                f(st.map(|s| s.scalars.duration_s)),
-                f(st.and_then(|s| s.scalars.achieved_request_rate)),
-                f(st.and_then(|s| s.scalars.scheduled_request_rate)),
-                f(st.map(|s| s.scalars.request_throughput)),
-                f(st.map(|s| s.scalars.output_throughput)),
-                d(|x| x.ttft_ms.as_ref(), |x| x.mean),
-                d(|x| x.ttft_ms.as_ref(), |x| x.p50),
-                d(|x| x.ttft_ms.as_ref(), |x| x.p99),
-                d(|x| x.tpot_ms.as_ref(), |x| x.mean),
-                d(|x| x.tpot_ms.as_ref(), |x| x.p50),
-                d(|x| x.tpot_ms.as_ref(), |x| x.p99),
-                d(|x| x.e2el_ms.as_ref(), |x| x.p50),
-                d(|x| x.e2el_ms.as_ref(), |x| x.p99),
-                d(|x| x.client_queue_ms.as_ref(), |x| x.mean),
-                d(|x| x.client_queue_ms.as_ref(), |x| x.p50),
-                d(|x| x.client_queue_ms.as_ref(), |x| x.p99),
-                st.map_or(String::new(), |s| s
-                    .scalars
-                    .max_concurrent_requests
-                    .to_string()),
-                f(st.and_then(|s| s.scalars.goodput)),
-            );
-        }
-    }
-    out
-}
-
-/// `long_context.csv`: one row per length (and run).
-pub fn long_context_csv(runs: &[(String, &RunSummary)]) -> String {
-    let mut out = String::from(
-        "run,simulated,context_tokens,status,mean_input_tokens,mean_ttft_ms,prefill_tokens_per_s,mean_decode_tokens_per_s,completed,failed,reason\n",
-    );
-    for (label, s) in runs {
-        for l in &s.long_context {
-            let st = l.stats.as_ref().filter(|s| s.scalars.completed > 0);
-            let _ = writeln!(
-                out,
-                "{},{},{},{},{},{},{},{},{},{},{}",
-                csv_text(label),
-                s.simulated,
-                l.input_len,
-                l.status.name(),
-                f(st.and_then(|s| s.scalars.mean_input_tokens)),
-                f(st.and_then(|s| s.dists.ttft_ms.as_ref().map(|d| d.mean))),
-                f(st.and_then(|s| s.scalars.prefill_tokens_per_s)),
-                f(st.and_then(|s| s.dists.decode_tokens_per_s.as_ref().map(|d| d.mean))),
-                l.stats.as_ref().map_or(0, |s| s.scalars.completed),
-                l.stats.as_ref().map_or(0, |s| s.scalars.failed),
-                csv_text(l.reason.as_deref().unwrap_or("")),
-            );
-        }
-    }
-    out
+/// Charts and CSV for the run in `dir` from its summary in memory and the telemetry on file
+/// (the GPU timeline needs every sample, which only telemetry.jsonl keeps); returns how many
+/// files were written.
+pub fn write_charts(dir: &Path, summary: &RunSummary, size: (u32, u32)) -> Result<usize, String> {
+    export_run(dir, summary, &load_telemetry(dir), size).map(|f| f.len())
 }
 
 /// Charts into `dir/charts/` and the CSV files into `dir` (`rates.csv` when the run has rate
@@ -320,29 +149,4 @@ pub fn report(
         files.push(p);
     }
     Ok(files)
-}
-
-/// Parses `AxB` into two numbers within `range` (`what` names them in errors).
-pub fn parse_pair<T: std::str::FromStr + PartialOrd + Copy + std::fmt::Display>(
-    s: &str,
-    range: std::ops::RangeInclusive<T>,
-    what: &str,
-) -> Result<(T, T), String> {
-    let (a, b) = s
-        .split_once(['x', 'X'])
-        .ok_or_else(|| format!("'{s}' must look like {}x{}", range.end(), range.start()))?;
-    let p = |v: &str| v.trim().parse::<T>().ok().filter(|n| range.contains(n));
-    match (p(a), p(b)) {
-        (Some(a), Some(b)) => Ok((a, b)),
-        _ => Err(format!(
-            "'{s}': {what} must be {} to {}",
-            range.start(),
-            range.end()
-        )),
-    }
-}
-
-/// Parses a chart size like `1600x900`.
-pub fn parse_size(s: &str) -> Result<(u32, u32), String> {
-    parse_pair(s, 200..=8000, "width and height in pixels")
 }

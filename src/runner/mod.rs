@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{
-    self, Backend, Client, ClientOptions, RequestSpec, RequestTag, ServerInfo, engine,
+    self, Backend, Client, ClientOptions, RequestSpec, RequestTag, ServerInfo, detect,
 };
 use crate::config::{BackendChoice, RunConfig};
 use crate::event::{Event, EventTx, RunState};
@@ -67,7 +67,7 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
         )),
         None => None,
     };
-    let probes = engine::probe(&http, &base, api_key.as_deref()).await;
+    let probes = detect::probe(&http, &base, api_key.as_deref()).await;
     if let Some(status @ (401 | 403)) = probes.models_status {
         return Err(match api_key {
             Some(_) => format!(
@@ -93,7 +93,7 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
             ));
         }
     }
-    let server = engine::identify(&base, &probes, cfg.model.as_deref())?;
+    let server = detect::identify(&base, &probes, cfg.model.as_deref())?;
     let backend = match cfg.backend {
         BackendChoice::Auto | BackendChoice::Openai => Backend::Openai,
         BackendChoice::OpenaiChat => Backend::OpenaiChat,
@@ -184,19 +184,27 @@ fn search_fits(server: &ServerInfo, cfg: &RunConfig) -> Option<String> {
 
 /// Runs a prepared plan.
 pub struct Runner {
-    pub prepared: Prepared,
+    prepared: Prepared,
     /// The engine's metrics page and `/server_info`, scraped once more as each level starts and
     /// ends so its counters cover exactly its requests (the sampler runs once a second).
-    pub metrics: Option<(String, String)>,
+    metrics: Option<(String, String)>,
     /// How long to wait for a server that stopped accepting connections before giving up.
-    pub server_wait: Duration,
-    pub warmup_requests: u32,
-    pub warmup_input_tokens: u64,
-    pub warmup_output_tokens: u32,
-    pub grace: Duration,
-    pub tx: EventTx,
-    pub cancel: CancellationToken,
-    pub control: watch::Receiver<Control>,
+    server_wait: Duration,
+    warmup_requests: u32,
+    warmup_input_tokens: u64,
+    warmup_output_tokens: u32,
+    grace: Duration,
+    tx: EventTx,
+    cancel: CancellationToken,
+    control: watch::Receiver<Control>,
+}
+
+/// Input tokens of the warmup request: the sweep's length, kept well inside the context.
+pub fn warmup_input(cfg: &RunConfig, prepared: &Prepared) -> u64 {
+    match prepared.server.context_limit {
+        Some(limit) => cfg.input_len.min(limit / 2).max(1),
+        None => cfg.input_len.max(1),
+    }
 }
 
 /// Why a level ended.
@@ -208,6 +216,30 @@ enum LevelEnd {
 }
 
 impl Runner {
+    /// The runner of `prepared` under `cfg`: it sends its events on `tx`, stops on `cancel`
+    /// and follows `control` (pause, skip).
+    #[must_use]
+    pub fn new(
+        cfg: &RunConfig,
+        prepared: Prepared,
+        tx: EventTx,
+        cancel: CancellationToken,
+        control: watch::Receiver<Control>,
+    ) -> Self {
+        Self {
+            server_wait: Duration::from_secs_f64(cfg.server_wait_s),
+            metrics: crate::telemetry::engine_urls(cfg),
+            warmup_input_tokens: warmup_input(cfg, &prepared),
+            warmup_output_tokens: cfg.output_len.min(64),
+            warmup_requests: cfg.warmup_requests,
+            grace: Duration::from_secs_f64(cfg.grace_s),
+            prepared,
+            tx,
+            cancel,
+            control,
+        }
+    }
+
     fn emit(&self, ev: Event) {
         // The consumer only goes away when the process is ending; nothing to do then.
         let _ = self.tx.send(ev);

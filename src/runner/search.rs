@@ -1,4 +1,4 @@
-//! Runs the SLO capacity search ([`crate::search`]) as a growing plan of ordinary levels.
+//! Runs the SLO capacity search ([`crate::workload::search`]) as a growing plan of ordinary levels.
 //!
 //! Each probe is announced (`LevelAdded`, then the search state), run exactly like a planned
 //! level, and judged. The judging needs the level's numbers here, in the runner, to pick the
@@ -10,7 +10,7 @@
 
 use crate::event::{self, Event};
 use crate::metrics::{LevelAccumulator, Slo};
-use crate::search::{
+use crate::workload::search::{
     RateProbe, SearchConfig, SearchStatus, SearchSummary, ThroughputProbe, next_rate,
 };
 use crate::workload::{Arrival, LevelKind, LevelSpec, OpenLoop, fmt_rate};

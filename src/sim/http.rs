@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::SimConfig;
-use super::engine::{Emit, SimLog, SimRequest};
+use super::batcher::{Emit, SimLog, SimRequest};
 use super::faults::FaultKind;
 use super::metrics;
 use super::prefix_cache::{PrefixCache, block_hashes};

@@ -6,7 +6,7 @@
 use std::fmt::Write;
 use std::time::Instant;
 
-use super::engine::SimLog;
+use super::batcher::SimLog;
 use super::{MetricsFlavor, SimConfig};
 
 fn esc(s: &str) -> String {

@@ -12,7 +12,7 @@
 //! for `B` running requests with `Σcontext` tokens of KV between them. Each step emits one SSE
 //! chunk per request carrying the speculative accept length's worth of tokens.
 
-mod engine;
+mod batcher;
 pub mod faults;
 pub mod firehose;
 mod http;
@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-pub use engine::{SimLog, SimRequestLog};
+pub use batcher::{SimLog, SimRequestLog};
 
 /// Tokens emitted per decode step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -370,7 +370,7 @@ pub async fn start(config: SimConfig, addr: SocketAddr) -> std::io::Result<SimHa
             config.kv_capacity_tokens,
         )))
     });
-    let tx = engine::spawn(config.clone(), log.clone(), cache.clone(), shutdown.clone());
+    let tx = batcher::spawn(config.clone(), log.clone(), cache.clone(), shutdown.clone());
     let app = http::router(Arc::new(http::SimState {
         config: config.clone(),
         engine: tx,

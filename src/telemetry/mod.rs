@@ -8,7 +8,7 @@
 pub mod dcgm;
 pub mod engine_metrics;
 pub mod gpu;
-pub mod level;
+pub mod per_level;
 pub mod prom;
 pub mod scrape;
 

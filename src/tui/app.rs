@@ -632,7 +632,7 @@ mod tests {
     use crate::summary::RunSummary;
 
     fn app() -> App {
-        let cfg = crate::commands::demo_config();
+        let cfg = crate::config::RunConfig::demo();
         App::new(
             Session::new(RunSummary::new(cfg, None), None),
             Arc::new(AtomicU64::new(0)),
@@ -695,7 +695,7 @@ mod tests {
     #[test]
     fn live_rate_is_sampled_each_second() {
         let counter = Arc::new(AtomicU64::new(0));
-        let cfg = crate::commands::demo_config();
+        let cfg = crate::config::RunConfig::demo();
         let mut a = App::new(
             Session::new(RunSummary::new(cfg, None), None),
             counter.clone(),

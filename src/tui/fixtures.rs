@@ -20,7 +20,7 @@ use crate::workload::prompt::PromptMethod;
 use super::app::App;
 
 fn config(concurrency: Vec<u64>) -> RunConfig {
-    let mut c = crate::commands::demo_config();
+    let mut c = crate::config::RunConfig::demo();
     c.base_url = "http://127.0.0.1:8000".into();
     c.concurrency = concurrency;
     c.long_context_output_len = 128;
@@ -443,7 +443,9 @@ pub fn mid_rates() -> App {
 /// An SLO search part-way: the throughput probe done, three rate probes judged (16 fails, 8
 /// passes, 12 fails), the fourth (10 req/s) running.
 pub fn mid_search() -> App {
-    use crate::search::{RateProbe, SearchConfig, SearchStatus, SearchSummary, ThroughputProbe};
+    use crate::workload::search::{
+        RateProbe, SearchConfig, SearchStatus, SearchSummary, ThroughputProbe,
+    };
     use crate::workload::{Arrival, LevelKind, LevelSpec};
     let mut cfg = rate_config(Vec::new(), Vec::new());
     let slo = crate::metrics::Slo {

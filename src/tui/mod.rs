@@ -12,7 +12,6 @@ pub mod theme;
 pub mod ui;
 
 use std::io::IsTerminal;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -23,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::RunConfig;
 use crate::event::{self, RunState};
 use crate::export::RunFiles;
-use crate::runner::{Control, Prepared, Runner};
+use crate::runner::{Control, Prepared};
 use crate::session::Session;
 use crate::summary::RunSummary;
 
@@ -52,7 +51,7 @@ fn spawn_charts(app: &App, size: (u32, u32)) {
     };
     let summary = app.session.summary.clone();
     tokio::task::spawn_blocking(move || {
-        if let Err(e) = crate::commands::export_charts(&dir, &summary, size) {
+        if let Err(e) = crate::export::report::write_charts(&dir, &summary, size) {
             tracing::warn!("charts not written: {e}");
         }
     });
@@ -91,38 +90,6 @@ pub fn write_screenshots(
     Ok(files)
 }
 
-/// Starts the runner and telemetry for a dashboard; returns the runner task, its events, the
-/// pause/skip control and the live token counter.
-fn start_runner(
-    cfg: &RunConfig,
-    prepared: Prepared,
-    cancel: &CancellationToken,
-    telemetry_stop: &CancellationToken,
-) -> (
-    tokio::task::JoinHandle<RunState>,
-    event::EventRx,
-    watch::Sender<Control>,
-    Arc<std::sync::atomic::AtomicU64>,
-) {
-    let live = prepared.client.live_tokens();
-    let (tx, rx) = event::channel();
-    crate::telemetry::spawn_all(cfg, &prepared.client.http(), &tx, telemetry_stop);
-    let (control_tx, control_rx) = watch::channel(Control::default());
-    let runner = Runner {
-        server_wait: Duration::from_secs_f64(cfg.server_wait_s),
-        metrics: crate::telemetry::engine_urls(cfg),
-        warmup_input_tokens: crate::commands::warmup_input(cfg, &prepared),
-        warmup_output_tokens: cfg.output_len.min(64),
-        prepared,
-        warmup_requests: cfg.warmup_requests,
-        grace: Duration::from_secs_f64(cfg.grace_s),
-        tx,
-        cancel: cancel.clone(),
-        control: control_rx,
-    };
-    (tokio::spawn(runner.run()), rx, control_tx, live)
-}
-
 /// Runs `prepared` under the dashboard. Returns when the user leaves after the run ended, or
 /// when a confirmed quit has finished saving.
 pub async fn run(
@@ -134,12 +101,11 @@ pub async fn run(
     chart_size: (u32, u32),
     cancel: CancellationToken,
 ) -> std::io::Result<(RunState, Session)> {
-    let telemetry_stop = cancel.child_token();
-    let (task, rx, control_tx, live) = start_runner(cfg, prepared, &cancel, &telemetry_stop);
+    let run = crate::run::start(cfg, prepared, &cancel);
     install_panic_hook(ratatui::restore);
     let mut terminal = ratatui::try_init()?;
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    let app = App::new(Session::new(summary, files), live, no_color);
+    let app = App::new(Session::new(summary, files), run.live_tokens, no_color);
     let loop_ = Loop {
         fps,
         chart_size,
@@ -147,10 +113,17 @@ pub async fn run(
         exit_when_done: false,
     };
     let r = loop_
-        .drive(app, rx, &mut terminal, &control_tx, &cancel, task)
+        .drive(
+            app,
+            run.events,
+            &mut terminal,
+            &run.control,
+            &cancel,
+            run.task,
+        )
         .await;
     ratatui::restore();
-    telemetry_stop.cancel();
+    run.telemetry_stop.cancel();
     r
 }
 
@@ -166,8 +139,7 @@ pub async fn run_offscreen(
     size: (u16, u16),
     cancel: CancellationToken,
 ) -> std::io::Result<(RunState, Session)> {
-    let telemetry_stop = cancel.child_token();
-    let (task, rx, control_tx, live) = start_runner(cfg, prepared, &cancel, &telemetry_stop);
+    let run = crate::run::start(cfg, prepared, &cancel);
     let backend = ratatui::backend::CrosstermBackend::new(std::io::sink());
     let mut terminal = ratatui::Terminal::with_options(
         backend,
@@ -175,7 +147,7 @@ pub async fn run_offscreen(
             viewport: ratatui::Viewport::Fixed(ratatui::layout::Rect::new(0, 0, size.0, size.1)),
         },
     )?;
-    let app = App::new(Session::new(summary, files), live, false);
+    let app = App::new(Session::new(summary, files), run.live_tokens, false);
     let loop_ = Loop {
         fps,
         chart_size: (1600, 900),
@@ -183,9 +155,16 @@ pub async fn run_offscreen(
         exit_when_done: true,
     };
     let r = loop_
-        .drive(app, rx, &mut terminal, &control_tx, &cancel, task)
+        .drive(
+            app,
+            run.events,
+            &mut terminal,
+            &run.control,
+            &cancel,
+            run.task,
+        )
         .await;
-    telemetry_stop.cancel();
+    run.telemetry_stop.cancel();
     r
 }
 

@@ -576,10 +576,10 @@ fn render_progress(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
 
 /// The engine's mean KV-cache use over the level, in %.
 /// `tpot:80 at p90 · [21.97, 22.75] req/s · converged`: the SLO, the bracket, where it stands.
-fn search_title(s: &crate::search::SearchSummary) -> String {
+fn search_title(s: &crate::workload::search::SearchSummary) -> String {
     let r = |x: Option<f64>| x.map_or("-".to_string(), crate::workload::fmt_rate);
     let state = match (s.status, s.pass_rate) {
-        (crate::search::SearchStatus::Converged, Some(p)) => {
+        (crate::workload::search::SearchStatus::Converged, Some(p)) => {
             format!("answer {} req/s", crate::workload::fmt_rate(p))
         }
         (st, _) => st.describe().to_string(),

@@ -199,7 +199,7 @@ fn print_notice(n: Notice, s: &Session) {
 
 /// What a search update adds: the bound when bisection starts, each probe's verdict, the
 /// answer at the end.
-fn search_line(s: &crate::search::SearchSummary) -> Option<String> {
+fn search_line(s: &crate::workload::search::SearchSummary) -> Option<String> {
     use crate::workload::fmt_rate;
     if s.status.finished() {
         let mut line = format!("[search] {}", s.headline());

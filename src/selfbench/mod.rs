@@ -15,6 +15,8 @@
 //!   timing error (the first event's is the TTFT error).
 //! - Memory: each case's peak RSS, and a long-context case (C=100, 100K-token prompts).
 
+pub mod soak;
+
 use std::collections::HashMap;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -88,7 +90,7 @@ fn cpu_seconds_of(pid: &str) -> f64 {
 pub async fn case(a: BenchCaseArgs) -> Result<CaseResult, String> {
     // The demo's plan with every measurement setting overridden (new settings keep the
     // demo's defaults).
-    let mut cfg = crate::commands::demo_config();
+    let mut cfg = crate::config::RunConfig::demo();
     cfg.base_url = a.url.clone();
     cfg.backend = BackendChoice::Openai;
     cfg.concurrency = vec![u64::from(a.concurrency)];
@@ -140,7 +142,7 @@ pub async fn case(a: BenchCaseArgs) -> Result<CaseResult, String> {
         .await
         .map_err(|e| format!("dashboard: {e}"))?
     } else {
-        crate::commands::run_prepared(&cfg, prepared, summary, Some(files), true, cancel).await
+        crate::run::run_prepared(&cfg, prepared, summary, Some(files), true, cancel).await
     };
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = sampler.join();
@@ -187,7 +189,7 @@ pub async fn case(a: BenchCaseArgs) -> Result<CaseResult, String> {
         } else {
             0.0
         },
-        peak_rss_mb: crate::soak::rss_mb(std::process::id()).map_or(0.0, |r| r.1),
+        peak_rss_mb: soak::rss_mb(std::process::id()).map_or(0.0, |r| r.1),
         origin_unix_us: origin,
         ..CaseResult::default()
     })

@@ -1,5 +1,7 @@
 //! Command line (clap derive). Each flag's doc says what it does to the measurement.
 
+pub mod config;
+
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
@@ -157,7 +159,7 @@ pub struct ReportArgs {
     #[arg(long, value_name = "DIR")]
     pub out: Option<std::path::PathBuf>,
     /// Chart size in pixels.
-    #[arg(long, value_name = "WxH", default_value = "1600x900", value_parser = crate::export::report::parse_size)]
+    #[arg(long, value_name = "WxH", default_value = "1600x900", value_parser = parse_size)]
     pub chart_size: (u32, u32),
     /// Also write PNG screenshots of every dashboard tab into <DIR>/screenshots/ (one run).
     #[arg(long)]
@@ -168,7 +170,7 @@ pub struct ReportArgs {
 }
 
 fn parse_cells(s: &str) -> Result<(u16, u16), String> {
-    crate::export::report::parse_pair(s, 10..=1000, "columns and rows")
+    parse_pair(s, 10..=1000, "columns and rows")
 }
 
 #[derive(Debug, Args, Clone)]
@@ -224,7 +226,7 @@ pub struct OutputArgs {
     #[arg(long, default_value = "10")]
     pub fps: f64,
     /// Size of the PNG charts written into <run dir>/charts/.
-    #[arg(long, value_name = "WxH", default_value = "1600x900", value_parser = crate::export::report::parse_size)]
+    #[arg(long, value_name = "WxH", default_value = "1600x900", value_parser = parse_size)]
     pub chart_size: (u32, u32),
 }
 
@@ -487,4 +489,29 @@ pub struct SimArgs {
 pub struct DemoArgs {
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+/// Parses `AxB` into two numbers within `range` (`what` names them in errors).
+pub fn parse_pair<T: std::str::FromStr + PartialOrd + Copy + std::fmt::Display>(
+    s: &str,
+    range: std::ops::RangeInclusive<T>,
+    what: &str,
+) -> Result<(T, T), String> {
+    let (a, b) = s
+        .split_once(['x', 'X'])
+        .ok_or_else(|| format!("'{s}' must look like {}x{}", range.end(), range.start()))?;
+    let p = |v: &str| v.trim().parse::<T>().ok().filter(|n| range.contains(n));
+    match (p(a), p(b)) {
+        (Some(a), Some(b)) => Ok((a, b)),
+        _ => Err(format!(
+            "'{s}': {what} must be {} to {}",
+            range.start(),
+            range.end()
+        )),
+    }
+}
+
+/// Parses a chart size like `1600x900`.
+pub fn parse_size(s: &str) -> Result<(u32, u32), String> {
+    parse_pair(s, 200..=8000, "width and height in pixels")
 }

@@ -1,0 +1,299 @@
+//! Flags to configurations: `servetop run`'s flags to a validated [`RunConfig`], `servetop
+//! sim`'s over a preset to a [`SimConfig`]. Every bad value is one line naming the flag.
+
+use crate::cli::{RunArgs, SimArgs};
+use crate::config::{MultiTurn, RunConfig};
+use crate::metrics::Slo;
+use crate::sim::{AcceptLength, SimConfig};
+
+/// Builds the run configuration from `servetop run` flags.
+pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
+    let mut slo = a.slo.as_deref().map(Slo::parse).transpose()?;
+    let percentile =
+        Slo::parse_percentile(&a.slo_percentile).map_err(|e| format!("--slo-percentile {e}"))?;
+    if let Some(s) = slo.as_mut() {
+        s.percentile = percentile;
+    }
+    let search = search_config(a)?;
+    let cfg = RunConfig {
+        base_url: a
+            .base_url
+            .as_deref()
+            .unwrap_or_default()
+            .trim_end_matches('/')
+            .to_string(),
+        backend: a.backend,
+        model: a.model.clone(),
+        concurrency: a.concurrency.0.clone(),
+        input_len: a.input_len,
+        output_len: a.output_len,
+        shared_prefix_len: a.shared_prefix_len,
+        dataset: a.dataset.clone(),
+        multi_turn: a.multi_turn.map(|turns| MultiTurn {
+            turns,
+            conversations: a.conversations,
+            concurrency: a.conversation_concurrency,
+            followup_len: a.followup_len,
+        }),
+        requests_per_level: crate::workload::RequestCount::parse(
+            &a.requests_per_level,
+            a.min_requests,
+        )
+        .map_err(|e| format!("--requests-per-level {e}"))?,
+        open_loop: crate::workload::OpenLoop {
+            request_rates: a.request_rate.0.clone(),
+            burstiness: a.burstiness,
+            ramp_up_s: a.ramp_up,
+            max_concurrency: a.max_concurrency,
+        },
+        warmup_requests: a.warmup,
+        long_context: a.long_context.0.clone(),
+        long_context_output_len: a.long_context_output_len,
+        long_context_repeats: a.long_context_repeats,
+        tokenizer: a.tokenizer.clone(),
+        temperature: a.temperature,
+        first_token_timeout_s: a.first_token_timeout,
+        idle_timeout_s: a.idle_timeout,
+        grace_s: a.grace,
+        slo,
+        // A new seed per run: the same prompts again would be prefix-cache hits on vLLM, SGLang
+        // and llama.cpp, and prefill would measure nothing.
+        seed: a.seed.unwrap_or_else(rand::random),
+        out_dir: a.output.out.clone().unwrap_or_default(),
+        api_key_env: a.api_key_env.clone(),
+        record_chunks: a.record_chunks,
+        metrics_url: a.metrics_url.clone(),
+        no_metrics: a.no_metrics,
+        dcgm_url: a.dcgm_url.clone(),
+        no_gpu: a.no_gpu,
+        gpu_interval_s: a.gpu_interval,
+        server_wait_s: a.server_wait,
+        search,
+    };
+    let cfg = if cfg.search.is_some() {
+        // The search runs alone: its probes are the run's levels.
+        RunConfig {
+            concurrency: Vec::new(),
+            long_context: Vec::new(),
+            ..cfg
+        }
+    } else {
+        cfg
+    };
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// The `--search` flags, checked.
+fn search_config(a: &RunArgs) -> Result<Option<crate::workload::search::SearchConfig>, String> {
+    let Some(target) = a.search.as_deref() else {
+        return Ok(None);
+    };
+    match target.trim() {
+        "rate" => {}
+        "concurrency" => {
+            return Err(
+                "--search concurrency is not implemented yet; use --search rate (with --max-concurrency to cap it)"
+                    .into(),
+            );
+        }
+        other => return Err(format!("--search '{other}': the only search is 'rate'")),
+    }
+    if !a.request_rate.0.is_empty() {
+        return Err(
+            "--search rate picks its own request rates; leave out --request-rate (or run the rate sweep separately)"
+                .into(),
+        );
+    }
+    Ok(Some(crate::workload::search::SearchConfig {
+        precision: crate::workload::search::Precision::parse(&a.search_precision)?,
+        probe_seconds: a.search_seconds,
+        min_requests: a.search_min_requests,
+        probe_concurrency: a
+            .search_probe_concurrency
+            .or(a.max_concurrency)
+            .unwrap_or(64),
+        ..crate::workload::search::SearchConfig::rate()
+    }))
+}
+
+/// Applies `servetop sim` flags over the chosen preset.
+pub fn sim_config(a: &SimArgs) -> Result<SimConfig, String> {
+    let mut c = SimConfig::preset(&a.preset)?;
+    if let Some(m) = &a.model {
+        c.model.clone_from(m);
+    }
+    if let Some(v) = a.max_running {
+        c.max_running = v;
+    }
+    if let Some(v) = a.prefill_tokens_per_s {
+        c.prefill_tokens_per_s = v;
+    }
+    if let Some(v) = a.decode_step_ms {
+        c.decode_step_ms = v;
+    }
+    if let Some(v) = a.batch_growth {
+        c.batch_growth = v;
+    }
+    if let Some(v) = a.context_ms_per_1k {
+        c.context_ms_per_1k = v;
+    }
+    if let Some(v) = &a.accept_length {
+        c.accept_length = AcceptLength::parse(v)?;
+    }
+    if let Some(v) = a.context_length {
+        c.context_length = v;
+    }
+    if a.no_continuous_usage {
+        c.continuous_usage = false;
+    }
+    if a.no_prefix_cache {
+        c.prefix_cache = false;
+    }
+    if let Some(k) = a.write_batch {
+        c.write_batch = k;
+    }
+    if let Some(var) = &a.api_key_env {
+        let key = std::env::var(var)
+            .map_err(|_| format!("--api-key-env {var}: the variable is not set"))?;
+        c.api_key = Some(key);
+    }
+    if let Some(ms) = a.trailer_delay_ms {
+        if !(ms.is_finite() && (0.0..=3_600_000.0).contains(&ms)) {
+            return Err(format!(
+                "--trailer-delay-ms must be between 0 and 3600000, got {ms}"
+            ));
+        }
+        c.trailer_delay_ms = ms;
+    }
+    if let Some(s) = a.seed {
+        c.seed = s;
+    }
+    if let Some(f) = &a.flavor {
+        c.metrics = match f.as_str() {
+            "sglang" => Some(crate::sim::MetricsFlavor::Sglang),
+            "vllm" => Some(crate::sim::MetricsFlavor::Vllm),
+            "none" => None,
+            other => return Err(format!("--flavor '{other}': use sglang, vllm or none")),
+        };
+    }
+    if let Some(g) = a.gpus {
+        c.gpus = g;
+    }
+    if let Some(g) = a.gpu_mem_gb {
+        c.gpu_mem_gb = g;
+    }
+    if let Some(k) = a.kv_capacity_tokens {
+        c.kv_capacity_tokens = k;
+    }
+    if let Some(i) = &a.inject {
+        c.faults = crate::sim::faults::Faults::parse(i)?;
+    }
+    c.validate()?;
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    fn cfg(extra: &[&str]) -> crate::config::RunConfig {
+        let mut args = vec!["servetop", "run", "--base-url", "http://127.0.0.1:1"];
+        args.extend_from_slice(extra);
+        let crate::cli::Command::Run(a) = crate::cli::Cli::parse_from(args).command else {
+            panic!("not a run");
+        };
+        super::run_config(&a).expect("valid flags")
+    }
+
+    #[test]
+    fn each_run_draws_its_own_seed_unless_one_is_given() {
+        // Two runs without --seed get different prompts (1 chance in 2^64 of a false failure).
+        assert_ne!(cfg(&[]).seed, cfg(&[]).seed);
+        assert_eq!(cfg(&["--seed", "7"]).seed, 7);
+    }
+
+    #[test]
+    fn rate_flags_make_rate_levels_after_the_sweep() {
+        let c = cfg(&[
+            "--concurrency",
+            "1,2",
+            "--request-rate",
+            "0.5,4",
+            "--burstiness",
+            "0.5",
+            "--ramp-up",
+            "3",
+            "--max-concurrency",
+            "16",
+            "--long-context",
+            "none",
+        ]);
+        let levels = c.levels();
+        let labels: Vec<String> = levels
+            .iter()
+            .map(crate::workload::LevelSpec::label)
+            .collect();
+        assert_eq!(labels, ["C=1", "C=2", "0.5 req/s", "4 req/s"]);
+        let a = levels[3].arrival.unwrap();
+        assert_eq!(
+            (a.request_rate, a.burstiness, a.ramp_up_s, a.max_concurrency),
+            (4.0, 0.5, 3.0, Some(16))
+        );
+        // The default 3x is three seconds' worth at a rate level, at least --min-requests.
+        assert_eq!((levels[2].requests, levels[3].requests), (10, 12));
+        assert!(
+            cfg(&[]).open_loop.request_rates.is_empty(),
+            "no rate levels by default"
+        );
+        let only = cfg(&[
+            "--concurrency",
+            "none",
+            "--long-context",
+            "none",
+            "--request-rate",
+            "2",
+        ]);
+        assert_eq!(only.levels().len(), 1);
+    }
+
+    #[test]
+    fn bad_rate_flags_say_what_to_fix() {
+        let parse = |extra: &[&str]| {
+            let mut args = vec!["servetop", "run", "--base-url", "http://127.0.0.1:1"];
+            args.extend_from_slice(extra);
+            let crate::cli::Command::Run(a) = crate::cli::Cli::parse_from(args).command else {
+                panic!("not a run");
+            };
+            super::run_config(&a)
+        };
+        for (flags, why) in [
+            (
+                &["--request-rate", "4", "--burstiness", "0"][..],
+                "--burstiness",
+            ),
+            (
+                &["--request-rate", "4", "--ramp-up", "inf"][..],
+                "--ramp-up",
+            ),
+            (
+                &["--request-rate", "4", "--max-concurrency", "0"][..],
+                "--max-concurrency",
+            ),
+        ] {
+            let e = parse(flags).unwrap_err();
+            assert!(e.contains(why), "{flags:?}: {e}");
+        }
+        assert!(
+            crate::cli::Cli::try_parse_from([
+                "servetop",
+                "run",
+                "--base-url",
+                "http://x",
+                "--request-rate",
+                "4,2"
+            ])
+            .is_err()
+        );
+    }
+}

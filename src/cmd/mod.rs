@@ -1,0 +1,21 @@
+//! The commands, one file each: thin layers that turn parsed flags into a call on the library
+//! and its outcome into the process exit code: 0 finished (even with failed requests), 1
+//! aborted mid-run, 2 bad input, 130 interrupted. Nothing else in the crate imports this layer.
+
+pub mod demo;
+pub mod gpu;
+pub mod report;
+pub mod run;
+pub mod selfbench;
+pub mod sim;
+
+/// Exit code for bad input.
+pub const EXIT_BAD_INPUT: i32 = 2;
+/// Exit code for a run stopped by the user.
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// Prints `msg` as servetop's one-line error; returns the bad-input exit code.
+fn fail(msg: &str) -> i32 {
+    eprintln!("servetop: {msg}");
+    EXIT_BAD_INPUT
+}

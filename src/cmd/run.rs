@@ -1,0 +1,200 @@
+//! `servetop run` (and `--resume`): prepare against the server, run under the dashboard or
+//! headless, then the final tables, charts and CSV.
+
+use tokio_util::sync::CancellationToken;
+
+use super::{EXIT_INTERRUPTED, fail};
+use crate::cli::config::run_config;
+use crate::cli::{OutputArgs, RunArgs};
+use crate::config::RunConfig;
+use crate::event::RunState;
+use crate::export::{RunFiles, default_run_dir};
+use crate::run::{headless, initial_summary, run_prepared};
+use crate::runner;
+use crate::sim::SimConfig;
+use crate::summary::RunSummary;
+
+/// `servetop run`.
+pub async fn run(a: RunArgs) -> i32 {
+    if let Some(dir) = &a.resume {
+        return resume(dir, &a.output).await;
+    }
+    match run_config(&a) {
+        Ok(cfg) => execute(cfg, None, &a.output).await,
+        Err(e) => fail(&e),
+    }
+}
+
+/// `servetop run --resume DIR`: the saved configuration, the levels not yet done.
+async fn resume(dir: &std::path::Path, out: &OutputArgs) -> i32 {
+    let (summary, _) = match crate::export::report::load_run(dir) {
+        Ok(r) => r,
+        Err(e) => return fail(&e),
+    };
+    if summary.state == RunState::Finished {
+        return fail(&format!(
+            "the run in {} already finished; nothing to resume",
+            dir.display()
+        ));
+    }
+    if summary.config.search.is_some() {
+        return fail(&format!(
+            "the run in {} is an SLO search; a search starts over from its throughput probe, so run it again instead of resuming",
+            dir.display()
+        ));
+    }
+    let mut out = out.clone();
+    out.out = Some(dir.to_path_buf());
+    let cfg = summary.config.clone();
+    if let Err(e) = cfg.validate() {
+        return fail(&e);
+    }
+    execute_with(cfg, summary.simulator.clone(), &out, Some(summary)).await
+}
+
+/// Sends tracing output to `servetop.log` in the run directory (never onto the dashboard).
+fn init_file_log(dir: &std::path::Path) {
+    let Ok(file) = std::fs::File::create(dir.join("servetop.log")) else {
+        return;
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SERVETOP_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(std::sync::Mutex::new(file))
+        .try_init();
+}
+
+/// Cancels `cancel` on Ctrl-C, SIGTERM or SIGHUP (a dropped SSH session). `say` prints a line
+/// (headless only: under the dashboard the screen says it).
+fn spawn_signal_watch(cancel: CancellationToken, say: bool) {
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut term), Ok(mut hup)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::hangup()),
+            ) else {
+                let _ = tokio::signal::ctrl_c().await;
+                cancel.cancel();
+                return;
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+                _ = hup.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+        if say {
+            eprintln!(
+                "servetop: stopping — in-flight requests get their grace period, results are being saved"
+            );
+        }
+        cancel.cancel();
+    });
+}
+
+/// Runs a configuration against its server, headless, and writes the run directory.
+pub async fn execute(cfg: RunConfig, simulator: Option<SimConfig>, out: &OutputArgs) -> i32 {
+    execute_with(cfg, simulator, out, None).await
+}
+
+/// [`execute`], continuing `previous` (a resumed run) when given.
+async fn execute_with(
+    mut cfg: RunConfig,
+    simulator: Option<SimConfig>,
+    out: &OutputArgs,
+    previous: Option<RunSummary>,
+) -> i32 {
+    let api_key = std::env::var(&cfg.api_key_env)
+        .ok()
+        .filter(|k| !k.is_empty());
+    let mut prepared = match runner::prepare(&cfg, api_key).await {
+        Ok(p) => p,
+        Err(e) => return fail(&e),
+    };
+    let dir = out
+        .out
+        .clone()
+        .unwrap_or_else(|| default_run_dir(&prepared.server.model));
+    let files = match RunFiles::create(&dir) {
+        Ok(f) => f,
+        Err(e) => return fail(&e),
+    };
+    cfg.out_dir = dir.clone();
+    let initial = initial_summary(&cfg, simulator, previous, &mut prepared);
+    let cancel = CancellationToken::new();
+    let dashboard = !out.headless && crate::tui::available();
+    spawn_signal_watch(cancel.clone(), !dashboard);
+    init_file_log(&dir);
+    let (state, session) = if dashboard {
+        // Boxed: the dashboard's and the headless loop's futures are large, and every command
+        // that runs one would otherwise carry them inline.
+        match Box::pin(crate::tui::run(
+            &cfg,
+            prepared,
+            initial,
+            Some(files),
+            out.fps,
+            out.chart_size,
+            cancel,
+        ))
+        .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!(
+                    "servetop: the dashboard failed ({e}); results so far are in {}",
+                    dir.display()
+                );
+                return 1;
+            }
+        }
+    } else {
+        Box::pin(run_prepared(
+            &cfg,
+            prepared,
+            initial,
+            Some(files),
+            false,
+            cancel,
+        ))
+        .await
+    };
+    println!("{}", headless::final_tables(&session));
+    let summary = session.summary.clone();
+    let has_rates = !summary.rates.is_empty();
+    let has_search = summary.search.is_some();
+    let has_turns = !summary.multi_turn.is_empty();
+    let chart_dir = dir.clone();
+    let size = out.chart_size;
+    let charts = tokio::task::spawn_blocking(move || {
+        crate::export::report::write_charts(&chart_dir, &summary, size)
+    })
+    .await;
+    match charts {
+        Ok(Ok(_)) => eprintln!(
+            "charts: {} (throughput, latency, long_context, spec_decoding, gpu_timeline{}{}{} .png); tables: sweep.csv, long_context.csv{}{}",
+            dir.join("charts").display(),
+            if has_rates { ", rates" } else { "" },
+            if has_turns { ", turns" } else { "" },
+            if has_search { ", slo_search" } else { "" },
+            if has_rates { ", rates.csv" } else { "" },
+            if has_turns { ", turns.csv" } else { "" },
+        ),
+        Ok(Err(e)) => eprintln!("servetop: charts not written: {e}"),
+        Err(e) => eprintln!("servetop: charts not written: {e}"),
+    }
+    eprintln!("results: {}", dir.display());
+    match state {
+        RunState::Finished | RunState::Running => 0,
+        RunState::Interrupted => EXIT_INTERRUPTED,
+        RunState::Aborted => 1,
+    }
+}

@@ -1,0 +1,190 @@
+//! The CSV tables of a run (or of several, one column naming each): `sweep.csv`, `rates.csv`,
+//! `long_context.csv`, `turns.csv`.
+
+use std::fmt::Write as _;
+
+use crate::summary::RunSummary;
+
+fn f(v: Option<f64>) -> String {
+    v.map_or_else(String::new, |v| format!("{v}"))
+}
+
+fn csv_text(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// `sweep.csv`: one row per level (and run, when several).
+pub fn sweep_csv(runs: &[(String, &RunSummary)]) -> String {
+    let mut out = String::from(
+        "run,simulated,concurrency,status,completed,failed,duration_s,request_throughput,output_throughput,total_token_throughput,mean_decode_tokens_per_s,accept_length_client,accept_length_server,mean_ttft_ms,median_ttft_ms,p90_ttft_ms,p99_ttft_ms,mean_itl_ms,median_itl_ms,p99_itl_ms,mean_tpot_ms,median_tpot_ms,p99_tpot_ms,mean_e2el_ms,median_e2el_ms,p99_e2el_ms,max_concurrent_requests,mean_kv_usage\n",
+    );
+    for (label, s) in runs {
+        for l in &s.sweep {
+            let st = l.stats.as_ref();
+            let d = |g: fn(&crate::metrics::LevelDists) -> Option<&crate::metrics::DistStats>,
+                     k: fn(&crate::metrics::DistStats) -> f64| {
+                f(st.and_then(|s| g(&s.dists)).map(k))
+            };
+            let _ = writeln!(
+                out,
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                csv_text(label),
+                s.simulated,
+                l.concurrency,
+                l.status.name(),
+                st.map_or(0, |s| s.scalars.completed),
+                st.map_or(0, |s| s.scalars.failed),
+                f(st.map(|s| s.scalars.duration_s)),
+                f(st.map(|s| s.scalars.request_throughput)),
+                f(st.map(|s| s.scalars.output_throughput)),
+                f(st.map(|s| s.scalars.total_token_throughput)),
+                d(|x| x.decode_tokens_per_s.as_ref(), |x| x.mean),
+                f(st.and_then(|s| s.scalars.accept_length_client)),
+                f(l.accept_length_server),
+                d(|x| x.ttft_ms.as_ref(), |x| x.mean),
+                d(|x| x.ttft_ms.as_ref(), |x| x.p50),
+                d(|x| x.ttft_ms.as_ref(), |x| x.p90),
+                d(|x| x.ttft_ms.as_ref(), |x| x.p99),
+                d(|x| x.itl_ms.as_ref(), |x| x.mean),
+                d(|x| x.itl_ms.as_ref(), |x| x.p50),
+                d(|x| x.itl_ms.as_ref(), |x| x.p99),
+                d(|x| x.tpot_ms.as_ref(), |x| x.mean),
+                d(|x| x.tpot_ms.as_ref(), |x| x.p50),
+                d(|x| x.tpot_ms.as_ref(), |x| x.p99),
+                d(|x| x.e2el_ms.as_ref(), |x| x.mean),
+                d(|x| x.e2el_ms.as_ref(), |x| x.p50),
+                d(|x| x.e2el_ms.as_ref(), |x| x.p99),
+                st.map_or(String::new(), |s| s
+                    .scalars
+                    .max_concurrent_requests
+                    .to_string()),
+                f(l.server_metrics.as_ref().and_then(|m| m.mean_kv_usage)),
+            );
+        }
+    }
+    out
+}
+
+/// `turns.csv`: one row per turn of each multi-turn level (and run).
+pub fn turns_csv(runs: &[(String, &RunSummary)]) -> String {
+    let mut out = String::from(
+        "run,simulated,level,turns,conversation_concurrency,first_turn_input_len,shared_prefix_len,followup_len,output_len,turn,completed,failed,mean_input_tokens,mean_cached_tokens,cache_hit_rate,mean_ttft_ms,median_ttft_ms,p90_ttft_ms,p99_ttft_ms,mean_tpot_ms\n",
+    );
+    for (label, s) in runs {
+        for l in &s.multi_turn {
+            let c = l.conversation;
+            for t in l.stats.iter().flat_map(|st| st.scalars.turns.iter()) {
+                let _ = writeln!(
+                    out,
+                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                    csv_text(label),
+                    s.simulated,
+                    l.index,
+                    c.map_or(0, |c| c.turns),
+                    l.concurrency,
+                    l.input_len,
+                    l.shared_prefix_tokens,
+                    c.map_or(0, |c| c.followup_tokens),
+                    l.output_len,
+                    t.turn,
+                    t.completed,
+                    t.failed,
+                    f(t.mean_input_tokens),
+                    f(t.mean_cached_tokens),
+                    f(t.cache_hit_rate),
+                    f(t.mean_ttft_ms),
+                    f(t.median_ttft_ms),
+                    f(t.p90_ttft_ms),
+                    f(t.p99_ttft_ms),
+                    f(t.mean_tpot_ms),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// `rates.csv`: one row per request-rate level (and run).
+pub fn rates_csv(runs: &[(String, &RunSummary)]) -> String {
+    let mut out = String::from(
+        "run,simulated,request_rate,burstiness,ramp_up_s,max_concurrency,status,completed,failed,duration_s,achieved_request_rate,scheduled_request_rate,request_throughput,output_throughput,mean_ttft_ms,median_ttft_ms,p99_ttft_ms,mean_tpot_ms,median_tpot_ms,p99_tpot_ms,median_e2el_ms,p99_e2el_ms,mean_client_queue_ms,median_client_queue_ms,p99_client_queue_ms,max_concurrent_requests,goodput\n",
+    );
+    for (label, s) in runs {
+        for l in &s.rates {
+            let st = l.stats.as_ref();
+            let d = |g: fn(&crate::metrics::LevelDists) -> Option<&crate::metrics::DistStats>,
+                     k: fn(&crate::metrics::DistStats) -> f64| {
+                f(st.and_then(|s| g(&s.dists)).map(k))
+            };
+            let a = l.arrival;
+            let _ = writeln!(
+                out,
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                csv_text(label),
+                s.simulated,
+                f(a.map(|a| a.request_rate)),
+                f(a.map(|a| a.burstiness)),
+                f(a.map(|a| a.ramp_up_s)),
+                a.and_then(|a| a.max_concurrency)
+                    .map_or(String::new(), |c| c.to_string()),
+                l.status.name(),
+                st.map_or(0, |s| s.scalars.completed),
+                st.map_or(0, |s| s.scalars.failed),
+                f(st.map(|s| s.scalars.duration_s)),
+                f(st.and_then(|s| s.scalars.achieved_request_rate)),
+                f(st.and_then(|s| s.scalars.scheduled_request_rate)),
+                f(st.map(|s| s.scalars.request_throughput)),
+                f(st.map(|s| s.scalars.output_throughput)),
+                d(|x| x.ttft_ms.as_ref(), |x| x.mean),
+                d(|x| x.ttft_ms.as_ref(), |x| x.p50),
+                d(|x| x.ttft_ms.as_ref(), |x| x.p99),
+                d(|x| x.tpot_ms.as_ref(), |x| x.mean),
+                d(|x| x.tpot_ms.as_ref(), |x| x.p50),
+                d(|x| x.tpot_ms.as_ref(), |x| x.p99),
+                d(|x| x.e2el_ms.as_ref(), |x| x.p50),
+                d(|x| x.e2el_ms.as_ref(), |x| x.p99),
+                d(|x| x.client_queue_ms.as_ref(), |x| x.mean),
+                d(|x| x.client_queue_ms.as_ref(), |x| x.p50),
+                d(|x| x.client_queue_ms.as_ref(), |x| x.p99),
+                st.map_or(String::new(), |s| s
+                    .scalars
+                    .max_concurrent_requests
+                    .to_string()),
+                f(st.and_then(|s| s.scalars.goodput)),
+            );
+        }
+    }
+    out
+}
+
+/// `long_context.csv`: one row per length (and run).
+pub fn long_context_csv(runs: &[(String, &RunSummary)]) -> String {
+    let mut out = String::from(
+        "run,simulated,context_tokens,status,mean_input_tokens,mean_ttft_ms,prefill_tokens_per_s,mean_decode_tokens_per_s,completed,failed,reason\n",
+    );
+    for (label, s) in runs {
+        for l in &s.long_context {
+            let st = l.stats.as_ref().filter(|s| s.scalars.completed > 0);
+            let _ = writeln!(
+                out,
+                "{},{},{},{},{},{},{},{},{},{},{}",
+                csv_text(label),
+                s.simulated,
+                l.input_len,
+                l.status.name(),
+                f(st.and_then(|s| s.scalars.mean_input_tokens)),
+                f(st.and_then(|s| s.dists.ttft_ms.as_ref().map(|d| d.mean))),
+                f(st.and_then(|s| s.scalars.prefill_tokens_per_s)),
+                f(st.and_then(|s| s.dists.decode_tokens_per_s.as_ref().map(|d| d.mean))),
+                l.stats.as_ref().map_or(0, |s| s.scalars.completed),
+                l.stats.as_ref().map_or(0, |s| s.scalars.failed),
+                csv_text(l.reason.as_deref().unwrap_or("")),
+            );
+        }
+    }
+    out
+}

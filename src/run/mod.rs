@@ -1,0 +1,125 @@
+//! A running benchmark: [`start`] is the one place where the runner, its telemetry and the
+//! event channel are put together, for the headless loop and the dashboard alike. What follows
+//! the events differs: [`headless::drive`] prints progress lines, the dashboard draws.
+
+pub mod headless;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::RunConfig;
+use crate::event::{self, EventRx, RunState};
+use crate::export::RunFiles;
+use crate::runner::{self, Control, Prepared, Runner};
+use crate::session::Session;
+use crate::sim::SimConfig;
+use crate::summary::{LevelStatus, RunSummary};
+
+/// A benchmark under way: its events, its pause/skip control and the live token counter.
+pub struct Started {
+    /// The runner; it ends with the run's state.
+    pub task: tokio::task::JoinHandle<RunState>,
+    /// Everything the run tells, in order.
+    pub events: EventRx,
+    /// Pause and skip (nobody sends on it headless).
+    pub control: watch::Sender<Control>,
+    /// Output tokens streamed so far, counted as they arrive (the dashboard's live rate).
+    pub live_tokens: Arc<AtomicU64>,
+    /// Stops the GPU and engine samplers; cancel it once the events are drained.
+    pub telemetry_stop: CancellationToken,
+}
+
+/// Starts `prepared` under `cfg`: the samplers beside it, the runner on its own task.
+pub fn start(cfg: &RunConfig, prepared: Prepared, cancel: &CancellationToken) -> Started {
+    let live_tokens = prepared.client.live_tokens();
+    let (tx, events) = event::channel();
+    let telemetry_stop = cancel.child_token();
+    crate::telemetry::spawn_all(cfg, &prepared.client.http(), &tx, &telemetry_stop);
+    let (control, control_rx) = watch::channel(Control::default());
+    let runner = Runner::new(cfg, prepared, tx, cancel.clone(), control_rx);
+    Started {
+        task: tokio::spawn(runner.run()),
+        events,
+        control,
+        live_tokens,
+        telemetry_stop,
+    }
+}
+
+/// Runs a prepared plan headless, folding every event into a `Session` (and its run directory
+/// when `files` is given). `quiet` silences the progress lines (tests).
+pub async fn run_prepared(
+    cfg: &RunConfig,
+    prepared: Prepared,
+    summary: RunSummary,
+    files: Option<RunFiles>,
+    quiet: bool,
+    cancel: CancellationToken,
+) -> (RunState, Session) {
+    let mut session = Session::new(summary, files);
+    let run = start(cfg, prepared, &cancel);
+    let state = headless::drive(run.events, &mut session, quiet).await;
+    let _ = run.task.await;
+    run.telemetry_stop.cancel();
+    session.save();
+    (state, session)
+}
+
+/// The summary a run starts from: new, or (resuming) the saved one; when resuming, levels that
+/// are done or skipped are taken out of `prepared`'s plan and keep their results.
+pub fn initial_summary(
+    cfg: &RunConfig,
+    simulator: Option<SimConfig>,
+    previous: Option<RunSummary>,
+    prepared: &mut Prepared,
+) -> RunSummary {
+    match previous {
+        None => RunSummary::new(cfg.clone(), simulator),
+        Some(mut s) => {
+            let settled = |i: u32| {
+                s.level(i)
+                    .is_some_and(|l| matches!(l.status, LevelStatus::Done | LevelStatus::Skipped))
+            };
+            prepared.levels.retain(|l| !settled(l.index));
+            s.state = RunState::Running;
+            s.error = None;
+            s.warnings.push(format!(
+                "resumed at {} with {} levels left",
+                crate::summary::now_rfc3339(),
+                prepared.levels.len()
+            ));
+            s
+        }
+    }
+}
+
+/// A quiet headless run as a library call: prepares against `cfg.base_url`, writes the run
+/// directory when `out_dir` is given, and returns the final state and session. Tests and
+/// embedding code use this instead of repeating the prepare / summary / run steps.
+pub async fn run_headless(
+    cfg: RunConfig,
+    out_dir: Option<std::path::PathBuf>,
+) -> Result<(RunState, Session), String> {
+    let mut cfg = cfg;
+    let prepared = runner::prepare(&cfg, None).await?;
+    let files = match &out_dir {
+        Some(d) => {
+            cfg.out_dir.clone_from(d);
+            Some(RunFiles::create(d)?)
+        }
+        None => None,
+    };
+    let summary = RunSummary::new(cfg.clone(), None);
+    Ok(run_prepared(
+        &cfg,
+        prepared,
+        summary,
+        files,
+        true,
+        CancellationToken::new(),
+    )
+    .await)
+}
