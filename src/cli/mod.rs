@@ -1,4 +1,8 @@
 //! Command line (clap derive). Each flag's doc says what it does to the measurement.
+//!
+//! The doc comments here are `--help` text, written for a terminal: `<run dir>` and `[DONE]`
+//! mean what they say there, not HTML tags or links.
+#![allow(rustdoc::invalid_html_tags, rustdoc::broken_intra_doc_links)]
 
 pub mod config;
 
