@@ -1,0 +1,74 @@
+//! `long_context.png`: TTFT, prefill and decode speed against input length.
+
+use super::panel::{Line, Panel, XKind, figure};
+use super::{ChartRun, run_lines, stat};
+use crate::summary::{LevelStatus, LevelSummary, RunSummary};
+use std::path::Path;
+
+/// `long_context.png`, with skipped lengths marked and their reasons in the footer.
+pub(super) fn draw(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Result<(), String> {
+    let ctx_lines = |name: &str, f: fn(&LevelSummary) -> Option<f64>| -> Vec<Line> {
+        let points = |s: &RunSummary| {
+            s.long_context
+                .iter()
+                .filter_map(|l| Some((l.input_len as f64 / 1000.0, f(l)?)))
+                .collect()
+        };
+        run_lines(runs, name, points, false, 0)
+    };
+    let skipped: Vec<&LevelSummary> = runs
+        .iter()
+        .flat_map(|r| r.summary.long_context.iter())
+        .filter(|l| l.status == LevelStatus::Skipped)
+        .collect();
+    let marks: Vec<(f64, String)> = skipped
+        .iter()
+        .map(|l| {
+            (
+                l.input_len as f64 / 1000.0,
+                format!("{}K skipped", l.input_len / 1000),
+            )
+        })
+        .collect();
+    let footer: Vec<String> = skipped
+        .iter()
+        .map(|l| {
+            format!(
+                "{}K skipped: {}",
+                l.input_len / 1000,
+                l.reason.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    let empty = "no long-context length finished in this run".to_string();
+    let panel = |title: &str, y: &str, name: &str, f: fn(&LevelSummary) -> Option<f64>| Panel {
+        title: title.into(),
+        x: XKind::ContextK,
+        y_desc: y.into(),
+        y_log_ok: false,
+        y_top: None,
+        lines: ctx_lines(name, f),
+        marks: marks.clone(),
+        limits: vec![],
+        empty: empty.clone(),
+    };
+    figure(
+        path,
+        size,
+        "Long context: prefill and decode vs input length",
+        runs,
+        &[
+            panel("Time to first token", "seconds", "TTFT", |l| {
+                stat(l, |s| s.dists.ttft_ms.as_ref().map(|d| d.mean / 1000.0))
+            }),
+            panel("Prefill speed", "input tok/s", "prefill", |l| {
+                stat(l, |s| s.scalars.prefill_tokens_per_s)
+            }),
+            panel("Decode speed", "tok/s per request", "decode", |l| {
+                stat(l, |s| s.dists.decode_tokens_per_s.as_ref().map(|d| d.mean))
+            }),
+        ],
+        3,
+        &footer,
+    )
+}

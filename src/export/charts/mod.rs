@@ -1,0 +1,161 @@
+//! PNG charts drawn with plotters from `RunSummary` (and `telemetry.jsonl`): the same summaries
+//! the dashboard shows, so a picture and a table cannot disagree. Text uses `DejaVu Sans`, embedded
+//! in the binary, so charts render on a machine with no fonts installed.
+//!
+//! Concurrency axes are log2 (1, 2, 4, … 100 spread evenly); latency axes switch to log10 when the
+//! values span more than 30×. Several runs overlay with one colour each (`servetop report A B`).
+
+mod long_context;
+mod panel;
+mod rates;
+mod search;
+mod sweep;
+mod timeline;
+mod turns;
+
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+use crate::summary::{LevelSummary, RunSummary};
+use crate::telemetry::TelemetryRecord;
+use panel::{Line, color};
+use plotters::style::{FontStyle, register_font};
+
+const SANS: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
+
+static FONTS: Once = Once::new();
+
+/// Registers the embedded font under the family name the charts use.
+pub fn register_fonts() {
+    FONTS.call_once(|| {
+        for style in [FontStyle::Normal, FontStyle::Bold] {
+            if register_font("sans-serif", style, SANS).is_err() {
+                tracing::warn!("the embedded DejaVu Sans font was rejected");
+            }
+        }
+    });
+}
+
+/// A run to draw: its label (legend), summary and telemetry samples.
+pub struct ChartRun<'a> {
+    pub label: String,
+    pub summary: &'a RunSummary,
+    pub telemetry: &'a [TelemetryRecord],
+}
+
+fn sweep_points(l: &[LevelSummary], f: impl Fn(&LevelSummary) -> Option<f64>) -> Vec<(f64, f64)> {
+    l.iter()
+        .filter_map(|lv| Some((f64::from(lv.concurrency), f(lv)?)))
+        .collect()
+}
+
+/// One line per run: its points, named by run when several are overlaid, coloured by run.
+fn run_lines(
+    runs: &[ChartRun<'_>],
+    name: &str,
+    points: impl Fn(&RunSummary) -> Vec<(f64, f64)>,
+    dashed: bool,
+    color_offset: usize,
+) -> Vec<Line> {
+    runs.iter()
+        .enumerate()
+        .map(|(i, r)| Line {
+            name: match (runs.len() > 1, name.is_empty()) {
+                (true, true) => r.label.clone(),
+                (true, false) => format!("{} {name}", r.label),
+                (false, _) => name.to_string(),
+            },
+            points: points(r.summary),
+            color: color(i + color_offset),
+            dashed,
+        })
+        .collect()
+}
+
+/// One line per run over its sweep levels, at their concurrency.
+fn lines_per_run(
+    runs: &[ChartRun<'_>],
+    name: &str,
+    f: impl Fn(&LevelSummary) -> Option<f64> + Copy,
+    dashed: bool,
+) -> Vec<Line> {
+    run_lines(runs, name, |s| sweep_points(&s.sweep, f), dashed, 0)
+}
+
+/// One line per run over its rate levels, at their configured rate.
+fn rate_lines(
+    runs: &[ChartRun<'_>],
+    name: &str,
+    f: impl Fn(&LevelSummary) -> Option<f64> + Copy,
+    dashed: bool,
+    color_offset: usize,
+) -> Vec<Line> {
+    let points = |s: &RunSummary| {
+        let mut pts: Vec<(f64, f64)> = s
+            .rates
+            .iter()
+            .filter_map(|l| Some((l.request_rate()?, f(l)?)))
+            .collect();
+        // Search probes run in bisection order; a line goes in rate order.
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        pts
+    };
+    run_lines(runs, name, points, dashed, color_offset)
+}
+
+fn stat(l: &LevelSummary, f: impl Fn(&crate::metrics::LevelStats) -> Option<f64>) -> Option<f64> {
+    l.stats
+        .as_ref()
+        .filter(|s| s.scalars.completed > 0)
+        .and_then(f)
+}
+
+/// Said in a sweep panel of a run without one.
+const NO_SWEEP: &str = "no concurrency sweep in this run";
+
+/// Draws one figure of `runs` into a file.
+type Draw = fn(&Path, (u32, u32), &[ChartRun<'_>]) -> Result<(), String>;
+
+/// Every chart for `runs` into `dir` (created if missing); returns the files written.
+pub fn render_all(
+    runs: &[ChartRun<'_>],
+    dir: &Path,
+    size: (u32, u32),
+) -> Result<Vec<PathBuf>, String> {
+    if runs.is_empty() {
+        return Err("no run to draw".into());
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let any = |f: fn(&RunSummary) -> bool| runs.iter().any(|r| f(r.summary));
+    let figures: [(&str, Draw, bool); 8] = [
+        ("throughput.png", sweep::throughput, true),
+        ("latency.png", sweep::latency, true),
+        ("long_context.png", long_context::draw, true),
+        ("spec_decoding.png", sweep::spec_decoding, true),
+        (
+            "rates.png",
+            rates::rates_figure,
+            any(|s| !s.rates.is_empty()),
+        ),
+        (
+            "slo_search.png",
+            search::slo_search_figure,
+            any(|s| s.search.is_some()),
+        ),
+        (
+            "turns.png",
+            turns::turns_figure,
+            any(|s| !s.multi_turn.is_empty()),
+        ),
+        ("gpu_timeline.png", timeline::figure, true),
+    ];
+    let mut written = Vec::new();
+    for (name, draw, wanted) in figures {
+        if wanted {
+            let p = dir.join(name);
+            draw(&p, size, runs)?;
+            written.push(p);
+        }
+    }
+    Ok(written)
+}

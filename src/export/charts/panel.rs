@@ -1,0 +1,384 @@
+//! One figure of panels: the title band (run, engine, settings, SIMULATED when it was), a grid
+//! of panels each with its axes, lines, marks and legend, and a footer of notes.
+
+use std::path::Path;
+
+use super::{ChartRun, register_fonts};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::FontStyle;
+
+/// Colour-blind-friendly series colours (Okabe–Ito), one per run.
+pub(super) const PALETTE: [RGBColor; 6] = [
+    RGBColor(0, 114, 178),
+    RGBColor(213, 94, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+    RGBColor(230, 159, 0),
+    RGBColor(86, 180, 233),
+];
+
+pub(super) fn color(i: usize) -> RGBColor {
+    PALETTE[i % PALETTE.len()]
+}
+
+/// One line on a panel.
+pub(super) struct Line {
+    pub(super) name: String,
+    pub(super) points: Vec<(f64, f64)>,
+    pub(super) color: RGBColor,
+    pub(super) dashed: bool,
+}
+
+/// What the x axis means.
+#[derive(Clone, Copy)]
+pub(super) enum XKind {
+    /// Concurrency, drawn at log2(C).
+    Concurrency,
+    /// Context length in K tokens.
+    ContextK,
+    /// Seconds since the run started.
+    Seconds,
+    /// Offered request rate (requests/s), linear.
+    Rate,
+    /// Turn of a conversation (1, 2, …).
+    Turn,
+}
+
+pub(super) struct Panel {
+    pub(super) title: String,
+    pub(super) x: XKind,
+    pub(super) y_desc: String,
+    /// Allow a log10 y axis when the values span more than 30×.
+    pub(super) y_log_ok: bool,
+    /// Fixed y top (percentages).
+    pub(super) y_top: Option<f64>,
+    pub(super) lines: Vec<Line>,
+    /// Vertical marks: `(x, label)`.
+    pub(super) marks: Vec<(f64, String)>,
+    /// Horizontal marks (an SLO limit): `(y, label)`.
+    pub(super) limits: Vec<(f64, String)>,
+    /// Said in the panel when there is nothing to draw.
+    pub(super) empty: String,
+}
+
+pub(super) type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
+
+pub(super) fn err<E: std::fmt::Debug>(e: E) -> String {
+    format!("{e:?}")
+}
+
+pub(super) fn fmt_num(v: f64) -> String {
+    crate::export::markdown::num(Some(v))
+}
+
+pub(super) fn draw_panel(area: &Area<'_>, p: &Panel) -> Result<(), String> {
+    let all: Vec<(f64, f64)> = p
+        .lines
+        .iter()
+        .flat_map(|l| l.points.iter().copied())
+        .filter(|(x, y)| x.is_finite() && y.is_finite())
+        .collect();
+    let title_style = ("sans-serif", 24).into_font().style(FontStyle::Bold);
+    if all.is_empty() {
+        area.draw(&Rectangle::new(
+            [
+                (0, 0),
+                (
+                    area.dim_in_pixel().0 as i32 - 1,
+                    area.dim_in_pixel().1 as i32 - 1,
+                ),
+            ],
+            BLACK.mix(0.3),
+        ))
+        .map_err(err)?;
+        area.draw(&Text::new(p.title.clone(), (20, 15), title_style))
+            .map_err(err)?;
+        area.draw(&Text::new(
+            p.empty.clone(),
+            (20, 60),
+            ("sans-serif", 20).into_font().color(&BLACK.mix(0.7)),
+        ))
+        .map_err(err)?;
+        return Ok(());
+    }
+    let (mut x_lo, mut x_hi) = all
+        .iter()
+        .fold((f64::MAX, f64::MIN), |a, (x, _)| (a.0.min(*x), a.1.max(*x)));
+    for (m, _) in &p.marks {
+        x_lo = x_lo.min(*m);
+        x_hi = x_hi.max(*m);
+    }
+    let tx = |x: f64| match p.x {
+        XKind::Concurrency => x.max(1.0).log2(),
+        _ => x,
+    };
+    let (x0, x1) = match p.x {
+        XKind::Concurrency => (0.0, tx(x_hi).max(1.0) + 0.25),
+        _ => ((x_lo.min(0.0)), (x_hi * 1.05).max(x_lo + 1.0)),
+    };
+    let ys: Vec<f64> = all
+        .iter()
+        .map(|p| p.1)
+        .chain(p.limits.iter().map(|l| l.0))
+        .collect();
+    let (y_min, y_max) = ys
+        .iter()
+        .fold((f64::MAX, f64::MIN), |a, y| (a.0.min(*y), a.1.max(*y)));
+    let log_y = p.y_log_ok && y_min > 0.0 && y_max / y_min > 30.0;
+    let ty = |y: f64| if log_y { y.max(1e-9).log10() } else { y };
+    let (y0, y1) = if log_y {
+        (y_min.log10().floor(), y_max.log10().ceil())
+    } else {
+        (0.0, p.y_top.unwrap_or((y_max * 1.12).max(1e-9)))
+    };
+    let mut chart = ChartBuilder::on(area)
+        .caption(&p.title, title_style)
+        .margin(12)
+        .x_label_area_size(55)
+        .y_label_area_size(85)
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .map_err(err)?;
+    let x_desc = match p.x {
+        XKind::Concurrency => "concurrency (log2 scale)",
+        XKind::ContextK => "input tokens (K)",
+        XKind::Seconds => "seconds since the run started",
+        XKind::Rate => "offered request rate (req/s)",
+        XKind::Turn => "turn of the conversation",
+    };
+    let xk = p.x;
+    let x_fmt = move |v: &f64| match xk {
+        XKind::Concurrency => {
+            let c = 2f64.powf(*v);
+            if (c - c.round()).abs() < 0.01 {
+                format!("{}", c.round())
+            } else {
+                String::new()
+            }
+        }
+        XKind::ContextK => format!("{v:.0}K"),
+        XKind::Seconds => format!("{v:.0}"),
+        XKind::Rate => fmt_num(*v),
+        XKind::Turn if (v - v.round()).abs() < 0.01 && *v >= 0.5 => format!("{}", v.round()),
+        XKind::Turn => String::new(),
+    };
+    let y_fmt = move |v: &f64| {
+        if log_y {
+            fmt_num(10f64.powf(*v))
+        } else {
+            fmt_num(*v)
+        }
+    };
+    let x_labels = match p.x {
+        XKind::Concurrency => ((x1.floor()) as usize + 1).max(2),
+        XKind::Turn => (x1.floor() as usize + 1).clamp(2, 21),
+        _ => 8,
+    };
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc(if log_y {
+            format!("{} (log scale)", p.y_desc)
+        } else {
+            p.y_desc.clone()
+        })
+        .x_labels(x_labels)
+        .y_labels(if log_y { (y1 - y0) as usize + 1 } else { 8 })
+        .x_label_formatter(&x_fmt)
+        .y_label_formatter(&y_fmt)
+        .label_style(("sans-serif", 18))
+        .axis_desc_style(("sans-serif", 19))
+        .light_line_style(BLACK.mix(0.06))
+        .bold_line_style(BLACK.mix(0.15))
+        .draw()
+        .map_err(err)?;
+    for (m, label) in &p.marks {
+        let x = tx(*m);
+        chart
+            .draw_series(DashedLineSeries::new(
+                vec![(x, y0), (x, y1)],
+                6,
+                6,
+                BLACK.mix(0.35).stroke_width(1),
+            ))
+            .map_err(err)?;
+        chart
+            .draw_series(std::iter::once(Text::new(
+                label.clone(),
+                (x, y1),
+                ("sans-serif", 15)
+                    .into_font()
+                    .color(&BLACK.mix(0.6))
+                    .transform(FontTransform::Rotate90),
+            )))
+            .map_err(err)?;
+    }
+    for (y, label) in &p.limits {
+        let y = ty(*y);
+        chart
+            .draw_series(DashedLineSeries::new(
+                vec![(x0, y), (x1, y)],
+                12,
+                6,
+                RGBColor(200, 40, 40).mix(0.8).stroke_width(2),
+            ))
+            .map_err(err)?;
+        chart
+            .draw_series(std::iter::once(Text::new(
+                label.clone(),
+                (x0 + (x1 - x0) * 0.55, y),
+                ("sans-serif", 17).into_font().color(&RGBColor(170, 30, 30)),
+            )))
+            .map_err(err)?;
+    }
+    for l in &p.lines {
+        let pts: Vec<(f64, f64)> = l
+            .points
+            .iter()
+            .filter(|(x, y)| x.is_finite() && y.is_finite())
+            .map(|&(x, y)| (tx(x), ty(y)))
+            .collect();
+        let style = l.color.stroke_width(3);
+        let legend_color = l.color;
+        let dashed = l.dashed;
+        let anno = if dashed {
+            chart
+                .draw_series(DashedLineSeries::new(pts.clone(), 10, 6, style))
+                .map_err(err)?
+        } else {
+            chart
+                .draw_series(LineSeries::new(pts.clone(), style))
+                .map_err(err)?
+        };
+        if !l.name.is_empty() {
+            anno.label(l.name.clone()).legend(move |(x, y)| {
+                let s = legend_color.stroke_width(3);
+                // A dashed series gets a dashed key.
+                let second = if dashed {
+                    (x + 15, x + 24)
+                } else {
+                    (x + 9, x + 24)
+                };
+                EmptyElement::at((0, 0))
+                    + PathElement::new(vec![(x, y), (x + 9, y)], s)
+                    + PathElement::new(vec![(second.0, y), (second.1, y)], s)
+            });
+        }
+        // Markers on sparse series (levels); dense time series read better as plain lines.
+        if pts.len() <= 40 {
+            chart
+                .draw_series(pts.iter().map(|p| Circle::new(*p, 5, l.color.filled())))
+                .map_err(err)?;
+        }
+    }
+    if p.lines
+        .iter()
+        .any(|l| !l.name.is_empty() && !l.points.is_empty())
+    {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .label_font(("sans-serif", 17))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.3))
+            .draw()
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// `model · engine · date · settings`, and SIMULATED when it was.
+pub(super) fn subtitle(runs: &[ChartRun<'_>]) -> String {
+    let s = runs[0].summary;
+    let (engine, model) = s
+        .server
+        .as_ref()
+        .map_or(("?", "?"), |v| (v.engine.name(), v.model.as_str()));
+    let date = s.started_at.get(..10).unwrap_or(&s.started_at);
+    let sim = if runs.iter().any(|r| r.summary.simulated) {
+        " · SIMULATED SERVER (servetop-sim), not real hardware"
+    } else {
+        ""
+    };
+    let more = if runs.len() > 1 {
+        format!(" · {} runs overlaid", runs.len())
+    } else {
+        String::new()
+    };
+    format!(
+        "{model} · {engine} · {date} · {} · host {}{more}{sim}",
+        s.config.lengths_label(),
+        s.host
+    )
+}
+
+/// Splits `s` into lines of at most `width` characters at spaces.
+pub(super) fn wrap(s: &str, width: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut line = String::new();
+    for word in s.split(' ') {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            out.push(std::mem::take(&mut line));
+            line.push_str("    ");
+        }
+        if !line.is_empty() && !line.ends_with("    ") {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.trim().is_empty() {
+        out.push(line);
+    }
+    out
+}
+
+/// Draws a figure: a title band, then `panels` side by side (or in a grid of `cols`).
+pub(super) fn figure(
+    path: &Path,
+    size: (u32, u32),
+    title: &str,
+    runs: &[ChartRun<'_>],
+    panels: &[Panel],
+    cols: usize,
+    footer: &[String],
+) -> Result<(), String> {
+    register_fonts();
+    let root = BitMapBackend::new(path, size).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    // Wrap footer notes to the figure width (about 10 px per character at 18 px).
+    let max_chars = (size.0 as usize / 10).max(40);
+    let footer: Vec<String> = footer.iter().flat_map(|l| wrap(l, max_chars)).collect();
+    let footer_h = if footer.is_empty() {
+        0
+    } else {
+        14 + 26 * footer.len() as u32
+    };
+    let (head, rest) = root.split_vertically(80);
+    let (body, foot) = rest.split_vertically(size.1.saturating_sub(80 + footer_h));
+    head.draw(&Text::new(
+        title.to_string(),
+        (20, 10),
+        ("sans-serif", 32).into_font().style(FontStyle::Bold),
+    ))
+    .map_err(err)?;
+    head.draw(&Text::new(
+        subtitle(runs),
+        (20, 50),
+        ("sans-serif", 20).into_font().color(&BLACK.mix(0.75)),
+    ))
+    .map_err(err)?;
+    let rows = panels.len().div_ceil(cols.max(1));
+    let areas = body.split_evenly((rows, cols.max(1)));
+    for (a, p) in areas.iter().zip(panels) {
+        draw_panel(a, p)?;
+    }
+    for (i, line) in footer.iter().enumerate() {
+        foot.draw(&Text::new(
+            line.clone(),
+            (20, 8 + 26 * i as i32),
+            ("sans-serif", 18).into_font().color(&BLACK.mix(0.8)),
+        ))
+        .map_err(err)?;
+    }
+    root.present().map_err(err)
+}

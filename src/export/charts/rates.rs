@@ -1,0 +1,108 @@
+//! `rates.png`: the request-rate sweep.
+
+use super::panel::{Line, Panel, XKind, figure};
+use super::{ChartRun, rate_lines, stat};
+use crate::summary::LevelSummary;
+use plotters::prelude::*;
+use std::path::Path;
+
+/// The request-rate sweep: latency percentiles, achieved against offered rate, client queue.
+pub(super) fn rates_figure(
+    path: &Path,
+    size: (u32, u32),
+    runs: &[ChartRun<'_>],
+) -> Result<(), String> {
+    let empty = "no request-rate level finished in this run".to_string();
+    let pct_panel = |title: &str,
+                     p50: fn(&LevelSummary) -> Option<f64>,
+                     p99: fn(&LevelSummary) -> Option<f64>| {
+        let mut lines = rate_lines(runs, "p50", p50, false, 0);
+        lines.extend(rate_lines(runs, "p99", p99, true, 0));
+        Panel {
+            title: title.into(),
+            x: XKind::Rate,
+            y_desc: "ms".into(),
+            y_log_ok: true,
+            y_top: None,
+            lines,
+            marks: vec![],
+            limits: vec![],
+            empty: empty.clone(),
+        }
+    };
+    let mut rate_lines_all = rate_lines(
+        runs,
+        "sent",
+        |l| stat(l, |s| s.scalars.achieved_request_rate),
+        false,
+        0,
+    );
+    rate_lines_all.extend(rate_lines(
+        runs,
+        "completed",
+        |l| stat(l, |s| Some(s.scalars.request_throughput)),
+        true,
+        0,
+    ));
+    // The offered rate itself (y = x): where the sent and completed lines should lie.
+    let offered: Vec<(f64, f64)> = runs
+        .iter()
+        .flat_map(|r| {
+            r.summary
+                .rates
+                .iter()
+                .filter_map(LevelSummary::request_rate)
+        })
+        .map(|r| (r, r))
+        .collect();
+    if rate_lines_all.iter().any(|l| !l.points.is_empty()) {
+        rate_lines_all.push(Line {
+            name: "offered (y = x)".into(),
+            points: offered,
+            color: RGBColor(130, 130, 130),
+            dashed: true,
+        });
+    }
+    let panels = [
+        pct_panel(
+            "Time to first token",
+            |l| stat(l, |s| s.dists.ttft_ms.as_ref().map(|d| d.p50)),
+            |l| stat(l, |s| s.dists.ttft_ms.as_ref().map(|d| d.p99)),
+        ),
+        pct_panel(
+            "Time per output token",
+            |l| stat(l, |s| s.dists.tpot_ms.as_ref().map(|d| d.p50)),
+            |l| stat(l, |s| s.dists.tpot_ms.as_ref().map(|d| d.p99)),
+        ),
+        Panel {
+            title: "Achieved vs offered request rate".into(),
+            x: XKind::Rate,
+            y_desc: "req/s".into(),
+            y_log_ok: false,
+            y_top: None,
+            lines: rate_lines_all,
+            marks: vec![],
+            limits: vec![],
+            empty: empty.clone(),
+        },
+        pct_panel(
+            "Client queue (t_send − t_sched)",
+            |l| stat(l, |s| s.dists.client_queue_ms.as_ref().map(|d| d.p50)),
+            |l| stat(l, |s| s.dists.client_queue_ms.as_ref().map(|d| d.p99)),
+        ),
+    ];
+    let s = runs[0].summary;
+    let footer = vec![format!(
+        "Arrivals: {}. sent: the rate requests went out at; completed: completions over the level's window. Client queue: time a request waited in servetop past its scheduled send (a full --max-concurrency); the server's own queueing shows up in TTFT.",
+        crate::export::markdown::arrival_description(&s.config.open_loop)
+    )];
+    figure(
+        path,
+        size,
+        "Request-rate sweep (p50 solid, p99 dashed)",
+        runs,
+        &panels,
+        2,
+        &footer,
+    )
+}

@@ -1,0 +1,145 @@
+//! `slo_search.png`: the SLO capacity search, probe by probe.
+
+use super::panel::{Line, Panel, XKind, figure, fmt_num};
+use super::{ChartRun, run_lines};
+use crate::summary::RunSummary;
+use plotters::prelude::*;
+use std::path::Path;
+
+/// A judged search probe: its rate, its check, its goodput.
+type Judged = (f64, crate::metrics::SloCheck, Option<f64>);
+
+/// The judged probes of a search, in rate order (probes run in bisection order).
+fn judged(s: &crate::workload::search::SearchSummary) -> Vec<Judged> {
+    let mut v: Vec<Judged> = s
+        .probes
+        .iter()
+        .filter(|p| !p.interrupted)
+        .filter_map(|p| Some((p.request_rate, p.check.clone()?, p.goodput)))
+        .collect();
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    v
+}
+
+/// `(rate, f(probe))` of a run's judged search probes.
+fn probe_points(s: &RunSummary, f: impl Fn(&Judged) -> Option<f64>) -> Vec<(f64, f64)> {
+    s.search
+        .as_ref()
+        .map(|s| {
+            judged(s)
+                .iter()
+                .filter_map(|j| Some((j.0, f(j)?)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The SLO search: goodput against the offered rate beside the line where every request is
+/// good, and each SLO metric's percentile (with its 95 % interval) against its limit; the
+/// answer and the lowest failing rate marked on every panel.
+pub(super) fn slo_search_figure(
+    path: &Path,
+    size: (u32, u32),
+    runs: &[ChartRun<'_>],
+) -> Result<(), String> {
+    let Some(first) = runs.iter().find_map(|r| r.summary.search.as_ref()) else {
+        return Ok(());
+    };
+    let mut marks = Vec::new();
+    if let Some(p) = first.pass_rate {
+        marks.push((p, format!("answer {} req/s", crate::workload::fmt_rate(p))));
+    }
+    if let Some(f) = first.fail_rate {
+        marks.push((f, format!("fails at {}", crate::workload::fmt_rate(f))));
+    }
+    let empty = "no search probe finished in this run".to_string();
+    let mut good = run_lines(runs, "goodput", |s| probe_points(s, |j| j.2), false, 0);
+    let all_good: Vec<(f64, f64)> = runs
+        .iter()
+        .filter_map(|r| r.summary.search.as_ref())
+        .flat_map(|s| judged(s).into_iter().map(|j| (j.0, j.0)))
+        .collect();
+    if good.iter().any(|l| !l.points.is_empty()) {
+        good.push(Line {
+            name: "all requests good (y = x)".into(),
+            points: all_good,
+            color: RGBColor(130, 130, 130),
+            dashed: true,
+        });
+    }
+    let mut panels = vec![Panel {
+        title: "Goodput vs offered rate".into(),
+        x: XKind::Rate,
+        y_desc: "requests/s meeting every per-request objective".into(),
+        y_log_ok: false,
+        y_top: None,
+        lines: good,
+        marks: marks.clone(),
+        limits: vec![],
+        empty: empty.clone(),
+    }];
+    let pct = crate::metrics::slo::fmt_pct(first.slo.percentile);
+    for (metric, limit) in first.slo.limits() {
+        let m = |j: &Judged| j.1.metrics.iter().find(|c| c.metric == metric).cloned();
+        let mut lines = run_lines(
+            runs,
+            &format!("p{pct}"),
+            |s| probe_points(s, |j| m(j).and_then(|c| c.value_ms)),
+            false,
+            0,
+        );
+        lines.extend(run_lines(
+            runs,
+            "95 % interval",
+            |s| probe_points(s, |j| m(j).and_then(|c| c.ci_low_ms)),
+            true,
+            2,
+        ));
+        lines.extend(run_lines(
+            runs,
+            "",
+            |s| probe_points(s, |j| m(j).and_then(|c| c.ci_high_ms)),
+            true,
+            2,
+        ));
+        panels.push(Panel {
+            title: format!("{} p{pct} vs offered rate", metric.to_uppercase()),
+            x: XKind::Rate,
+            y_desc: "ms".into(),
+            y_log_ok: true,
+            y_top: None,
+            lines,
+            marks: marks.clone(),
+            limits: vec![(limit, format!("SLO limit {} ms", fmt_num(limit)))],
+            empty: empty.clone(),
+        });
+    }
+    let mut footer = vec![format!(
+        "{}. Each point is one search probe (an open-loop level); the percentile counts failed requests as misses. Dashed: the distribution-free 95 % interval of the percentile from order statistics (missing where too few requests lie above it).",
+        first.headline()
+    )];
+    let unsure: Vec<String> = first
+        .uncertain()
+        .map(|p| crate::workload::fmt_rate(p.request_rate))
+        .collect();
+    if !unsure.is_empty() {
+        footer.push(format!(
+            "Uncertain verdicts (interval straddles a limit) at {} req/s.",
+            unsure.join(", ")
+        ));
+    }
+    let cols = if panels.len() <= 2 {
+        2
+    } else {
+        2.min(panels.len())
+    };
+    figure(
+        path,
+        size,
+        &format!("SLO capacity search: {}", first.slo.describe()),
+        runs,
+        &panels,
+        cols,
+        &footer,
+    )
+}

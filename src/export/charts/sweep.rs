@@ -1,0 +1,136 @@
+//! The concurrency sweep's figures: `throughput.png`, `latency.png`, `spec_decoding.png`.
+
+use super::panel::{Panel, XKind, figure};
+use super::{ChartRun, NO_SWEEP, lines_per_run, stat};
+use crate::summary::LevelSummary;
+use std::path::Path;
+
+/// `throughput.png`: aggregate and per-stream tokens/s and requests/s against concurrency.
+pub(super) fn throughput(
+    path: &Path,
+    size: (u32, u32),
+    runs: &[ChartRun<'_>],
+) -> Result<(), String> {
+    let panel = |title: &str, y: &str, f: fn(&LevelSummary) -> Option<f64>| Panel {
+        title: title.into(),
+        x: XKind::Concurrency,
+        y_desc: y.into(),
+        y_log_ok: false,
+        y_top: None,
+        lines: lines_per_run(runs, "", f, false),
+        marks: vec![],
+        limits: vec![],
+        empty: NO_SWEEP.to_string(),
+    };
+    figure(
+        path,
+        size,
+        "Throughput vs concurrency",
+        runs,
+        &[
+            panel("Aggregate output tokens/s", "output tok/s", |l| {
+                stat(l, |s| Some(s.scalars.output_throughput))
+            }),
+            panel("Per-stream decode tokens/s", "tok/s per request", |l| {
+                stat(l, |s| s.dists.decode_tokens_per_s.as_ref().map(|d| d.mean))
+            }),
+            panel("Requests/s", "req/s", |l| {
+                stat(l, |s| Some(s.scalars.request_throughput))
+            }),
+        ],
+        3,
+        &[],
+    )
+}
+
+/// `latency.png`: TTFT, ITL and TPOT p50 and p99 against concurrency.
+pub(super) fn latency(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Result<(), String> {
+    let panel = |title: &str,
+                 p50: fn(&LevelSummary) -> Option<f64>,
+                 p99: fn(&LevelSummary) -> Option<f64>| {
+        let mut lines = lines_per_run(runs, "p50", p50, false);
+        lines.extend(lines_per_run(runs, "p99", p99, true));
+        Panel {
+            title: title.into(),
+            x: XKind::Concurrency,
+            y_desc: "ms".into(),
+            y_log_ok: true,
+            y_top: None,
+            lines,
+            marks: vec![],
+            limits: vec![],
+            empty: NO_SWEEP.to_string(),
+        }
+    };
+    figure(
+        path,
+        size,
+        "Latency vs concurrency (p50 solid, p99 dashed)",
+        runs,
+        &[
+            panel(
+                "Time to first token",
+                |l| stat(l, |s| s.dists.ttft_ms.as_ref().map(|d| d.p50)),
+                |l| stat(l, |s| s.dists.ttft_ms.as_ref().map(|d| d.p99)),
+            ),
+            panel(
+                "Inter-token latency (per token)",
+                |l| stat(l, |s| s.dists.itl_ms.as_ref().map(|d| d.p50)),
+                |l| stat(l, |s| s.dists.itl_ms.as_ref().map(|d| d.p99)),
+            ),
+            panel(
+                "Time per output token",
+                |l| stat(l, |s| s.dists.tpot_ms.as_ref().map(|d| d.p50)),
+                |l| stat(l, |s| s.dists.tpot_ms.as_ref().map(|d| d.p99)),
+            ),
+        ],
+        3,
+        &[],
+    )
+}
+
+/// `spec_decoding.png`: the accept length per level, as the client and the engine see it.
+pub(super) fn spec_decoding(
+    path: &Path,
+    size: (u32, u32),
+    runs: &[ChartRun<'_>],
+) -> Result<(), String> {
+    let mut lines = lines_per_run(
+        runs,
+        "client (tokens per chunk)",
+        crate::summary::LevelSummary::accept_length_client,
+        false,
+    );
+    let server = lines_per_run(
+        runs,
+        "server (engine metrics)",
+        |l| l.accept_length_server,
+        true,
+    );
+    let any_server = server.iter().any(|l| !l.points.is_empty());
+    lines.extend(server.into_iter().filter(|l| !l.points.is_empty()));
+    let footer = if any_server {
+        vec![]
+    } else {
+        vec!["The server reported no accept length (no speculative-decoding metrics on its /metrics)".to_string()]
+    };
+    figure(
+        path,
+        size,
+        "Speculative decoding: accept length per level",
+        runs,
+        &[Panel {
+            title: "Mean accept length (tokens per step)".into(),
+            x: XKind::Concurrency,
+            y_desc: "tokens".into(),
+            y_log_ok: false,
+            y_top: None,
+            lines,
+            marks: vec![],
+            limits: vec![],
+            empty: NO_SWEEP.to_string(),
+        }],
+        1,
+        &footer,
+    )
+}
