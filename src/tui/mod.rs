@@ -6,6 +6,7 @@
 
 pub mod action;
 pub mod app;
+#[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 pub mod tabs;
 pub mod theme;
