@@ -123,34 +123,7 @@ impl Session {
                 backend,
                 prompts,
                 levels,
-            } => {
-                self.summary.simulated |= server.simulated;
-                self.summary.server = Some(server);
-                self.summary.backend = Some(backend);
-                self.summary.prompts = Some(prompts);
-                if self.summary.levels().next().is_none() {
-                    let of = |kind: LevelKind| -> Vec<LevelSummary> {
-                        levels
-                            .iter()
-                            .filter(|l| l.kind == kind)
-                            .map(LevelSummary::planned)
-                            .collect()
-                    };
-                    self.summary.sweep = of(LevelKind::Sweep);
-                    self.summary.rates = of(LevelKind::Rate);
-                    self.summary.long_context = of(LevelKind::LongContext);
-                    self.summary.multi_turn = of(LevelKind::MultiTurn);
-                } else {
-                    // Resuming: the levels to run start again; finished ones keep their results.
-                    for spec in &levels {
-                        if let Some(l) = self.summary.level_mut(spec.index) {
-                            *l = LevelSummary::planned(spec);
-                        }
-                    }
-                }
-                self.specs = levels;
-                self.save();
-            }
+            } => self.run_started(server, backend, prompts, levels),
             Event::LevelAdded(spec) => self.add_level(spec),
             Event::Search(s) => {
                 self.summary.search = Some(*s);
@@ -161,29 +134,7 @@ impl Session {
             Event::LevelStarted {
                 index,
                 origin_unix_us,
-            } => {
-                self.current = Some(index);
-                // Closed loop: one slot per worker. A rate level's slots come from a pool that
-                // grows as needed; each is announced by its `Sent` event.
-                let slots = self
-                    .specs
-                    .iter()
-                    .find(|s| s.index == index)
-                    .map_or(0, LevelSpec::workers);
-                self.accs
-                    .insert(index, LevelAccumulator::new(self.slo).with_slots(slots));
-                self.level_telemetry
-                    .insert(index, LevelTelemetryAcc::new(self.latest_server.clone()));
-                self.progress.insert(index, LevelProgress::default());
-                if let Some(l) = self.summary.level_mut(index) {
-                    l.status = LevelStatus::Running;
-                    l.started_at_unix_ms = Some(crate::telemetry::now_unix_ms());
-                    l.origin_unix_us = Some(origin_unix_us);
-                    self.phase = format!("running {}", l.label());
-                }
-                // results.json says which level is under way (for anyone watching the file).
-                self.save();
-            }
+            } => self.level_started(index, origin_unix_us),
             Event::LevelSkipped {
                 index,
                 reason,
@@ -202,21 +153,7 @@ impl Session {
                     acc.note_slot(slot);
                 }
             }
-            Event::Request(mut r) => {
-                if !r.warmup {
-                    self.progress.entry(r.level).or_default().finished += 1;
-                    if let Some(acc) = self.accs.get_mut(&r.level) {
-                        acc.add(&r);
-                    }
-                }
-                if !self.record_chunks {
-                    r.chunks = Vec::new();
-                }
-                if let Some(f) = self.files.as_mut() {
-                    let res = f.append(&r);
-                    self.io(res);
-                }
-            }
+            Event::Request(r) => self.request(r),
             Event::LevelFinished { index, interrupted } => {
                 self.finish_level(index, interrupted);
                 if self.current == Some(index) {
@@ -241,6 +178,86 @@ impl Session {
                 };
                 self.save();
             }
+        }
+    }
+
+    /// The run has started: the server it found and the planned levels, as waiting rows (or,
+    /// resuming, the levels still to run reset).
+    fn run_started(
+        &mut self,
+        server: crate::client::ServerInfo,
+        backend: crate::client::Backend,
+        prompts: crate::workload::prompt::PromptMethod,
+        levels: Vec<LevelSpec>,
+    ) {
+        self.summary.simulated |= server.simulated;
+        self.summary.server = Some(server);
+        self.summary.backend = Some(backend);
+        self.summary.prompts = Some(prompts);
+        if self.summary.levels().next().is_none() {
+            let of = |kind: LevelKind| -> Vec<LevelSummary> {
+                levels
+                    .iter()
+                    .filter(|l| l.kind == kind)
+                    .map(LevelSummary::planned)
+                    .collect()
+            };
+            self.summary.sweep = of(LevelKind::Sweep);
+            self.summary.rates = of(LevelKind::Rate);
+            self.summary.long_context = of(LevelKind::LongContext);
+            self.summary.multi_turn = of(LevelKind::MultiTurn);
+        } else {
+            // Resuming: the levels to run start again; finished ones keep their results.
+            for spec in &levels {
+                if let Some(l) = self.summary.level_mut(spec.index) {
+                    *l = LevelSummary::planned(spec);
+                }
+            }
+        }
+        self.specs = levels;
+        self.save();
+    }
+
+    /// A level starts: its fold, its telemetry window and its progress.
+    fn level_started(&mut self, index: u32, origin_unix_us: u64) {
+        self.current = Some(index);
+        // Closed loop: one slot per worker. A rate level's slots come from a pool that
+        // grows as needed; each is announced by its `Sent` event.
+        let slots = self
+            .specs
+            .iter()
+            .find(|s| s.index == index)
+            .map_or(0, LevelSpec::workers);
+        self.accs
+            .insert(index, LevelAccumulator::new(self.slo).with_slots(slots));
+        self.level_telemetry
+            .insert(index, LevelTelemetryAcc::new(self.latest_server.clone()));
+        self.progress.insert(index, LevelProgress::default());
+        if let Some(l) = self.summary.level_mut(index) {
+            l.status = LevelStatus::Running;
+            l.started_at_unix_ms = Some(crate::telemetry::now_unix_ms());
+            l.origin_unix_us = Some(origin_unix_us);
+            self.phase = format!("running {}", l.label());
+        }
+        // results.json says which level is under way (for anyone watching the file).
+        self.save();
+    }
+
+    /// A request ended: folded into its level (warmups are not), then appended to
+    /// requests.jsonl.
+    fn request(&mut self, mut r: Box<crate::metrics::RequestRecord>) {
+        if !r.warmup {
+            self.progress.entry(r.level).or_default().finished += 1;
+            if let Some(acc) = self.accs.get_mut(&r.level) {
+                acc.add(&r);
+            }
+        }
+        if !self.record_chunks {
+            r.chunks = Vec::new();
+        }
+        if let Some(f) = self.files.as_mut() {
+            let res = f.append(&r);
+            self.io(res);
         }
     }
 

@@ -56,24 +56,7 @@ fn say(line: &str) {
 
 fn print_notice(n: Notice, s: &Session) {
     match n {
-        Notice::RunStarted => {
-            if let Some(sv) = &s.summary.server {
-                say(&format!(
-                    "[server] {} · model {} · context {} · {}",
-                    sv.engine.name(),
-                    sv.model,
-                    sv.context_limit
-                        .map_or("not reported".into(), |n| format!("{n} tokens")),
-                    s.summary.backend.map_or("", |b| b.path())
-                ));
-            }
-            if let Some(p) = &s.summary.prompts {
-                say(&format!("[prompts] {}", p.description));
-            }
-            if let Some(d) = s.dir() {
-                say(&format!("[files] {}", d.display()));
-            }
-        }
+        Notice::RunStarted => run_started(s),
         Notice::Calibrated => {
             if let Some(p) = &s.summary.prompts {
                 say(&format!(
@@ -85,89 +68,12 @@ fn print_notice(n: Notice, s: &Session) {
         Notice::Phase(p) => say(&format!("[phase] {p}")),
         Notice::LevelStarted(i) => {
             if let Some(l) = s.summary.level(i) {
-                let dataset = s.summary.config.dataset.is_some()
-                    && l.kind != crate::workload::LevelKind::LongContext;
-                say(&format!(
-                    "[{}] {} requests{}",
-                    l.label(),
-                    l.requests,
-                    if dataset && l.conversation.is_some() {
-                        format!(
-                            ", user messages from the dataset, {} out tokens",
-                            l.output_len
-                        )
-                    } else if dataset {
-                        ", prompts and output lengths from the dataset".to_string()
-                    } else {
-                        format!(" of {} in / {} out tokens", l.input_len, l.output_len)
-                    }
-                ));
+                say(&level_started_line(s, l));
             }
         }
         Notice::Level(i) => {
-            let Some(l) = s.summary.level(i) else { return };
-            if l.status == LevelStatus::Skipped {
-                say(&format!(
-                    "[{}] SKIPPED: {}",
-                    l.label(),
-                    l.reason.as_deref().unwrap_or("")
-                ));
-                return;
-            }
-            let Some(st) = &l.stats else {
-                say(&format!("[{}] {}", l.label(), l.status.name()));
-                return;
-            };
-            let (sc, d) = (&st.scalars, &st.dists);
-            if l.kind == crate::workload::LevelKind::Rate {
-                say(&format!(
-                    "[{}] {} · {} ok, {} failed · sent at {} req/s, done {} req/s · {} out tok/s · TTFT p50 {} ms · TPOT p50 {} ms · client queue p99 {} ms · {:.1} s",
-                    l.label(),
-                    l.status.name(),
-                    sc.completed,
-                    sc.failed,
-                    num(sc.achieved_request_rate),
-                    num(Some(sc.request_throughput)),
-                    num(Some(sc.output_throughput)),
-                    num(d.ttft_ms.as_ref().map(|d| d.p50)),
-                    num(d.tpot_ms.as_ref().map(|d| d.p50)),
-                    num(d.client_queue_ms.as_ref().map(|d| d.p99)),
-                    sc.duration_s
-                ));
-                for (k, f) in &sc.failures {
-                    say(&format!(
-                        "    {k}: {} × first: {}",
-                        f.count, f.first_message
-                    ));
-                }
-                return;
-            }
-            say(&format!(
-                "[{}] {} · {} ok, {} failed · {} out tok/s · per-stream {} tok/s · TTFT p50 {} ms · ITL p50 {} ms · accept {} · {:.0} % multi-event deliveries · {:.1} s",
-                l.label(),
-                l.status.name(),
-                sc.completed,
-                sc.failed,
-                num(Some(sc.output_throughput)),
-                num(d.decode_tokens_per_s.as_ref().map(|d| d.mean)),
-                num(d.ttft_ms.as_ref().map(|d| d.p50)),
-                num(d.itl_ms.as_ref().map(|d| d.p50)),
-                if l.delivery_bursts {
-                    "— (delivery bursts)".to_string()
-                } else {
-                    num(sc.accept_length_client)
-                },
-                sc.multi_event_delivery_share.unwrap_or(0.0) * 100.0,
-                sc.duration_s
-            ));
-            for (k, f) in &sc.failures {
-                say(&format!(
-                    "    {k}: {} × first: {}",
-                    f.count, f.first_message
-                ));
-            }
-            for line in cache_lines(sc) {
-                say(&line);
+            if let Some(l) = s.summary.level(i) {
+                level_ended(l);
             }
         }
         Notice::Warning(w) => say(&format!("[warning] {w}")),
@@ -195,6 +101,122 @@ fn print_notice(n: Notice, s: &Session) {
         }
         Notice::None => {}
     }
+}
+
+/// The server, the prompt method and the run directory, once the run has started.
+fn run_started(s: &Session) {
+    if let Some(sv) = &s.summary.server {
+        say(&format!(
+            "[server] {} · model {} · context {} · {}",
+            sv.engine.name(),
+            sv.model,
+            sv.context_limit
+                .map_or("not reported".into(), |n| format!("{n} tokens")),
+            s.summary.backend.map_or("", |b| b.path())
+        ));
+    }
+    if let Some(p) = &s.summary.prompts {
+        say(&format!("[prompts] {}", p.description));
+    }
+    if let Some(d) = s.dir() {
+        say(&format!("[files] {}", d.display()));
+    }
+}
+
+/// What a level is about to send.
+fn level_started_line(s: &Session, l: &crate::summary::LevelSummary) -> String {
+    let dataset =
+        s.summary.config.dataset.is_some() && l.kind != crate::workload::LevelKind::LongContext;
+    format!(
+        "[{}] {} requests{}",
+        l.label(),
+        l.requests,
+        if dataset && l.conversation.is_some() {
+            format!(
+                ", user messages from the dataset, {} out tokens",
+                l.output_len
+            )
+        } else if dataset {
+            ", prompts and output lengths from the dataset".to_string()
+        } else {
+            format!(" of {} in / {} out tokens", l.input_len, l.output_len)
+        }
+    )
+}
+
+/// A level's result lines as it ends (or why it was skipped).
+fn level_ended(l: &crate::summary::LevelSummary) {
+    if l.status == LevelStatus::Skipped {
+        say(&format!(
+            "[{}] SKIPPED: {}",
+            l.label(),
+            l.reason.as_deref().unwrap_or("")
+        ));
+        return;
+    }
+    let Some(st) = &l.stats else {
+        say(&format!("[{}] {}", l.label(), l.status.name()));
+        return;
+    };
+    let sc = &st.scalars;
+    if l.kind == crate::workload::LevelKind::Rate {
+        say(&rate_level_line(l, st));
+    } else {
+        say(&level_line(l, st));
+    }
+    for (k, f) in &sc.failures {
+        say(&format!(
+            "    {k}: {} × first: {}",
+            f.count, f.first_message
+        ));
+    }
+    if l.kind != crate::workload::LevelKind::Rate {
+        for line in cache_lines(sc) {
+            say(&line);
+        }
+    }
+}
+
+/// A rate level's line: offered against achieved rates, and the client queue.
+fn rate_level_line(l: &crate::summary::LevelSummary, st: &crate::metrics::LevelStats) -> String {
+    let (sc, d) = (&st.scalars, &st.dists);
+    format!(
+        "[{}] {} · {} ok, {} failed · sent at {} req/s, done {} req/s · {} out tok/s · TTFT p50 {} ms · TPOT p50 {} ms · client queue p99 {} ms · {:.1} s",
+        l.label(),
+        l.status.name(),
+        sc.completed,
+        sc.failed,
+        num(sc.achieved_request_rate),
+        num(Some(sc.request_throughput)),
+        num(Some(sc.output_throughput)),
+        num(d.ttft_ms.as_ref().map(|d| d.p50)),
+        num(d.tpot_ms.as_ref().map(|d| d.p50)),
+        num(d.client_queue_ms.as_ref().map(|d| d.p99)),
+        sc.duration_s
+    )
+}
+
+/// A closed-loop level's line: throughput, latency and the accept length.
+fn level_line(l: &crate::summary::LevelSummary, st: &crate::metrics::LevelStats) -> String {
+    let (sc, d) = (&st.scalars, &st.dists);
+    format!(
+        "[{}] {} · {} ok, {} failed · {} out tok/s · per-stream {} tok/s · TTFT p50 {} ms · ITL p50 {} ms · accept {} · {:.0} % multi-event deliveries · {:.1} s",
+        l.label(),
+        l.status.name(),
+        sc.completed,
+        sc.failed,
+        num(Some(sc.output_throughput)),
+        num(d.decode_tokens_per_s.as_ref().map(|d| d.mean)),
+        num(d.ttft_ms.as_ref().map(|d| d.p50)),
+        num(d.itl_ms.as_ref().map(|d| d.p50)),
+        if l.delivery_bursts {
+            "— (delivery bursts)".to_string()
+        } else {
+            num(sc.accept_length_client)
+        },
+        sc.multi_event_delivery_share.unwrap_or(0.0) * 100.0,
+        sc.duration_s
+    )
 }
 
 /// What a search update adds: the bound when bisection starts, each probe's verdict, the
