@@ -4,7 +4,7 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::Style;
+use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{LineGauge, Paragraph, Widget, Wrap};
 
@@ -134,6 +134,36 @@ fn render_gpus(app: &App, gpus: &[GpuReading], area: Rect, buf: &mut Buffer, th:
     }
 }
 
+/// One series a GPU, named `names[i]`, in the three series colours in turn.
+fn gpu_series<'a>(
+    sets: &'a [Vec<(f64, f64)>],
+    names: &'a [String],
+    colors: &[Color; 3],
+) -> Vec<Series<'a>> {
+    sets.iter()
+        .enumerate()
+        .map(|(i, points)| Series {
+            name: &names[i],
+            points,
+            style: Style::default().fg(colors[i % 3]),
+        })
+        .collect()
+}
+
+/// Four chart cells: one row when the tab is 120 columns wide or more, else two by two.
+fn chart_cells(area: Rect) -> Vec<Rect> {
+    if area.width >= 120 {
+        Layout::horizontal([Constraint::Ratio(1, 4); 4])
+            .split(area)
+            .to_vec()
+    } else {
+        let [top, bottom] = Layout::vertical([Constraint::Ratio(1, 2); 2]).areas(area);
+        let a = Layout::horizontal([Constraint::Ratio(1, 2); 2]).split(top);
+        let b = Layout::horizontal([Constraint::Ratio(1, 2); 2]).split(bottom);
+        vec![a[0], a[1], b[0], b[1]]
+    }
+}
+
 fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     let v = &app.telemetry;
     let t_max = v
@@ -154,25 +184,8 @@ fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     let names: Vec<String> = (0..v.gpu_mem_gib.len())
         .map(|i| format!("GPU{i}"))
         .collect();
-    let per_gpu = |sets: &'_ [Vec<(f64, f64)>]| -> Vec<(usize, usize)> {
-        (0..sets.len()).map(|i| (i, i % 3)).collect()
-    };
-    let mem: Vec<Series> = per_gpu(&v.gpu_mem_gib)
-        .into_iter()
-        .map(|(i, c)| Series {
-            name: &names[i],
-            points: &v.gpu_mem_gib[i],
-            style: Style::default().fg(colors[c]),
-        })
-        .collect();
-    let util: Vec<Series> = per_gpu(&v.gpu_util)
-        .into_iter()
-        .map(|(i, c)| Series {
-            name: &names[i],
-            points: &v.gpu_util[i],
-            style: Style::default().fg(colors[c]),
-        })
-        .collect();
+    let mem = gpu_series(&v.gpu_mem_gib, &names, &colors);
+    let util = gpu_series(&v.gpu_util, &names, &colors);
     let server = [
         Series {
             name: "running",
@@ -190,16 +203,7 @@ fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         points: &v.kv_pct,
         style: Style::default().fg(colors[2]),
     }];
-    let cells: Vec<Rect> = if area.width >= 120 {
-        Layout::horizontal([Constraint::Ratio(1, 4); 4])
-            .split(area)
-            .to_vec()
-    } else {
-        let [top, bottom] = Layout::vertical([Constraint::Ratio(1, 2); 2]).areas(area);
-        let a = Layout::horizontal([Constraint::Ratio(1, 2); 2]).split(top);
-        let b = Layout::horizontal([Constraint::Ratio(1, 2); 2]).split(bottom);
-        vec![a[0], a[1], b[0], b[1]]
-    };
+    let cells = chart_cells(area);
     let (no_gpu, no_srv) = ("no GPU samples", "no engine metrics");
     let mem_top = (v.gpu_mem_total_gib > 0.0).then_some(v.gpu_mem_total_gib);
     line_chart_marked(
