@@ -303,6 +303,35 @@ async fn generate(State(s): State<Shared>, Json(body): Json<Value>) -> Response 
     serve(&s, Kind::Native, &body)
 }
 
+/// The whole answer of an injected fault that answers at once (500, 429, a context error);
+/// `None` for the faults that happen mid-stream.
+fn fault_response(s: &Shared, f: FaultKind, ask: &Ask) -> Option<Response> {
+    match f {
+        FaultKind::Http500 => Some(error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "simulated internal server error (injected fault)",
+        )),
+        FaultKind::Http429 => {
+            let mut r = error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "simulated rate limit (injected fault)",
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+            Some(r)
+        }
+        FaultKind::Ctx400 => Some(error(
+            StatusCode::BAD_REQUEST,
+            &format!(
+                "This model's maximum context length is {} tokens. However, you requested {} tokens (injected fault).",
+                s.config.context_length,
+                ask.input_tokens + ask.max_tokens
+            ),
+        )),
+        _ => None,
+    }
+}
+
 fn serve(s: &Shared, kind: Kind, body: &Value) -> Response {
     let ask = match parse_ask(s, kind, body) {
         Ok(a) => a,
@@ -327,33 +356,8 @@ fn serve(s: &Shared, kind: Kind, body: &Value) -> Response {
         if let Ok(mut l) = s.log.lock() {
             *l.injected.entry(f).or_default() += 1;
         }
-        match f {
-            FaultKind::Http500 => {
-                return error(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "simulated internal server error (injected fault)",
-                );
-            }
-            FaultKind::Http429 => {
-                let mut r = error(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "simulated rate limit (injected fault)",
-                );
-                r.headers_mut()
-                    .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
-                return r;
-            }
-            FaultKind::Ctx400 => {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    &format!(
-                        "This model's maximum context length is {} tokens. However, you requested {} tokens (injected fault).",
-                        s.config.context_length,
-                        ask.input_tokens + ask.max_tokens
-                    ),
-                );
-            }
-            _ => {}
+        if let Some(r) = fault_response(s, f, &ask) {
+            return r;
         }
     }
     let (tx, rx) = mpsc::unbounded_channel();
