@@ -522,32 +522,69 @@ impl Runner {
         }
     }
 
+    /// Cancels `level_cancel` when the user asks to skip the level (the control's skip count
+    /// moves on).
+    fn watch_for_skip(&self, level_cancel: &CancellationToken) -> tokio::task::JoinHandle<()> {
+        let mut control = self.control.clone();
+        let level_cancel = level_cancel.clone();
+        let start_skip = control.borrow().skip;
+        tokio::spawn(async move {
+            while control.changed().await.is_ok() {
+                if control.borrow().skip != start_skip {
+                    level_cancel.cancel();
+                    break;
+                }
+            }
+        })
+    }
+
+    /// The level's closed-loop workers (none for a rate level), one a slot: a chat worker per
+    /// conversation lane, or a request worker.
+    fn spawn_workers(
+        &self,
+        spec: &LevelSpec,
+        ctx: &LaneCtx<'_>,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
+        let lane = |slot| Lane {
+            slot,
+            client: self.prepared.client.clone(),
+            queue: ctx.queue.clone(),
+            stop: ctx.stop.clone(),
+            watch: ctx.watch.clone(),
+            level: spec.index,
+            origin: ctx.origin,
+            tx: self.tx.clone(),
+            cancel: ctx.cancel.clone(),
+            control: self.control.clone(),
+            grace: self.grace,
+        };
+        (0..spec.workers())
+            .map(|slot| match spec.conversation {
+                Some(c) => tokio::spawn(
+                    chat::ChatWorker {
+                        lane: lane(slot),
+                        turns: c.turns,
+                    }
+                    .run(),
+                ),
+                None => tokio::spawn(
+                    Worker {
+                        lane: lane(slot),
+                        long_context: spec.kind == LevelKind::LongContext,
+                    }
+                    .run(),
+                ),
+            })
+            .collect()
+    }
+
     async fn run_level(&self, spec: &LevelSpec, queue: Queue) -> LevelEnd {
         let level_cancel = self.cancel.child_token();
-        let skip_watch = {
-            let mut control = self.control.clone();
-            let level_cancel = level_cancel.clone();
-            let start_skip = control.borrow().skip;
-            tokio::spawn(async move {
-                while control.changed().await.is_ok() {
-                    if control.borrow().skip != start_skip {
-                        level_cancel.cancel();
-                        break;
-                    }
-                }
-            })
-        };
+        let skip_watch = self.watch_for_skip(&level_cancel);
         tracing::info!(level = spec.index, label = %spec.label(), requests = spec.requests, "level started");
-        // A rate level opens a second's worth of arrivals (at most its cap).
-        let prewarm = match spec.arrival {
-            Some(a) => (a.request_rate.ceil().min(f64::from(u32::MAX)) as u32)
-                .max(1)
-                .min(a.max_concurrency.unwrap_or(u32::MAX)),
-            None => spec.concurrency,
-        };
         self.prepared
             .client
-            .prewarm(prewarm.min(spec.requests))
+            .prewarm(prewarm_connections(spec))
             .await;
         self.scrape_engine().await;
         let origin = Instant::now();
@@ -562,7 +599,6 @@ impl Runner {
             self.tx.clone(),
         ));
         let mut workers = Vec::new();
-        let closed_loop_workers = spec.workers();
         if let Some(arrival) = spec.arrival {
             let ctx = Arc::new(OpenLoopCtx {
                 client: self.prepared.client.clone(),
@@ -578,37 +614,14 @@ impl Runner {
             self.open_loop(spec, &arrival, seed, queue.clone(), ctx)
                 .await;
         }
-        let lane = |slot| Lane {
-            slot,
-            client: self.prepared.client.clone(),
-            queue: queue.clone(),
-            stop: stop.clone(),
-            watch: watch.clone(),
-            level: spec.index,
+        let lanes = LaneCtx {
+            queue: &queue,
+            stop: &stop,
+            watch: &watch,
             origin,
-            tx: self.tx.clone(),
-            cancel: level_cancel.clone(),
-            control: self.control.clone(),
-            grace: self.grace,
+            cancel: &level_cancel,
         };
-        for slot in 0..closed_loop_workers {
-            workers.push(match spec.conversation {
-                Some(c) => tokio::spawn(
-                    chat::ChatWorker {
-                        lane: lane(slot),
-                        turns: c.turns,
-                    }
-                    .run(),
-                ),
-                None => tokio::spawn(
-                    Worker {
-                        lane: lane(slot),
-                        long_context: spec.kind == LevelKind::LongContext,
-                    }
-                    .run(),
-                ),
-            });
-        }
+        workers.extend(self.spawn_workers(spec, &lanes));
         for w in workers {
             let _ = w.await;
         }
@@ -959,6 +972,27 @@ async fn dataset_request(
 
 /// What each closed-loop worker of a level holds: its slot, the client, the level's queue and
 /// channel, and what stops or pauses it.
+/// What a level's lanes share, borrowed while its workers are spawned.
+struct LaneCtx<'a> {
+    queue: &'a Queue,
+    stop: &'a Arc<AtomicBool>,
+    watch: &'a Arc<ServerWatch>,
+    origin: Instant,
+    cancel: &'a CancellationToken,
+}
+
+/// Connections to open before a level starts: its concurrency, or a rate level's second's
+/// worth of arrivals (at most its cap); never more than its requests.
+fn prewarm_connections(spec: &LevelSpec) -> u32 {
+    let n = match spec.arrival {
+        Some(a) => (a.request_rate.ceil().min(f64::from(u32::MAX)) as u32)
+            .max(1)
+            .min(a.max_concurrency.unwrap_or(u32::MAX)),
+        None => spec.concurrency,
+    };
+    n.min(spec.requests)
+}
+
 struct Lane {
     /// Which of the level's workers this is (stamped on its records).
     slot: u32,
