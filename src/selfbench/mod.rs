@@ -86,31 +86,37 @@ fn cpu_seconds_of(pid: &str) -> f64 {
     (tick(11) + tick(12)) / 100.0
 }
 
+/// A case's plan: the demo's with every measurement setting overridden (new settings keep the
+/// demo's defaults).
+fn case_config(a: &BenchCaseArgs) -> crate::config::RunConfig {
+    crate::config::RunConfig {
+        base_url: a.url.clone(),
+        backend: BackendChoice::Openai,
+        concurrency: vec![u64::from(a.concurrency)],
+        input_len: a.input_len,
+        output_len: a.output_len,
+        requests_per_level: RequestCount::Fixed(a.requests),
+        warmup_requests: 1,
+        long_context: vec![],
+        first_token_timeout_s: 120.0,
+        idle_timeout_s: 60.0,
+        grace_s: 1.0,
+        seed: 0,
+        out_dir: a.out.clone(),
+        api_key_env: "SERVETOP_BENCH_NO_KEY".into(),
+        record_chunks: a.record_chunks,
+        metrics_url: None,
+        no_metrics: true,
+        dcgm_url: None,
+        no_gpu: true,
+        server_wait_s: 5.0,
+        ..crate::config::RunConfig::demo()
+    }
+}
+
 /// The hidden `bench-case` command: runs one level and prints its [`CaseResult`] as JSON.
 pub async fn case(a: BenchCaseArgs) -> Result<CaseResult, String> {
-    // The demo's plan with every measurement setting overridden (new settings keep the
-    // demo's defaults).
-    let mut cfg = crate::config::RunConfig::demo();
-    cfg.base_url = a.url.clone();
-    cfg.backend = BackendChoice::Openai;
-    cfg.concurrency = vec![u64::from(a.concurrency)];
-    cfg.input_len = a.input_len;
-    cfg.output_len = a.output_len;
-    cfg.requests_per_level = RequestCount::Fixed(a.requests);
-    cfg.warmup_requests = 1;
-    cfg.long_context = vec![];
-    cfg.first_token_timeout_s = 120.0;
-    cfg.idle_timeout_s = 60.0;
-    cfg.grace_s = 1.0;
-    cfg.seed = 0;
-    cfg.out_dir = a.out.clone();
-    cfg.api_key_env = "SERVETOP_BENCH_NO_KEY".into();
-    cfg.record_chunks = a.record_chunks;
-    cfg.metrics_url = None;
-    cfg.no_metrics = true;
-    cfg.dcgm_url = None;
-    cfg.no_gpu = true;
-    cfg.server_wait_s = 5.0;
+    let cfg = case_config(&a);
     let prepared = crate::runner::prepare(&cfg, None).await?;
     let files = crate::export::RunFiles::create(&a.out)?;
     let summary = crate::summary::RunSummary::new(cfg.clone(), None);
