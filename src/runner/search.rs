@@ -53,17 +53,7 @@ impl Runner {
             .map(|l| l.index + 1)
             .max()
             .unwrap_or(0);
-        let spec = LevelSpec {
-            index,
-            kind: LevelKind::Sweep,
-            concurrency: cfg.probe_concurrency,
-            input_tokens: plan.input_tokens,
-            output_tokens: plan.output_tokens,
-            requests: cfg.throughput_requests(),
-            arrival: None,
-            shared_prefix_tokens: plan.shared_prefix_tokens,
-            conversation: None,
-        };
+        let spec = throughput_probe_spec(plan, index);
         index += 1;
         s.throughput_probe = Some(ThroughputProbe {
             level: spec.index,
@@ -109,23 +99,7 @@ impl Runner {
                     return Ok(());
                 }
             };
-            let ol = &plan.open_loop;
-            let spec = LevelSpec {
-                index,
-                kind: LevelKind::Rate,
-                concurrency: ol.max_concurrency.unwrap_or(0),
-                input_tokens: plan.input_tokens,
-                output_tokens: plan.output_tokens,
-                requests: cfg.requests_at(rate),
-                arrival: Some(Arrival {
-                    request_rate: rate,
-                    burstiness: ol.burstiness,
-                    ramp_up_s: ol.ramp_up_s,
-                    max_concurrency: ol.max_concurrency,
-                }),
-                shared_prefix_tokens: plan.shared_prefix_tokens,
-                conversation: None,
-            };
+            let spec = rate_probe_spec(plan, index, rate);
             index += 1;
             s.probes.push(RateProbe {
                 level: spec.index,
@@ -209,5 +183,41 @@ impl Runner {
             .await
             .map_err(|e| format!("the search lost a probe's results: {e}"))?;
         result.map(|()| seen)
+    }
+}
+
+/// The search's first level: a closed-loop probe of the most requests/s the server sustains.
+fn throughput_probe_spec(plan: &SearchPlan, index: u32) -> LevelSpec {
+    LevelSpec {
+        index,
+        kind: LevelKind::Sweep,
+        concurrency: plan.config.probe_concurrency,
+        input_tokens: plan.input_tokens,
+        output_tokens: plan.output_tokens,
+        requests: plan.config.throughput_requests(),
+        arrival: None,
+        shared_prefix_tokens: plan.shared_prefix_tokens,
+        conversation: None,
+    }
+}
+
+/// A rate probe at `rate` req/s, with the run's arrival shape and cap.
+fn rate_probe_spec(plan: &SearchPlan, index: u32, rate: f64) -> LevelSpec {
+    let ol = &plan.open_loop;
+    LevelSpec {
+        index,
+        kind: LevelKind::Rate,
+        concurrency: ol.max_concurrency.unwrap_or(0),
+        input_tokens: plan.input_tokens,
+        output_tokens: plan.output_tokens,
+        requests: plan.config.requests_at(rate),
+        arrival: Some(Arrival {
+            request_rate: rate,
+            burstiness: ol.burstiness,
+            ramp_up_s: ol.ramp_up_s,
+            max_concurrency: ol.max_concurrency,
+        }),
+        shared_prefix_tokens: plan.shared_prefix_tokens,
+        conversation: None,
     }
 }
