@@ -25,181 +25,189 @@ pub fn engine_page(cfg: &SimConfig, log: &SimLog, flavor: MetricsFlavor, now: In
     let mut out = String::new();
     let m = esc(&cfg.model);
     let kv = log.kv_tokens as f64 / cfg.kv_capacity_tokens.max(1) as f64;
+    match flavor {
+        MetricsFlavor::Sglang => sglang_page(&mut out, cfg, log, &m, kv, now),
+        MetricsFlavor::Vllm => vllm_page(&mut out, cfg, log, &m, kv),
+    }
+    out
+}
+
+/// SGLang's names: gauges of the scheduler, the prefix-cache hit rate, the recent accept
+/// length, and the token counters.
+fn sglang_page(out: &mut String, cfg: &SimConfig, log: &SimLog, m: &str, kv: f64, now: Instant) {
     let recent_accept = (!log.recent_accept.is_empty()).then(|| {
         log.recent_accept.iter().map(|k| f64::from(*k)).sum::<f64>()
             / log.recent_accept.len() as f64
     });
-    match flavor {
-        MetricsFlavor::Sglang => {
-            let l = format!("engine_type=\"unified\",model_name=\"{m}\",tp_rank=\"0\"");
-            let g = |out: &mut String, name: &str, help: &str, v: f64| {
-                family(out, name, "gauge", help);
-                let _ = writeln!(out, "{name}{{{l}}} {v}");
-            };
-            g(
-                &mut out,
-                "sglang:num_running_reqs",
-                "The number of running requests.",
-                log.running as f64,
-            );
-            g(
-                &mut out,
-                "sglang:num_queue_reqs",
-                "The number of requests in the waiting queue.",
-                log.waiting as f64,
-            );
-            g(
-                &mut out,
-                "sglang:num_used_tokens",
-                "The number of used tokens.",
-                log.kv_tokens as f64,
-            );
-            g(&mut out, "sglang:token_usage", "The token usage.", kv);
-            g(
-                &mut out,
-                "sglang:gen_throughput",
-                "The generation throughput (token/s).",
-                log.tokens_last_second(now) as f64,
-            );
-            let (hit, asked) = log
-                .recent_cache
-                .iter()
-                .fold((0u64, 0u64), |(h, q), (c, p)| (h + c, q + p));
-            g(
-                &mut out,
-                "sglang:cache_hit_rate",
-                "The prefix cache hit rate.",
-                if asked == 0 {
-                    0.0
-                } else {
-                    hit as f64 / asked as f64
-                },
-            );
-            if cfg.accept_length.draft_width() > 0 {
-                g(
-                    &mut out,
-                    "sglang:spec_accept_length",
-                    "The average acceptance length of speculative decoding.",
-                    recent_accept.unwrap_or(0.0),
-                );
-            }
-            let l2 = format!("engine_type=\"unified\",model_name=\"{m}\"");
-            family(
-                &mut out,
-                "sglang:prompt_tokens_total",
-                "counter",
-                "Number of prefill tokens processed.",
-            );
+    let l = format!("engine_type=\"unified\",model_name=\"{m}\",tp_rank=\"0\"");
+    let g = |out: &mut String, name: &str, help: &str, v: f64| {
+        family(out, name, "gauge", help);
+        let _ = writeln!(out, "{name}{{{l}}} {v}");
+    };
+    g(
+        out,
+        "sglang:num_running_reqs",
+        "The number of running requests.",
+        log.running as f64,
+    );
+    g(
+        out,
+        "sglang:num_queue_reqs",
+        "The number of requests in the waiting queue.",
+        log.waiting as f64,
+    );
+    g(
+        out,
+        "sglang:num_used_tokens",
+        "The number of used tokens.",
+        log.kv_tokens as f64,
+    );
+    g(out, "sglang:token_usage", "The token usage.", kv);
+    g(
+        out,
+        "sglang:gen_throughput",
+        "The generation throughput (token/s).",
+        log.tokens_last_second(now) as f64,
+    );
+    let (hit, asked) = log
+        .recent_cache
+        .iter()
+        .fold((0u64, 0u64), |(h, q), (c, p)| (h + c, q + p));
+    g(
+        out,
+        "sglang:cache_hit_rate",
+        "The prefix cache hit rate.",
+        if asked == 0 {
+            0.0
+        } else {
+            hit as f64 / asked as f64
+        },
+    );
+    if cfg.accept_length.draft_width() > 0 {
+        g(
+            out,
+            "sglang:spec_accept_length",
+            "The average acceptance length of speculative decoding.",
+            recent_accept.unwrap_or(0.0),
+        );
+    }
+    let l2 = format!("engine_type=\"unified\",model_name=\"{m}\"");
+    family(
+        out,
+        "sglang:prompt_tokens_total",
+        "counter",
+        "Number of prefill tokens processed.",
+    );
+    let _ = writeln!(
+        out,
+        "sglang:prompt_tokens_total{{{l2}}} {}",
+        log.total_prompt_tokens
+    );
+    family(
+        out,
+        "sglang:generation_tokens_total",
+        "counter",
+        "Number of generation tokens processed.",
+    );
+    let _ = writeln!(
+        out,
+        "sglang:generation_tokens_total{{{l2}}} {}",
+        log.total_generated_tokens
+    );
+}
+
+/// vLLM's names: gauges, the prefix-cache and token counters, and the speculative-decoding
+/// counters per draft position.
+fn vllm_page(out: &mut String, cfg: &SimConfig, log: &SimLog, m: &str, kv: f64) {
+    let l = format!("engine=\"0\",model_name=\"{m}\"");
+    let g = |out: &mut String, name: &str, help: &str, v: f64| {
+        family(out, name, "gauge", help);
+        let _ = writeln!(out, "{name}{{{l}}} {v}");
+    };
+    let c = |out: &mut String, name: &str, help: &str, v: u64| {
+        family(out, name, "counter", help);
+        let _ = writeln!(out, "{name}{{{l}}} {v}.0");
+    };
+    g(
+        out,
+        "vllm:num_requests_running",
+        "Number of requests in model execution batches.",
+        log.running as f64,
+    );
+    g(
+        out,
+        "vllm:num_requests_waiting",
+        "Number of requests waiting to be processed.",
+        log.waiting as f64,
+    );
+    g(
+        out,
+        "vllm:kv_cache_usage_perc",
+        "KV-cache usage. 1 means 100 percent usage.",
+        kv,
+    );
+    c(
+        out,
+        "vllm:prefix_cache_queries_total",
+        "Prefix cache queries, in terms of number of queried tokens.",
+        log.total_cache_queries,
+    );
+    c(
+        out,
+        "vllm:prefix_cache_hits_total",
+        "Prefix cache hits, in terms of number of cached tokens.",
+        log.total_cached_tokens,
+    );
+    c(
+        out,
+        "vllm:num_preemptions_total",
+        "Cumulative number of preemption from the engine.",
+        0,
+    );
+    c(
+        out,
+        "vllm:prompt_tokens_total",
+        "Number of prefill tokens processed.",
+        log.total_prompt_tokens,
+    );
+    c(
+        out,
+        "vllm:generation_tokens_total",
+        "Number of generation tokens processed.",
+        log.total_generated_tokens,
+    );
+    if cfg.accept_length.draft_width() > 0 {
+        c(
+            out,
+            "vllm:spec_decode_num_drafts_total",
+            "Number of spec decoding drafts.",
+            log.spec_drafts,
+        );
+        c(
+            out,
+            "vllm:spec_decode_num_draft_tokens_total",
+            "Number of draft tokens.",
+            log.spec_draft_tokens,
+        );
+        c(
+            out,
+            "vllm:spec_decode_num_accepted_tokens_total",
+            "Number of accepted tokens.",
+            log.spec_accepted,
+        );
+        family(
+            out,
+            "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+            "counter",
+            "Accepted tokens per draft position.",
+        );
+        for (i, v) in log.spec_accepted_per_pos.iter().enumerate() {
             let _ = writeln!(
                 out,
-                "sglang:prompt_tokens_total{{{l2}}} {}",
-                log.total_prompt_tokens
+                "vllm:spec_decode_num_accepted_tokens_per_pos_total{{{l},position=\"{i}\"}} {v}.0"
             );
-            family(
-                &mut out,
-                "sglang:generation_tokens_total",
-                "counter",
-                "Number of generation tokens processed.",
-            );
-            let _ = writeln!(
-                out,
-                "sglang:generation_tokens_total{{{l2}}} {}",
-                log.total_generated_tokens
-            );
-        }
-        MetricsFlavor::Vllm => {
-            let l = format!("engine=\"0\",model_name=\"{m}\"");
-            let g = |out: &mut String, name: &str, help: &str, v: f64| {
-                family(out, name, "gauge", help);
-                let _ = writeln!(out, "{name}{{{l}}} {v}");
-            };
-            let c = |out: &mut String, name: &str, help: &str, v: u64| {
-                family(out, name, "counter", help);
-                let _ = writeln!(out, "{name}{{{l}}} {v}.0");
-            };
-            g(
-                &mut out,
-                "vllm:num_requests_running",
-                "Number of requests in model execution batches.",
-                log.running as f64,
-            );
-            g(
-                &mut out,
-                "vllm:num_requests_waiting",
-                "Number of requests waiting to be processed.",
-                log.waiting as f64,
-            );
-            g(
-                &mut out,
-                "vllm:kv_cache_usage_perc",
-                "KV-cache usage. 1 means 100 percent usage.",
-                kv,
-            );
-            c(
-                &mut out,
-                "vllm:prefix_cache_queries_total",
-                "Prefix cache queries, in terms of number of queried tokens.",
-                log.total_cache_queries,
-            );
-            c(
-                &mut out,
-                "vllm:prefix_cache_hits_total",
-                "Prefix cache hits, in terms of number of cached tokens.",
-                log.total_cached_tokens,
-            );
-            c(
-                &mut out,
-                "vllm:num_preemptions_total",
-                "Cumulative number of preemption from the engine.",
-                0,
-            );
-            c(
-                &mut out,
-                "vllm:prompt_tokens_total",
-                "Number of prefill tokens processed.",
-                log.total_prompt_tokens,
-            );
-            c(
-                &mut out,
-                "vllm:generation_tokens_total",
-                "Number of generation tokens processed.",
-                log.total_generated_tokens,
-            );
-            if cfg.accept_length.draft_width() > 0 {
-                c(
-                    &mut out,
-                    "vllm:spec_decode_num_drafts_total",
-                    "Number of spec decoding drafts.",
-                    log.spec_drafts,
-                );
-                c(
-                    &mut out,
-                    "vllm:spec_decode_num_draft_tokens_total",
-                    "Number of draft tokens.",
-                    log.spec_draft_tokens,
-                );
-                c(
-                    &mut out,
-                    "vllm:spec_decode_num_accepted_tokens_total",
-                    "Number of accepted tokens.",
-                    log.spec_accepted,
-                );
-                family(
-                    &mut out,
-                    "vllm:spec_decode_num_accepted_tokens_per_pos_total",
-                    "counter",
-                    "Accepted tokens per draft position.",
-                );
-                for (i, v) in log.spec_accepted_per_pos.iter().enumerate() {
-                    let _ = writeln!(
-                        out,
-                        "vllm:spec_decode_num_accepted_tokens_per_pos_total{{{l},position=\"{i}\"}} {v}.0"
-                    );
-                }
-            }
         }
     }
-    out
 }
 
 /// SGLang's `/server_info` shape, with the cumulative accept length.
