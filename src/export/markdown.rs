@@ -317,6 +317,13 @@ pub fn telemetry_table(levels: &[LevelSummary]) -> String {
 
 /// The whole `summary.md`.
 pub fn summary_md(s: &RunSummary) -> String {
+    let mut out = run_header(s);
+    sections(&mut out, s);
+    out
+}
+
+/// The title, the SIMULATED banner, and the run's facts as a list.
+fn run_header(s: &RunSummary) -> String {
     let mut out = String::new();
     let (engine, model, url) = s
         .server
@@ -394,6 +401,11 @@ pub fn summary_md(s: &RunSummary) -> String {
     if !sources.is_empty() {
         let _ = writeln!(out, "- token counts: {sources}");
     }
+    out
+}
+
+/// One section for each part of the run that has levels, then warnings and the error.
+fn sections(out: &mut String, s: &RunSummary) {
     if let Some(search) = &s.search {
         let _ = writeln!(
             out,
@@ -452,7 +464,6 @@ pub fn summary_md(s: &RunSummary) -> String {
     if let Some(e) = &s.error {
         let _ = writeln!(out, "\n**Run stopped:** {e}");
     }
-    out
 }
 
 /// One row per turn of each multi-turn level.
