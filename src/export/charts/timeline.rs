@@ -5,13 +5,10 @@ use super::panel::{Line, Panel, XKind, color};
 use crate::telemetry::{GpuSource, TelemetryRecord};
 use std::path::Path;
 
-/// GPU memory and utilization per GPU, server KV use and queue, over time with level starts.
-pub(super) fn timeline_panels(runs: &[ChartRun<'_>]) -> (Vec<Panel>, Vec<String>) {
-    const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
-    // The first run sets the timeline (overlaying clocks of different runs would mislead).
-    let r = &runs[0];
-    let t0 = r
-        .telemetry
+/// The run's first timestamp: its first sample or its first level's start (ms since the
+/// epoch).
+fn start_ms(r: &ChartRun<'_>) -> i64 {
+    r.telemetry
         .iter()
         .filter_map(|t| match t {
             TelemetryRecord::Gpu(g) => Some(g.at_unix_ms),
@@ -26,46 +23,83 @@ pub(super) fn timeline_panels(runs: &[ChartRun<'_>]) -> (Vec<Panel>, Vec<String>
                 .filter_map(|l| l.started_at_unix_ms),
         )
         .min()
-        .unwrap_or(0);
-    let secs = |ms: i64| (ms - t0) as f64 / 1000.0;
-    let mut mem: Vec<Vec<(f64, f64)>> = Vec::new();
-    let mut util: Vec<Vec<(f64, f64)>> = Vec::new();
-    let (mut kv, mut running, mut queued) = (vec![], vec![], vec![]);
-    let mut simulated = false;
-    let mut total_gib: f64 = 0.0;
-    for t in r.telemetry {
-        match t {
-            TelemetryRecord::Gpu(g) => {
-                simulated |= g.source == GpuSource::SimulatedDcgm;
-                for (i, x) in g.gpus.iter().enumerate() {
-                    if mem.len() <= i {
-                        mem.resize(i + 1, vec![]);
-                        util.resize(i + 1, vec![]);
+        .unwrap_or(0)
+}
+
+/// A run's telemetry as time series, at seconds from its start.
+#[derive(Default)]
+struct Series {
+    /// GiB used, per GPU.
+    mem: Vec<Vec<(f64, f64)>>,
+    /// Utilization %, per GPU.
+    util: Vec<Vec<(f64, f64)>>,
+    kv: Vec<(f64, f64)>,
+    running: Vec<(f64, f64)>,
+    queued: Vec<(f64, f64)>,
+    /// The GPUs were the simulator's.
+    simulated: bool,
+    /// The largest GPU's memory (GiB).
+    total_gib: f64,
+}
+
+impl Series {
+    fn of(r: &ChartRun<'_>, secs: impl Fn(i64) -> f64) -> Self {
+        const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+        let mut s = Self::default();
+        for t in r.telemetry {
+            match t {
+                TelemetryRecord::Gpu(g) => {
+                    s.simulated |= g.source == GpuSource::SimulatedDcgm;
+                    for (i, x) in g.gpus.iter().enumerate() {
+                        if s.mem.len() <= i {
+                            s.mem.resize(i + 1, vec![]);
+                            s.util.resize(i + 1, vec![]);
+                        }
+                        if let Some(m) = x.mem_used_bytes {
+                            s.mem[i].push((secs(g.at_unix_ms), m as f64 / GIB));
+                        }
+                        if let Some(u) = x.util_gpu_pct {
+                            s.util[i].push((secs(g.at_unix_ms), u));
+                        }
+                        s.total_gib = s
+                            .total_gib
+                            .max(x.mem_total_bytes.map_or(0.0, |b| b as f64 / GIB));
                     }
-                    if let Some(m) = x.mem_used_bytes {
-                        mem[i].push((secs(g.at_unix_ms), m as f64 / GIB));
-                    }
-                    if let Some(u) = x.util_gpu_pct {
-                        util[i].push((secs(g.at_unix_ms), u));
-                    }
-                    total_gib = total_gib.max(x.mem_total_bytes.map_or(0.0, |b| b as f64 / GIB));
                 }
+                TelemetryRecord::Server(v) => {
+                    let t = secs(v.at_unix_ms);
+                    if let Some(k) = v.kv_usage {
+                        s.kv.push((t, k * 100.0));
+                    }
+                    if let Some(n) = v.running {
+                        s.running.push((t, n));
+                    }
+                    if let Some(n) = v.queued {
+                        s.queued.push((t, n));
+                    }
+                }
+                _ => {}
             }
-            TelemetryRecord::Server(s) => {
-                let t = secs(s.at_unix_ms);
-                if let Some(v) = s.kv_usage {
-                    kv.push((t, v * 100.0));
-                }
-                if let Some(v) = s.running {
-                    running.push((t, v));
-                }
-                if let Some(v) = s.queued {
-                    queued.push((t, v));
-                }
-            }
-            _ => {}
         }
+        s
     }
+}
+
+/// GPU memory and utilization per GPU, server KV use and queue, over time with level starts.
+pub(super) fn timeline_panels(runs: &[ChartRun<'_>]) -> (Vec<Panel>, Vec<String>) {
+    // The first run sets the timeline (overlaying clocks of different runs would mislead).
+    let r = &runs[0];
+    let t0 = start_ms(r);
+    let secs = |ms: i64| (ms - t0) as f64 / 1000.0;
+    let Series {
+        mem,
+        util,
+        kv,
+        running,
+        queued,
+        simulated,
+        total_gib,
+    } = Series::of(r, secs);
     let marks: Vec<(f64, String)> = r
         .summary
         .sweep
