@@ -199,24 +199,7 @@ async fn run(
         while let Ok(r) = rx.try_recv() {
             waiting.push_back(new_active(r, &log));
         }
-        // Clients that went away free their slot (a cancelled request, a dropped connection).
-        let now = Instant::now();
-        for q in [&mut waiting, &mut prefilling] {
-            q.retain(|a| {
-                let open = !a.req.tx.is_closed();
-                if !open {
-                    finish(a, now, false, &log);
-                }
-                open
-            });
-        }
-        running.retain(|a| {
-            let open = !a.req.tx.is_closed();
-            if !open {
-                finish(a, now, false, &log);
-            }
-            open
-        });
+        drop_gone(&mut waiting, &mut prefilling, &mut running, &log);
         if waiting.is_empty() && prefilling.is_empty() && running.is_empty() {
             // Idle: the gauges read zero until the next request arrives.
             if let Ok(mut l) = log.lock() {
@@ -242,112 +225,192 @@ async fn run(
                 None => break,
             }
         }
-        if let Ok(mut l) = log.lock() {
-            l.running = running.len() + prefilling.len();
-            l.waiting = waiting.len();
-            l.kv_tokens = running
-                .iter()
-                .map(|a| a.req.input_tokens + a.generated)
-                .chain(prefilling.iter().map(|a| a.prefilled))
-                .sum();
-            l.peak_running = l.peak_running.max(l.running);
-            l.peak_waiting = l.peak_waiting.max(l.waiting);
-        }
+        publish_gauges(&log, &waiting, &prefilling, &running);
         let step_start = Instant::now();
         // Never schedule a step in the past after an idle period or a slow wake-up.
         let now = Instant::now();
         deadline = deadline.max(now.checked_sub(Duration::from_millis(2)).unwrap_or(now));
-
-        if let Some(head) = prefilling.front_mut() {
-            // Prefill has priority and stalls the decode batch while it runs.
-            let piece = (head.req.input_tokens - head.prefilled).min(cfg.prefill_chunk_tokens);
-            deadline += Duration::from_secs_f64(piece as f64 / cfg.prefill_tokens_per_s);
-            tokio::time::sleep_until(deadline.into()).await;
-            head.prefilled += piece;
-            let done = head.prefilled >= head.req.input_tokens;
-            if let Ok(mut l) = log.lock() {
-                l.record_step(step_start, Instant::now(), u32::from(done));
-            }
-            if done && let Some(mut a) = prefilling.pop_front() {
-                if let Some(Ok(mut c)) = cache.as_deref().map(Mutex::lock) {
-                    c.insert(&a.req.blocks);
-                }
-                let now = Instant::now();
-                a.first_token_at = Some(now);
-                a.generated = 1;
-                let last = a.generated >= a.req.max_tokens;
-                let _ = a.req.tx.send(Emit {
-                    tokens: 1,
-                    last,
-                    cached: a.cached,
-                });
-                if last {
-                    finish(&a, now, true, &log);
-                } else {
-                    running.push(a);
-                }
-            }
+        if !prefilling.is_empty() {
+            prefill_step(
+                &cfg,
+                &mut prefilling,
+                &mut running,
+                &mut deadline,
+                step_start,
+                &log,
+                cache.as_deref(),
+            )
+            .await;
         } else if !running.is_empty() {
-            let context: u64 = running
-                .iter()
-                .map(|a| a.req.input_tokens + a.generated)
-                .sum();
-            deadline += Duration::from_secs_f64(cfg.step_ms(running.len(), context) / 1000.0);
-            tokio::time::sleep_until(deadline.into()).await;
-            let now = Instant::now();
-            let width = cfg.accept_length.draft_width();
-            let mut step_tokens = 0u32;
-            let (mut drafts, mut draft_tokens, mut accepted) = (0u64, 0u64, 0u64);
-            let mut per_pos = vec![0u64; width as usize];
-            let mut accepts = Vec::with_capacity(running.len());
-            running.retain_mut(|a| {
-                let k =
-                    u64::from(cfg.accept_length.draw(&mut rng)).min(a.req.max_tokens - a.generated);
-                a.generated += k;
-                a.steps += 1;
-                step_tokens += k as u32;
-                if width > 0 {
-                    // One draft of `width` tokens per request per step, k − 1 of them accepted
-                    // (the step's last token is the target model's own), as vLLM counts.
-                    drafts += 1;
-                    draft_tokens += u64::from(width);
-                    accepted += k - 1;
-                    for p in per_pos.iter_mut().take((k - 1) as usize) {
-                        *p += 1;
-                    }
-                }
-                accepts.push(k as u32);
-                let last = a.generated >= a.req.max_tokens;
-                let _ = a.req.tx.send(Emit {
-                    tokens: k as u32,
-                    last,
-                    cached: 0,
-                });
-                if last {
-                    finish(a, now, true, &log);
-                    false
-                } else {
-                    true
-                }
-            });
-            if let Ok(mut l) = log.lock() {
-                l.record_step(step_start, now, step_tokens);
-                l.spec_drafts += drafts;
-                l.spec_draft_tokens += draft_tokens;
-                l.spec_accepted += accepted;
-                if l.spec_accepted_per_pos.len() < per_pos.len() {
-                    l.spec_accepted_per_pos.resize(per_pos.len(), 0);
-                }
-                for (i, v) in per_pos.iter().enumerate() {
-                    l.spec_accepted_per_pos[i] += v;
-                }
-                for k in accepts {
-                    if l.recent_accept.len() >= RECENT_ACCEPT {
-                        l.recent_accept.pop_front();
-                    }
-                    l.recent_accept.push_back(k);
-                }
+            decode_step(
+                &cfg,
+                &mut running,
+                &mut deadline,
+                step_start,
+                &log,
+                &mut rng,
+            )
+            .await;
+        }
+    }
+}
+
+/// Clients that went away free their slot (a cancelled request, a dropped connection).
+fn drop_gone(
+    waiting: &mut VecDeque<Active>,
+    prefilling: &mut VecDeque<Active>,
+    running: &mut Vec<Active>,
+    log: &Mutex<SimLog>,
+) {
+    let now = Instant::now();
+    for q in [waiting, prefilling] {
+        q.retain(|a| {
+            let open = !a.req.tx.is_closed();
+            if !open {
+                finish(a, now, false, log);
             }
+            open
+        });
+    }
+    running.retain(|a| {
+        let open = !a.req.tx.is_closed();
+        if !open {
+            finish(a, now, false, log);
+        }
+        open
+    });
+}
+
+/// The scheduler's gauges as they stand: running, waiting, KV tokens in use, and their peaks.
+fn publish_gauges(
+    log: &Mutex<SimLog>,
+    waiting: &VecDeque<Active>,
+    prefilling: &VecDeque<Active>,
+    running: &[Active],
+) {
+    if let Ok(mut l) = log.lock() {
+        l.running = running.len() + prefilling.len();
+        l.waiting = waiting.len();
+        l.kv_tokens = running
+            .iter()
+            .map(|a| a.req.input_tokens + a.generated)
+            .chain(prefilling.iter().map(|a| a.prefilled))
+            .sum();
+        l.peak_running = l.peak_running.max(l.running);
+        l.peak_waiting = l.peak_waiting.max(l.waiting);
+    }
+}
+
+/// One prefill piece of the prompt at the head of the queue; when it completes, its first
+/// token goes out and it joins the decode batch.
+async fn prefill_step(
+    cfg: &SimConfig,
+    prefilling: &mut VecDeque<Active>,
+    running: &mut Vec<Active>,
+    deadline: &mut Instant,
+    step_start: Instant,
+    log: &Mutex<SimLog>,
+    cache: Option<&Mutex<PrefixCache>>,
+) {
+    let Some(head) = prefilling.front_mut() else {
+        return;
+    };
+    // Prefill has priority and stalls the decode batch while it runs.
+    let piece = (head.req.input_tokens - head.prefilled).min(cfg.prefill_chunk_tokens);
+    *deadline += Duration::from_secs_f64(piece as f64 / cfg.prefill_tokens_per_s);
+    tokio::time::sleep_until((*deadline).into()).await;
+    head.prefilled += piece;
+    let done = head.prefilled >= head.req.input_tokens;
+    if let Ok(mut l) = log.lock() {
+        l.record_step(step_start, Instant::now(), u32::from(done));
+    }
+    if done && let Some(mut a) = prefilling.pop_front() {
+        if let Some(Ok(mut c)) = cache.map(Mutex::lock) {
+            c.insert(&a.req.blocks);
+        }
+        let now = Instant::now();
+        a.first_token_at = Some(now);
+        a.generated = 1;
+        let last = a.generated >= a.req.max_tokens;
+        let _ = a.req.tx.send(Emit {
+            tokens: 1,
+            last,
+            cached: a.cached,
+        });
+        if last {
+            finish(&a, now, true, log);
+        } else {
+            running.push(a);
+        }
+    }
+}
+
+/// One decode step of the whole batch: each request accepts a drawn number of tokens.
+async fn decode_step(
+    cfg: &SimConfig,
+    running: &mut Vec<Active>,
+    deadline: &mut Instant,
+    step_start: Instant,
+    log: &Mutex<SimLog>,
+    rng: &mut SmallRng,
+) {
+    let context: u64 = running
+        .iter()
+        .map(|a| a.req.input_tokens + a.generated)
+        .sum();
+    *deadline += Duration::from_secs_f64(cfg.step_ms(running.len(), context) / 1000.0);
+    tokio::time::sleep_until((*deadline).into()).await;
+    let now = Instant::now();
+    let width = cfg.accept_length.draft_width();
+    let mut step_tokens = 0u32;
+    let (mut drafts, mut draft_tokens, mut accepted) = (0u64, 0u64, 0u64);
+    let mut per_pos = vec![0u64; width as usize];
+    let mut accepts = Vec::with_capacity(running.len());
+    running.retain_mut(|a| {
+        let k = u64::from(cfg.accept_length.draw(rng)).min(a.req.max_tokens - a.generated);
+        a.generated += k;
+        a.steps += 1;
+        step_tokens += k as u32;
+        if width > 0 {
+            // One draft of `width` tokens per request per step, k − 1 of them accepted
+            // (the step's last token is the target model's own), as vLLM counts.
+            drafts += 1;
+            draft_tokens += u64::from(width);
+            accepted += k - 1;
+            for p in per_pos.iter_mut().take((k - 1) as usize) {
+                *p += 1;
+            }
+        }
+        accepts.push(k as u32);
+        let last = a.generated >= a.req.max_tokens;
+        let _ = a.req.tx.send(Emit {
+            tokens: k as u32,
+            last,
+            cached: 0,
+        });
+        if last {
+            finish(a, now, true, log);
+            false
+        } else {
+            true
+        }
+    });
+    if let Ok(mut l) = log.lock() {
+        l.record_step(step_start, now, step_tokens);
+        l.spec_drafts += drafts;
+        l.spec_draft_tokens += draft_tokens;
+        l.spec_accepted += accepted;
+        if l.spec_accepted_per_pos.len() < per_pos.len() {
+            l.spec_accepted_per_pos.resize(per_pos.len(), 0);
+        }
+        for (i, v) in per_pos.iter().enumerate() {
+            l.spec_accepted_per_pos[i] += v;
+        }
+        for k in accepts {
+            if l.recent_accept.len() >= RECENT_ACCEPT {
+                l.recent_accept.pop_front();
+            }
+            l.recent_accept.push_back(k);
         }
     }
 }
