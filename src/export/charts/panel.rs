@@ -5,6 +5,7 @@ use std::path::Path;
 
 use super::{ChartRun, register_fonts};
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 
@@ -72,84 +73,87 @@ pub(super) fn fmt_num(v: f64) -> String {
     crate::export::markdown::num(Some(v))
 }
 
-pub(super) fn draw_panel(area: &Area<'_>, p: &Panel) -> Result<(), String> {
-    let all: Vec<(f64, f64)> = p
-        .lines
-        .iter()
-        .flat_map(|l| l.points.iter().copied())
-        .filter(|(x, y)| x.is_finite() && y.is_finite())
-        .collect();
-    let title_style = ("sans-serif", 24).into_font().style(FontStyle::Bold);
-    if all.is_empty() {
-        area.draw(&Rectangle::new(
-            [
-                (0, 0),
-                (
-                    area.dim_in_pixel().0 as i32 - 1,
-                    area.dim_in_pixel().1 as i32 - 1,
-                ),
-            ],
-            BLACK.mix(0.3),
-        ))
-        .map_err(err)?;
-        area.draw(&Text::new(p.title.clone(), (20, 15), title_style))
-            .map_err(err)?;
-        area.draw(&Text::new(
-            p.empty.clone(),
-            (20, 60),
-            ("sans-serif", 20).into_font().color(&BLACK.mix(0.7)),
-        ))
-        .map_err(err)?;
-        return Ok(());
+/// The plotting area of one panel, in transformed coordinates.
+type Chart<'a, 'b> =
+    ChartContext<'a, BitMapBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// A panel's axis ranges and scales: concurrency at log2, latency at log10 when it spans more
+/// than 30×.
+#[derive(Clone, Copy)]
+struct Scale {
+    x: XKind,
+    x0: f64,
+    x1: f64,
+    y0: f64,
+    y1: f64,
+    log_y: bool,
+}
+
+impl Scale {
+    fn of(p: &Panel, all: &[(f64, f64)]) -> Self {
+        let (mut x_lo, mut x_hi) = all
+            .iter()
+            .fold((f64::MAX, f64::MIN), |a, (x, _)| (a.0.min(*x), a.1.max(*x)));
+        for (m, _) in &p.marks {
+            x_lo = x_lo.min(*m);
+            x_hi = x_hi.max(*m);
+        }
+        let (x0, x1) = match p.x {
+            XKind::Concurrency => (0.0, x_hi.max(1.0).log2().max(1.0) + 0.25),
+            _ => ((x_lo.min(0.0)), (x_hi * 1.05).max(x_lo + 1.0)),
+        };
+        let ys: Vec<f64> = all
+            .iter()
+            .map(|p| p.1)
+            .chain(p.limits.iter().map(|l| l.0))
+            .collect();
+        let (y_min, y_max) = ys
+            .iter()
+            .fold((f64::MAX, f64::MIN), |a, y| (a.0.min(*y), a.1.max(*y)));
+        let log_y = p.y_log_ok && y_min > 0.0 && y_max / y_min > 30.0;
+        let (y0, y1) = if log_y {
+            (y_min.log10().floor(), y_max.log10().ceil())
+        } else {
+            (0.0, p.y_top.unwrap_or((y_max * 1.12).max(1e-9)))
+        };
+        Self {
+            x: p.x,
+            x0,
+            x1,
+            y0,
+            y1,
+            log_y,
+        }
     }
-    let (mut x_lo, mut x_hi) = all
-        .iter()
-        .fold((f64::MAX, f64::MIN), |a, (x, _)| (a.0.min(*x), a.1.max(*x)));
-    for (m, _) in &p.marks {
-        x_lo = x_lo.min(*m);
-        x_hi = x_hi.max(*m);
+
+    fn tx(self, x: f64) -> f64 {
+        match self.x {
+            XKind::Concurrency => x.max(1.0).log2(),
+            _ => x,
+        }
     }
-    let tx = |x: f64| match p.x {
-        XKind::Concurrency => x.max(1.0).log2(),
-        _ => x,
-    };
-    let (x0, x1) = match p.x {
-        XKind::Concurrency => (0.0, tx(x_hi).max(1.0) + 0.25),
-        _ => ((x_lo.min(0.0)), (x_hi * 1.05).max(x_lo + 1.0)),
-    };
-    let ys: Vec<f64> = all
-        .iter()
-        .map(|p| p.1)
-        .chain(p.limits.iter().map(|l| l.0))
-        .collect();
-    let (y_min, y_max) = ys
-        .iter()
-        .fold((f64::MAX, f64::MIN), |a, y| (a.0.min(*y), a.1.max(*y)));
-    let log_y = p.y_log_ok && y_min > 0.0 && y_max / y_min > 30.0;
-    let ty = |y: f64| if log_y { y.max(1e-9).log10() } else { y };
-    let (y0, y1) = if log_y {
-        (y_min.log10().floor(), y_max.log10().ceil())
-    } else {
-        (0.0, p.y_top.unwrap_or((y_max * 1.12).max(1e-9)))
-    };
-    let mut chart = ChartBuilder::on(area)
-        .caption(&p.title, title_style)
-        .margin(12)
-        .x_label_area_size(55)
-        .y_label_area_size(85)
-        .build_cartesian_2d(x0..x1, y0..y1)
-        .map_err(err)?;
-    let x_desc = match p.x {
+
+    fn ty(self, y: f64) -> f64 {
+        if self.log_y { y.max(1e-9).log10() } else { y }
+    }
+}
+
+/// What the x axis says under it.
+fn x_desc(x: XKind) -> &'static str {
+    match x {
         XKind::Concurrency => "concurrency (log2 scale)",
         XKind::ContextK => "input tokens (K)",
         XKind::Seconds => "seconds since the run started",
         XKind::Rate => "offered request rate (req/s)",
         XKind::Turn => "turn of the conversation",
-    };
-    let xk = p.x;
-    let x_fmt = move |v: &f64| match xk {
+    }
+}
+
+/// An x tick's label (none between whole concurrencies or turns).
+fn x_label(x: XKind, v: f64) -> String {
+    match x {
         XKind::Concurrency => {
-            let c = 2f64.powf(*v);
+            let c = 2f64.powf(v);
             if (c - c.round()).abs() < 0.01 {
                 format!("{}", c.round())
             } else {
@@ -158,10 +162,59 @@ pub(super) fn draw_panel(area: &Area<'_>, p: &Panel) -> Result<(), String> {
         }
         XKind::ContextK => format!("{v:.0}K"),
         XKind::Seconds => format!("{v:.0}"),
-        XKind::Rate => fmt_num(*v),
-        XKind::Turn if (v - v.round()).abs() < 0.01 && *v >= 0.5 => format!("{}", v.round()),
+        XKind::Rate => fmt_num(v),
+        XKind::Turn if (v - v.round()).abs() < 0.01 && v >= 0.5 => format!("{}", v.round()),
         XKind::Turn => String::new(),
-    };
+    }
+}
+
+/// A panel with nothing to draw: its frame, its title and why.
+fn draw_empty(area: &Area<'_>, p: &Panel) -> Result<(), String> {
+    let title_style = ("sans-serif", 24).into_font().style(FontStyle::Bold);
+    area.draw(&Rectangle::new(
+        [
+            (0, 0),
+            (
+                area.dim_in_pixel().0 as i32 - 1,
+                area.dim_in_pixel().1 as i32 - 1,
+            ),
+        ],
+        BLACK.mix(0.3),
+    ))
+    .map_err(err)?;
+    area.draw(&Text::new(p.title.clone(), (20, 15), title_style))
+        .map_err(err)?;
+    area.draw(&Text::new(
+        p.empty.clone(),
+        (20, 60),
+        ("sans-serif", 20).into_font().color(&BLACK.mix(0.7)),
+    ))
+    .map_err(err)?;
+    Ok(())
+}
+
+pub(super) fn draw_panel(area: &Area<'_>, p: &Panel) -> Result<(), String> {
+    let all: Vec<(f64, f64)> = p
+        .lines
+        .iter()
+        .flat_map(|l| l.points.iter().copied())
+        .filter(|(x, y)| x.is_finite() && y.is_finite())
+        .collect();
+    if all.is_empty() {
+        return draw_empty(area, p);
+    }
+    let title_style = ("sans-serif", 24).into_font().style(FontStyle::Bold);
+    let sc = Scale::of(p, &all);
+    let (x0, x1, y0, y1, log_y) = (sc.x0, sc.x1, sc.y0, sc.y1, sc.log_y);
+    let mut chart = ChartBuilder::on(area)
+        .caption(&p.title, title_style)
+        .margin(12)
+        .x_label_area_size(55)
+        .y_label_area_size(85)
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .map_err(err)?;
+    let xk = p.x;
+    let x_fmt = move |v: &f64| x_label(xk, *v);
     let y_fmt = move |v: &f64| {
         if log_y {
             fmt_num(10f64.powf(*v))
@@ -176,7 +229,7 @@ pub(super) fn draw_panel(area: &Area<'_>, p: &Panel) -> Result<(), String> {
     };
     chart
         .configure_mesh()
-        .x_desc(x_desc)
+        .x_desc(x_desc(p.x))
         .y_desc(if log_y {
             format!("{} (log scale)", p.y_desc)
         } else {
@@ -192,8 +245,31 @@ pub(super) fn draw_panel(area: &Area<'_>, p: &Panel) -> Result<(), String> {
         .bold_line_style(BLACK.mix(0.15))
         .draw()
         .map_err(err)?;
+    draw_marks(&mut chart, p, sc)?;
+    for l in &p.lines {
+        draw_line(&mut chart, l, sc)?;
+    }
+    if p.lines
+        .iter()
+        .any(|l| !l.name.is_empty() && !l.points.is_empty())
+    {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .label_font(("sans-serif", 17))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.3))
+            .draw()
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// The panel's vertical marks (level starts, skipped lengths) and horizontal limits (an SLO).
+fn draw_marks<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, p: &Panel, sc: Scale) -> Result<(), String> {
+    let (x0, x1, y0, y1) = (sc.x0, sc.x1, sc.y0, sc.y1);
     for (m, label) in &p.marks {
-        let x = tx(*m);
+        let x = sc.tx(*m);
         chart
             .draw_series(DashedLineSeries::new(
                 vec![(x, y0), (x, y1)],
@@ -214,7 +290,7 @@ pub(super) fn draw_panel(area: &Area<'_>, p: &Panel) -> Result<(), String> {
             .map_err(err)?;
     }
     for (y, label) in &p.limits {
-        let y = ty(*y);
+        let y = sc.ty(*y);
         chart
             .draw_series(DashedLineSeries::new(
                 vec![(x0, y), (x1, y)],
@@ -231,57 +307,47 @@ pub(super) fn draw_panel(area: &Area<'_>, p: &Panel) -> Result<(), String> {
             )))
             .map_err(err)?;
     }
-    for l in &p.lines {
-        let pts: Vec<(f64, f64)> = l
-            .points
-            .iter()
-            .filter(|(x, y)| x.is_finite() && y.is_finite())
-            .map(|&(x, y)| (tx(x), ty(y)))
-            .collect();
-        let style = l.color.stroke_width(3);
-        let legend_color = l.color;
-        let dashed = l.dashed;
-        let anno = if dashed {
-            chart
-                .draw_series(DashedLineSeries::new(pts.clone(), 10, 6, style))
-                .map_err(err)?
-        } else {
-            chart
-                .draw_series(LineSeries::new(pts.clone(), style))
-                .map_err(err)?
-        };
-        if !l.name.is_empty() {
-            anno.label(l.name.clone()).legend(move |(x, y)| {
-                let s = legend_color.stroke_width(3);
-                // A dashed series gets a dashed key.
-                let second = if dashed {
-                    (x + 15, x + 24)
-                } else {
-                    (x + 9, x + 24)
-                };
-                EmptyElement::at((0, 0))
-                    + PathElement::new(vec![(x, y), (x + 9, y)], s)
-                    + PathElement::new(vec![(second.0, y), (second.1, y)], s)
-            });
-        }
-        // Markers on sparse series (levels); dense time series read better as plain lines.
-        if pts.len() <= 40 {
-            chart
-                .draw_series(pts.iter().map(|p| Circle::new(*p, 5, l.color.filled())))
-                .map_err(err)?;
-        }
-    }
-    if p.lines
+    Ok(())
+}
+
+/// One line, its legend key, and markers when it is sparse.
+fn draw_line<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, l: &Line, sc: Scale) -> Result<(), String> {
+    let pts: Vec<(f64, f64)> = l
+        .points
         .iter()
-        .any(|l| !l.name.is_empty() && !l.points.is_empty())
-    {
+        .filter(|(x, y)| x.is_finite() && y.is_finite())
+        .map(|&(x, y)| (sc.tx(x), sc.ty(y)))
+        .collect();
+    let style = l.color.stroke_width(3);
+    let legend_color = l.color;
+    let dashed = l.dashed;
+    let anno = if dashed {
         chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font(("sans-serif", 17))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.3))
-            .draw()
+            .draw_series(DashedLineSeries::new(pts.clone(), 10, 6, style))
+            .map_err(err)?
+    } else {
+        chart
+            .draw_series(LineSeries::new(pts.clone(), style))
+            .map_err(err)?
+    };
+    if !l.name.is_empty() {
+        anno.label(l.name.clone()).legend(move |(x, y)| {
+            let s = legend_color.stroke_width(3);
+            // A dashed series gets a dashed key.
+            let second = if dashed {
+                (x + 15, x + 24)
+            } else {
+                (x + 9, x + 24)
+            };
+            EmptyElement::at((0, 0))
+                + PathElement::new(vec![(x, y), (x + 9, y)], s)
+                + PathElement::new(vec![(second.0, y), (second.1, y)], s)
+        });
+    }
+    // Markers on sparse series (levels); dense time series read better as plain lines.
+    if pts.len() <= 40 {
+        chart
+            .draw_series(pts.iter().map(|p| Circle::new(*p, 5, l.color.filled())))
             .map_err(err)?;
     }
     Ok(())
