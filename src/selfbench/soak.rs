@@ -136,22 +136,16 @@ fn slope(points: &[(f64, f64)]) -> f64 {
     if den > 0.0 { num / den } else { 0.0 }
 }
 
-/// Runs the soak; the report, or a one-line reason it could not run.
-pub fn soak(a: &SoakArgs) -> Result<SoakReport, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
-    let dir = a.out.clone().unwrap_or_else(|| {
-        PathBuf::from("runs").join(format!(
-            "{}-soak",
-            jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S")
-        ))
-    });
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let log = |name: &str| {
-        std::fs::File::create(dir.join(name))
-            .map(Stdio::from)
-            .map_err(|e| format!("cannot write {}: {e}", dir.join(name).display()))
-    };
-    let mut sim = Command::new(&exe)
+/// A file of the soak's directory as a child's output.
+fn log_file(dir: &Path, name: &str) -> Result<Stdio, String> {
+    std::fs::File::create(dir.join(name))
+        .map(Stdio::from)
+        .map_err(|e| format!("cannot write {}: {e}", dir.join(name).display()))
+}
+
+/// `servetop sim` as a child on a free port, and the URL it printed (empty if it printed none).
+fn spawn_sim(exe: &Path, a: &SoakArgs, dir: &Path) -> Result<(Child, String), String> {
+    let mut sim = Command::new(exe)
         .args([
             "sim",
             "--port",
@@ -164,28 +158,30 @@ pub fn soak(a: &SoakArgs) -> Result<SoakReport, String> {
         .args(["--decode-step-ms", &a.decode_step_ms.to_string()])
         .args(["--inject", &a.inject])
         .stdout(Stdio::piped())
-        .stderr(log("sim.log")?)
+        .stderr(log_file(dir, "sim.log")?)
         .spawn()
         .map_err(|e| format!("cannot start the simulator: {e}"))?;
     let mut url = String::new();
     if let Some(out) = sim.stdout.take() {
         let _ = std::io::BufReader::new(out).read_line(&mut url);
     }
-    let url = url.trim().to_string();
-    let mut children = Children { sim, run: None };
-    if !url.starts_with("http://") {
-        return Err(format!(
-            "the simulator did not start (see {})",
-            dir.join("sim.log").display()
-        ));
-    }
-    let run_dir = dir.join("run");
-    let run = Command::new(&exe)
-        .args(["run", "--base-url", &url, "--headless", "--no-gpu"])
+    Ok((sim, url.trim().to_string()))
+}
+
+/// `servetop run` as a child against `url`, with more requests than the deadline allows (the
+/// soak ends it with SIGINT).
+fn spawn_run(
+    exe: &Path,
+    a: &SoakArgs,
+    url: &str,
+    dir: &Path,
+    run_dir: &Path,
+) -> Result<Child, String> {
+    Command::new(exe)
+        .args(["run", "--base-url", url, "--headless", "--no-gpu"])
         .args(["--concurrency", &a.concurrency.to_string()])
         .args(["--input-len", &a.input_len.to_string()])
         .args(["--output-len", &a.output_len.to_string()])
-        // More than the deadline allows: the soak ends it with SIGINT.
         .args([
             "--requests-per-level",
             "100000000",
@@ -195,11 +191,33 @@ pub fn soak(a: &SoakArgs) -> Result<SoakReport, String> {
         .args(["--first-token-timeout", "2", "--idle-timeout", "2"])
         .args(["--server-wait", "120", "--grace", "1"])
         .arg("--out")
-        .arg(&run_dir)
-        .stdout(log("run.log")?)
-        .stderr(log("run.err")?)
+        .arg(run_dir)
+        .stdout(log_file(dir, "run.log")?)
+        .stderr(log_file(dir, "run.err")?)
         .spawn()
-        .map_err(|e| format!("cannot start the run: {e}"))?;
+        .map_err(|e| format!("cannot start the run: {e}"))
+}
+
+/// Runs the soak; the report, or a one-line reason it could not run.
+pub fn soak(a: &SoakArgs) -> Result<SoakReport, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+    let dir = a.out.clone().unwrap_or_else(|| {
+        PathBuf::from("runs").join(format!(
+            "{}-soak",
+            jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S")
+        ))
+    });
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let (sim, url) = spawn_sim(&exe, a, &dir)?;
+    let mut children = Children { sim, run: None };
+    if !url.starts_with("http://") {
+        return Err(format!(
+            "the simulator did not start (see {})",
+            dir.join("sim.log").display()
+        ));
+    }
+    let run_dir = dir.join("run");
+    let run = spawn_run(&exe, a, &url, &dir, &run_dir)?;
     let run_pid = run.id();
     let sim_pid = children.sim.id();
     children.run = Some(run);
