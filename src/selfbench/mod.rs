@@ -399,6 +399,49 @@ fn timing_errors(
     Ok((all, first, matched))
 }
 
+/// One case's line on stderr as it ends.
+fn print_case(r: &CaseResult) {
+    eprintln!(
+        "  {:<9} C={:<5} {:<9} epw={:<2} {:>10.0} tok/s {:>9.0} chunks/s  cpu {:>5.2} s/Mtok  server cpu {:>3.0}%  rss {:>6.1} MB{}",
+        r.kind,
+        r.concurrency,
+        r.ui,
+        r.events_per_write,
+        r.tokens_per_s,
+        r.chunks_per_s,
+        r.cpu_s_per_million_tokens,
+        r.server_cpu_pct,
+        r.peak_rss_mb,
+        r.timing_error_p99_ms.map_or(String::new(), |p| format!(
+            "  timing error p50 {:.3} p99 {p:.3} ms",
+            r.timing_error_p50_ms.unwrap_or(0.0)
+        ))
+    );
+}
+
+/// An accuracy case's timing errors: the firehose's record of each write against the client's
+/// record of each token event (kept beside the case's requests.jsonl as
+/// `firehose-writes.json`, to look into the tail).
+fn add_timing_errors(r: &mut CaseResult, url: &str, d: &Path) -> Result<(), String> {
+    let writes = fetch_writes(url)?;
+    // Kept beside the case's requests.jsonl, to look into the tail.
+    let _ = std::fs::write(
+        d.join("firehose-writes.json"),
+        serde_json::to_vec(&writes).unwrap_or_default(),
+    );
+    let (all, first, matched) = timing_errors(d, &writes)?;
+    if matched == 0 {
+        return Err("no request matched the firehose's record (is X-Request-Id sent?)".into());
+    }
+    // µs values; stats in ms.
+    let (all, first) = (all.stats(1e-3), first.stats(1e-3));
+    r.timing_error_p50_ms = all.as_ref().map(|d| d.p50);
+    r.timing_error_p99_ms = all.as_ref().map(|d| d.p99);
+    r.ttft_error_p50_ms = first.as_ref().map(|d| d.p50);
+    r.ttft_error_p99_ms = first.as_ref().map(|d| d.p99);
+    Ok(())
+}
+
 /// `servetop bench-client`.
 pub fn bench_client(a: &BenchClientArgs) -> Result<Vec<CaseResult>, String> {
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
@@ -435,24 +478,6 @@ pub fn bench_client(a: &BenchClientArgs) -> Result<Vec<CaseResult>, String> {
         n += 1;
         dir.join(format!("case-{n:03}"))
     };
-    let say = |r: &CaseResult| {
-        eprintln!(
-            "  {:<9} C={:<5} {:<9} epw={:<2} {:>10.0} tok/s {:>9.0} chunks/s  cpu {:>5.2} s/Mtok  server cpu {:>3.0}%  rss {:>6.1} MB{}",
-            r.kind,
-            r.concurrency,
-            r.ui,
-            r.events_per_write,
-            r.tokens_per_s,
-            r.chunks_per_s,
-            r.cpu_s_per_million_tokens,
-            r.server_cpu_pct,
-            r.peak_rss_mb,
-            r.timing_error_p99_ms.map_or(String::new(), |p| format!(
-                "  timing error p50 {:.3} p99 {p:.3} ms",
-                r.timing_error_p50_ms.unwrap_or(0.0)
-            ))
-        );
-    };
     for _ in 0..a.repeat.max(1) {
         // Capacity.
         for &epw in &a.events_per_write.0 {
@@ -470,7 +495,7 @@ pub fn bench_client(a: &BenchClientArgs) -> Result<Vec<CaseResult>, String> {
                         record_chunks: false,
                     };
                     let r = run_case(client_cpu, &fh, &case, &next_dir())?;
-                    say(&r);
+                    print_case(&r);
                     out.push(r);
                 }
             }
@@ -491,25 +516,8 @@ pub fn bench_client(a: &BenchClientArgs) -> Result<Vec<CaseResult>, String> {
                 };
                 let d = next_dir();
                 let mut r = run_case(client_cpu, &fh, &case, &d)?;
-                let writes = fetch_writes(&fh.url)?;
-                // Kept beside the case's requests.jsonl, to look into the tail.
-                let _ = std::fs::write(
-                    d.join("firehose-writes.json"),
-                    serde_json::to_vec(&writes).unwrap_or_default(),
-                );
-                let (all, first, matched) = timing_errors(&d, &writes)?;
-                if matched == 0 {
-                    return Err(
-                        "no request matched the firehose's record (is X-Request-Id sent?)".into(),
-                    );
-                }
-                // µs values; stats in ms.
-                let (all, first) = (all.stats(1e-3), first.stats(1e-3));
-                r.timing_error_p50_ms = all.as_ref().map(|d| d.p50);
-                r.timing_error_p99_ms = all.as_ref().map(|d| d.p99);
-                r.ttft_error_p50_ms = first.as_ref().map(|d| d.p50);
-                r.ttft_error_p99_ms = first.as_ref().map(|d| d.p99);
-                say(&r);
+                add_timing_errors(&mut r, &fh.url, &d)?;
+                print_case(&r);
                 out.push(r);
             }
         }
@@ -527,7 +535,7 @@ pub fn bench_client(a: &BenchClientArgs) -> Result<Vec<CaseResult>, String> {
                 record_chunks: false,
             };
             let r = run_case(client_cpu, &fh, &case, &next_dir())?;
-            say(&r);
+            print_case(&r);
             out.push(r);
         }
     }
