@@ -1,0 +1,414 @@
+//! One request end to end: the post (with one retry on a stale pooled connection), the status,
+//! then the stream folded event by event into token chunks and counts, then the record.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+
+use super::{
+    Client, Failure, RequestSpec, RequestTag, Resp, bursts, dialect, failed_record, rxtime, sse,
+    us_since,
+};
+use crate::client::dialect::{Dialect, is_context_error};
+use crate::metrics::{
+    ChunkCounting, CountSource, FailureKind, Outcome, RequestRecord, TokenChunk, finalize_counts,
+};
+
+/// What a stream has told so far, folded event by event.
+struct StreamFold {
+    dialect: Dialect,
+    chunks: Vec<TokenChunk>,
+    /// How tokens per chunk are counted, fixed by the first chunk with text or a count.
+    counting: Option<ChunkCounting>,
+    /// The last cumulative completion count (exact engines).
+    prev_cum: u64,
+    usage_prompt: Option<u64>,
+    usage_completion: Option<u64>,
+    usage_cached: Option<u64>,
+    finished: bool,
+    length_stop: bool,
+    /// `[DONE]` arrived.
+    done: bool,
+}
+
+impl StreamFold {
+    fn new(dialect: Dialect, max_tokens: u32) -> Self {
+        Self {
+            dialect,
+            chunks: Vec::with_capacity(max_tokens as usize + 1),
+            counting: None,
+            prev_cum: 0,
+            usage_prompt: None,
+            usage_completion: None,
+            usage_cached: None,
+            finished: false,
+            length_stop: false,
+            done: false,
+        }
+    }
+}
+
+impl Client {
+    pub(super) async fn exchange(
+        &self,
+        spec: &RequestSpec,
+        tag: RequestTag,
+        reply: Option<&mut String>,
+    ) -> RequestRecord {
+        let (url, dialect) = self.route(spec);
+        let body = match serde_json::to_vec(&self.body(spec)) {
+            Ok(b) => bytes::Bytes::from(b),
+            Err(e) => {
+                return failed_record(
+                    spec,
+                    tag,
+                    Instant::now(),
+                    Failure::new(FailureKind::BadPayload, e.to_string()),
+                    0,
+                );
+            }
+        };
+        let (t_send, resp, retries) = match self.post_retrying(url, body, tag).await {
+            Ok(r) => r,
+            Err((t_send, f, retries)) => return failed_record(spec, tag, t_send, f, retries),
+        };
+        let status = resp.status();
+        if !(200..300).contains(&status) {
+            let f = http_failure(status, resp).await;
+            return failed_record(spec, tag, t_send, f, retries);
+        }
+        let mut fold = StreamFold::new(dialect, spec.max_tokens);
+        let failure = self.read_stream(resp, t_send, &mut fold, reply).await;
+        let end = Instant::now();
+        let failure = failure.or_else(|| {
+            (!fold.done && !fold.finished).then(|| {
+                Failure::new(
+                    FailureKind::StreamCut,
+                    format!(
+                        "stream ended after {} token chunks without a finish reason or [DONE]",
+                        fold.chunks.len()
+                    ),
+                )
+            })
+        });
+        if let Some(f) = failure {
+            return failed_record(spec, tag, t_send, f, retries);
+        }
+        self.ok_record(spec, tag, t_send, end, fold, retries)
+    }
+
+    /// Posts `body`: the send time and the response, or (with the send time) why there is
+    /// none. A pooled keep-alive connection the server had already closed fails before any
+    /// byte is answered; that is not the server failing the request, so it is retried once on
+    /// a fresh connection (llama-server closes after every stream).
+    async fn post_retrying(
+        &self,
+        url: &str,
+        body: bytes::Bytes,
+        tag: RequestTag,
+    ) -> Result<(Instant, Resp, u32), (Instant, Failure, u32)> {
+        // Engines log it (vLLM and SGLang take it as the request's id), and the firehose keys
+        // its record of write times by it.
+        let request_id = if tag.warmup {
+            format!("servetop-warmup-{}", tag.index)
+        } else {
+            format!("servetop-{}-{}", tag.level, tag.index)
+        };
+        let mut retries = 0u32;
+        loop {
+            let t_send = Instant::now();
+            let sent = tokio::time::timeout(
+                self.opts.first_token_timeout,
+                self.post(url, &request_id, body.clone()),
+            )
+            .await;
+            match sent {
+                Err(_) => {
+                    let f = Failure::new(
+                        FailureKind::Timeout,
+                        format!(
+                            "no response headers within the first-token timeout of {:?}",
+                            self.opts.first_token_timeout
+                        ),
+                    );
+                    return Err((t_send, f, retries));
+                }
+                Ok(Ok(resp)) => return Ok((t_send, resp, retries)),
+                Ok(Err(e)) => {
+                    if !e.connect && !e.timeout && retries == 0 {
+                        tracing::debug!(error = %e.message, "retrying on a fresh connection");
+                        retries += 1;
+                        continue;
+                    }
+                    let kind = if e.timeout {
+                        FailureKind::Timeout
+                    } else {
+                        FailureKind::Connect
+                    };
+                    return Err((t_send, Failure::new(kind, e.message), retries));
+                }
+            }
+        }
+    }
+
+    /// Reads the stream to its end, folding every event into `fold`; the failure that ended
+    /// it early, if one did.
+    async fn read_stream(
+        &self,
+        resp: Resp,
+        t_send: Instant,
+        fold: &mut StreamFold,
+        mut reply: Option<&mut String>,
+    ) -> Option<Failure> {
+        // Kernel receive times of this response's connection (plain http on Linux).
+        let rx = match &resp {
+            Resp::Plain(r) => r.extensions().get::<rxtime::RxClock>().cloned(),
+            Resp::Reqwest(_) => None,
+        };
+        let mut last_arrival = t_send;
+        let mut body = resp.into_chunks();
+        let mut sse = sse::SseDecoder::new();
+        // One timer for the whole stream, moved only when it fires early: resetting a timer on
+        // every read would cost more than the read at thousands of streams.
+        let mut deadline = t_send + self.opts.first_token_timeout;
+        let timer = tokio::time::sleep_until(deadline.into());
+        tokio::pin!(timer);
+        loop {
+            let next = tokio::select! {
+                biased;
+                n = body.next() => n,
+                () = &mut timer => {
+                    if Instant::now() < deadline {
+                        timer.as_mut().reset(deadline.into());
+                        continue;
+                    }
+                    let msg = if fold.chunks.is_empty() {
+                        format!(
+                            "no token within the first-token timeout of {:?}",
+                            self.opts.first_token_timeout
+                        )
+                    } else {
+                        format!("stream idle for longer than {:?}", self.opts.idle_timeout)
+                    };
+                    return Some(Failure::new(FailureKind::Timeout, msg));
+                }
+            };
+            // Every event in this read arrived when the kernel received its last byte (or now,
+            // without a kernel timestamp): after the send and after the previous read.
+            let now = Instant::now();
+            let arrival = rx
+                .as_ref()
+                .and_then(|c| c.arrival(now, rxtime::unix_now_ns(), Duration::from_secs(5)))
+                .unwrap_or(now)
+                .max(last_arrival);
+            last_arrival = arrival;
+            match next {
+                None => return None,
+                Some(Err(e)) => {
+                    return Some(Failure::new(
+                        FailureKind::StreamCut,
+                        format!("stream error: {e}"),
+                    ));
+                }
+                Some(Ok(bytes)) => sse.feed(&bytes),
+            }
+            let at_us = us_since(t_send, arrival);
+            while let Some(raw) = sse.next_data() {
+                let Ok(data) = std::str::from_utf8(raw) else {
+                    return Some(Failure::new(
+                        FailureKind::BadPayload,
+                        "the stream is not valid UTF-8".to_string(),
+                    ));
+                };
+                match self.fold_event(fold, data.trim(), at_us, reply.as_deref_mut()) {
+                    Ok(true) => return None,
+                    Ok(false) => {}
+                    Err(f) => return Some(f),
+                }
+            }
+            if !fold.chunks.is_empty() {
+                deadline = now + self.opts.idle_timeout;
+            }
+        }
+    }
+
+    /// Folds one SSE data payload that arrived `at_us` after the send; `true` at `[DONE]`.
+    fn fold_event(
+        &self,
+        fold: &mut StreamFold,
+        data: &str,
+        at_us: u64,
+        reply: Option<&mut String>,
+    ) -> Result<bool, Failure> {
+        if data.is_empty() {
+            return Ok(false);
+        }
+        if data == "[DONE]" {
+            fold.done = true;
+            return Ok(true);
+        }
+        let dialect = fold.dialect;
+        let c =
+            dialect::parse(dialect, data).map_err(|e| Failure::new(FailureKind::BadPayload, e))?;
+        if let Some(msg) = c.error {
+            let kind = if is_context_error(&msg) {
+                FailureKind::ContextTooLong
+            } else {
+                FailureKind::ServerError
+            };
+            return Err(Failure::new(kind, format!("error in stream: {msg}")));
+        }
+        if let Some(u) = c.usage {
+            fold.usage_prompt = u.prompt_tokens.or(fold.usage_prompt);
+            fold.usage_cached = u.cached_tokens.or(fold.usage_cached);
+            if !c.has_choice || dialect == Dialect::SglangNative {
+                fold.usage_completion = u.completion_tokens.or(fold.usage_completion);
+            } else if c.cumulative_completion.is_some() {
+                fold.usage_completion = c.cumulative_completion;
+            }
+        }
+        fold.finished |= c.finished;
+        fold.length_stop |= c.length_stop;
+        if !c.has_choice {
+            return Ok(false);
+        }
+        if let Some(r) = reply {
+            if dialect == Dialect::SglangNative {
+                // SGLang resends the whole text so far.
+                r.clear();
+            }
+            r.push_str(&c.text);
+        }
+        // A role-only opening chunk (chat) says nothing about how tokens are counted.
+        if fold.counting.is_none() && c.cumulative_completion.is_none() && c.text.is_empty() {
+            return Ok(false);
+        }
+        // The counting mode is fixed by the first chunk that carries text or a count.
+        let mode = *fold
+            .counting
+            .get_or_insert_with(|| match (dialect, c.cumulative_completion) {
+                (Dialect::SglangNative, Some(_)) => ChunkCounting::Exact(CountSource::EngineNative),
+                (_, Some(_)) => ChunkCounting::Exact(CountSource::PerChunkUsage),
+                _ if self.opts.tokenizer.is_some() => ChunkCounting::Tokenizer,
+                _ => ChunkCounting::OnePerChunk,
+            });
+        let n = match (mode, c.cumulative_completion) {
+            (ChunkCounting::Exact(_), Some(cum)) => {
+                let n = cum.saturating_sub(fold.prev_cum);
+                fold.prev_cum = fold.prev_cum.max(cum);
+                n
+            }
+            (ChunkCounting::Tokenizer, _) => match &self.opts.tokenizer {
+                Some(t) if !c.text.is_empty() => t
+                    .encode(c.text.as_ref(), false)
+                    .map_or(1, |e| e.len() as u64),
+                _ => 0,
+            },
+            // Exact mode but this chunk lacks a count, or the estimate: one per content chunk.
+            _ => u64::from(!c.text.is_empty()),
+        };
+        if n > 0 {
+            self.live_tokens.fetch_add(n, Ordering::Relaxed);
+            fold.chunks
+                .push(TokenChunk::new(at_us, n.min(u64::from(u32::MAX)) as u32));
+        }
+        Ok(false)
+    }
+
+    /// The record of a stream that ended well: chunks grouped into deliveries, counts settled,
+    /// unless the server cut the output at its context limit.
+    fn ok_record(
+        &self,
+        spec: &RequestSpec,
+        tag: RequestTag,
+        t_send: Instant,
+        end: Instant,
+        fold: StreamFold,
+        retries: u32,
+    ) -> RequestRecord {
+        let StreamFold {
+            mut chunks,
+            counting,
+            usage_prompt,
+            usage_completion,
+            usage_cached,
+            length_stop,
+            ..
+        } = fold;
+        let counting = counting.unwrap_or(ChunkCounting::OnePerChunk);
+        // One event per token (no per-chunk counts): events of one speculative step arrive back
+        // to back; group them into that step's chunk (see `bursts`). Exact per-chunk counts are
+        // already one event per step. Then, for every engine, the events that reached the client
+        // together become one delivery.
+        if counting == ChunkCounting::OnePerChunk {
+            bursts::group(&mut chunks);
+        }
+        bursts::merge_deliveries(&mut chunks);
+        let event_counts = (counting == ChunkCounting::OnePerChunk)
+            .then(|| chunks.iter().map(|c| c.tokens).collect::<Vec<_>>());
+        let counts = finalize_counts(&mut chunks, counting, usage_completion);
+        // The usage total spread over the chunks evenly: keep the chunks' own counts (one token
+        // per event, summed per step or delivery) instead when they already add up to it.
+        if let Some(b) = event_counts
+            && b.iter().map(|&n| u64::from(n)).sum::<u64>() == counts.output_tokens
+        {
+            for (c, n) in chunks.iter_mut().zip(b) {
+                c.tokens = n;
+            }
+        }
+        let (input_tokens, input_source) = match (usage_prompt, spec.counted_input_tokens) {
+            (Some(p), _) => (p, CountSource::Usage),
+            (None, Some((n, src))) => (n, src),
+            (None, None) => (spec.planned_input_tokens, CountSource::Planned),
+        };
+        if let Some(f) = self.context_cut(spec, length_stop, input_tokens, &counts) {
+            return failed_record(spec, tag, t_send, f, retries);
+        }
+        let (ttft_us, e2e_us) = match crate::metrics::record::first_last(&chunks) {
+            Some((a, b)) => (Some(a), Some(b)),
+            None => (None, None),
+        };
+        RequestRecord {
+            level: tag.level,
+            index: tag.index,
+            warmup: tag.warmup,
+            sched_at_us: us_since(tag.origin, tag.sched),
+            send_at_us: us_since(tag.origin, t_send),
+            end_at_us: us_since(tag.origin, end),
+            outcome: Outcome::Ok,
+            planned_input_tokens: spec.planned_input_tokens,
+            input_tokens,
+            input_source,
+            output_tokens: counts.output_tokens,
+            output_source: counts.output_source,
+            chunk_source: counts.chunk_source,
+            ttft_us,
+            e2e_us,
+            chunks,
+            retries,
+            slot: None,
+            cached_tokens: usage_cached,
+            turn: None,
+        }
+    }
+}
+
+/// A non-2xx answer as a failure: its status and the server's message (a context error when
+/// the message says so).
+async fn http_failure(status: u16, resp: Resp) -> Failure {
+    let text = tokio::time::timeout(Duration::from_secs(5), resp.text())
+        .await
+        .unwrap_or_default();
+    let message = dialect::http_error_message(&text);
+    let kind = if is_context_error(&message) {
+        FailureKind::ContextTooLong
+    } else {
+        FailureKind::HttpStatus
+    };
+    Failure {
+        kind,
+        message: format!("HTTP {status}: {message}"),
+        http_status: Some(status),
+    }
+}
