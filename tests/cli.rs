@@ -17,137 +17,141 @@ fn servetop(args: &[&str]) -> (i32, String, Duration) {
     (out.status.code().unwrap_or(-1), stderr, t.elapsed())
 }
 
+/// An address where nothing listens.
+const U: &str = "http://127.0.0.1:9";
+
+/// Bad input, and what its one-line error must say.
+const BAD_INPUTS: [(&[&str], &str); 15] = [
+    (
+        &["run", "--base-url", "http://127.0.0.1:9", "--headless"],
+        "cannot reach http://127.0.0.1:9",
+    ),
+    (
+        &["run", "--base-url", "ftp://example", "--headless"],
+        "must start with http:// or https://",
+    ),
+    (
+        &["run", "--base-url", "not a url", "--headless"],
+        "is not a URL",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--concurrency",
+            "4,2",
+        ],
+        "must be strictly increasing",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--concurrency",
+            "none",
+            "--long-context",
+            "none",
+        ],
+        "nothing to run",
+    ),
+    (&["sim", "--preset", "nope"], "unknown preset 'nope'"),
+    (
+        &["run", "--base-url", U, "--search", "rate"],
+        "--search needs --slo",
+    ),
+    (
+        &["run", "--base-url", U, "--slo", "speed:3"],
+        "unknown SLO metric 'speed' (use ttft, tpot, itl, e2el)",
+    ),
+    (
+        &["run", "--base-url", U, "--slo", "itl:fast"],
+        "'fast' is not a positive number of ms",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--slo",
+            "tpot:50",
+            "--slo-percentile",
+            "100",
+        ],
+        "--slo-percentile '100' is not a percentile between 0 and 100",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--slo",
+            "tpot:50",
+            "--search",
+            "rate",
+            "--search-precision",
+            "0%",
+        ],
+        "--search-precision '0%' must be a percentage like 5% or a rate in req/s like 0.5",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--slo",
+            "tpot:50",
+            "--search",
+            "speed",
+        ],
+        "--search 'speed': the only search is 'rate'",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--slo",
+            "tpot:50",
+            "--search",
+            "concurrency",
+        ],
+        "--search concurrency is not implemented yet",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--slo",
+            "tpot:50",
+            "--search",
+            "rate",
+            "--request-rate",
+            "1,2",
+        ],
+        "--search rate picks its own request rates",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--slo",
+            "tpot:50",
+            "--search",
+            "rate",
+            "--search-seconds",
+            "0",
+        ],
+        "--search-seconds must be a positive number of seconds",
+    ),
+];
+
 #[test]
 fn bad_inputs_give_one_line_and_exit_2() {
-    const U: &str = "http://127.0.0.1:9";
-    let cases: [(&[&str], &str); 15] = [
-        (
-            &["run", "--base-url", "http://127.0.0.1:9", "--headless"],
-            "cannot reach http://127.0.0.1:9",
-        ),
-        (
-            &["run", "--base-url", "ftp://example", "--headless"],
-            "must start with http:// or https://",
-        ),
-        (
-            &["run", "--base-url", "not a url", "--headless"],
-            "is not a URL",
-        ),
-        (
-            &[
-                "run",
-                "--base-url",
-                "http://127.0.0.1:9",
-                "--concurrency",
-                "4,2",
-            ],
-            "must be strictly increasing",
-        ),
-        (
-            &[
-                "run",
-                "--base-url",
-                "http://127.0.0.1:9",
-                "--concurrency",
-                "none",
-                "--long-context",
-                "none",
-            ],
-            "nothing to run",
-        ),
-        (&["sim", "--preset", "nope"], "unknown preset 'nope'"),
-        (
-            &["run", "--base-url", U, "--search", "rate"],
-            "--search needs --slo",
-        ),
-        (
-            &["run", "--base-url", U, "--slo", "speed:3"],
-            "unknown SLO metric 'speed' (use ttft, tpot, itl, e2el)",
-        ),
-        (
-            &["run", "--base-url", U, "--slo", "itl:fast"],
-            "'fast' is not a positive number of ms",
-        ),
-        (
-            &[
-                "run",
-                "--base-url",
-                U,
-                "--slo",
-                "tpot:50",
-                "--slo-percentile",
-                "100",
-            ],
-            "--slo-percentile '100' is not a percentile between 0 and 100",
-        ),
-        (
-            &[
-                "run",
-                "--base-url",
-                U,
-                "--slo",
-                "tpot:50",
-                "--search",
-                "rate",
-                "--search-precision",
-                "0%",
-            ],
-            "--search-precision '0%' must be a percentage like 5% or a rate in req/s like 0.5",
-        ),
-        (
-            &[
-                "run",
-                "--base-url",
-                U,
-                "--slo",
-                "tpot:50",
-                "--search",
-                "speed",
-            ],
-            "--search 'speed': the only search is 'rate'",
-        ),
-        (
-            &[
-                "run",
-                "--base-url",
-                U,
-                "--slo",
-                "tpot:50",
-                "--search",
-                "concurrency",
-            ],
-            "--search concurrency is not implemented yet",
-        ),
-        (
-            &[
-                "run",
-                "--base-url",
-                U,
-                "--slo",
-                "tpot:50",
-                "--search",
-                "rate",
-                "--request-rate",
-                "1,2",
-            ],
-            "--search rate picks its own request rates",
-        ),
-        (
-            &[
-                "run",
-                "--base-url",
-                U,
-                "--slo",
-                "tpot:50",
-                "--search",
-                "rate",
-                "--search-seconds",
-                "0",
-            ],
-            "--search-seconds must be a positive number of seconds",
-        ),
-    ];
-    for (args, want) in cases {
+    for (args, want) in BAD_INPUTS {
         let (code, err, took) = servetop(args);
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: {err}");

@@ -63,22 +63,28 @@ async fn run_with_fault(kind: FaultKind, expect: FailureKind) {
     );
     let sc = &s.summary.sweep[0].stats.as_ref().unwrap().scalars;
     let counted = sc.failures.get(expect.name()).map_or(0, |f| f.count);
-    assert_eq!(
-        counted, injected,
-        "{kind:?} counted as {expect:?}: {:?}",
-        sc.failures
-    );
-    assert_eq!(sc.failed, injected, "{kind:?}: no other kind of failure");
-    assert_eq!(
-        sc.completed + sc.failed,
-        20,
-        "{kind:?}: every request accounted for"
-    );
     let lines = std::fs::read_to_string(dir.join("requests.jsonl")).unwrap();
     let records: Vec<RequestRecord> = lines
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
+    // A connection reset right after the first token can beat the response headers out of
+    // the simulator's socket (a loaded machine): the client then sees a connection closed
+    // before any byte, and retries once on a fresh connection, as it does for a stale pooled
+    // one. Every injected fault is a failure of its kind or such a retry.
+    let retried = records.iter().map(|r| u64::from(r.retries)).sum::<u64>();
+    assert_eq!(
+        counted + retried,
+        injected,
+        "{kind:?} counted as {expect:?}: {:?}, {retried} retried",
+        sc.failures
+    );
+    assert_eq!(sc.failed, counted, "{kind:?}: no other kind of failure");
+    assert_eq!(
+        sc.completed + sc.failed,
+        20,
+        "{kind:?}: every request accounted for"
+    );
     assert_eq!(
         records.iter().filter(|r| r.is_ok()).count() as u64,
         sc.completed,

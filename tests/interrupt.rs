@@ -49,6 +49,102 @@ fn wait_for_level_running(dir: &Path, i: usize) {
     }
 }
 
+/// The C=1 level's measured records.
+fn first_level_records(recs: &[RequestRecord], first_level: u64) -> Vec<RequestRecord> {
+    recs.iter()
+        .filter(|r| !r.warmup && u64::from(r.level) == first_level)
+        .cloned()
+        .collect()
+}
+
+/// Runs `args`, sends SIG`sig` once the C=2 level is under way, and checks what was saved:
+/// the completed requests of the interrupted level and (returned) the C=1 level's records.
+fn run_and_signal(args: &[&str], dir: &Path, sig: &str) -> (u64, Vec<RequestRecord>) {
+    let mut child = Command::new(bin())
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Signal once the C=2 level is under way (results.json says so): the C=1 level is then
+    // finished and must survive the resume untouched. The C=2 level has 6 requests of
+    // ~0.4 s, two at a time, so the signal lands well inside it.
+    wait_for_level_running(dir, 1);
+    let killed = Command::new("kill")
+        .args([format!("-{sig}"), child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "SIG{sig} exits 130");
+
+    let v = results(dir);
+    assert_eq!(v["state"], "interrupted", "SIG{sig}");
+    assert_eq!(v["sweep"][0]["status"], "done");
+    assert_eq!(v["sweep"][0]["completed"], 6);
+    assert_eq!(v["sweep"][1]["status"], "interrupted");
+    assert_eq!(v["sweep"][2]["status"], "waiting");
+    let recs = records(dir);
+    let level = v["sweep"][1]["index"].as_u64().unwrap();
+    let measured: Vec<&RequestRecord> = recs
+        .iter()
+        .filter(|r| !r.warmup && u64::from(r.level) == level)
+        .collect();
+    let ok = measured.iter().filter(|r| r.is_ok()).count() as u64;
+    let cancelled = measured
+        .iter()
+        .filter(|r| r.outcome == Outcome::Cancelled)
+        .count() as u64;
+    assert_eq!(
+        ok,
+        v["sweep"][1]["completed"].as_u64().unwrap(),
+        "every completed request is in requests.jsonl"
+    );
+    assert_eq!(cancelled, v["sweep"][1]["cancelled"].as_u64().unwrap());
+    assert!(ok < 6, "the level was really interrupted");
+    let first_level = v["sweep"][0]["index"].as_u64().unwrap();
+    let before_resume = first_level_records(&recs, first_level);
+    assert_eq!(before_resume.len(), 6);
+    (ok, before_resume)
+}
+
+/// `--resume` finishes the run: every level done, the interrupted one's requests run again,
+/// and the finished C=1 level kept as it was.
+fn resume_finishes(dir: &Path, ok: u64, before_resume: &[RequestRecord]) {
+    let first_level = results(dir)["sweep"][0]["index"].as_u64().unwrap();
+    let out = Command::new(bin())
+        .args(["run", "--resume", dir.to_str().unwrap(), "--headless"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = results(dir);
+    assert_eq!(v["state"], "finished");
+    for (i, c) in [1, 2, 4].iter().enumerate() {
+        assert_eq!(v["sweep"][i]["concurrency"], *c);
+        assert_eq!(v["sweep"][i]["status"], "done", "level {i} after resume");
+        assert_eq!(v["sweep"][i]["completed"], 6, "level {i} after resume");
+    }
+    let recs = records(dir);
+    let ok_now = recs.iter().filter(|r| !r.warmup && r.is_ok()).count();
+    assert_eq!(
+        ok_now as u64,
+        6 + ok + 12,
+        "the resumed run appended the C=2 and C=4 levels' requests only"
+    );
+    assert_eq!(
+        first_level_records(&recs, first_level),
+        before_resume,
+        "the finished C=1 level was kept, not run again"
+    );
+}
+
 #[test]
 fn signals_stop_cleanly_and_resume_finishes_the_run() {
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -80,89 +176,8 @@ fn signals_stop_cleanly_and_resume_finishes_the_run() {
             "--out",
             dir.to_str().unwrap(),
         ];
-        let mut child = Command::new(bin())
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        // Signal once the C=2 level is under way (results.json says so): the C=1 level is then
-        // finished and must survive the resume untouched. The C=2 level has 6 requests of
-        // ~0.4 s, two at a time, so the signal lands well inside it.
-        wait_for_level_running(&dir, 1);
-        let killed = Command::new("kill")
-            .args([format!("-{sig}"), child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(killed.success());
-        let status = child.wait().unwrap();
-        assert_eq!(status.code(), Some(130), "SIG{sig} exits 130");
-
-        let v = results(&dir);
-        assert_eq!(v["state"], "interrupted", "SIG{sig}");
-        assert_eq!(v["sweep"][0]["status"], "done");
-        assert_eq!(v["sweep"][0]["completed"], 6);
-        assert_eq!(v["sweep"][1]["status"], "interrupted");
-        assert_eq!(v["sweep"][2]["status"], "waiting");
-        let recs = records(&dir);
-        let level = v["sweep"][1]["index"].as_u64().unwrap();
-        let measured: Vec<&RequestRecord> = recs
-            .iter()
-            .filter(|r| !r.warmup && u64::from(r.level) == level)
-            .collect();
-        let ok = measured.iter().filter(|r| r.is_ok()).count() as u64;
-        let cancelled = measured
-            .iter()
-            .filter(|r| r.outcome == Outcome::Cancelled)
-            .count() as u64;
-        assert_eq!(
-            ok,
-            v["sweep"][1]["completed"].as_u64().unwrap(),
-            "every completed request is in requests.jsonl"
-        );
-        assert_eq!(cancelled, v["sweep"][1]["cancelled"].as_u64().unwrap());
-        assert!(ok < 6, "the level was really interrupted");
-        let first_level = v["sweep"][0]["index"].as_u64().unwrap();
-        let first_level_records = |recs: &[RequestRecord]| {
-            recs.iter()
-                .filter(|r| !r.warmup && u64::from(r.level) == first_level)
-                .cloned()
-                .collect::<Vec<_>>()
-        };
-        let before_resume = first_level_records(&recs);
-        assert_eq!(before_resume.len(), 6);
-
-        let out = Command::new(bin())
-            .args(["run", "--resume", dir.to_str().unwrap(), "--headless"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .output()
-            .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v = results(&dir);
-        assert_eq!(v["state"], "finished");
-        for (i, c) in [1, 2, 4].iter().enumerate() {
-            assert_eq!(v["sweep"][i]["concurrency"], *c);
-            assert_eq!(v["sweep"][i]["status"], "done", "level {i} after resume");
-            assert_eq!(v["sweep"][i]["completed"], 6, "level {i} after resume");
-        }
-        let recs = records(&dir);
-        let ok_now = recs.iter().filter(|r| !r.warmup && r.is_ok()).count();
-        assert_eq!(
-            ok_now as u64,
-            6 + ok + 12,
-            "the resumed run appended the C=2 and C=4 levels' requests only"
-        );
-        assert_eq!(
-            first_level_records(&recs),
-            before_resume,
-            "the finished C=1 level was kept, not run again"
-        );
+        let (ok, before_resume) = run_and_signal(&args, &dir, sig);
+        resume_finishes(&dir, ok, &before_resume);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

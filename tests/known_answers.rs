@@ -104,6 +104,15 @@ fn queueing_behind_one_slot_gives_known_percentiles_in_every_output() {
         String::from_utf8_lossy(&out.stderr)
     );
 
+    let itl_p99 = results_json(&dir);
+    summary_md(&dir, itl_p99);
+    sweep_csv(&dir);
+    let (out_tokens, in_tokens) = requests_jsonl(&dir);
+    telemetry_jsonl(&dir, out_tokens, in_tokens);
+}
+
+/// results.json, under vLLM's names; returns its ITL p99 (bounded, not known).
+fn results_json(dir: &Path) -> f64 {
     // results.json, under vLLM's names.
     let v: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
@@ -139,10 +148,14 @@ fn queueing_behind_one_slot_gives_known_percentiles_in_every_output() {
     // Exactly: one token in every chunk, every delivery one event.
     assert_eq!(l["accept_length_client"], 1.0);
     assert_eq!(l["multi_event_delivery_share"], 0.0);
+    itl_p99
+}
 
+/// summary.md's sweep row, as the user reads it.
+fn summary_md(dir: &Path, itl_p99: f64) {
     // summary.md's row: C, done, req/s, out tok/s, per-stream tok/s, TTFT p50 / p99,
     // ITL p50 / p99, TPOT p50, E2E p50, accept len, failures.
-    let row = summary_row(&dir);
+    let row = summary_row(dir);
     assert_eq!(row[1], "10", "{row:?}");
     close(row[2].parse().unwrap(), 10.0 / 4.01, "summary.md req/s");
     close(
@@ -164,9 +177,12 @@ fn queueing_behind_one_slot_gives_known_percentiles_in_every_output() {
     // E2E p50: the 5th request's, TTFT ≈ 1604 + 400.
     close(row[8].parse().unwrap(), 2005.0, "summary.md E2E p50");
     assert_eq!(row[10], "0", "failures");
+}
 
+/// sweep.csv, the same numbers unformatted.
+fn sweep_csv(dir: &Path) {
     // sweep.csv, the same numbers unformatted.
-    let csv = csv_row(&dir);
+    let csv = csv_row(dir);
     let g = |k: &str| -> f64 {
         csv.get(k)
             .unwrap_or_else(|| panic!("sweep.csv has no {k}"))
@@ -187,7 +203,10 @@ fn queueing_behind_one_slot_gives_known_percentiles_in_every_output() {
         "sweep.csv output_throughput",
     );
     assert_eq!(csv["max_concurrent_requests"], "10");
+}
 
+/// requests.jsonl with every chunk; returns its output and input token totals.
+fn requests_jsonl(dir: &Path) -> (u64, u64) {
     // requests.jsonl with --record-chunks: every token's chunk, one token each, the first at
     // TTFT and the last at E2E, 20 steps of 20 ms between them.
     let text = std::fs::read_to_string(dir.join("requests.jsonl")).unwrap();
@@ -214,7 +233,11 @@ fn queueing_behind_one_slot_gives_known_percentiles_in_every_output() {
     }
     assert_eq!(out_tokens, 11 * 21);
     close(spans as f64 / 11.0, 400_000.0, "mean decode span µs");
+    (out_tokens, in_tokens)
+}
 
+/// telemetry.jsonl against requests.jsonl's totals.
+fn telemetry_jsonl(dir: &Path, out_tokens: u64, in_tokens: u64) {
     // telemetry.jsonl: the engine's own counters, scraped after the level, add up to what
     // requests.jsonl holds; its gauges never show more than the one slot running.
     let text = std::fs::read_to_string(dir.join("telemetry.jsonl")).unwrap();

@@ -67,6 +67,57 @@ fn temp_dir(name: &str) -> PathBuf {
     d
 }
 
+/// Every probe is a real rate level, judged from the same records the session folded: the
+/// search's verdict and the level's own SLO check are the same numbers.
+fn probes_are_rate_levels(
+    session: &servetop::session::Session,
+    s: &servetop::workload::search::SearchSummary,
+    truth: f64,
+) {
+    let (pass, fail) = (s.pass_rate.unwrap(), s.fail_rate.unwrap());
+    assert_eq!(session.summary.rates.len(), s.probes.len());
+    for p in &s.probes {
+        let l = session.summary.level(p.level).unwrap();
+        assert_eq!(l.request_rate(), Some(p.request_rate));
+        assert_eq!(l.slo.as_ref(), p.check.as_ref(), "probe {}", p.step);
+        let c = p.check.as_ref().unwrap();
+        assert_eq!(
+            c.requests,
+            u64::from(p.requests),
+            "no failures, nothing lost"
+        );
+        // Away from the edge the verdict is the true one, and certain.
+        if p.request_rate < 0.9 * truth {
+            assert!(c.meets && c.certain, "probe at {} req/s", p.request_rate);
+        }
+        if p.request_rate > 1.1 * truth {
+            assert!(!c.meets && c.certain, "probe at {} req/s", p.request_rate);
+        }
+        // Bisection: a pass is at or below the answer, a fail at or above the bracket's top.
+        if c.meets {
+            assert!(p.request_rate <= pass);
+        } else {
+            assert!(p.request_rate >= fail);
+        }
+    }
+}
+
+/// One line a probe, for the log of a failed run.
+fn print_probes(s: &servetop::workload::search::SearchSummary) {
+    for p in &s.probes {
+        let c = p.check.as_ref().unwrap();
+        eprintln!(
+            "probe {} · {:.3} req/s (sent {:.2}) · goodput {:.2} · {} · {}",
+            p.step,
+            p.request_rate,
+            p.achieved_request_rate.unwrap_or(f64::NAN),
+            p.goodput.unwrap_or(f64::NAN),
+            c.verdict(),
+            c.describe()
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rate_search_finds_the_tpot_capacity_within_its_precision() {
     let _serial = SERIAL.lock().await;
@@ -113,18 +164,7 @@ async fn rate_search_finds_the_tpot_capacity_within_its_precision() {
         .unwrap();
     assert_eq!(state, RunState::Finished, "{:?}", session.summary.error);
     let s = session.summary.search.as_ref().expect("a search section");
-    for p in &s.probes {
-        let c = p.check.as_ref().unwrap();
-        eprintln!(
-            "probe {} · {:.3} req/s (sent {:.2}) · goodput {:.2} · {} · {}",
-            p.step,
-            p.request_rate,
-            p.achieved_request_rate.unwrap_or(f64::NAN),
-            p.goodput.unwrap_or(f64::NAN),
-            c.verdict(),
-            c.describe()
-        );
-    }
+    print_probes(s);
     eprintln!(
         "{} · expected {truth:.3} req/s · {:.1} s",
         s.headline(),
@@ -153,33 +193,7 @@ async fn rate_search_finds_the_tpot_capacity_within_its_precision() {
     assert!((bound - measured).abs() < 1e-9);
     assert!((s.probes[0].request_rate - bound).abs() < 1e-9);
 
-    // Every probe is a real rate level, judged from the same records the session folded: the
-    // search's verdict and the level's own SLO check are the same numbers.
-    assert_eq!(session.summary.rates.len(), s.probes.len());
-    for p in &s.probes {
-        let l = session.summary.level(p.level).unwrap();
-        assert_eq!(l.request_rate(), Some(p.request_rate));
-        assert_eq!(l.slo.as_ref(), p.check.as_ref(), "probe {}", p.step);
-        let c = p.check.as_ref().unwrap();
-        assert_eq!(
-            c.requests,
-            u64::from(p.requests),
-            "no failures, nothing lost"
-        );
-        // Away from the edge the verdict is the true one, and certain.
-        if p.request_rate < 0.9 * truth {
-            assert!(c.meets && c.certain, "probe at {} req/s", p.request_rate);
-        }
-        if p.request_rate > 1.1 * truth {
-            assert!(!c.meets && c.certain, "probe at {} req/s", p.request_rate);
-        }
-        // Bisection: a pass is at or below the answer, a fail at or above the bracket's top.
-        if c.meets {
-            assert!(p.request_rate <= pass);
-        } else {
-            assert!(p.request_rate >= fail);
-        }
-    }
+    probes_are_rate_levels(&session, s, truth);
 
     // The files carry it: results.json's search section and summary.md's table.
     let v: serde_json::Value =

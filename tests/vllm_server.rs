@@ -341,6 +341,24 @@ async fn plain_server_end_to_end() {
     a_server_that_stays_away_aborts_cleanly(&mut srv).await;
 }
 
+/// The ladder: 1K and 2K fit; 8K cannot, and the skip names vLLM's flag.
+fn ladder_skips_what_does_not_fit(lc: &[servetop::summary::LevelSummary]) {
+    assert_eq!(lc.len(), 3);
+    for l in &lc[..2] {
+        assert_eq!(l.status, LevelStatus::Done, "{:?}", l.reason);
+        assert_eq!(stats(l).scalars.total_output_tokens, 32);
+    }
+    assert_eq!(stats(&lc[0]).scalars.mean_input_tokens, Some(1000.0));
+    assert_eq!(stats(&lc[1]).scalars.mean_input_tokens, Some(2000.0));
+    assert_eq!(lc[2].status, LevelStatus::Skipped);
+    assert_eq!(lc[2].raise_flag.as_deref(), Some("--max-model-len"));
+    let reason = lc[2].reason.as_deref().unwrap();
+    assert!(
+        reason.contains("4096") && reason.contains("--max-model-len"),
+        "{reason}"
+    );
+}
+
 /// `servetop run --concurrency 1,4,8 --input-len 200 --output-len 128 --long-context 1k,2k,8k`,
 /// against vLLM's own counters and histograms.
 async fn sweep_and_ladder_agree_with_vllms_own_counters(srv: &VllmServer) {
@@ -394,22 +412,7 @@ async fn sweep_and_ladder_agree_with_vllms_own_counters(srv: &VllmServer) {
         assert_eq!(m.preemptions, Some(0.0), "C={c}: {m:?}");
         assert!(sc.multi_event_delivery_share.is_some());
     }
-    // The ladder: 1K and 2K fit; 8K cannot, and the skip names vLLM's flag.
-    let lc = &s.summary.long_context;
-    assert_eq!(lc.len(), 3);
-    for l in &lc[..2] {
-        assert_eq!(l.status, LevelStatus::Done, "{:?}", l.reason);
-        assert_eq!(stats(l).scalars.total_output_tokens, 32);
-    }
-    assert_eq!(stats(&lc[0]).scalars.mean_input_tokens, Some(1000.0));
-    assert_eq!(stats(&lc[1]).scalars.mean_input_tokens, Some(2000.0));
-    assert_eq!(lc[2].status, LevelStatus::Skipped);
-    assert_eq!(lc[2].raise_flag.as_deref(), Some("--max-model-len"));
-    let reason = lc[2].reason.as_deref().unwrap();
-    assert!(
-        reason.contains("4096") && reason.contains("--max-model-len"),
-        "{reason}"
-    );
+    ladder_skips_what_does_not_fit(&s.summary.long_context);
 
     // Every request servetop sent, warmup included, against the server's counters.
     let recs = real_server::records(&dir);

@@ -85,6 +85,28 @@ impl Series {
     }
 }
 
+/// A panel over the run's seconds, with the level starts marked.
+fn time_panel(
+    title: String,
+    y_desc: &str,
+    y_top: Option<f64>,
+    lines: Vec<Line>,
+    marks: &[(f64, String)],
+    empty: String,
+) -> Panel {
+    Panel {
+        title,
+        x: XKind::Seconds,
+        y_desc: y_desc.into(),
+        y_log_ok: false,
+        y_top,
+        lines,
+        marks: marks.to_vec(),
+        limits: vec![],
+        empty,
+    }
+}
+
 /// GPU memory and utilization per GPU, server KV use and queue, over time with level starts.
 pub(super) fn timeline_panels(runs: &[ChartRun<'_>]) -> (Vec<Panel>, Vec<String>) {
     // The first run sets the timeline (overlaying clocks of different runs would mislead).
@@ -128,51 +150,40 @@ pub(super) fn timeline_panels(runs: &[ChartRun<'_>]) -> (Vec<Panel>, Vec<String>
     );
     let sim = if simulated { " (simulated)" } else { "" };
     let panels = vec![
-        Panel {
-            title: format!("GPU memory used{sim}"),
-            x: XKind::Seconds,
-            y_desc: "GiB".into(),
-            y_log_ok: false,
-            y_top: (total_gib > 0.0).then_some(total_gib),
-            lines: gpu_lines(&mem),
-            marks: marks.clone(),
-            limits: vec![],
-            empty: why_gpu.clone(),
-        },
-        Panel {
-            title: format!("GPU utilization{sim}"),
-            x: XKind::Seconds,
-            y_desc: "%".into(),
-            y_log_ok: false,
-            y_top: Some(100.0),
-            lines: gpu_lines(&util),
-            marks: marks.clone(),
-            limits: vec![],
-            empty: why_gpu,
-        },
-        Panel {
-            title: "Server KV-cache usage".into(),
-            x: XKind::Seconds,
-            y_desc: "%".into(),
-            y_log_ok: false,
-            y_top: Some(100.0),
-            lines: vec![Line {
+        time_panel(
+            format!("GPU memory used{sim}"),
+            "GiB",
+            (total_gib > 0.0).then_some(total_gib),
+            gpu_lines(&mem),
+            &marks,
+            why_gpu.clone(),
+        ),
+        time_panel(
+            format!("GPU utilization{sim}"),
+            "%",
+            Some(100.0),
+            gpu_lines(&util),
+            &marks,
+            why_gpu,
+        ),
+        time_panel(
+            "Server KV-cache usage".into(),
+            "%",
+            Some(100.0),
+            vec![Line {
                 name: "KV cache".into(),
                 points: kv,
                 color: color(2),
                 dashed: false,
             }],
-            marks: marks.clone(),
-            limits: vec![],
-            empty: why_srv.clone(),
-        },
-        Panel {
-            title: "Server requests running and queued".into(),
-            x: XKind::Seconds,
-            y_desc: "requests".into(),
-            y_log_ok: false,
-            y_top: None,
-            lines: vec![
+            &marks,
+            why_srv.clone(),
+        ),
+        time_panel(
+            "Server requests running and queued".into(),
+            "requests",
+            None,
+            vec![
                 Line {
                     name: "running".into(),
                     points: running,
@@ -186,10 +197,9 @@ pub(super) fn timeline_panels(runs: &[ChartRun<'_>]) -> (Vec<Panel>, Vec<String>
                     dashed: true,
                 },
             ],
-            marks,
-            limits: vec![],
-            empty: why_srv,
-        },
+            &marks,
+            why_srv,
+        ),
     ];
     let footer = if runs.len() > 1 {
         vec![format!(
