@@ -1,0 +1,151 @@
+//! Open-loop levels: requests sent on a seeded schedule, each in its own task, under an
+//! optional cap in flight.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::client::{self, Client, RequestSpec, RequestTag};
+use crate::event::{Event, EventTx};
+use crate::workload::{Arrival, LevelSpec, Schedule};
+
+use super::{Queue, Runner, ServerWatch, deliver};
+
+impl Runner {
+    /// Sends a rate level's requests on their schedule, each in its own task, and waits for the
+    /// last one. Slots come from a pool (the one freed longest ago first; a new one only when
+    /// none is free), so one slot's requests never overlap and the peak-in-flight fold stays
+    /// exact with memory that follows the slots in use (`metrics::level::InFlight`).
+    pub(super) async fn open_loop(
+        &self,
+        spec: &LevelSpec,
+        arrival: &Arrival,
+        seed: u64,
+        queue: Queue,
+        ctx: Arc<OpenLoopCtx>,
+    ) {
+        let mut schedule = Schedule::new(arrival, seed);
+        let cap = arrival.max_concurrency.map_or(usize::MAX, |c| c as usize);
+        let mut free: VecDeque<u32> = VecDeque::new();
+        let mut next_slot = 0u32;
+        let mut running: tokio::task::JoinSet<u32> = tokio::task::JoinSet::new();
+        // Time spent paused or waiting for the server: the rest of the schedule moves by it.
+        let mut held = Duration::ZERO;
+        let mut control = self.control.clone();
+        let cancel = ctx.cancel.clone();
+        let give_back = |free: &mut VecDeque<u32>, r: Result<u32, tokio::task::JoinError>| {
+            if let Ok(slot) = r {
+                free.push_back(slot);
+            }
+        };
+        'requests: for _ in 0..spec.requests {
+            let Some(t) = schedule.next() else { break };
+            let offset = Duration::from_secs_f64(t);
+            // Until it is due: hand back the slots of requests that end meanwhile.
+            loop {
+                if cancel.is_cancelled() || ctx.stop.load(Ordering::Relaxed) {
+                    break 'requests;
+                }
+                if control.borrow().paused || ctx.watch.down.load(Ordering::Relaxed) {
+                    let start = Instant::now();
+                    tokio::select! {
+                        _ = control.changed() => {}
+                        () = tokio::time::sleep(Duration::from_millis(100)) => {}
+                        () = cancel.cancelled() => {}
+                        Some(r) = running.join_next() => give_back(&mut free, r),
+                    }
+                    held += start.elapsed();
+                    continue;
+                }
+                let due = origin_plus(ctx.origin, offset + held);
+                if Instant::now() >= due {
+                    break;
+                }
+                tokio::select! {
+                    () = tokio::time::sleep_until(due.into()) => {}
+                    Some(r) = running.join_next() => give_back(&mut free, r),
+                    _ = control.changed() => {}
+                    () = cancel.cancelled() => {}
+                }
+            }
+            let sched = origin_plus(ctx.origin, offset + held);
+            // Over the cap it waits for a slot: that wait is client queue time.
+            while running.len() >= cap {
+                tokio::select! {
+                    Some(r) = running.join_next() => give_back(&mut free, r),
+                    () = cancel.cancelled() => break 'requests,
+                }
+            }
+            while let Some(r) = running.try_join_next() {
+                give_back(&mut free, r);
+            }
+            let next = tokio::select! {
+                n = async { queue.lock().await.recv().await } => n,
+                () = cancel.cancelled() => None,
+            };
+            let Some((i, req)) = next else { break };
+            let slot = free.pop_front().unwrap_or_else(|| {
+                next_slot += 1;
+                next_slot - 1
+            });
+            // Announced before the request goes out (the peak-in-flight fold relies on it).
+            let _ = ctx.tx.send(Event::Sent {
+                level: ctx.level,
+                slot,
+            });
+            running.spawn(open_loop_request(ctx.clone(), slot, i, req, sched));
+        }
+        while running.join_next().await.is_some() {}
+    }
+}
+
+/// `origin + d`, saturating far in the future instead of panicking.
+pub(super) fn origin_plus(origin: Instant, d: Duration) -> Instant {
+    origin
+        .checked_add(d)
+        .unwrap_or_else(|| origin + Duration::from_secs(86_400 * 365))
+}
+
+/// What every request task of an open-loop level shares.
+pub(super) struct OpenLoopCtx {
+    pub(super) client: Client,
+    pub(super) watch: Arc<ServerWatch>,
+    pub(super) stop: Arc<AtomicBool>,
+    pub(super) level: u32,
+    pub(super) origin: Instant,
+    pub(super) tx: EventTx,
+    pub(super) cancel: CancellationToken,
+    pub(super) grace: Duration,
+}
+
+/// One open-loop request: sends it, records it, and gives its slot back. A request that cannot
+/// connect holds the dispatcher until the server is back, or gives up on the level.
+pub(super) async fn open_loop_request(
+    ctx: Arc<OpenLoopCtx>,
+    slot: u32,
+    index: u32,
+    spec: RequestSpec,
+    sched: Instant,
+) -> u32 {
+    let tag = RequestTag {
+        level: ctx.level,
+        index,
+        warmup: false,
+        origin: ctx.origin,
+        sched,
+    };
+    let grace = ctx.grace;
+    let cancel = ctx.cancel.clone();
+    let mut rec = tokio::select! {
+        r = ctx.client.send(&spec, tag) => r,
+        () = async move { cancel.cancelled().await; tokio::time::sleep(grace).await } => {
+            client::cancelled_record(&spec, tag, Instant::now())
+        }
+    };
+    rec.slot = Some(slot);
+    deliver(rec, &ctx.tx, &ctx.watch, &ctx.stop, &ctx.cancel).await;
+    slot
+}

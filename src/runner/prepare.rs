@@ -1,0 +1,160 @@
+//! Before a run: identify the server, pick the protocol, size the prompts, and check that
+//! the plan fits the server's context.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::client::{self, Backend, Client, ClientOptions, ServerInfo, detect};
+use crate::config::{BackendChoice, RunConfig};
+use crate::workload::prompt::{Counter, PromptFactory};
+use crate::workload::{LevelKind, LevelSpec};
+
+use super::SearchPlan;
+
+/// Everything needed to run, after talking to the server.
+pub struct Prepared {
+    pub server: ServerInfo,
+    pub backend: Backend,
+    pub client: Client,
+    pub factory: PromptFactory,
+    pub levels: Vec<LevelSpec>,
+    /// The run seed: prompt text and rate levels' arrival schedules derive from it.
+    pub seed: u64,
+    /// The SLO capacity search to run after the planned levels, and the SLO it searches for.
+    pub search: Option<SearchPlan>,
+}
+
+/// Identifies the server, picks the protocol and the prompt counter, and builds the plan.
+/// Every error is one line a user can act on.
+pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepared, String> {
+    let http = client::http_client().map_err(|e| format!("HTTP client: {e}"))?;
+    let base = cfg.base_url.trim_end_matches('/').to_string();
+    let tokenizer = match &cfg.tokenizer {
+        Some(path) => Some(Arc::new(
+            tokenizers::Tokenizer::from_file(path)
+                .map_err(|e| format!("cannot read tokenizer {}: {e}", path.display()))?,
+        )),
+        None => None,
+    };
+    let probes = detect::probe(&http, &base, api_key.as_deref()).await;
+    if let Some(status @ (401 | 403)) = probes.models_status {
+        return Err(match api_key {
+            Some(_) => format!(
+                "{base} refused the API key (HTTP {status} on /v1/models): put the key the server was started with in ${}",
+                cfg.api_key_env
+            ),
+            None => format!(
+                "{base} needs an API key (HTTP {status} on /v1/models): put it in ${} (or name another variable with --api-key-env)",
+                cfg.api_key_env
+            ),
+        });
+    }
+    if probes.models.is_none()
+        && probes.props.is_none()
+        && probes.tgi_info.is_none()
+        && probes.server_info.is_none()
+    {
+        // Tell "nothing listens there" from "something that is not an LLM server".
+        if let Err(e) = http.get(&base).timeout(Duration::from_secs(5)).send().await {
+            return Err(format!(
+                "cannot reach {base}: {} (is the server running, and is the URL right?)",
+                client::error_chain(&e)
+            ));
+        }
+    }
+    let server = detect::identify(&base, &probes, cfg.model.as_deref())?;
+    let backend = match cfg.backend {
+        BackendChoice::Auto | BackendChoice::Openai => Backend::Openai,
+        BackendChoice::OpenaiChat => Backend::OpenaiChat,
+        BackendChoice::Sglang => Backend::Sglang,
+    };
+    let opts = ClientOptions {
+        first_token_timeout: Duration::from_secs_f64(cfg.first_token_timeout_s),
+        idle_timeout: Duration::from_secs_f64(cfg.idle_timeout_s),
+        tokenizer: tokenizer.clone(),
+        temperature: cfg.temperature,
+    };
+    let client = Client::new(http.clone(), &server, backend, api_key.clone(), opts);
+    let counter = match tokenizer {
+        Some(t) => Counter::Local(t),
+        None => match Counter::server(http, &base, server.engine, &server.model, api_key).await {
+            Ok(c) => c,
+            Err(_) => Counter::calibrate_with_probes(&client, cfg.seed).await.map_err(|e| {
+                format!("no way to size prompts: the server has no usable /tokenize and {e}; pass --tokenizer PATH/tokenizer.json")
+            })?,
+        },
+    };
+    let levels = cfg.levels();
+    if let Some(why) = nothing_fits(&server, &levels).or_else(|| search_fits(&server, cfg)) {
+        return Err(why);
+    }
+    let mut factory = PromptFactory::new(counter, cfg.seed);
+    if let Some(path) = &cfg.dataset {
+        let d = crate::workload::dataset::Dataset::load(path)?;
+        factory = factory.with_dataset(Arc::new(d));
+    }
+    Ok(Prepared {
+        server,
+        backend,
+        client,
+        factory,
+        levels,
+        seed: cfg.seed,
+        search: cfg
+            .search
+            .clone()
+            .zip(cfg.slo)
+            .map(|(config, slo)| SearchPlan {
+                config,
+                slo,
+                input_tokens: cfg.input_len,
+                output_tokens: cfg.output_len,
+                shared_prefix_tokens: cfg.shared_prefix_len,
+                open_loop: cfg.open_loop.clone(),
+            }),
+    })
+}
+
+/// When the server's context limit is known and not one planned level fits in it, the run would
+/// only skip: that is a configuration error, said before anything is written. (When some levels
+/// fit, the others are skipped one by one with the flag to raise.)
+pub(super) fn nothing_fits(server: &ServerInfo, levels: &[LevelSpec]) -> Option<String> {
+    let limit = server.context_limit?;
+    let need = |l: &LevelSpec| l.input_tokens + u64::from(l.output_tokens);
+    let smallest = levels.iter().map(need).min()?;
+    (smallest > limit).then(|| {
+        format!(
+            "no planned level fits the server's context limit of {limit} tokens ({}): the smallest needs {smallest} (prompt + output); raise it with {} to at least {smallest} and restart the server, or lower --input-len/--output-len",
+            server
+                .context_limit_source
+                .as_deref()
+                .unwrap_or("reported by the server"),
+            server.engine.context_flag()
+        )
+    })
+}
+
+/// A search whose probes cannot fit the server's context is refused before it starts.
+pub(super) fn search_fits(server: &ServerInfo, cfg: &RunConfig) -> Option<String> {
+    cfg.search.as_ref()?;
+    let probe = LevelSpec {
+        index: 0,
+        kind: LevelKind::Rate,
+        concurrency: 0,
+        input_tokens: cfg.input_len,
+        output_tokens: cfg.output_len,
+        requests: 1,
+        arrival: None,
+        shared_prefix_tokens: 0,
+        conversation: None,
+    };
+    nothing_fits(server, &[probe])
+}
+
+/// Input tokens of the warmup request: the sweep's length, kept well inside the context.
+pub fn warmup_input(cfg: &RunConfig, prepared: &Prepared) -> u64 {
+    match prepared.server.context_limit {
+        Some(limit) => cfg.input_len.min(limit / 2).max(1),
+        None => cfg.input_len.max(1),
+    }
+}

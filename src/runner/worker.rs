@@ -1,0 +1,225 @@
+//! Closed-loop workers: each takes the level's next prepared request, sends it, records it,
+//! and sends the next. The requests themselves are built here from the level's prompts.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::{self, Client, RequestSpec, RequestTag};
+use crate::event::{Event, EventTx};
+use crate::metrics::{FailureKind, Outcome};
+use crate::workload::prompt::PromptFactory;
+use crate::workload::{LevelKind, LevelSpec};
+
+use super::{Control, ServerWatch, chat, deliver};
+
+/// Prompts prepared before a level starts (or twice the concurrency, if more).
+pub(super) const PROMPTS_AHEAD: u32 = 1024;
+
+/// A level's prepared requests, in order, shared by its workers.
+pub(super) type Queue = Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<(u32, RequestSpec)>>>;
+
+/// The request for `spec`'s `i`-th prompt. At a multi-turn level, a turn's new user message
+/// (see [`chat`]).
+pub(super) async fn make_request(
+    factory: &mut PromptFactory,
+    spec: &LevelSpec,
+    i: u32,
+) -> Result<RequestSpec, String> {
+    if let Some((_, turn)) = spec.turn_of(i) {
+        return chat::make_turn(factory, spec, i, turn).await;
+    }
+    if spec.kind != LevelKind::LongContext
+        && let Some(d) = factory.dataset().cloned()
+    {
+        let e = d.pick(factory.seed(), spec.index, i);
+        return dataset_request(factory, spec, e).await;
+    }
+    let prompt = factory
+        .make_with_prefix(spec.input_tokens, spec.shared_prefix_tokens, spec.index, i)
+        .await?;
+    let mut r = RequestSpec::prompt(
+        prompt.text,
+        spec.input_tokens,
+        prompt
+            .counted_tokens
+            .map(|n| (n, factory.counter().source())),
+        spec.output_tokens,
+    );
+    r.cache_prompt = spec.shared_prefix_tokens > 0;
+    Ok(r)
+}
+
+/// A request for dataset entry `e`: its first user message (after the shared prefix, if any)
+/// and the output length it asks for, its reference reply's length, or the level's.
+pub(super) async fn dataset_request(
+    factory: &mut PromptFactory,
+    spec: &LevelSpec,
+    e: &crate::workload::dataset::Entry,
+) -> Result<RequestSpec, String> {
+    let first = e
+        .user_turns
+        .first()
+        .cloned()
+        .unwrap_or_else(|| Arc::from(""));
+    let text: Arc<str> = if spec.shared_prefix_tokens > 0 {
+        let p = factory.shared_prefix(spec.shared_prefix_tokens).await?;
+        Arc::from(format!("{} {first}", p.text))
+    } else {
+        first
+    };
+    let counted = factory.counter().count(&text).await?;
+    let counted = (counted as i64 + factory.offset_tokens).max(0) as u64;
+    let output = match (e.output_len, &e.reply) {
+        (Some(n), _) => n,
+        (None, Some(r)) => {
+            (factory.counter().count(r).await?.max(1)).min(u64::from(u32::MAX)) as u32
+        }
+        (None, None) => spec.output_tokens,
+    };
+    let mut r = RequestSpec::prompt(
+        text,
+        counted,
+        Some((counted, factory.counter().source())),
+        output,
+    );
+    r.cache_prompt = spec.shared_prefix_tokens > 0;
+    Ok(r)
+}
+
+/// What a level's lanes share, borrowed while its workers are spawned.
+pub(super) struct LaneCtx<'a> {
+    pub(super) queue: &'a Queue,
+    pub(super) stop: &'a Arc<AtomicBool>,
+    pub(super) watch: &'a Arc<ServerWatch>,
+    pub(super) origin: Instant,
+    pub(super) cancel: &'a CancellationToken,
+}
+
+/// Connections to open before a level starts: its concurrency, or a rate level's second's
+/// worth of arrivals (at most its cap); never more than its requests.
+pub(super) fn prewarm_connections(spec: &LevelSpec) -> u32 {
+    let n = match spec.arrival {
+        Some(a) => (a.request_rate.ceil().min(f64::from(u32::MAX)) as u32)
+            .max(1)
+            .min(a.max_concurrency.unwrap_or(u32::MAX)),
+        None => spec.concurrency,
+    };
+    n.min(spec.requests)
+}
+
+/// What each closed-loop worker of a level holds: its slot, the client, the level's queue and
+/// channel, and what stops or pauses it.
+pub(super) struct Lane {
+    /// Which of the level's workers this is (stamped on its records).
+    pub(super) slot: u32,
+    pub(super) client: Client,
+    pub(super) queue: Queue,
+    pub(super) stop: Arc<AtomicBool>,
+    pub(super) watch: Arc<ServerWatch>,
+    pub(super) level: u32,
+    pub(super) origin: Instant,
+    pub(super) tx: EventTx,
+    pub(super) cancel: CancellationToken,
+    pub(super) control: watch::Receiver<Control>,
+    pub(super) grace: Duration,
+}
+
+impl Lane {
+    /// The level was cancelled or stopped: send nothing more.
+    pub(super) fn halted(&self) -> bool {
+        self.cancel.is_cancelled() || self.stop.load(Ordering::Relaxed)
+    }
+
+    pub(super) async fn wait_while_paused(&mut self) {
+        while self.control.borrow().paused && !self.cancel.is_cancelled() {
+            tokio::select! {
+                r = self.control.changed() => if r.is_err() { break },
+                () = self.cancel.cancelled() => break,
+            }
+        }
+    }
+
+    /// Announces request `index` on this lane's slot and sends it now: in a closed loop the slot
+    /// freed just now, so this is `t_sched`. Once the level is cancelled it has the grace period
+    /// to finish, then ends as cancelled. `reply` keeps the generated text when given.
+    pub(super) async fn send(
+        &self,
+        index: u32,
+        spec: &RequestSpec,
+        reply: Option<&mut String>,
+    ) -> crate::metrics::RequestRecord {
+        let sched = Instant::now();
+        let tag = RequestTag {
+            level: self.level,
+            index,
+            warmup: false,
+            origin: self.origin,
+            sched,
+        };
+        let _ = self.tx.send(Event::Sent {
+            level: self.level,
+            slot: self.slot,
+        });
+        let grace = self.grace;
+        let cancel = self.cancel.clone();
+        let mut rec = tokio::select! {
+            r = self.client.send_with(spec, tag, reply) => r,
+            () = async move { cancel.cancelled().await; tokio::time::sleep(grace).await } => {
+                client::cancelled_record(spec, tag, sched)
+            }
+        };
+        rec.slot = Some(self.slot);
+        rec
+    }
+
+    /// [`deliver`] through this lane.
+    pub(super) async fn deliver(&self, rec: crate::metrics::RequestRecord) {
+        deliver(rec, &self.tx, &self.watch, &self.stop, &self.cancel).await;
+    }
+}
+
+/// One closed-loop worker: takes the next request as soon as its previous one ends.
+pub(super) struct Worker {
+    pub(super) lane: Lane,
+    pub(super) long_context: bool,
+}
+
+impl Worker {
+    pub(super) async fn run(mut self) {
+        loop {
+            // Nothing left to send: end now, paused or not, so the level can finish.
+            {
+                let q = self.lane.queue.lock().await;
+                if q.is_closed() && q.is_empty() {
+                    return;
+                }
+            }
+            self.lane.wait_while_paused().await;
+            if self.lane.halted() {
+                return;
+            }
+            let Some((i, spec)) = self.lane.queue.lock().await.recv().await else {
+                return;
+            };
+            let rec = self.lane.send(i, &spec, None).await;
+            // A refused long prompt will be refused again: stop repeating it.
+            let refused = self.long_context
+                && matches!(
+                    &rec.outcome,
+                    Outcome::Failed {
+                        kind: FailureKind::ContextTooLong,
+                        ..
+                    }
+                );
+            // After a failure to connect, this holds the worker until the server is back.
+            self.lane.deliver(rec).await;
+            if refused {
+                self.lane.stop.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+}
