@@ -3,7 +3,9 @@
 
 pub mod chunks;
 pub mod dist;
+mod in_flight;
 pub mod level;
+mod level_stats;
 pub mod record;
 pub mod slo;
 pub mod turns;

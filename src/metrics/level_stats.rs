@@ -1,0 +1,177 @@
+//! A level's finished summary: plain numbers, distributions, and their flat JSON form under
+//! vLLM's key names.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::dist::DistStats;
+use super::level::FailureCount;
+use super::record::CountSource;
+
+/// Plain numbers of a level summary.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LevelScalars {
+    pub completed: u64,
+    pub failed: u64,
+    pub cancelled: u64,
+    /// Window: first `t_send` to the last completion.
+    pub duration_s: f64,
+    pub total_input_tokens: u64,
+    pub total_output_tokens: u64,
+    pub request_throughput: f64,
+    pub output_throughput: f64,
+    pub total_token_throughput: f64,
+    /// Peak output tokens in any 1 s bin (tokens at their arrival times, not chunks).
+    pub max_output_tokens_per_s: f64,
+    /// Exact peak of requests in flight.
+    pub max_concurrent_requests: u64,
+    /// Concurrency achieved: Σ E2E / window.
+    pub mean_concurrency: f64,
+    pub steady_duration_s: Option<f64>,
+    pub steady_output_throughput: Option<f64>,
+    /// Requests sent per second, `(n − 1) / (last t_send − first t_send)` over the requests
+    /// that completed or failed: at a rate level, the rate achieved against the configured one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub achieved_request_rate: Option<f64>,
+    /// The same over the scheduled times `t_sched`: at a rate level, the rate the seeded
+    /// schedule itself drew (it differs from the configured rate by Poisson noise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_request_rate: Option<f64>,
+    /// Requests/s meeting every SLO (only with `--slo`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_met: Option<u64>,
+    /// Mean tokens per chunk after the first: the speculative accept length seen by the client.
+    pub accept_length_client: Option<f64>,
+    /// Token-carrying deliveries of the completed requests (docs/metrics.md "A chunk is a
+    /// delivery").
+    #[serde(default)]
+    pub deliveries: u64,
+    /// Share of those deliveries that held more than one token event (0..1).
+    #[serde(default)]
+    pub multi_event_delivery_share: Option<f64>,
+    pub mean_input_tokens: Option<f64>,
+    pub mean_output_tokens: Option<f64>,
+    /// Mean over requests of input tokens / TTFT (the long-context prefill speed).
+    pub prefill_tokens_per_s: Option<f64>,
+    /// How many requests' output totals came from each source.
+    pub output_token_sources: BTreeMap<CountSource, u64>,
+    /// How many requests' per-chunk counts came from each source.
+    pub chunk_token_sources: BTreeMap<CountSource, u64>,
+    pub failures: BTreeMap<String, FailureCount>,
+    /// Prompt tokens the server says it served from its prefix cache, over the successful
+    /// requests that said (`cache_reports` of them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_cached_tokens: Option<u64>,
+    /// Σ cached / Σ prompt tokens over those requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache_hit_rate: Option<f64>,
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub cache_reports: u64,
+    /// A multi-turn level's statistics per turn.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<super::turns::TurnStats>,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
+}
+
+/// The distributions of a level, serialized as flat vLLM-style keys (`p99_ttft_ms`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LevelDists {
+    pub ttft_ms: Option<DistStats>,
+    pub tpot_ms: Option<DistStats>,
+    pub itl_ms: Option<DistStats>,
+    pub e2el_ms: Option<DistStats>,
+    pub client_queue_ms: Option<DistStats>,
+    pub chunk_gap_ms: Option<DistStats>,
+    pub tokens_per_chunk: Option<DistStats>,
+    pub decode_tokens_per_s: Option<DistStats>,
+    pub prefill_tokens_per_s: Option<DistStats>,
+}
+
+impl LevelDists {
+    /// `(metric key, distribution)` in file order; the key already carries its unit.
+    fn fields(&self) -> [(&'static str, &Option<DistStats>); 9] {
+        [
+            ("ttft_ms", &self.ttft_ms),
+            ("tpot_ms", &self.tpot_ms),
+            ("itl_ms", &self.itl_ms),
+            ("e2el_ms", &self.e2el_ms),
+            ("client_queue_ms", &self.client_queue_ms),
+            ("chunk_gap_ms", &self.chunk_gap_ms),
+            ("tokens_per_chunk", &self.tokens_per_chunk),
+            ("decode_tokens_per_s", &self.decode_tokens_per_s),
+            ("prefill_tokens_per_s", &self.prefill_tokens_per_s),
+        ]
+    }
+
+    fn fields_mut(&mut self) -> [(&'static str, &mut Option<DistStats>); 9] {
+        [
+            ("ttft_ms", &mut self.ttft_ms),
+            ("tpot_ms", &mut self.tpot_ms),
+            ("itl_ms", &mut self.itl_ms),
+            ("e2el_ms", &mut self.e2el_ms),
+            ("client_queue_ms", &mut self.client_queue_ms),
+            ("chunk_gap_ms", &mut self.chunk_gap_ms),
+            ("tokens_per_chunk", &mut self.tokens_per_chunk),
+            ("decode_tokens_per_s", &mut self.decode_tokens_per_s),
+            ("prefill_tokens_per_s", &mut self.prefill_tokens_per_s),
+        ]
+    }
+}
+
+/// A finished (or live) level summary: the one type the screen and every export read.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(into = "Map<String, Value>", try_from = "Map<String, Value>")]
+pub struct LevelStats {
+    pub scalars: LevelScalars,
+    pub dists: LevelDists,
+}
+
+impl From<LevelStats> for Map<String, Value> {
+    fn from(s: LevelStats) -> Self {
+        let mut m = match serde_json::to_value(&s.scalars) {
+            Ok(Value::Object(m)) => m,
+            _ => Map::new(),
+        };
+        for (metric, d) in s.dists.fields() {
+            if let Some(d) = d {
+                m.insert(format!("{metric}_count"), Value::from(d.count));
+                for (stat, v) in d.named() {
+                    m.insert(format!("{stat}_{metric}"), json_f64(v));
+                }
+            }
+        }
+        m
+    }
+}
+
+impl TryFrom<Map<String, Value>> for LevelStats {
+    type Error = String;
+    fn try_from(m: Map<String, Value>) -> Result<Self, String> {
+        let mut dists = LevelDists::default();
+        for (metric, slot) in dists.fields_mut() {
+            let Some(count) = m.get(&format!("{metric}_count")).and_then(Value::as_u64) else {
+                continue;
+            };
+            *slot = DistStats::from_named(count, |stat| {
+                m.get(&format!("{stat}_{metric}"))
+                    .map(|v| v.as_f64().unwrap_or(f64::NAN))
+            });
+        }
+        let scalars: LevelScalars =
+            serde_json::from_value(Value::Object(m)).map_err(|e| e.to_string())?;
+        Ok(LevelStats { scalars, dists })
+    }
+}
+
+/// JSON has no NaN: write null for values that are not finite.
+fn json_f64(v: f64) -> Value {
+    serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number)
+}
