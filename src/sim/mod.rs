@@ -18,6 +18,7 @@ pub mod firehose;
 mod http;
 mod metrics;
 pub mod prefix_cache;
+mod stream;
 pub mod tokenizer;
 
 use std::net::SocketAddr;

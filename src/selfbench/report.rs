@@ -1,0 +1,95 @@
+//! The bench-client table: medians over repeats, printed as Markdown or JSON.
+
+use super::CaseResult;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => f64::midpoint(v[n / 2 - 1], v[n / 2]),
+    }
+}
+
+/// Medians over repeats of the same case, in the order cases first ran.
+pub fn medians(rows: &[CaseResult]) -> Vec<CaseResult> {
+    let key = |r: &CaseResult| {
+        (
+            r.kind.clone(),
+            r.concurrency,
+            r.ui.clone(),
+            r.events_per_write,
+            r.input_len,
+        )
+    };
+    let mut keys: Vec<_> = Vec::new();
+    for r in rows {
+        if !keys.contains(&key(r)) {
+            keys.push(key(r));
+        }
+    }
+    keys.into_iter()
+        .map(|k| {
+            let group: Vec<&CaseResult> = rows.iter().filter(|r| key(r) == k).collect();
+            let m = |f: &dyn Fn(&CaseResult) -> f64| median(group.iter().map(|r| f(r)).collect());
+            let mo = |f: &dyn Fn(&CaseResult) -> Option<f64>| {
+                let v: Vec<f64> = group.iter().filter_map(|r| f(r)).collect();
+                (!v.is_empty()).then(|| median(v))
+            };
+            CaseResult {
+                tokens_per_s: m(&|r| r.tokens_per_s),
+                chunks_per_s: m(&|r| r.chunks_per_s),
+                cpu_s: m(&|r| r.cpu_s),
+                cpu_s_per_million_tokens: m(&|r| r.cpu_s_per_million_tokens),
+                peak_rss_mb: m(&|r| r.peak_rss_mb),
+                server_cpu_pct: m(&|r| r.server_cpu_pct),
+                duration_s: m(&|r| r.duration_s),
+                timing_error_p50_ms: mo(&|r| r.timing_error_p50_ms),
+                timing_error_p99_ms: mo(&|r| r.timing_error_p99_ms),
+                ttft_error_p50_ms: mo(&|r| r.ttft_error_p50_ms),
+                ttft_error_p99_ms: mo(&|r| r.ttft_error_p99_ms),
+                ..group[0].clone()
+            }
+        })
+        .collect()
+}
+
+/// The table (medians when cases repeat), or the same rows as JSON.
+pub fn print(rows: &[CaseResult], json: bool) {
+    let rows = medians(rows);
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&rows).unwrap_or_default()
+        );
+        return;
+    }
+    println!("SIMULATED firehose server; client and firehose on this machine.");
+    println!();
+    println!(
+        "| case | C | ui | events/write | prompt | tok/s | chunks/s | client CPU s per Mtok | server CPU % | peak RSS MB | timing error p50 / p99 ms | TTFT error p50 / p99 ms | failed |"
+    );
+    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let pair = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => format!("{a:.3} / {b:.3}"),
+        _ => "-".into(),
+    };
+    for r in &rows {
+        println!(
+            "| {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.2} | {:.0} | {:.1} | {} | {} | {} |",
+            r.kind,
+            r.concurrency,
+            r.ui,
+            r.events_per_write,
+            r.input_len,
+            r.tokens_per_s,
+            r.chunks_per_s,
+            r.cpu_s_per_million_tokens,
+            r.server_cpu_pct,
+            r.peak_rss_mb,
+            pair(r.timing_error_p50_ms, r.timing_error_p99_ms),
+            pair(r.ttft_error_p50_ms, r.ttft_error_p99_ms),
+            r.failed
+        );
+    }
+}
