@@ -11,6 +11,7 @@ pub mod fixtures;
 pub mod tabs;
 pub mod theme;
 pub mod ui;
+pub mod views;
 
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};

@@ -1,0 +1,149 @@
+//! What the tabs draw, computed as events arrive (never in render): the live output rate, the
+//! sweep and long-context views, and the telemetry time series.
+
+use std::time::Duration;
+
+/// Output tokens per second sampled once a second during the current level.
+#[derive(Clone, Debug, Default)]
+pub struct LiveRate {
+    /// `(seconds since the level started, tokens/s)`.
+    pub series: Vec<(f64, f64)>,
+    pub(super) level_start: Option<Duration>,
+    pub(super) last: Option<(Duration, u64)>,
+    /// The latest one-second rate.
+    pub current: f64,
+}
+
+/// Chart points of the sweep, computed in update.
+#[derive(Clone, Debug, Default)]
+pub struct SweepView {
+    /// `(log2 C, output tok/s)` per level with results (the running level live).
+    pub aggregate: Vec<(f64, f64)>,
+    /// `(log2 C, mean per-stream decode tok/s)`.
+    pub per_stream: Vec<(f64, f64)>,
+    /// Largest log2 C planned.
+    pub x_max: f64,
+    /// Rate levels: `(offered req/s, completed req/s)`.
+    pub rate_done: Vec<(f64, f64)>,
+    /// Rate levels: `(offered req/s, offered req/s)`, the line completions should follow.
+    pub rate_offered: Vec<(f64, f64)>,
+    /// Rate levels: `(offered req/s, TTFT p99 ms)`.
+    pub rate_ttft_p99: Vec<(f64, f64)>,
+    /// Rate levels: `(offered req/s, client queue p99 ms)`.
+    pub rate_queue_p99: Vec<(f64, f64)>,
+    /// Largest rate planned.
+    pub rate_max: f64,
+}
+
+/// Chart points of the long-context ladder, computed in update.
+#[derive(Clone, Debug, Default)]
+pub struct LongView {
+    /// `(context in K tokens, mean TTFT in s)`.
+    pub ttft_s: Vec<(f64, f64)>,
+    /// `(context in K tokens, prefill tok/s)`.
+    pub prefill: Vec<(f64, f64)>,
+    /// `(context in K tokens, decode tok/s)`.
+    pub decode: Vec<(f64, f64)>,
+    /// Largest planned context in K tokens.
+    pub x_max: f64,
+}
+
+/// The configuration as `(key, value)` lines, plus how prompts are sized.
+pub(super) fn config_lines(s: &crate::summary::RunSummary) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(&s.config) {
+        for (k, v) in m {
+            // The open-loop settings only matter with rate levels; then one line each.
+            if k == "open_loop" {
+                if let serde_json::Value::Object(ol) = v
+                    && !s.config.open_loop.request_rates.is_empty()
+                {
+                    for (k2, v2) in ol {
+                        out.push((format!("{k}.{k2}"), v2.to_string()));
+                    }
+                }
+                continue;
+            }
+            let v = match v {
+                serde_json::Value::String(s) => s,
+                other => other.to_string(),
+            };
+            out.push((k, v));
+        }
+    }
+    if let Some(p) = &s.prompts {
+        out.push((
+            "prompts".into(),
+            format!("{} (server adds {} tokens)", p.description, p.offset_tokens),
+        ));
+    }
+    out
+}
+
+/// Telemetry history for the GPU & server tab, in seconds since the dashboard started.
+#[derive(Clone, Debug, Default)]
+pub struct TelemetryView {
+    /// Per GPU (by position in the sample): memory used in GiB and utilization in percent.
+    pub gpu_mem_gib: Vec<Vec<(f64, f64)>>,
+    pub gpu_util: Vec<Vec<(f64, f64)>>,
+    /// Largest GPU memory in GiB (the memory chart's ceiling).
+    pub gpu_mem_total_gib: f64,
+    pub running: Vec<(f64, f64)>,
+    pub queued: Vec<(f64, f64)>,
+    pub kv_pct: Vec<(f64, f64)>,
+    /// When each level started (vertical marks on the charts).
+    pub level_marks: Vec<(f64, String)>,
+}
+
+pub(super) fn push_capped(v: &mut Vec<(f64, f64)>, p: (f64, f64)) {
+    if v.len() >= SERIES_CAP {
+        v.remove(0);
+    }
+    v.push(p);
+}
+
+impl TelemetryView {
+    pub(super) fn add(&mut self, t: f64, rec: &crate::telemetry::TelemetryRecord) {
+        use crate::telemetry::TelemetryRecord;
+        const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+        match rec {
+            TelemetryRecord::Gpu(g) => {
+                for (i, r) in g.gpus.iter().enumerate() {
+                    if self.gpu_mem_gib.len() <= i {
+                        self.gpu_mem_gib.resize(i + 1, Vec::new());
+                        self.gpu_util.resize(i + 1, Vec::new());
+                    }
+                    if let Some(m) = r.mem_used_bytes {
+                        push_capped(&mut self.gpu_mem_gib[i], (t, m as f64 / GIB));
+                    }
+                    if let Some(u) = r.util_gpu_pct {
+                        push_capped(&mut self.gpu_util[i], (t, u));
+                    }
+                    if let Some(total) = r.mem_total_bytes {
+                        self.gpu_mem_total_gib = self.gpu_mem_total_gib.max(total as f64 / GIB);
+                    }
+                }
+            }
+            TelemetryRecord::Server(s) => {
+                if let Some(v) = s.running {
+                    push_capped(&mut self.running, (t, v));
+                }
+                if let Some(v) = s.queued {
+                    push_capped(&mut self.queued, (t, v));
+                }
+                if let Some(v) = s.kv_usage {
+                    push_capped(&mut self.kv_pct, (t, v * 100.0));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Largest value of the second coordinate (0 when empty).
+pub fn y_max(points: &[(f64, f64)]) -> f64 {
+    points.iter().map(|p| p.1).fold(0.0, f64::max)
+}
+
+/// Longest live series kept (one point a second).
+pub(super) const SERIES_CAP: usize = 3600;
