@@ -2,6 +2,7 @@
 
 pub mod log;
 pub mod long_context;
+mod rates;
 pub mod sweep;
 pub mod telemetry;
 pub mod turns;

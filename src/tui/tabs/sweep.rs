@@ -15,6 +15,8 @@ use crate::summary::{LevelStatus, LevelSummary};
 use crate::tui::app::App;
 use crate::tui::theme::Theme;
 
+use super::rates::{render_rate_charts, render_rate_table};
+
 /// Draws the tab: charts on top (when there is room), the level table sized to its rows, the
 /// progress line at the bottom.
 pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
@@ -64,156 +66,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     render_progress(app, bottom, buf, th);
 }
 
-/// Client queue p50 from which the cell is marked: requests typically waited in servetop
-/// (dispatch itself takes well under a millisecond).
-const QUEUE_MARK_MS: f64 = 10.0;
-
-fn rate_row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a> {
-    let RowBasics {
-        stats,
-        running,
-        done,
-        status_text,
-        failed,
-    } = row_basics(app, l);
-    let d = stats.map(|s| &s.dists);
-    let queue = d.and_then(|d| d.client_queue_ms.as_ref());
-    let search = app.session.summary.search.as_ref();
-    // A search probe reads `#step rate` (the rate's unit is in the header).
-    let label = search.and_then(|s| s.probe_of(l.index)).map_or_else(
-        || l.label(),
-        |p| format!("#{} {}", p.step, num(Some(p.request_rate))),
-    );
-    let mut cells = vec![
-        Cell::from(label),
-        Cell::from(status_text),
-        Cell::from(done),
-        Cell::from(num(stats.and_then(|s| s.scalars.achieved_request_rate))),
-    ];
-    if wide {
-        cells.push(Cell::from(num(stats.map(|s| s.scalars.request_throughput))));
-    }
-    cells.extend([
-        Cell::from(num(stats.map(|s| s.scalars.output_throughput))),
-        Cell::from(ppp(d.and_then(|d| d.ttft_ms.as_ref()), wide)),
-    ]);
-    if wide {
-        cells.push(Cell::from(ppp(d.and_then(|d| d.tpot_ms.as_ref()), true)));
-        cells.push(Cell::from(ppp(d.and_then(|d| d.e2el_ms.as_ref()), true)));
-    }
-    cells.push(Cell::from(ppp(queue, wide)).style(
-        if queue.is_some_and(|q| q.p50 >= QUEUE_MARK_MS) {
-            th.warn
-        } else {
-            ratatui::style::Style::default()
-        },
-    ));
-    if wide {
-        cells.push(Cell::from(stats.map_or("-".into(), |s| {
-            s.scalars.max_concurrent_requests.to_string()
-        })));
-        cells.push(kv_cell(l));
-    }
-    if app.session.summary.config.slo.is_some() {
-        cells.push(slo_cell(l, running, th));
-    }
-    finish_row(cells, l, stats.is_some(), failed, running, th)
-}
-
-/// The level's verdict against the SLO: pass, fail, `?` when its interval straddles a limit.
-fn slo_cell(l: &LevelSummary, running: bool, th: &Theme) -> Cell<'static> {
-    match &l.slo {
-        Some(c) => Cell::from(c.verdict()).style(match (c.meets, c.certain) {
-            (true, true) => th.ok,
-            (false, true) => th.bad,
-            _ => th.warn,
-        }),
-        None if running => Cell::from("…"),
-        None => Cell::from("-").style(th.dim),
-    }
-}
-
-fn render_rate_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool) {
-    let mut header = vec!["rate", "status", "done", "sent/s"];
-    let mut widths = vec![
-        Constraint::Length(10),
-        Constraint::Length(7),
-        Constraint::Length(7),
-        Constraint::Length(6),
-    ];
-    if wide {
-        header.extend(["done/s", "out tok/s", "TTFT p50/90/99"]);
-        widths.extend([
-            Constraint::Length(6),
-            Constraint::Length(9),
-            Constraint::Length(19),
-        ]);
-        header.extend(["TPOT p50/90/99", "E2E p50/90/99", "queue p50/90/99"]);
-        widths.extend([
-            Constraint::Length(16),
-            Constraint::Length(19),
-            Constraint::Length(17),
-        ]);
-        header.extend(["peak", "KV%"]);
-        widths.extend([Constraint::Length(5), Constraint::Length(4)]);
-    } else {
-        header.extend(["tok/s", "TTFT p50/99", "queue p50/99"]);
-        widths.extend([
-            Constraint::Length(6),
-            Constraint::Length(12),
-            Constraint::Length(12),
-        ]);
-    }
-    if app.session.summary.config.slo.is_some() {
-        header.push("SLO");
-        widths.push(Constraint::Length(5));
-    }
-    header.push("fail");
-    widths.push(Constraint::Length(4));
-    let levels = &app.session.summary.rates;
-    let visible = area.height.saturating_sub(3) as usize;
-    let current_pos = levels
-        .iter()
-        .position(|l| app.session.current == Some(l.index))
-        .unwrap_or(0);
-    let skip = (current_pos + 1).saturating_sub(visible);
-    let ol = &app.session.summary.config.open_loop;
-    let mut how = vec![if (ol.burstiness - 1.0).abs() < 1e-12 {
-        "Poisson".to_string()
-    } else {
-        format!("gamma B={}", num(Some(ol.burstiness)))
-    }];
-    if ol.ramp_up_s > 0.0 {
-        how.push(format!("ramp {} s", num(Some(ol.ramp_up_s))));
-    }
-    if let Some(c) = ol.max_concurrency {
-        how.push(format!("cap {c}"));
-    }
-    let title = match &app.session.summary.search {
-        Some(s) => format!(
-            " SLO search · {} · {} · ms ",
-            search_title(s),
-            how.join(" · ")
-        ),
-        None => format!(
-            " request-rate sweep · {} · queue = client queue · ms ",
-            how.join(" · ")
-        ),
-    };
-    let rows: Vec<Row> = levels
-        .iter()
-        .skip(skip)
-        .take(visible)
-        .map(|l| rate_row(app, l, wide, th))
-        .collect();
-    Table::new(rows, widths)
-        .header(Row::new(header).style(th.title))
-        .column_spacing(1)
-        .block(th.panel(title))
-        .render(area, buf);
-}
-
-fn c_labels(x_max: f64) -> ([f64; 2], Vec<String>) {
+pub(super) fn c_labels(x_max: f64) -> ([f64; 2], Vec<String>) {
     let top = x_max.max(1.0);
     let mid = (top / 2.0).round();
     (
@@ -306,77 +159,7 @@ fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     );
 }
 
-/// A run of rate levels only: completions against the offered rate, TTFT and client queue p99.
-fn render_rate_charts(
-    app: &App,
-    (a, b, c): (Rect, Option<Rect>, Rect),
-    buf: &mut Buffer,
-    th: &Theme,
-) {
-    let v = &app.sweep_view;
-    let top = v.rate_max.max(1e-9);
-    let x = || {
-        (
-            [0.0, top],
-            vec![
-                "0".into(),
-                num(Some(top / 2.0)),
-                format!("{} req/s", num(Some(top))),
-            ],
-        )
-    };
-    let waiting = "waiting for the first rate level…";
-    line_chart(
-        "done req/s vs offered (dim: offered)",
-        &[
-            Series {
-                name: "offered",
-                points: &v.rate_offered,
-                style: th.dim,
-            },
-            Series {
-                name: "done req/s",
-                points: &v.rate_done,
-                style: ratatui::style::Style::default().fg(th.series[0]),
-            },
-        ],
-        x(),
-        waiting,
-        a,
-        buf,
-        th,
-    );
-    if let Some(b) = b {
-        line_chart(
-            "client queue p99 ms vs offered req/s",
-            &[Series {
-                name: "queue p99",
-                points: &v.rate_queue_p99,
-                style: ratatui::style::Style::default().fg(th.series[1]),
-            }],
-            x(),
-            waiting,
-            b,
-            buf,
-            th,
-        );
-    }
-    line_chart(
-        "TTFT p99 ms vs offered req/s",
-        &[Series {
-            name: "TTFT p99",
-            points: &v.rate_ttft_p99,
-            style: ratatui::style::Style::default().fg(th.series[2]),
-        }],
-        x(),
-        waiting,
-        c,
-        buf,
-        th,
-    );
-}
-
-fn ppp(d: Option<&DistStats>, wide: bool) -> String {
+pub(super) fn ppp(d: Option<&DistStats>, wide: bool) -> String {
     match d {
         None => "-".into(),
         Some(d) if wide => format!(
@@ -574,31 +357,13 @@ fn render_progress(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     }
 }
 
-/// The engine's mean KV-cache use over the level, in %.
-/// `tpot:80 at p90 · [21.97, 22.75] req/s · converged`: the SLO, the bracket, where it stands.
-fn search_title(s: &crate::workload::search::SearchSummary) -> String {
-    let r = |x: Option<f64>| x.map_or("-".to_string(), crate::workload::fmt_rate);
-    let state = match (s.status, s.pass_rate) {
-        (crate::workload::search::SearchStatus::Converged, Some(p)) => {
-            format!("answer {} req/s", crate::workload::fmt_rate(p))
-        }
-        (st, _) => st.describe().to_string(),
-    };
-    format!(
-        "{} · [{}, {}] req/s · {state}",
-        s.slo.describe(),
-        r(s.pass_rate),
-        r(s.fail_rate)
-    )
-}
-
-fn kv_cell(l: &LevelSummary) -> Cell<'static> {
+pub(super) fn kv_cell(l: &LevelSummary) -> Cell<'static> {
     let kv = l.server_metrics.as_ref().and_then(|m| m.mean_kv_usage);
     Cell::from(kv.map_or("-".into(), |k| format!("{:.0}", k * 100.0)))
 }
 
 /// The failures cell and the row's style (running, waiting or done), shared by both tables.
-fn finish_row(
+pub(super) fn finish_row(
     mut cells: Vec<Cell<'static>>,
     l: &LevelSummary,
     has_stats: bool,
@@ -624,15 +389,15 @@ fn finish_row(
 
 /// What every level row starts from: its statistics (live for the running one), whether it is
 /// running, the done cell (finished/planned while running), its status word and failures.
-struct RowBasics<'a> {
-    stats: Option<&'a crate::metrics::LevelStats>,
-    running: bool,
-    done: String,
-    status_text: &'static str,
-    failed: u64,
+pub(super) struct RowBasics<'a> {
+    pub(super) stats: Option<&'a crate::metrics::LevelStats>,
+    pub(super) running: bool,
+    pub(super) done: String,
+    pub(super) status_text: &'static str,
+    pub(super) failed: u64,
 }
 
-fn row_basics<'a>(app: &'a App, l: &LevelSummary) -> RowBasics<'a> {
+pub(super) fn row_basics<'a>(app: &'a App, l: &LevelSummary) -> RowBasics<'a> {
     let stats = app.level_stats(l.index);
     let running = app.session.current == Some(l.index);
     let progress = app.session.progress.get(&l.index);
