@@ -26,7 +26,7 @@ use super::prefix_cache::{PrefixCache, block_hashes};
 use super::tokenizer;
 use std::sync::Mutex;
 
-use super::stream::{Phase, StreamState};
+use super::stream::{Kind, Phase, StreamState};
 
 /// Shared state of the HTTP handlers.
 pub struct SimState {
@@ -171,13 +171,6 @@ async fn tokenize(State(s): State<Shared>, Json(body): Json<Value>) -> Response 
             "body needs a string 'prompt' (or 'content')",
         ),
     }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Kind {
-    Completions,
-    Chat,
-    Native,
 }
 
 /// What a request asks for.

@@ -15,7 +15,13 @@ use super::prefix_cache::{PrefixCache, block_hashes};
 use super::tokenizer;
 use std::sync::Mutex;
 
-use super::http::Kind;
+/// Which endpoint a request came to: its stream's shape.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Completions,
+    Chat,
+    Native,
+}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Phase {
@@ -27,7 +33,6 @@ pub(super) enum Phase {
 }
 
 // Stream position flags (fault applied, first token sent) beside the request options.
-
 #[allow(clippy::struct_excessive_bools)]
 pub(super) struct StreamState {
     pub(super) rx: mpsc::UnboundedReceiver<Emit>,

@@ -1,5 +1,6 @@
 //! One module per tab; each draws its body from `&App`.
 
+mod cells;
 pub mod log;
 pub mod long_context;
 mod rates;

@@ -11,7 +11,7 @@ use crate::summary::LevelSummary;
 use crate::tui::app::App;
 use crate::tui::theme::Theme;
 
-use super::sweep::{RowBasics, finish_row, kv_cell, ppp, row_basics};
+use super::cells::{RowBasics, finish_row, kv_cell, ppp, row_basics};
 
 /// Client queue p50 from which the cell is marked: requests typically waited in servetop
 /// (dispatch itself takes well under a millisecond).

@@ -10,11 +10,11 @@ use ratatui::widgets::{Cell, Gauge, Row, Sparkline, Table, Widget};
 
 use super::{Series, line_chart};
 use crate::export::markdown::num;
-use crate::metrics::DistStats;
-use crate::summary::{LevelStatus, LevelSummary};
+use crate::summary::LevelSummary;
 use crate::tui::app::App;
 use crate::tui::theme::Theme;
 
+use super::cells::{RowBasics, finish_row, kv_cell, ppp, row_basics};
 use super::rates::{render_rate_charts, render_rate_table};
 
 /// Draws the tab: charts on top (when there is room), the level table sized to its rows, the
@@ -157,19 +157,6 @@ fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         buf,
         th,
     );
-}
-
-pub(super) fn ppp(d: Option<&DistStats>, wide: bool) -> String {
-    match d {
-        None => "-".into(),
-        Some(d) if wide => format!(
-            "{}/{}/{}",
-            num(Some(d.p50)),
-            num(Some(d.p90)),
-            num(Some(d.p99))
-        ),
-        Some(d) => format!("{}/{}", num(Some(d.p50)), num(Some(d.p99))),
-    }
 }
 
 fn row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a> {
@@ -354,63 +341,5 @@ fn render_progress(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
             .data(&app.accept_history)
             .style(ratatui::style::Style::default().fg(th.series[1]))
             .render(spark, buf);
-    }
-}
-
-pub(super) fn kv_cell(l: &LevelSummary) -> Cell<'static> {
-    let kv = l.server_metrics.as_ref().and_then(|m| m.mean_kv_usage);
-    Cell::from(kv.map_or("-".into(), |k| format!("{:.0}", k * 100.0)))
-}
-
-/// The failures cell and the row's style (running, waiting or done), shared by both tables.
-pub(super) fn finish_row(
-    mut cells: Vec<Cell<'static>>,
-    l: &LevelSummary,
-    has_stats: bool,
-    failed: u64,
-    running: bool,
-    th: &Theme,
-) -> Row<'static> {
-    let fail_text = if has_stats {
-        failed.to_string()
-    } else {
-        "-".into()
-    };
-    cells.push(Cell::from(fail_text).style(if failed > 0 { th.bad } else { th.dim }));
-    let style = if running {
-        th.current
-    } else if l.status == LevelStatus::Waiting {
-        th.dim
-    } else {
-        ratatui::style::Style::default()
-    };
-    Row::new(cells).style(style)
-}
-
-/// What every level row starts from: its statistics (live for the running one), whether it is
-/// running, the done cell (finished/planned while running), its status word and failures.
-pub(super) struct RowBasics<'a> {
-    pub(super) stats: Option<&'a crate::metrics::LevelStats>,
-    pub(super) running: bool,
-    pub(super) done: String,
-    pub(super) status_text: &'static str,
-    pub(super) failed: u64,
-}
-
-pub(super) fn row_basics<'a>(app: &'a App, l: &LevelSummary) -> RowBasics<'a> {
-    let stats = app.level_stats(l.index);
-    let running = app.session.current == Some(l.index);
-    let progress = app.session.progress.get(&l.index);
-    let done = match (stats, progress) {
-        (_, Some(p)) if running => format!("{}/{}", p.finished, l.requests),
-        (Some(s), _) => s.scalars.completed.to_string(),
-        _ => "-".into(),
-    };
-    RowBasics {
-        stats,
-        running,
-        done,
-        status_text: if running { "running" } else { l.status.name() },
-        failed: stats.map_or(0, |s| s.scalars.failed),
     }
 }
