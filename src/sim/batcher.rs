@@ -76,6 +76,9 @@ pub struct SimLog {
     pub total_generated_tokens: u64,
     pub peak_running: usize,
     pub peak_waiting: usize,
+    /// Time the engine fell behind its own step schedule and did not make up (the machine woke
+    /// it more than 2 ms late): its steps took that much longer than configured, in all.
+    pub schedule_slip: Duration,
     /// Requests refused for a missing or wrong API key.
     pub unauthorized: u64,
     /// Requests admitted (prefilling or decoding) and waiting, now.
@@ -227,9 +230,16 @@ async fn run(
         }
         publish_gauges(&log, &waiting, &prefilling, &running);
         let step_start = Instant::now();
-        // Never schedule a step in the past after an idle period or a slow wake-up.
+        // Never schedule a step in the past after an idle period or a slow wake-up. A wake-up
+        // that late is time the engine does not make up: its steps ran longer than configured.
         let now = Instant::now();
-        deadline = deadline.max(now.checked_sub(Duration::from_millis(2)).unwrap_or(now));
+        let floor = now.checked_sub(Duration::from_millis(2)).unwrap_or(now);
+        if deadline < floor {
+            if let Ok(mut l) = log.lock() {
+                l.schedule_slip += floor - deadline;
+            }
+            deadline = floor;
+        }
         if !prefilling.is_empty() {
             prefill_step(
                 &cfg,
