@@ -412,11 +412,15 @@ impl Client {
     }
 }
 
-fn failed_record(
+/// The one constructor of a request's record: what its spec and tag say, sent at `t_send`,
+/// ended now with `outcome`, the prompt as counted before sending, and no tokens yet (the
+/// stream's fold adds them to a record that ended well).
+fn record_of(
     spec: &RequestSpec,
     tag: RequestTag,
     t_send: Instant,
-    f: Failure,
+    end: Instant,
+    outcome: Outcome,
     retries: u32,
 ) -> RequestRecord {
     RequestRecord {
@@ -425,12 +429,8 @@ fn failed_record(
         warmup: tag.warmup,
         sched_at_us: us_since(tag.origin, tag.sched),
         send_at_us: us_since(tag.origin, t_send),
-        end_at_us: us_since(tag.origin, Instant::now()),
-        outcome: Outcome::Failed {
-            kind: f.kind,
-            message: f.message,
-            http_status: f.http_status,
-        },
+        end_at_us: us_since(tag.origin, end),
+        outcome,
         planned_input_tokens: spec.planned_input_tokens,
         input_tokens: spec
             .counted_input_tokens
@@ -449,6 +449,21 @@ fn failed_record(
         cached_tokens: None,
         turn: None,
     }
+}
+
+fn failed_record(
+    spec: &RequestSpec,
+    tag: RequestTag,
+    t_send: Instant,
+    f: Failure,
+    retries: u32,
+) -> RequestRecord {
+    let outcome = Outcome::Failed {
+        kind: f.kind,
+        message: f.message,
+        http_status: f.http_status,
+    };
+    record_of(spec, tag, t_send, Instant::now(), outcome, retries)
 }
 
 /// Response of a non-streamed probe: `usage.prompt_tokens`.
@@ -502,25 +517,8 @@ impl Client {
 /// A record for a request cut short by the user (skip or quit).
 pub fn cancelled_record(spec: &RequestSpec, tag: RequestTag, t_send: Instant) -> RequestRecord {
     RequestRecord {
-        level: tag.level,
-        index: tag.index,
-        warmup: tag.warmup,
-        sched_at_us: us_since(tag.origin, tag.sched),
-        send_at_us: us_since(tag.origin, t_send),
-        end_at_us: us_since(tag.origin, Instant::now()),
-        outcome: Outcome::Cancelled,
-        planned_input_tokens: spec.planned_input_tokens,
         input_tokens: spec.planned_input_tokens,
         input_source: CountSource::Planned,
-        output_tokens: 0,
-        output_source: CountSource::Planned,
-        chunk_source: CountSource::Planned,
-        ttft_us: None,
-        e2e_us: None,
-        chunks: Vec::new(),
-        retries: 0,
-        slot: None,
-        cached_tokens: None,
-        turn: None,
+        ..record_of(spec, tag, t_send, Instant::now(), Outcome::Cancelled, 0)
     }
 }

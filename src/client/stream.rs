@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 
 use super::{
-    Client, Failure, RequestSpec, RequestTag, Resp, bursts, dialect, failed_record, rxtime, sse,
-    us_since,
+    Client, Failure, RequestSpec, RequestTag, Resp, bursts, dialect, failed_record, record_of,
+    rxtime, sse, us_since,
 };
 use crate::client::dialect::{Dialect, is_context_error};
 use crate::metrics::{
@@ -370,14 +370,6 @@ impl Client {
             None => (None, None),
         };
         RequestRecord {
-            level: tag.level,
-            index: tag.index,
-            warmup: tag.warmup,
-            sched_at_us: us_since(tag.origin, tag.sched),
-            send_at_us: us_since(tag.origin, t_send),
-            end_at_us: us_since(tag.origin, end),
-            outcome: Outcome::Ok,
-            planned_input_tokens: spec.planned_input_tokens,
             input_tokens,
             input_source,
             output_tokens: counts.output_tokens,
@@ -386,10 +378,8 @@ impl Client {
             ttft_us,
             e2e_us,
             chunks,
-            retries,
-            slot: None,
             cached_tokens: usage_cached,
-            turn: None,
+            ..record_of(spec, tag, t_send, end, Outcome::Ok, retries)
         }
     }
 }
