@@ -8,7 +8,7 @@
 //!              └──► telemetry samplers ──► TelemetryRecord ───────────────┤ one unbounded
 //! signals / keys ──► cancel token, Control watch                          │ channel
 //!                                                                         ▼
-//!        Session::apply (single owner): level folds, summaries, the run directory's files
+//!        Session::apply (single owner): level folds, summaries ──► Persist ──► Sink: run dir files
 //!                                    ▼
 //!        run::headless printer │ tui (App folds, render is pure) │ export (charts, CSV, md)
 //! ```
@@ -20,8 +20,9 @@
 //! - [`selfbench`]: servetop measuring itself: the client benchmark and the memory soak.
 //! - [`tui`]: the dashboard: the `App` folds events, tabs render it.
 //! - [`run`]: a running benchmark: [`run::start`] builds runner, telemetry and channel in one
-//!   place; the headless loop and its tables.
-//! - [`session`], [`summary`]: the state folded from events; the one summary type.
+//!   place; [`run::session`] folds the events (no files), [`run::sink`] writes what the fold
+//!   hands back; the headless loop and its tables.
+//! - [`summary`]: the one summary type, what every output is written from.
 //! - [`export`]: run directory, results.json, summary.md, CSV, PNG charts, screenshots, `report`.
 //! - [`runner`]: warmup, closed-loop and open-loop levels, chats, the SLO search driver,
 //!   cancellation, pause and skip.
@@ -43,7 +44,6 @@ pub mod metrics;
 pub mod run;
 pub mod runner;
 pub mod selfbench;
-pub mod session;
 pub mod sim;
 pub mod summary;
 pub mod telemetry;

@@ -33,7 +33,7 @@ use servetop::config::{BackendChoice, RunConfig};
 use servetop::event::RunState;
 use servetop::metrics::{CountSource, LevelStats};
 use servetop::run::run_headless;
-use servetop::session::Session;
+use servetop::run::session::Session;
 use servetop::workload::RequestCount;
 
 /// How the fixture server counts a prompt, per engine.

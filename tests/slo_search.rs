@@ -70,7 +70,7 @@ fn temp_dir(name: &str) -> PathBuf {
 /// Every probe is a real rate level, judged from the same records the session folded: the
 /// search's verdict and the level's own SLO check are the same numbers.
 fn probes_are_rate_levels(
-    session: &servetop::session::Session,
+    session: &servetop::run::session::Session,
     s: &servetop::workload::search::SearchSummary,
     truth: f64,
     on_schedule: bool,

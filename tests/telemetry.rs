@@ -124,7 +124,7 @@ proptest! {
     }
 }
 
-async fn run_against(sim_cfg: SimConfig) -> servetop::session::Session {
+async fn run_against(sim_cfg: SimConfig) -> servetop::run::session::Session {
     let h = sim::start(sim_cfg, SocketAddr::from(([127, 0, 0, 1], 0)))
         .await
         .unwrap();

@@ -45,7 +45,7 @@ use servetop::config::{BackendChoice, RunConfig};
 use servetop::event::RunState;
 use servetop::metrics::{CountSource, FailureKind, LevelStats, Outcome, RequestRecord};
 use servetop::run::run_headless;
-use servetop::session::Session;
+use servetop::run::session::Session;
 use servetop::summary::LevelStatus;
 use servetop::workload::RequestCount;
 

@@ -5,9 +5,10 @@ use std::fmt::Write as _;
 use std::io::Write;
 use std::time::Duration;
 
+use super::session::Session;
+use super::sink::Sink;
 use crate::event::{Event, EventRx, RunState};
 use crate::export::markdown::{self, num};
-use crate::session::Session;
 use crate::summary::LevelStatus;
 
 /// What to print about an event, captured before the session consumes it.
@@ -54,9 +55,9 @@ fn say(line: &str) {
     let _ = writeln!(e, "{line}");
 }
 
-fn print_notice(n: Notice, s: &Session) {
+fn print_notice(n: Notice, s: &Session, dir: Option<&std::path::Path>) {
     match n {
-        Notice::RunStarted => run_started(s),
+        Notice::RunStarted => run_started(s, dir),
         Notice::Calibrated => {
             if let Some(p) = &s.summary.prompts {
                 say(&format!(
@@ -104,7 +105,7 @@ fn print_notice(n: Notice, s: &Session) {
 }
 
 /// The server, the prompt method and the run directory, once the run has started.
-fn run_started(s: &Session) {
+fn run_started(s: &Session, dir: Option<&std::path::Path>) {
     if let Some(sv) = &s.summary.server {
         say(&format!(
             "[server] {} · model {} · context {} · {}",
@@ -118,7 +119,7 @@ fn run_started(s: &Session) {
     if let Some(p) = &s.summary.prompts {
         say(&format!("[prompts] {}", p.description));
     }
-    if let Some(d) = s.dir() {
+    if let Some(d) = dir {
         say(&format!("[files] {}", d.display()));
     }
 }
@@ -279,7 +280,12 @@ fn progress_line(s: &Session) -> Option<String> {
 }
 
 /// Consumes events until the runner finishes; prints as it goes.
-pub async fn drive(mut rx: EventRx, session: &mut Session, quiet: bool) -> RunState {
+pub async fn drive(
+    mut rx: EventRx,
+    session: &mut Session,
+    sink: &mut Sink,
+    quiet: bool,
+) -> RunState {
     let mut tick = tokio::time::interval(Duration::from_secs(5));
     tick.tick().await;
     // requests.jsonl reaches the disk every 200 ms, not after every batch: at thousands of
@@ -301,14 +307,14 @@ pub async fn drive(mut rx: EventRx, session: &mut Session, quiet: bool) -> RunSt
                         state = *st;
                     }
                     let n = if quiet { Notice::None } else { notice(&ev) };
-                    session.apply(ev);
-                    print_notice(n, session);
+                    sink.apply(session, ev);
+                    print_notice(n, session, sink.dir());
                 }
                 if state != RunState::Running {
                     break;
                 }
             }
-            _ = flush.tick() => session.flush(),
+            _ = flush.tick() => sink.flush(session),
             _ = tick.tick() => {
                 if let Some(line) = progress_line(session).filter(|_| !quiet) {
                     say(&line);
@@ -316,7 +322,7 @@ pub async fn drive(mut rx: EventRx, session: &mut Session, quiet: bool) -> RunSt
             }
         }
     }
-    session.flush();
+    sink.flush(session);
     state
 }
 

@@ -3,6 +3,8 @@
 //! the events differs: [`headless::drive`] prints progress lines, the dashboard draws.
 
 pub mod headless;
+pub mod session;
+pub mod sink;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -14,9 +16,11 @@ use crate::config::RunConfig;
 use crate::event::{self, EventRx, RunState};
 use crate::export::RunFiles;
 use crate::runner::{self, Control, Prepared, Runner};
-use crate::session::Session;
 use crate::sim::SimConfig;
 use crate::summary::{LevelStatus, RunSummary};
+
+use self::session::Session;
+use self::sink::Sink;
 
 /// A benchmark under way: its events, its pause/skip control and the live token counter.
 pub struct Started {
@@ -49,8 +53,8 @@ pub fn start(cfg: &RunConfig, prepared: Prepared, cancel: &CancellationToken) ->
     }
 }
 
-/// Runs a prepared plan headless, folding every event into a `Session` (and its run directory
-/// when `files` is given). `quiet` silences the progress lines (tests).
+/// Runs a prepared plan headless, folding every event into a `Session` (written into its run
+/// directory when `files` is given). `quiet` silences the progress lines (tests).
 pub async fn run_prepared(
     cfg: &RunConfig,
     prepared: Prepared,
@@ -59,12 +63,13 @@ pub async fn run_prepared(
     quiet: bool,
     cancel: CancellationToken,
 ) -> (RunState, Session) {
-    let mut session = Session::new(summary, files);
+    let mut session = Session::new(summary);
+    let mut sink = Sink::new(files);
     let run = start(cfg, prepared, &cancel);
-    let state = headless::drive(run.events, &mut session, quiet).await;
+    let state = headless::drive(run.events, &mut session, &mut sink, quiet).await;
     let _ = run.task.await;
     run.telemetry_stop.cancel();
-    session.save();
+    sink.save(&mut session);
     (state, session)
 }
 

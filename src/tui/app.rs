@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use crate::event::{Event, RunState};
 use crate::metrics::LevelStats;
-use crate::session::Session;
+use crate::run::session::Session;
+use crate::run::sink::Sink;
 use crate::workload::LevelKind;
 
 use super::action::Action;
@@ -75,6 +76,8 @@ pub enum Effect {
 #[allow(clippy::struct_excessive_bools)]
 pub struct App {
     pub session: Session,
+    /// Where the session's changes are written (the run directory, or nowhere).
+    pub sink: Sink,
     pub tab: Tab,
     pub show_help: bool,
     pub confirm_quit: bool,
@@ -112,6 +115,7 @@ impl App {
     pub fn new(session: Session, live_tokens: Arc<AtomicU64>, no_color: bool) -> Self {
         Self {
             session,
+            sink: Sink::none(),
             tab: Tab::Sweep,
             show_help: false,
             confirm_quit: false,
@@ -136,6 +140,13 @@ impl App {
         }
     }
 
+    /// The same dashboard, writing the session's changes through `sink`.
+    #[must_use]
+    pub fn with_sink(mut self, sink: Sink) -> Self {
+        self.sink = sink;
+        self
+    }
+
     /// A finished run's dashboard rebuilt from its saved results and telemetry (for
     /// `servetop report --screenshots`).
     pub fn from_saved(
@@ -156,11 +167,7 @@ impl App {
             .unwrap_or(0);
         let secs = |ms: i64| (ms - t0).max(0) as f64 / 1000.0;
         let phase = format!("{:?}", summary.state).to_lowercase();
-        let mut app = App::new(
-            Session::new(summary, None),
-            Arc::new(AtomicU64::new(0)),
-            false,
-        );
+        let mut app = App::new(Session::new(summary), Arc::new(AtomicU64::new(0)), false);
         app.session.phase = phase;
         for rec in telemetry {
             match rec {
@@ -254,7 +261,7 @@ impl App {
         };
         let over = matches!(ev, Event::RunFinished { .. });
         let started = matches!(ev, Event::RunStarted { .. } | Event::Calibrated(_));
-        self.session.apply(ev);
+        self.sink.apply(&mut self.session, ev);
         if let Some(i) = finished {
             self.current_stats = None;
             self.last_sent_at = None;
@@ -383,7 +390,7 @@ impl App {
             self.stats_dirty = false;
             self.refresh_views();
         }
-        self.session.flush();
+        self.sink.flush(&mut self.session);
     }
 
     /// Advances the clock: samples the live token rate once a second.
@@ -439,8 +446,8 @@ impl App {
                 return Some(Effect::Screenshots);
             }
             Action::Export => {
-                self.session.save();
-                let msg = match (&self.session.io_error, self.session.dir()) {
+                self.sink.save(&mut self.session);
+                let msg = match (&self.session.io_error, self.sink.dir()) {
                     (Some(e), _) => e.clone(),
                     (None, Some(d)) => format!(
                         "wrote results.json and summary.md; charts and CSV are being drawn in {}",
@@ -449,7 +456,7 @@ impl App {
                     (None, None) => "nothing to write: no run directory".into(),
                 };
                 self.say(msg);
-                return self.session.dir().map(|_| Effect::Charts);
+                return self.sink.dir().map(|_| Effect::Charts);
             }
             Action::Quit if self.run_over() => self.exit = true,
             Action::Quit => self.confirm_quit = true,
@@ -491,7 +498,7 @@ mod tests {
     fn app() -> App {
         let cfg = crate::config::RunConfig::demo();
         App::new(
-            Session::new(RunSummary::new(cfg, None), None),
+            Session::new(RunSummary::new(cfg, None)),
             Arc::new(AtomicU64::new(0)),
             true,
         )
@@ -554,7 +561,7 @@ mod tests {
         let counter = Arc::new(AtomicU64::new(0));
         let cfg = crate::config::RunConfig::demo();
         let mut a = App::new(
-            Session::new(RunSummary::new(cfg, None), None),
+            Session::new(RunSummary::new(cfg, None)),
             counter.clone(),
             true,
         );

@@ -12,7 +12,7 @@ use crate::client::{Backend, Engine, ServerInfo};
 use crate::config::RunConfig;
 use crate::event::{Event, RunState};
 use crate::metrics::{CountSource, FailureKind, Outcome, RequestRecord, TokenChunk};
-use crate::session::Session;
+use crate::run::session::Session;
 use crate::summary::RunSummary;
 use crate::workload::RequestCount;
 use crate::workload::prompt::PromptMethod;
@@ -229,7 +229,7 @@ fn started(concurrency: Vec<u64>) -> App {
 
 fn started_with(cfg: RunConfig) -> App {
     let levels = cfg.levels();
-    let session = Session::new(RunSummary::new(cfg, None), None);
+    let session = Session::new(RunSummary::new(cfg, None));
     let mut app = App::new(session, Arc::new(AtomicU64::new(0)), true);
     app.session.summary.host = "synthetic-host".into();
     app.session.summary.started_at = "2026-11-29T12:00:00Z".into();

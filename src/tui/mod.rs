@@ -24,8 +24,9 @@ use tokio_util::sync::CancellationToken;
 use crate::config::RunConfig;
 use crate::event::{self, RunState};
 use crate::export::RunFiles;
+use crate::run::session::Session;
+use crate::run::sink::Sink;
 use crate::runner::{Control, Prepared};
-use crate::session::Session;
 use crate::summary::RunSummary;
 
 use self::action::map_key;
@@ -48,7 +49,7 @@ pub fn install_panic_hook(restore: impl Fn() + Send + Sync + 'static) {
 
 /// Draws charts and CSV off the UI thread (PNG encoding takes a moment).
 fn spawn_charts(app: &App, size: (u32, u32)) {
-    let Some(dir) = app.session.dir().map(std::path::Path::to_path_buf) else {
+    let Some(dir) = app.sink.dir().map(std::path::Path::to_path_buf) else {
         return;
     };
     let summary = app.session.summary.clone();
@@ -61,7 +62,7 @@ fn spawn_charts(app: &App, size: (u32, u32)) {
 
 /// Screenshots of every tab at the terminal's size, as PNG in `<run dir>/screenshots/`.
 fn spawn_screenshots(app: &mut App, width: u16, height: u16) {
-    let Some(dir) = app.session.dir().map(|d| d.join("screenshots")) else {
+    let Some(dir) = app.sink.dir().map(|d| d.join("screenshots")) else {
         return;
     };
     let buffers = app.tab_buffers(width, height);
@@ -107,7 +108,8 @@ pub async fn run(
     install_panic_hook(ratatui::restore);
     let mut terminal = ratatui::try_init()?;
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    let app = App::new(Session::new(summary, files), run.live_tokens, no_color);
+    let app =
+        App::new(Session::new(summary), run.live_tokens, no_color).with_sink(Sink::new(files));
     let loop_ = Loop {
         fps,
         chart_size,
@@ -149,7 +151,7 @@ pub async fn run_offscreen(
             viewport: ratatui::Viewport::Fixed(ratatui::layout::Rect::new(0, 0, size.0, size.1)),
         },
     )?;
-    let app = App::new(Session::new(summary, files), run.live_tokens, false);
+    let app = App::new(Session::new(summary), run.live_tokens, false).with_sink(Sink::new(files));
     let loop_ = Loop {
         fps,
         chart_size: (1600, 900),
@@ -261,7 +263,7 @@ impl Loop {
             app.apply(ev);
         }
         app.end_batch();
-        app.session.save();
+        app.sink.save(&mut app.session);
         if let Some(e) = draw_error {
             return Err(e);
         }

@@ -114,7 +114,7 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         Span::styled(fit(msg, room), th.warn)
     } else if app.run_over() {
         let dir = app
-            .session
+            .sink
             .dir()
             .map(|d| format!(" · results in {}", d.display()))
             .unwrap_or_default();

@@ -1,5 +1,6 @@
 //! `Session`: the single owner of a run's state. It folds every `Event` into the per-level
-//! accumulators and the `RunSummary`, and keeps the run directory in step (compute in update).
+//! accumulators and the `RunSummary` (compute in update) and touches no file: what the fold
+//! changed comes back as a [`Persist`], which the run's [`Sink`](super::sink::Sink) puts on disk.
 //!
 //! Both the headless printer and the dashboard drive a `Session`; neither computes statistics
 //! of its own, so a number on screen and in a file cannot disagree.
@@ -8,12 +9,25 @@ use std::collections::BTreeMap;
 
 use crate::client::Engine;
 use crate::event::{Event, RunState};
-use crate::export::RunFiles;
-use crate::metrics::{FailureKind, LevelAccumulator, LevelStats, Slo};
+use crate::metrics::{FailureKind, LevelAccumulator, LevelStats, RequestRecord, Slo};
 use crate::summary::{LevelStatus, LevelSummary, RunSummary, now_rfc3339};
 use crate::telemetry::per_level::LevelTelemetryAcc;
 use crate::telemetry::{GpuSample, ServerSample, TelemetryRecord};
 use crate::workload::{LevelKind, LevelSpec};
+
+/// What folding one event changed on disk's side: the run directory's sink writes it.
+#[derive(Debug)]
+pub enum Persist {
+    /// Nothing to write.
+    Nothing,
+    /// results.json and summary.md are due (a level started, ended or was added; the run
+    /// started or ended).
+    Summary,
+    /// One line of requests.jsonl (chunks already dropped unless `--record-chunks`).
+    Request(Box<RequestRecord>),
+    /// One line of telemetry.jsonl.
+    Telemetry(TelemetryRecord),
+}
 
 /// Live counters of one level.
 #[derive(Clone, Debug, Default)]
@@ -30,10 +44,10 @@ pub struct Session {
     pub progress: BTreeMap<u32, LevelProgress>,
     pub current: Option<u32>,
     pub phase: String,
-    files: Option<RunFiles>,
     slo: Option<Slo>,
     record_chunks: bool,
-    /// The first file error, kept so the run goes on and the user is told once.
+    /// The first file error the sink reported, kept so the run goes on and the user is told
+    /// once.
     pub io_error: Option<String>,
     /// The newest GPU and engine samples (for the telemetry panel).
     pub latest_gpu: Option<GpuSample>,
@@ -42,8 +56,8 @@ pub struct Session {
 }
 
 impl Session {
-    /// A session writing into `files` (None: in memory only, for tests).
-    pub fn new(summary: RunSummary, files: Option<RunFiles>) -> Self {
+    /// A session starting from `summary`.
+    pub fn new(summary: RunSummary) -> Self {
         let slo = summary.config.slo;
         let record_chunks = summary.config.record_chunks;
         Self {
@@ -53,7 +67,6 @@ impl Session {
             progress: BTreeMap::new(),
             current: None,
             phase: "connecting".into(),
-            files,
             slo,
             record_chunks,
             io_error: None,
@@ -61,11 +74,6 @@ impl Session {
             latest_server: None,
             level_telemetry: BTreeMap::new(),
         }
-    }
-
-    /// The run directory, if writing.
-    pub fn dir(&self) -> Option<&std::path::Path> {
-        self.files.as_ref().map(RunFiles::dir)
     }
 
     /// Requests of `level` in flight now.
@@ -80,32 +88,20 @@ impl Session {
         self.accs.get(&level).map(LevelAccumulator::stats)
     }
 
-    fn io<T>(&mut self, r: std::io::Result<T>) {
-        if let Err(e) = r
-            && self.io_error.is_none()
-        {
+    /// A write to the run directory failed: the first failure becomes a warning in the
+    /// summary and the message the dashboard shows; the run goes on.
+    pub fn io_failed(&mut self, e: &std::io::Error) {
+        if self.io_error.is_none() {
             let msg = format!("writing results failed: {e}");
             self.summary.warnings.push(msg.clone());
             self.io_error = Some(msg);
         }
     }
 
-    /// Rewrites results.json and summary.md now.
-    pub fn save(&mut self) {
+    /// The summary is about to be written: it says when.
+    pub fn stamp(&mut self) -> Persist {
         self.summary.updated_at = now_rfc3339();
-        if let Some(f) = self.files.as_mut() {
-            let r = f.write_summary(&self.summary);
-            self.io(r);
-        }
-    }
-
-    /// Pushes buffered request lines to disk (the loops call it a few times a second; saving
-    /// the summary flushes first, so results.json never counts a request the file lacks).
-    pub fn flush(&mut self) {
-        if let Some(f) = self.files.as_mut() {
-            let r = f.flush();
-            self.io(r);
-        }
+        Persist::Summary
     }
 
     fn engine(&self) -> Engine {
@@ -115,8 +111,8 @@ impl Session {
             .map_or(Engine::Unknown, |s| s.engine)
     }
 
-    /// Folds one event.
-    pub fn apply(&mut self, ev: Event) {
+    /// Folds one event; returns what the run directory must be told of it.
+    pub fn apply(&mut self, ev: Event) -> Persist {
         match ev {
             Event::RunStarted {
                 server,
@@ -124,13 +120,16 @@ impl Session {
                 prompts,
                 levels,
             } => self.run_started(server, backend, prompts, levels),
-            Event::LevelAdded(spec) => self.add_level(spec),
-            Event::Search(s) => {
-                self.summary.search = Some(*s);
-                self.save();
+            Event::LevelAdded(spec) => return self.add_level(spec),
+            Event::Search(s) => self.summary.search = Some(*s),
+            Event::Phase(p) => {
+                self.phase = p;
+                return Persist::Nothing;
             }
-            Event::Phase(p) => self.phase = p,
-            Event::Calibrated(p) => self.summary.prompts = Some(p),
+            Event::Calibrated(p) => {
+                self.summary.prompts = Some(p);
+                return Persist::Nothing;
+            }
             Event::LevelStarted {
                 index,
                 origin_unix_us,
@@ -145,27 +144,30 @@ impl Session {
                     l.reason = Some(reason);
                     l.raise_flag = raise_flag;
                 }
-                self.save();
             }
             Event::Sent { level, slot } => {
                 self.progress.entry(level).or_default().sent += 1;
                 if let Some(acc) = self.accs.get_mut(&level) {
                     acc.note_slot(slot);
                 }
+                return Persist::Nothing;
             }
-            Event::Request(r) => self.request(r),
+            Event::Request(r) => return self.request(r),
             Event::LevelFinished { index, interrupted } => {
                 self.finish_level(index, interrupted);
                 if self.current == Some(index) {
                     self.current = None;
                 }
-                self.save();
             }
-            Event::Telemetry(rec) => self.telemetry(rec),
+            Event::Telemetry(rec) => {
+                self.telemetry(&rec);
+                return Persist::Telemetry(rec);
+            }
             Event::Warning(w) => {
                 if !self.summary.warnings.contains(&w) {
                     self.summary.warnings.push(w);
                 }
+                return Persist::Nothing;
             }
             Event::RunFinished { state, error } => {
                 self.summary.state = state;
@@ -176,9 +178,9 @@ impl Session {
                     RunState::Aborted => "aborted".into(),
                     RunState::Running => "running".into(),
                 };
-                self.save();
             }
         }
+        self.stamp()
     }
 
     /// The run has started: the server it found and the planned levels, as waiting rows (or,
@@ -215,7 +217,6 @@ impl Session {
             }
         }
         self.specs = levels;
-        self.save();
     }
 
     /// A level starts: its fold, its telemetry window and its progress.
@@ -239,13 +240,13 @@ impl Session {
             l.origin_unix_us = Some(origin_unix_us);
             self.phase = format!("running {}", l.label());
         }
-        // results.json says which level is under way (for anyone watching the file).
-        self.save();
+        // results.json says which level is under way (for anyone watching the file): the
+        // caller saves after a level starts.
     }
 
-    /// A request ended: folded into its level (warmups are not), then appended to
+    /// A request ended: folded into its level (warmups are not), then handed on for
     /// requests.jsonl.
-    fn request(&mut self, mut r: Box<crate::metrics::RequestRecord>) {
+    fn request(&mut self, mut r: Box<RequestRecord>) -> Persist {
         if !r.warmup {
             self.progress.entry(r.level).or_default().finished += 1;
             if let Some(acc) = self.accs.get_mut(&r.level) {
@@ -255,16 +256,13 @@ impl Session {
         if !self.record_chunks {
             r.chunks = Vec::new();
         }
-        if let Some(f) = self.files.as_mut() {
-            let res = f.append(&r);
-            self.io(res);
-        }
+        Persist::Request(r)
     }
 
     /// A level the plan did not have at the start (an SLO search probe): waiting, in its table.
-    fn add_level(&mut self, spec: LevelSpec) {
+    fn add_level(&mut self, spec: LevelSpec) -> Persist {
         if self.summary.level(spec.index).is_some() {
-            return;
+            return Persist::Nothing;
         }
         let l = LevelSummary::planned(&spec);
         match spec.kind {
@@ -274,14 +272,10 @@ impl Session {
             LevelKind::MultiTurn => self.summary.multi_turn.push(l),
         }
         self.specs.push(spec);
-        self.save();
+        self.stamp()
     }
 
-    fn telemetry(&mut self, rec: TelemetryRecord) {
-        if let Some(f) = self.files.as_mut() {
-            let r = f.append_telemetry(&rec);
-            self.io(r);
-        }
+    fn telemetry(&mut self, rec: &TelemetryRecord) {
         let t = &mut self.summary.telemetry;
         let current = self.current.and_then(|i| self.level_telemetry.get_mut(&i));
         match rec {
@@ -289,20 +283,22 @@ impl Session {
                 t.gpu_source = Some(g.source);
                 t.gpu_reason = None;
                 if let Some(acc) = current {
-                    acc.add_gpu(&g);
+                    acc.add_gpu(g);
                 }
-                self.latest_gpu = Some(g);
+                self.latest_gpu = Some(g.clone());
             }
             TelemetryRecord::Server(s) => {
                 t.server_flavor = Some(s.flavor.clone());
                 t.server_reason = None;
                 if let Some(acc) = current {
-                    acc.add_server(&s);
+                    acc.add_server(s);
                 }
-                self.latest_server = Some(*s);
+                self.latest_server = Some((**s).clone());
             }
-            TelemetryRecord::GpuUnavailable { reason, .. } => t.gpu_reason = Some(reason),
-            TelemetryRecord::ServerUnavailable { reason, .. } => t.server_reason = Some(reason),
+            TelemetryRecord::GpuUnavailable { reason, .. } => t.gpu_reason = Some(reason.clone()),
+            TelemetryRecord::ServerUnavailable { reason, .. } => {
+                t.server_reason = Some(reason.clone());
+            }
         }
     }
 
@@ -366,5 +362,114 @@ impl Session {
         };
         l.stats = stats;
         l.slo = slo_check;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::RunConfig;
+    use crate::metrics::CountSource;
+    use crate::metrics::record::{Outcome, TokenChunk};
+
+    fn spec() -> LevelSpec {
+        LevelSpec {
+            index: 0,
+            kind: LevelKind::Sweep,
+            concurrency: 1,
+            input_tokens: 100,
+            output_tokens: 4,
+            requests: 1,
+            arrival: None,
+            shared_prefix_tokens: 0,
+            conversation: None,
+        }
+    }
+
+    fn record() -> Box<RequestRecord> {
+        Box::new(RequestRecord {
+            level: 0,
+            index: 0,
+            warmup: false,
+            sched_at_us: 0,
+            send_at_us: 0,
+            end_at_us: 40_000,
+            outcome: Outcome::Ok,
+            planned_input_tokens: 100,
+            input_tokens: 100,
+            input_source: CountSource::Usage,
+            output_tokens: 4,
+            output_source: CountSource::Usage,
+            chunk_source: CountSource::Usage,
+            ttft_us: Some(10_000),
+            e2e_us: Some(40_000),
+            chunks: (0..4)
+                .map(|i| TokenChunk::new(10_000 + i * 10_000, 1))
+                .collect(),
+            retries: 0,
+            slot: Some(0),
+            cached_tokens: None,
+            turn: None,
+        })
+    }
+
+    /// The fold says what each event changed on disk's side and writes nothing itself: a
+    /// level's start and end are a summary save, a request is one line (its chunks dropped
+    /// without `--record-chunks`), a phase is nothing.
+    #[test]
+    fn the_fold_hands_back_what_to_write() {
+        let mut s = Session::new(RunSummary::new(RunConfig::minimal("http://x"), None));
+        assert!(matches!(
+            s.apply(Event::LevelAdded(spec())),
+            Persist::Summary
+        ));
+        assert!(matches!(
+            s.apply(Event::LevelAdded(spec())),
+            Persist::Nothing
+        ));
+        assert!(matches!(
+            s.apply(Event::Phase("warming up".into())),
+            Persist::Nothing
+        ));
+        assert_eq!(s.phase, "warming up");
+        let started = Event::LevelStarted {
+            index: 0,
+            origin_unix_us: 0,
+        };
+        assert!(matches!(s.apply(started), Persist::Summary));
+        match s.apply(Event::Request(record())) {
+            Persist::Request(r) => {
+                assert!(r.chunks.is_empty());
+                assert_eq!(r.output_tokens, 4);
+            }
+            other => panic!("a request must be one requests.jsonl line, got {other:?}"),
+        }
+        assert_eq!(s.live_stats(0).map(|st| st.scalars.completed), Some(1));
+        let finished = Event::LevelFinished {
+            index: 0,
+            interrupted: false,
+        };
+        assert!(matches!(s.apply(finished), Persist::Summary));
+        assert_eq!(
+            s.summary.level(0).map(|l| l.status),
+            Some(LevelStatus::Done)
+        );
+    }
+
+    /// A write that fails becomes one warning in the summary and the message the dashboard
+    /// shows; a second failure adds nothing, and the fold goes on.
+    #[test]
+    fn a_failed_write_is_one_warning_and_the_run_goes_on() {
+        let dir = std::env::temp_dir().join(format!("servetop-sink-{}", std::process::id()));
+        let files = crate::export::RunFiles::create(&dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let mut sink = super::super::sink::Sink::new(Some(files));
+        let mut s = Session::new(RunSummary::new(RunConfig::minimal("http://x"), None));
+        sink.apply(&mut s, Event::LevelAdded(spec()));
+        sink.save(&mut s);
+        let msg = s.io_error.clone().expect("the failed save is kept");
+        assert!(msg.starts_with("writing results failed: "), "{msg}");
+        assert_eq!(s.summary.warnings.iter().filter(|w| **w == msg).count(), 1);
+        assert_eq!(s.specs.len(), 1);
     }
 }
