@@ -2,8 +2,9 @@
 
 use std::collections::BTreeMap;
 
-/// The exact peak of requests in flight, with memory bounded by the concurrency rather than the
-/// number of requests.
+/// The exact peak of requests in flight, with memory bounded by the requests that overlap the
+/// oldest one still running (a few times the concurrency at a steady load), not by the number
+/// of requests.
 ///
 /// A sweep over all `(send, end)` intervals gives the peak exactly, but keeping them all costs
 /// 16 bytes a request forever. Records arrive when they finish, in no strict order, so a point in
