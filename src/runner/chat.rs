@@ -1,11 +1,12 @@
 //! Multi-turn conversations: a closed loop whose unit is a conversation, not a request.
 //!
-//! Each worker takes one conversation's turns from the level's queue (request `i` is turn
-//! `i % K` of conversation `i / K`) and sends them one after the other. Turn k carries the whole
-//! history as a real chat: the shared system prompt (if any), every earlier user message and the
-//! server's actual replies, then the new user message. That is what a chat client sends, and what
-//! lets a server's prefix cache serve everything but the newest message: the effect shows as
-//! TTFT per turn beside the cached tokens the server reports for each request.
+//! Each worker takes one conversation's turns from the level's queue as one job (request `i` is
+//! turn `i % K` of conversation `i / K`; [`crate::workload::requests`] builds them) and sends
+//! them one after the other. Turn k carries the whole history as a real chat: the shared system
+//! prompt (if any), every earlier user message and the server's actual replies, then the new
+//! user message. That is what a chat client sends, and what lets a server's prefix cache serve
+//! everything but the newest message: the effect shows as TTFT per turn beside the cached
+//! tokens the server reports for each request.
 //!
 //! A conversation whose turn fails stops there (the next turn would need the reply); its
 //! remaining turns are not sent, and the level ends with fewer requests than planned.
@@ -15,59 +16,6 @@ use std::sync::Arc;
 use super::Lane;
 use crate::client::{ChatMessage, RequestSpec};
 use crate::workload::LevelSpec;
-use crate::workload::prompt::PromptFactory;
-
-/// Turn `turn` (from 0) of request `i`'s conversation: its new user message. The first turn's
-/// request carries the opening of the chat (the shared prefix as a system message, when there is
-/// one, and the first message of `input_tokens` minus the prefix); later ones a follow-up of
-/// `followup_tokens`. Their planned input counts the new message only: the worker adds the
-/// history's tokens as the server reported them.
-pub(super) async fn make_turn(
-    factory: &mut PromptFactory,
-    spec: &LevelSpec,
-    i: u32,
-    turn: u32,
-) -> Result<RequestSpec, String> {
-    let prefix = spec.shared_prefix_tokens;
-    let tokens = if turn == 0 {
-        spec.input_tokens.saturating_sub(prefix).max(1)
-    } else {
-        spec.conversation.map_or(1, |c| c.followup_tokens)
-    };
-    // A dataset conversation's user messages, while it has them; random text after.
-    let from_dataset = factory.dataset().cloned().and_then(|d| {
-        let k = spec.conversation.map_or(1, |c| c.turns.max(1));
-        d.pick(factory.seed(), spec.index, i / k)
-            .user_turns
-            .get(turn as usize)
-            .cloned()
-    });
-    let (text, tokens) = match from_dataset {
-        Some(t) => {
-            let n = factory.counter().count(&t).await?;
-            (t, n)
-        }
-        None => (factory.make_text(tokens, spec.index, i).await?.text, tokens),
-    };
-    let mut r = RequestSpec::prompt(text.clone(), tokens, None, spec.output_tokens);
-    r.cache_prompt = true;
-    if turn == 0 {
-        let mut opening = Vec::with_capacity(2);
-        if prefix > 0 {
-            opening.push(ChatMessage {
-                role: "system",
-                content: factory.shared_prefix(prefix).await?.text,
-            });
-        }
-        opening.push(ChatMessage {
-            role: "user",
-            content: text,
-        });
-        r.messages = Some(opening.into());
-        r.planned_input_tokens = tokens + if prefix > 0 { prefix } else { 0 };
-    }
-    Ok(r)
-}
 
 /// About how many tokens (prompt + output) the last turn of a multi-turn level's conversations
 /// holds with synthetic messages: the first message, then per later turn the reply, the new
@@ -87,7 +35,6 @@ pub(super) fn last_turn_tokens(spec: &LevelSpec) -> Option<u64> {
 /// One conversation at a time, turn after turn.
 pub(super) struct ChatWorker {
     pub lane: Lane,
-    pub turns: u32,
 }
 
 impl ChatWorker {
@@ -97,20 +44,10 @@ impl ChatWorker {
             if self.lane.halted() {
                 return;
             }
-            // A conversation's turns, taken together so no other worker gets one of them.
-            let mut turns = Vec::with_capacity(self.turns as usize);
-            {
-                let mut q = self.lane.queue.lock().await;
-                for _ in 0..self.turns {
-                    match q.recv().await {
-                        Some(t) => turns.push(t),
-                        None => break,
-                    }
-                }
-            }
-            if turns.is_empty() {
+            // A conversation's turns come as one job, so no other worker gets one of them.
+            let Ok(turns) = self.lane.queue.recv().await else {
                 return;
-            }
+            };
             self.conversation(turns).await;
         }
     }

@@ -31,11 +31,12 @@ mod search;
 mod server_watch;
 mod worker;
 
+use crate::workload::requests::{Jobs, make_request};
 use open_loop::OpenLoopCtx;
 pub use prepare::{Prepared, prepare, warmup_input};
 pub use search::SearchPlan;
 use server_watch::{ServerWatch, deliver};
-use worker::{Lane, LaneCtx, PROMPTS_AHEAD, Queue, Worker, make_request, prewarm_connections};
+use worker::{Lane, LaneCtx, PROMPTS_AHEAD, Queue, Worker, prewarm_connections};
 
 /// User intents the runner obeys between requests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -194,7 +195,9 @@ impl Runner {
                 ""
             }
         )));
-        let (ptx, prx) = tokio::sync::mpsc::channel(ahead.max(1) as usize);
+        let mut jobs = Jobs::new(spec);
+        // Capacity for every job of the prompts made ahead: sending them never waits.
+        let (ptx, prx) = async_channel::bounded(jobs.count(ahead).max(1));
         for i in 0..ahead {
             if self.cancel.is_cancelled() {
                 return Ok(());
@@ -202,14 +205,15 @@ impl Runner {
             let req = make_request(&mut self.prepared.factory, spec, i)
                 .await
                 .map_err(|e| format!("preparing prompts for {}: {e}", spec.label()))?;
-            // Capacity is `ahead`: never waits.
-            let _ = ptx.send((i, req)).await;
+            if let Some(job) = jobs.push(i, req) {
+                let _ = ptx.send(job).await;
+            }
         }
-        let producer = (ahead < spec.requests).then(|| {
+        let producer = if ahead < spec.requests {
             let mut factory = self.prepared.factory.clone();
             let spec = spec.clone();
             let patience = self.server_wait;
-            tokio::spawn(async move {
+            Some(tokio::spawn(async move {
                 for i in ahead..spec.requests {
                     // Sizing a prompt asks the server (/tokenize): while it is away, wait as
                     // long as the workers do, then give up with the last error.
@@ -221,16 +225,26 @@ impl Runner {
                             Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
                         }
                     };
-                    if ptx.send((i, req)).await.is_err() {
-                        break;
+                    if let Some(job) = jobs.push(i, req)
+                        && ptx.send(job).await.is_err()
+                    {
+                        return Ok(());
                     }
                 }
+                if let Some(job) = jobs.rest() {
+                    let _ = ptx.send(job).await;
+                }
                 Ok::<(), String>(())
-            })
-        });
-        let end = self
-            .run_level(spec, Arc::new(tokio::sync::Mutex::new(prx)))
-            .await;
+            }))
+        } else {
+            if let Some(job) = jobs.rest() {
+                let _ = ptx.send(job).await;
+            }
+            // Every job is queued: closing the queue lets the workers end when it is empty.
+            drop(ptx);
+            None
+        };
+        let end = self.run_level(spec, prx).await;
         if let Some(p) = producer {
             // Done with it, or it is blocked on a full queue nobody reads any more.
             p.abort();
@@ -416,13 +430,7 @@ impl Runner {
         };
         (0..spec.workers())
             .map(|slot| match spec.conversation {
-                Some(c) => tokio::spawn(
-                    chat::ChatWorker {
-                        lane: lane(slot),
-                        turns: c.turns,
-                    }
-                    .run(),
-                ),
+                Some(_) => tokio::spawn(chat::ChatWorker { lane: lane(slot) }.run()),
                 None => tokio::spawn(
                     Worker {
                         lane: lane(slot),

@@ -83,7 +83,8 @@ impl Runner {
                 give_back(&mut free, r);
             }
             let next = tokio::select! {
-                n = async { queue.lock().await.recv().await } => n,
+                // Jobs of one request (a rate level has no conversations).
+                n = queue.recv() => n.ok().and_then(|job| job.into_iter().next()),
                 () = cancel.cancelled() => None,
             };
             let Some((i, req)) = next else { break };

@@ -1,5 +1,5 @@
 //! Closed-loop workers: each takes the level's next prepared request, sends it, records it,
-//! and sends the next. The requests themselves are built here from the level's prompts.
+//! and sends the next. The requests are built in [`crate::workload::requests`].
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,84 +11,16 @@ use tokio_util::sync::CancellationToken;
 use crate::client::{self, Client, RequestSpec, RequestTag};
 use crate::event::{Event, EventTx};
 use crate::metrics::{FailureKind, Outcome};
-use crate::workload::prompt::PromptFactory;
-use crate::workload::{LevelKind, LevelSpec};
+use crate::workload::LevelSpec;
 
-use super::{Control, ServerWatch, chat, deliver};
+use super::{Control, ServerWatch, deliver};
 
 /// Prompts prepared before a level starts (or twice the concurrency, if more).
 pub(super) const PROMPTS_AHEAD: u32 = 1024;
 
-/// A level's prepared requests, in order, shared by its workers.
-pub(super) type Queue = Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<(u32, RequestSpec)>>>;
-
-/// The request for `spec`'s `i`-th prompt. At a multi-turn level, a turn's new user message
-/// (see [`chat`]).
-pub(super) async fn make_request(
-    factory: &mut PromptFactory,
-    spec: &LevelSpec,
-    i: u32,
-) -> Result<RequestSpec, String> {
-    if let Some((_, turn)) = spec.turn_of(i) {
-        return chat::make_turn(factory, spec, i, turn).await;
-    }
-    if spec.kind != LevelKind::LongContext
-        && let Some(d) = factory.dataset().cloned()
-    {
-        let e = d.pick(factory.seed(), spec.index, i);
-        return dataset_request(factory, spec, e).await;
-    }
-    let prompt = factory
-        .make_with_prefix(spec.input_tokens, spec.shared_prefix_tokens, spec.index, i)
-        .await?;
-    let mut r = RequestSpec::prompt(
-        prompt.text,
-        spec.input_tokens,
-        prompt
-            .counted_tokens
-            .map(|n| (n, factory.counter().source())),
-        spec.output_tokens,
-    );
-    r.cache_prompt = spec.shared_prefix_tokens > 0;
-    Ok(r)
-}
-
-/// A request for dataset entry `e`: its first user message (after the shared prefix, if any)
-/// and the output length it asks for, its reference reply's length, or the level's.
-pub(super) async fn dataset_request(
-    factory: &mut PromptFactory,
-    spec: &LevelSpec,
-    e: &crate::workload::dataset::Entry,
-) -> Result<RequestSpec, String> {
-    let first = e
-        .user_turns
-        .first()
-        .cloned()
-        .unwrap_or_else(|| Arc::from(""));
-    let text: Arc<str> = if spec.shared_prefix_tokens > 0 {
-        let p = factory.shared_prefix(spec.shared_prefix_tokens).await?;
-        Arc::from(format!("{} {first}", p.text))
-    } else {
-        first
-    };
-    let counted = factory.counter().count(&text).await?;
-    let counted = (counted as i64 + factory.offset_tokens).max(0) as u64;
-    let output = match (e.output_len, &e.reply) {
-        (Some(n), _) => n,
-        (None, Some(r)) => {
-            (factory.counter().count(r).await?.max(1)).min(u64::from(u32::MAX)) as u32
-        }
-        (None, None) => spec.output_tokens,
-    };
-    let mut r = RequestSpec::prompt(
-        text,
-        counted,
-        Some((counted, factory.counter().source())),
-        output,
-    );
-    r.cache_prompt = spec.shared_prefix_tokens > 0;
-    Ok(r)
-}
+/// A level's prepared jobs, in order, shared by its workers: each clone takes the next job
+/// without a lock.
+pub(super) type Queue = async_channel::Receiver<crate::workload::requests::Job>;
 
 /// What a level's lanes share, borrowed while its workers are spawned.
 pub(super) struct LaneCtx<'a> {
@@ -192,18 +124,19 @@ impl Worker {
     pub(super) async fn run(mut self) {
         loop {
             // Nothing left to send: end now, paused or not, so the level can finish.
-            {
-                let q = self.lane.queue.lock().await;
-                if q.is_closed() && q.is_empty() {
-                    return;
-                }
+            if self.lane.queue.is_closed() && self.lane.queue.is_empty() {
+                return;
             }
             self.lane.wait_while_paused().await;
             if self.lane.halted() {
                 return;
             }
-            let Some((i, spec)) = self.lane.queue.lock().await.recv().await else {
+            let Ok(job) = self.lane.queue.recv().await else {
                 return;
+            };
+            // One request a job outside multi-turn levels.
+            let Some((i, spec)) = job.into_iter().next() else {
+                continue;
             };
             let rec = self.lane.send(i, &spec, None).await;
             // A refused long prompt will be refused again: stop repeating it.

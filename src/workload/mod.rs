@@ -4,6 +4,7 @@
 pub mod arrivals;
 pub mod dataset;
 pub mod prompt;
+pub mod requests;
 pub mod search;
 
 use serde::{Deserialize, Serialize};
