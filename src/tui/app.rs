@@ -12,8 +12,8 @@ use crate::run::sink::Sink;
 use crate::workload::LevelKind;
 
 use super::action::Action;
-pub use super::views::{LiveRate, LongView, SweepView, TelemetryView, y_max};
-use super::views::{SERIES_CAP, config_lines};
+use super::views::config_lines;
+pub use super::views::{LiveRate, LongView, Series, SweepView, TelemetryView, y_max};
 
 /// The dashboard's tabs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -403,9 +403,6 @@ impl App {
             if dt >= Duration::from_secs(1) && self.session.current.is_some() {
                 let rate = tokens.saturating_sub(n0) as f64 / dt.as_secs_f64();
                 self.live.current = rate;
-                if self.live.series.len() >= SERIES_CAP {
-                    self.live.series.remove(0);
-                }
                 self.live
                     .series
                     .push((now.saturating_sub(start).as_secs_f64(), rate));

@@ -3,11 +3,53 @@
 
 use std::time::Duration;
 
+/// A live time series of `(t, value)` points holding the newest [`SERIES_CAP`]: a sliding
+/// window over one buffer, so a push costs amortised O(1) (the oldest half is dropped at once,
+/// not one point at a time) and the charts read the points as one contiguous slice (which a
+/// `VecDeque` that has wrapped cannot give without rearranging itself, and render only reads).
+#[derive(Clone, Debug, Default)]
+pub struct Series {
+    points: Vec<(f64, f64)>,
+    start: usize,
+}
+
+impl Series {
+    /// Appends a point; past [`SERIES_CAP`] points the oldest leaves the window.
+    pub fn push(&mut self, p: (f64, f64)) {
+        self.points.push(p);
+        if self.points.len() - self.start > SERIES_CAP {
+            self.start += 1;
+            if self.start >= SERIES_CAP {
+                self.points.drain(..self.start);
+                self.start = 0;
+            }
+        }
+    }
+}
+
+impl std::ops::Deref for Series {
+    type Target = [(f64, f64)];
+
+    fn deref(&self) -> &[(f64, f64)] {
+        &self.points[self.start..]
+    }
+}
+
+impl FromIterator<(f64, f64)> for Series {
+    fn from_iter<I: IntoIterator<Item = (f64, f64)>>(iter: I) -> Self {
+        let mut s = Self::default();
+        for p in iter {
+            s.push(p);
+        }
+        s
+    }
+}
+
 /// Output tokens per second sampled once a second during the current level.
 #[derive(Clone, Debug, Default)]
 pub struct LiveRate {
     /// `(seconds since the level started, tokens/s)`.
-    pub series: Vec<(f64, f64)>,
+    pub series: Series,
     pub(super) level_start: Option<Duration>,
     pub(super) last: Option<(Duration, u64)>,
     /// The latest one-second rate.
@@ -84,22 +126,15 @@ pub(super) fn config_lines(s: &crate::summary::RunSummary) -> Vec<(String, Strin
 #[derive(Clone, Debug, Default)]
 pub struct TelemetryView {
     /// Per GPU (by position in the sample): memory used in GiB and utilization in percent.
-    pub gpu_mem_gib: Vec<Vec<(f64, f64)>>,
-    pub gpu_util: Vec<Vec<(f64, f64)>>,
+    pub gpu_mem_gib: Vec<Series>,
+    pub gpu_util: Vec<Series>,
     /// Largest GPU memory in GiB (the memory chart's ceiling).
     pub gpu_mem_total_gib: f64,
-    pub running: Vec<(f64, f64)>,
-    pub queued: Vec<(f64, f64)>,
-    pub kv_pct: Vec<(f64, f64)>,
+    pub running: Series,
+    pub queued: Series,
+    pub kv_pct: Series,
     /// When each level started (vertical marks on the charts).
     pub level_marks: Vec<(f64, String)>,
-}
-
-pub(super) fn push_capped(v: &mut Vec<(f64, f64)>, p: (f64, f64)) {
-    if v.len() >= SERIES_CAP {
-        v.remove(0);
-    }
-    v.push(p);
 }
 
 impl TelemetryView {
@@ -110,14 +145,14 @@ impl TelemetryView {
             TelemetryRecord::Gpu(g) => {
                 for (i, r) in g.gpus.iter().enumerate() {
                     if self.gpu_mem_gib.len() <= i {
-                        self.gpu_mem_gib.resize(i + 1, Vec::new());
-                        self.gpu_util.resize(i + 1, Vec::new());
+                        self.gpu_mem_gib.resize(i + 1, Series::default());
+                        self.gpu_util.resize(i + 1, Series::default());
                     }
                     if let Some(m) = r.mem_used_bytes {
-                        push_capped(&mut self.gpu_mem_gib[i], (t, m as f64 / GIB));
+                        self.gpu_mem_gib[i].push((t, m as f64 / GIB));
                     }
                     if let Some(u) = r.util_gpu_pct {
-                        push_capped(&mut self.gpu_util[i], (t, u));
+                        self.gpu_util[i].push((t, u));
                     }
                     if let Some(total) = r.mem_total_bytes {
                         self.gpu_mem_total_gib = self.gpu_mem_total_gib.max(total as f64 / GIB);
@@ -126,13 +161,13 @@ impl TelemetryView {
             }
             TelemetryRecord::Server(s) => {
                 if let Some(v) = s.running {
-                    push_capped(&mut self.running, (t, v));
+                    self.running.push((t, v));
                 }
                 if let Some(v) = s.queued {
-                    push_capped(&mut self.queued, (t, v));
+                    self.queued.push((t, v));
                 }
                 if let Some(v) = s.kv_usage {
-                    push_capped(&mut self.kv_pct, (t, v * 100.0));
+                    self.kv_pct.push((t, v * 100.0));
                 }
             }
             _ => {}
@@ -146,4 +181,27 @@ pub fn y_max(points: &[(f64, f64)]) -> f64 {
 }
 
 /// Longest live series kept (one point a second).
-pub(super) const SERIES_CAP: usize = 3600;
+pub const SERIES_CAP: usize = 3600;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The window keeps the newest `SERIES_CAP` points in order, across the moments it drops
+    /// its oldest half.
+    #[test]
+    fn a_series_keeps_the_newest_points_in_order() {
+        let mut s = Series::default();
+        for i in 0..(3 * SERIES_CAP + 17) {
+            s.push((i as f64, 0.0));
+            let n = i + 1;
+            assert_eq!(s.len(), n.min(SERIES_CAP));
+            assert_eq!(
+                s.first().map(|p| p.0),
+                Some(n.saturating_sub(SERIES_CAP) as f64)
+            );
+            assert_eq!(s.last().map(|p| p.0), Some(i as f64));
+        }
+        assert!(s.points.len() < 2 * SERIES_CAP);
+    }
+}

@@ -136,7 +136,7 @@ fn render_gpus(app: &App, gpus: &[GpuReading], area: Rect, buf: &mut Buffer, th:
 
 /// One series a GPU, named `names[i]`, in the three series colours in turn.
 fn gpu_series<'a>(
-    sets: &'a [Vec<(f64, f64)>],
+    sets: &'a [crate::tui::views::Series],
     names: &'a [String],
     colors: &[Color; 3],
 ) -> Vec<Series<'a>> {
