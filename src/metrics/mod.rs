@@ -2,6 +2,7 @@
 //! per-level accumulation and the level summary every screen and export reads.
 
 pub mod chunks;
+pub mod curves;
 pub mod dist;
 mod in_flight;
 pub mod level;

@@ -300,34 +300,31 @@ impl App {
 
     /// Recomputes the chart points from the summaries.
     fn refresh_views(&mut self) {
+        use crate::metrics::curves::{self, at};
         let mut sv = SweepView::default();
         for l in &self.session.summary.sweep {
             let x = f64::from(l.concurrency.max(1)).log2();
             sv.x_max = sv.x_max.max(x);
-            if let Some(s) = self
-                .level_stats(l.index)
-                .filter(|s| s.scalars.completed > 0)
-            {
-                sv.aggregate.push((x, s.scalars.output_throughput));
-                if let Some(d) = &s.dists.decode_tokens_per_s {
-                    sv.per_stream.push((x, d.mean));
-                }
+            let st = self.level_stats(l.index);
+            if let Some(y) = at(st, curves::OUTPUT_TOK_S) {
+                sv.aggregate.push((x, y));
+            }
+            if let Some(y) = at(st, curves::DECODE_TOK_S) {
+                sv.per_stream.push((x, y));
             }
         }
         for l in &self.session.summary.rates {
             let Some(x) = l.request_rate() else { continue };
             sv.rate_max = sv.rate_max.max(x);
             sv.rate_offered.push((x, x));
-            if let Some(s) = self
-                .level_stats(l.index)
-                .filter(|s| s.scalars.completed > 0)
-            {
-                sv.rate_done.push((x, s.scalars.request_throughput));
-                if let Some(d) = &s.dists.ttft_ms {
-                    sv.rate_ttft_p99.push((x, d.p99));
-                }
-                if let Some(d) = &s.dists.client_queue_ms {
-                    sv.rate_queue_p99.push((x, d.p99));
+            let st = self.level_stats(l.index);
+            for (points, y) in [
+                (&mut sv.rate_done, curves::REQUESTS_S),
+                (&mut sv.rate_ttft_p99, curves::TTFT_MS.p99),
+                (&mut sv.rate_queue_p99, curves::CLIENT_QUEUE_MS.p99),
+            ] {
+                if let Some(y) = at(st, y) {
+                    points.push((x, y));
                 }
             }
         }
@@ -347,18 +344,14 @@ impl App {
             if l.status != crate::summary::LevelStatus::Skipped {
                 lv.x_max = lv.x_max.max(x);
             }
-            if let Some(s) = self
-                .level_stats(l.index)
-                .filter(|s| s.scalars.completed > 0)
-            {
-                if let Some(t) = &s.dists.ttft_ms {
-                    lv.ttft_s.push((x, t.mean / 1000.0));
-                }
-                if let Some(p) = s.scalars.prefill_tokens_per_s {
-                    lv.prefill.push((x, p));
-                }
-                if let Some(d) = &s.dists.decode_tokens_per_s {
-                    lv.decode.push((x, d.mean));
+            let st = self.level_stats(l.index);
+            for (points, y) in [
+                (&mut lv.ttft_s, curves::TTFT_MEAN_S),
+                (&mut lv.prefill, curves::PREFILL_TOK_S),
+                (&mut lv.decode, curves::DECODE_TOK_S),
+            ] {
+                if let Some(y) = at(st, y) {
+                    points.push((x, y));
                 }
             }
         }

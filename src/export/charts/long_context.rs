@@ -2,6 +2,7 @@
 
 use super::panel::{Line, Panel, XKind, figure};
 use super::{ChartRun, run_lines, stat};
+use crate::metrics::curves;
 use crate::summary::{LevelStatus, LevelSummary, RunSummary};
 use std::path::Path;
 
@@ -59,13 +60,13 @@ pub(super) fn draw(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Resu
         runs,
         &[
             panel("Time to first token", "seconds", "TTFT", |l| {
-                stat(l, |s| s.dists.ttft_ms.as_ref().map(|d| d.mean / 1000.0))
+                stat(l, curves::TTFT_MEAN_S)
             }),
             panel("Prefill speed", "input tok/s", "prefill", |l| {
-                stat(l, |s| s.scalars.prefill_tokens_per_s)
+                stat(l, curves::PREFILL_TOK_S)
             }),
             panel("Decode speed", "tok/s per request", "decode", |l| {
-                stat(l, |s| s.dists.decode_tokens_per_s.as_ref().map(|d| d.mean))
+                stat(l, curves::DECODE_TOK_S)
             }),
         ],
         3,

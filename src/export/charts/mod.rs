@@ -16,6 +16,7 @@ mod turns;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
+use crate::metrics::curves;
 use crate::summary::{LevelSummary, RunSummary};
 use crate::telemetry::TelemetryRecord;
 use panel::{Line, color};
@@ -103,11 +104,9 @@ fn rate_lines(
     run_lines(runs, name, points, dashed, color_offset)
 }
 
-fn stat(l: &LevelSummary, f: impl Fn(&crate::metrics::LevelStats) -> Option<f64>) -> Option<f64> {
-    l.stats
-        .as_ref()
-        .filter(|s| s.scalars.completed > 0)
-        .and_then(f)
+/// A curve's value at a saved level (the dashboard reads the same curves live).
+fn stat(l: &LevelSummary, y: curves::Y) -> Option<f64> {
+    curves::at(l.stats.as_ref(), y)
 }
 
 /// Said in a sweep panel of a run without one.

@@ -2,6 +2,7 @@
 
 use super::panel::{Line, Panel, XKind, figure};
 use super::{ChartRun, rate_lines, stat};
+use crate::metrics::curves::{self, Percentiles};
 use crate::summary::LevelSummary;
 use plotters::prelude::*;
 use std::path::Path;
@@ -13,11 +14,9 @@ pub(super) fn rates_figure(
     runs: &[ChartRun<'_>],
 ) -> Result<(), String> {
     let empty = "no request-rate level finished in this run".to_string();
-    let pct_panel = |title: &str,
-                     p50: fn(&LevelSummary) -> Option<f64>,
-                     p99: fn(&LevelSummary) -> Option<f64>| {
-        let mut lines = rate_lines(runs, "p50", p50, false, 0);
-        lines.extend(rate_lines(runs, "p99", p99, true, 0));
+    let pct_panel = |title: &str, y: Percentiles| {
+        let mut lines = rate_lines(runs, "p50", move |l| stat(l, y.p50), false, 0);
+        lines.extend(rate_lines(runs, "p99", move |l| stat(l, y.p99), true, 0));
         Panel {
             title: title.into(),
             x: XKind::Rate,
@@ -30,17 +29,12 @@ pub(super) fn rates_figure(
             empty: empty.clone(),
         }
     };
-    let mut rate_lines_all = rate_lines(
-        runs,
-        "sent",
-        |l| stat(l, |s| s.scalars.achieved_request_rate),
-        false,
-        0,
-    );
+    let mut rate_lines_all =
+        rate_lines(runs, "sent", |l| stat(l, curves::SENT_REQUESTS_S), false, 0);
     rate_lines_all.extend(rate_lines(
         runs,
         "completed",
-        |l| stat(l, |s| Some(s.scalars.request_throughput)),
+        |l| stat(l, curves::REQUESTS_S),
         true,
         0,
     ));
@@ -64,16 +58,8 @@ pub(super) fn rates_figure(
         });
     }
     let panels = [
-        pct_panel(
-            "Time to first token",
-            |l| stat(l, |s| s.dists.ttft_ms.as_ref().map(|d| d.p50)),
-            |l| stat(l, |s| s.dists.ttft_ms.as_ref().map(|d| d.p99)),
-        ),
-        pct_panel(
-            "Time per output token",
-            |l| stat(l, |s| s.dists.tpot_ms.as_ref().map(|d| d.p50)),
-            |l| stat(l, |s| s.dists.tpot_ms.as_ref().map(|d| d.p99)),
-        ),
+        pct_panel("Time to first token", curves::TTFT_MS),
+        pct_panel("Time per output token", curves::TPOT_MS),
         Panel {
             title: "Achieved vs offered request rate".into(),
             x: XKind::Rate,
@@ -85,11 +71,7 @@ pub(super) fn rates_figure(
             limits: vec![],
             empty: empty.clone(),
         },
-        pct_panel(
-            "Client queue (t_send − t_sched)",
-            |l| stat(l, |s| s.dists.client_queue_ms.as_ref().map(|d| d.p50)),
-            |l| stat(l, |s| s.dists.client_queue_ms.as_ref().map(|d| d.p99)),
-        ),
+        pct_panel("Client queue (t_send − t_sched)", curves::CLIENT_QUEUE_MS),
     ];
     let s = runs[0].summary;
     let footer = vec![format!(

@@ -2,6 +2,7 @@
 
 use super::panel::{Panel, XKind, figure};
 use super::{ChartRun, NO_SWEEP, lines_per_run, stat};
+use crate::metrics::curves::{self, Percentiles};
 use crate::summary::LevelSummary;
 use std::path::Path;
 
@@ -29,14 +30,12 @@ pub(super) fn throughput(
         runs,
         &[
             panel("Aggregate output tokens/s", "output tok/s", |l| {
-                stat(l, |s| Some(s.scalars.output_throughput))
+                stat(l, curves::OUTPUT_TOK_S)
             }),
             panel("Per-stream decode tokens/s", "tok/s per request", |l| {
-                stat(l, |s| s.dists.decode_tokens_per_s.as_ref().map(|d| d.mean))
+                stat(l, curves::DECODE_TOK_S)
             }),
-            panel("Requests/s", "req/s", |l| {
-                stat(l, |s| Some(s.scalars.request_throughput))
-            }),
+            panel("Requests/s", "req/s", |l| stat(l, curves::REQUESTS_S)),
         ],
         3,
         &[],
@@ -45,11 +44,9 @@ pub(super) fn throughput(
 
 /// `latency.png`: TTFT, ITL and TPOT p50 and p99 against concurrency.
 pub(super) fn latency(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Result<(), String> {
-    let panel = |title: &str,
-                 p50: fn(&LevelSummary) -> Option<f64>,
-                 p99: fn(&LevelSummary) -> Option<f64>| {
-        let mut lines = lines_per_run(runs, "p50", p50, false);
-        lines.extend(lines_per_run(runs, "p99", p99, true));
+    let panel = |title: &str, y: Percentiles| {
+        let mut lines = lines_per_run(runs, "p50", move |l| stat(l, y.p50), false);
+        lines.extend(lines_per_run(runs, "p99", move |l| stat(l, y.p99), true));
         Panel {
             title: title.into(),
             x: XKind::Concurrency,
@@ -68,21 +65,9 @@ pub(super) fn latency(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> R
         "Latency vs concurrency (p50 solid, p99 dashed)",
         runs,
         &[
-            panel(
-                "Time to first token",
-                |l| stat(l, |s| s.dists.ttft_ms.as_ref().map(|d| d.p50)),
-                |l| stat(l, |s| s.dists.ttft_ms.as_ref().map(|d| d.p99)),
-            ),
-            panel(
-                "Inter-token latency (per token)",
-                |l| stat(l, |s| s.dists.itl_ms.as_ref().map(|d| d.p50)),
-                |l| stat(l, |s| s.dists.itl_ms.as_ref().map(|d| d.p99)),
-            ),
-            panel(
-                "Time per output token",
-                |l| stat(l, |s| s.dists.tpot_ms.as_ref().map(|d| d.p50)),
-                |l| stat(l, |s| s.dists.tpot_ms.as_ref().map(|d| d.p99)),
-            ),
+            panel("Time to first token", curves::TTFT_MS),
+            panel("Inter-token latency (per token)", curves::ITL_MS),
+            panel("Time per output token", curves::TPOT_MS),
         ],
         3,
         &[],
