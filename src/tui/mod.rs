@@ -104,30 +104,20 @@ pub async fn run(
     chart_size: (u32, u32),
     cancel: CancellationToken,
 ) -> std::io::Result<(RunState, Session)> {
-    let run = crate::run::start(cfg, prepared, &cancel);
     install_panic_hook(ratatui::restore);
     let mut terminal = ratatui::try_init()?;
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    let app =
-        App::new(Session::new(summary), run.live_tokens, no_color).with_sink(Sink::new(files));
     let loop_ = Loop {
         fps,
         chart_size,
         input: Some(EventStream::new()),
         exit_when_done: false,
     };
-    let r = loop_
-        .drive(
-            app,
-            run.events,
-            &mut terminal,
-            &run.control,
-            &cancel,
-            run.task,
-        )
-        .await;
+    let start = crate::run::start(cfg, prepared, &cancel);
+    let app = App::new(Session::new(summary), start.live_tokens.clone(), no_color)
+        .with_sink(Sink::new(files));
+    let r = loop_.run(app, start, &mut terminal, &cancel).await;
     ratatui::restore();
-    run.telemetry_stop.cancel();
     r
 }
 
@@ -143,7 +133,6 @@ pub async fn run_offscreen(
     size: (u16, u16),
     cancel: CancellationToken,
 ) -> std::io::Result<(RunState, Session)> {
-    let run = crate::run::start(cfg, prepared, &cancel);
     let backend = ratatui::backend::CrosstermBackend::new(std::io::sink());
     let mut terminal = ratatui::Terminal::with_options(
         backend,
@@ -151,25 +140,16 @@ pub async fn run_offscreen(
             viewport: ratatui::Viewport::Fixed(ratatui::layout::Rect::new(0, 0, size.0, size.1)),
         },
     )?;
-    let app = App::new(Session::new(summary), run.live_tokens, false).with_sink(Sink::new(files));
     let loop_ = Loop {
         fps,
         chart_size: (1600, 900),
         input: None,
         exit_when_done: true,
     };
-    let r = loop_
-        .drive(
-            app,
-            run.events,
-            &mut terminal,
-            &run.control,
-            &cancel,
-            run.task,
-        )
-        .await;
-    run.telemetry_stop.cancel();
-    r
+    let start = crate::run::start(cfg, prepared, &cancel);
+    let app = App::new(Session::new(summary), start.live_tokens.clone(), false)
+        .with_sink(Sink::new(files));
+    loop_.run(app, start, &mut terminal, &cancel).await
 }
 
 /// The dashboard's event loop, over any terminal.
@@ -183,6 +163,28 @@ struct Loop {
 }
 
 impl Loop {
+    /// Drives `app` over the started run's events until it ends, then stops the samplers.
+    async fn run<B: ratatui::backend::Backend<Error = std::io::Error>>(
+        self,
+        app: App,
+        start: crate::run::Started,
+        terminal: &mut ratatui::Terminal<B>,
+        cancel: &CancellationToken,
+    ) -> std::io::Result<(RunState, Session)> {
+        // Boxed: the loop's state is large, and the callers' futures stay small.
+        let r = Box::pin(self.drive(
+            app,
+            start.events,
+            terminal,
+            &start.control,
+            cancel,
+            start.task,
+        ))
+        .await;
+        start.telemetry_stop.cancel();
+        r
+    }
+
     async fn drive<B: ratatui::backend::Backend<Error = std::io::Error>>(
         mut self,
         mut app: App,
