@@ -61,7 +61,7 @@ pub enum Event {
     /// A level's last request ended.
     LevelFinished { index: u32, interrupted: bool },
     /// A GPU or engine telemetry sample, or the reason there is none.
-    Telemetry(crate::telemetry::TelemetryRecord),
+    Telemetry(crate::telemetry::record::TelemetryRecord),
     /// Something the user should know that is not a request failure.
     Warning(String),
     /// The run is over.

@@ -32,7 +32,9 @@
 //!   the SLO search's plan.
 //! - [`client`]: engine detection, streaming requests folded into records, SSE, dialects.
 //! - [`sim`]: the built-in simulated inference server (and the firehose).
-//! - [`metrics`]: METRICS.md maths: records, HDR distributions, per-level folds, SLOs, turns.
+//! - [`metrics`]: METRICS.md maths: records, HDR distributions, per-level folds, SLOs, turns,
+//!   the curves the charts plot.
+//! - [`fmt`]: numbers as written on screen and in files.
 
 pub mod cli;
 pub mod client;
@@ -40,6 +42,7 @@ pub mod cmd;
 pub mod config;
 pub mod event;
 pub mod export;
+pub mod fmt;
 pub mod metrics;
 pub mod run;
 pub mod runner;

@@ -147,11 +147,11 @@ impl LevelSummary {
         match self.kind {
             LevelKind::Sweep => format!("C={}", self.concurrency),
             LevelKind::LongContext => {
-                format!("{} ctx", crate::workload::fmt_tokens(self.input_len))
+                format!("{} ctx", crate::fmt::fmt_tokens(self.input_len))
             }
             LevelKind::Rate => format!(
                 "{} req/s",
-                crate::workload::fmt_rate(self.request_rate().unwrap_or(0.0))
+                crate::fmt::fmt_rate(self.request_rate().unwrap_or(0.0))
             ),
             LevelKind::MultiTurn => format!(
                 "{}-turn chats, C={}",

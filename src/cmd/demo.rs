@@ -8,7 +8,6 @@ use crate::cli::DemoArgs;
 use crate::config::{MultiTurn, RunConfig};
 use crate::export::default_run_dir;
 use crate::sim::{self, SimConfig};
-use crate::workload;
 
 /// The demo's multi-turn level.
 const DEMO_CHATS: MultiTurn = MultiTurn {
@@ -43,7 +42,7 @@ pub async fn demo(a: DemoArgs) -> i32 {
         RunConfig::demo()
             .long_context
             .iter()
-            .map(|n| workload::fmt_tokens(*n))
+            .map(|n| crate::fmt::fmt_tokens(*n))
             .collect::<Vec<_>>()
             .join(", "),
         DEMO_CHATS.conversations,

@@ -2,20 +2,9 @@
 
 use std::fmt::Write;
 
+use crate::fmt::{fmt_tokens, num};
 use crate::metrics::DistStats;
 use crate::summary::{LevelStatus, LevelSummary, RunSummary};
-use crate::workload::fmt_tokens;
-
-/// A number with precision that suits its size: 73.2, 512, 0.42, or `-` when absent.
-pub fn num(v: Option<f64>) -> String {
-    match v {
-        None => "-".into(),
-        Some(v) if !v.is_finite() => "-".into(),
-        Some(v) if v.abs() >= 100.0 => format!("{v:.0}"),
-        Some(v) if v.abs() >= 10.0 => format!("{v:.1}"),
-        Some(v) => format!("{v:.2}"),
-    }
-}
 
 fn pair(d: Option<&DistStats>, a: fn(&DistStats) -> f64, b: fn(&DistStats) -> f64) -> String {
     match d {
@@ -111,7 +100,7 @@ pub fn rate_table(levels: &[LevelSummary]) -> String {
         (None, true) => " - |".into(),
     };
     for l in levels {
-        let rate = crate::workload::fmt_rate(l.request_rate().unwrap_or(0.0));
+        let rate = crate::fmt::fmt_rate(l.request_rate().unwrap_or(0.0));
         let Some(s) = &l.stats else {
             let _ = writeln!(
                 out,
@@ -144,7 +133,7 @@ pub fn rate_table(levels: &[LevelSummary]) -> String {
 /// The SLO search: the answer with its bracket, then one row per probe with each SLO metric's
 /// percentile, its 95 % interval and the verdict.
 pub fn search_section(s: &crate::workload::search::SearchSummary) -> String {
-    use crate::workload::fmt_rate;
+    use crate::fmt::fmt_rate;
     let mut out = String::new();
     let _ = writeln!(out, "**{}**\n", s.headline());
     if let Some(t) = &s.throughput_probe {

@@ -125,7 +125,7 @@ impl Slo {
     pub fn describe(&self) -> String {
         let parts: Vec<String> = self
             .limits()
-            .map(|(m, l)| format!("{m}:{}", crate::workload::fmt_rate(l)))
+            .map(|(m, l)| format!("{m}:{}", crate::fmt::fmt_rate(l)))
             .collect();
         format!("{} at p{}", parts.join(","), fmt_pct(self.percentile))
     }
@@ -147,7 +147,7 @@ impl Slo {
 
 /// `90` -> `90`, `99.9` -> `99.9`.
 pub fn fmt_pct(p: f64) -> String {
-    crate::workload::fmt_rate(p)
+    crate::fmt::fmt_rate(p)
 }
 
 /// One metric of a level against its limit.
@@ -182,7 +182,7 @@ impl MetricCheck {
             v(self.ci_low_ms),
             v(self.ci_high_ms),
             if self.meets { "≤" } else { ">" },
-            crate::workload::fmt_rate(self.limit_ms),
+            crate::fmt::fmt_rate(self.limit_ms),
             self.samples,
             if self.metric == "itl" {
                 "tokens"

@@ -8,7 +8,8 @@ use std::time::Duration;
 use super::session::Session;
 use super::sink::Sink;
 use crate::event::{Event, EventRx, RunState};
-use crate::export::markdown::{self, num};
+use crate::export::markdown;
+use crate::fmt::num;
 use crate::summary::LevelStatus;
 
 /// What to print about an event, captured before the session consumes it.
@@ -223,7 +224,7 @@ fn level_line(l: &crate::summary::LevelSummary, st: &crate::metrics::LevelStats)
 /// What a search update adds: the bound when bisection starts, each probe's verdict, the
 /// answer at the end.
 fn search_line(s: &crate::workload::search::SearchSummary) -> Option<String> {
-    use crate::workload::fmt_rate;
+    use crate::fmt::fmt_rate;
     if s.status.finished() {
         let mut line = format!("[search] {}", s.headline());
         let unsure: Vec<String> = s

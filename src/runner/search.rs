@@ -9,11 +9,12 @@
 //! one set of records; the runner still only sends events and never reads the UI's state.
 
 use crate::event::{self, Event};
+use crate::fmt::fmt_rate;
 use crate::metrics::{LevelAccumulator, Slo};
 use crate::workload::search::{
     RateProbe, SearchConfig, SearchStatus, SearchSummary, ThroughputProbe, next_rate,
 };
-use crate::workload::{Arrival, LevelKind, LevelSpec, OpenLoop, fmt_rate};
+use crate::workload::{Arrival, LevelKind, LevelSpec, OpenLoop};
 
 use super::Runner;
 

@@ -5,27 +5,26 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{GpuReading, GpuSample, GpuSource, TelemetryRecord, now_unix_ms};
-use crate::event::{Event, EventTx};
+use super::{GpuReading, GpuSample, GpuSource, Reports, TelemetryRecord, now_unix_ms};
 
 /// Every GPU now, or why there are none (the reason NVML gives, in words).
 pub fn read_once() -> Result<Vec<GpuReading>, String> {
     imp::Sampler::init()?.sample()
 }
 
-/// Samples every `interval` until `cancel`, sending `Event::Telemetry`. A machine without the
+/// Samples every `interval` until `cancel`, sending each reading to `tx`. A machine without the
 /// driver or without GPUs sends one `GpuUnavailable` with the reason and stops.
-pub fn spawn(interval: Duration, tx: EventTx, cancel: CancellationToken) {
+pub fn spawn(interval: Duration, tx: Reports, cancel: CancellationToken) {
     let spawned = std::thread::Builder::new()
         .name("servetop-nvml".into())
         .spawn(move || {
             let sampler = match imp::Sampler::init() {
                 Ok(s) => s,
                 Err(reason) => {
-                    let _ = tx.send(Event::Telemetry(TelemetryRecord::GpuUnavailable {
+                    tx.send(TelemetryRecord::GpuUnavailable {
                         at_unix_ms: now_unix_ms(),
                         reason,
-                    }));
+                    });
                     return;
                 }
             };
@@ -41,7 +40,7 @@ pub fn spawn(interval: Duration, tx: EventTx, cancel: CancellationToken) {
                         reason,
                     },
                 };
-                if tx.send(Event::Telemetry(rec)).is_err() {
+                if !tx.send(rec) {
                     return;
                 }
                 // Sleep in short steps so quitting is not held up by a long interval.

@@ -1,13 +1,14 @@
 //! Periodic scrapes of the engine's `/metrics` (plus SGLang's `/server_info`) and of a DCGM
-//! exporter, as async tasks that send `Event::Telemetry` and never wait for the consumer.
+//! exporter, as async tasks that report each reading and never wait for the consumer.
 
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{GpuSample, GpuSource, TelemetryRecord, dcgm, engine_metrics, now_unix_ms, prom};
+use super::{
+    GpuSample, GpuSource, Reports, TelemetryRecord, dcgm, engine_metrics, now_unix_ms, prom,
+};
 use crate::client::error_chain;
-use crate::event::{Event, EventTx};
 
 async fn get_text(http: &reqwest::Client, url: &str) -> Result<String, String> {
     let send = || http.get(url).timeout(Duration::from_secs(3)).send();
@@ -26,7 +27,7 @@ async fn get_text(http: &reqwest::Client, url: &str) -> Result<String, String> {
 }
 
 /// Sends `reason` only when it changes, so a missing endpoint is one line, not one a second.
-fn unavailable(tx: &EventTx, last: &mut Option<String>, reason: String, gpu: bool) {
+fn unavailable(tx: &Reports, last: &mut Option<String>, reason: String, gpu: bool) {
     if last.as_deref() != Some(reason.as_str()) {
         let at_unix_ms = now_unix_ms();
         let rec = if gpu {
@@ -40,7 +41,7 @@ fn unavailable(tx: &EventTx, last: &mut Option<String>, reason: String, gpu: boo
                 reason: reason.clone(),
             }
         };
-        let _ = tx.send(Event::Telemetry(rec));
+        tx.send(rec);
         *last = Some(reason);
     }
 }
@@ -110,7 +111,7 @@ pub fn spawn_engine(
     metrics_url: String,
     server_info_url: String,
     interval: Duration,
-    tx: EventTx,
+    tx: Reports,
     cancel: CancellationToken,
 ) {
     tokio::spawn(async move {
@@ -125,10 +126,7 @@ pub fn spawn_engine(
                 }
             };
             last_reason = None;
-            if tx
-                .send(Event::Telemetry(TelemetryRecord::Server(Box::new(sample))))
-                .is_err()
-            {
+            if !tx.send(TelemetryRecord::Server(Box::new(sample))) {
                 return;
             }
         }
@@ -140,7 +138,7 @@ pub fn spawn_dcgm(
     http: reqwest::Client,
     url: String,
     interval: Duration,
-    tx: EventTx,
+    tx: Reports,
     cancel: CancellationToken,
 ) {
     tokio::spawn(async move {
@@ -174,7 +172,7 @@ pub fn spawn_dcgm(
                 source,
                 gpus,
             });
-            if tx.send(Event::Telemetry(rec)).is_err() {
+            if !tx.send(rec) {
                 return;
             }
         }

@@ -2,7 +2,7 @@
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
-use super::app::Tab;
+use super::tab::Tab;
 
 /// What the user asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,7 +8,9 @@ pub mod action;
 pub mod app;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
+pub mod tab;
 pub mod tabs;
+pub mod text;
 pub mod theme;
 pub mod ui;
 pub mod views;

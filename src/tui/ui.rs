@@ -8,30 +8,8 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph, Tabs, Widget, Wrap};
 
 use super::app::{App, Tab};
 use super::tabs;
+use super::text::{clock, fit};
 use super::theme::Theme;
-
-/// `mm:ss` or `h:mm:ss`.
-pub fn clock(d: std::time::Duration) -> String {
-    let s = d.as_secs();
-    if s >= 3600 {
-        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
-    } else {
-        format!("{:02}:{:02}", s / 60, s % 60)
-    }
-}
-
-/// Cuts `s` to `max` characters, marking the cut with `…`.
-pub fn fit(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_string()
-    } else if max == 0 {
-        String::new()
-    } else {
-        let mut t: String = s.chars().take(max - 1).collect();
-        t.push('…');
-        t
-    }
-}
 
 impl Widget for &App {
     fn render(self, area: Rect, buf: &mut Buffer) {

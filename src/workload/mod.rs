@@ -9,6 +9,7 @@ pub mod search;
 
 use serde::{Deserialize, Serialize};
 
+use crate::fmt::{fmt_rate, fmt_tokens};
 pub use arrivals::{Arrival, Schedule};
 
 /// Which tab/table a level belongs to.
@@ -102,13 +103,6 @@ impl LevelSpec {
     }
 }
 
-/// `4` -> `4`, `0.5` -> `0.5`, `2.25` -> `2.25` (at most three decimals, no trailing zeros).
-pub fn fmt_rate(r: f64) -> String {
-    let s = format!("{r:.3}");
-    let s = s.trim_end_matches('0').trim_end_matches('.');
-    s.to_string()
-}
-
 /// The open-loop part of a run: request rates and how requests arrive.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OpenLoop {
@@ -166,17 +160,6 @@ pub fn parse_rates(s: &str) -> Result<Vec<f64>, String> {
         return Err(format!("'{s}' expands to more than 10,000 levels"));
     }
     Ok(out)
-}
-
-/// `30000` -> `30K`, `1500` -> `1.5K`, `512` -> `512`.
-pub fn fmt_tokens(n: u64) -> String {
-    if n >= 1000 && n.is_multiple_of(1000) {
-        format!("{}K", n / 1000)
-    } else if n >= 1000 {
-        format!("{:.1}K", n as f64 / 1000.0)
-    } else {
-        n.to_string()
-    }
 }
 
 /// Parses a number with an optional `k` (×1000) or `m` (×1,000,000) suffix.

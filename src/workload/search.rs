@@ -15,8 +15,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::fmt::fmt_rate;
 use crate::metrics::{Slo, SloCheck};
-use crate::workload::fmt_rate;
 
 /// What the search varies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

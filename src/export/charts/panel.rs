@@ -70,7 +70,7 @@ pub(super) fn err<E: std::fmt::Debug>(e: E) -> String {
 }
 
 pub(super) fn fmt_num(v: f64) -> String {
-    crate::export::markdown::num(Some(v))
+    crate::fmt::num(Some(v))
 }
 
 /// The plotting area of one panel, in transformed coordinates.

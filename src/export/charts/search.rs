@@ -47,10 +47,10 @@ pub(super) fn slo_search_figure(
     };
     let mut marks = Vec::new();
     if let Some(p) = first.pass_rate {
-        marks.push((p, format!("answer {} req/s", crate::workload::fmt_rate(p))));
+        marks.push((p, format!("answer {} req/s", crate::fmt::fmt_rate(p))));
     }
     if let Some(f) = first.fail_rate {
-        marks.push((f, format!("fails at {}", crate::workload::fmt_rate(f))));
+        marks.push((f, format!("fails at {}", crate::fmt::fmt_rate(f))));
     }
     let empty = "no search probe finished in this run".to_string();
     let mut good = run_lines(runs, "goodput", |s| probe_points(s, |j| j.2), false, 0);
@@ -120,7 +120,7 @@ pub(super) fn slo_search_figure(
     )];
     let unsure: Vec<String> = first
         .uncertain()
-        .map(|p| crate::workload::fmt_rate(p.request_rate))
+        .map(|p| crate::fmt::fmt_rate(p.request_rate))
         .collect();
     if !unsure.is_empty() {
         footer.push(format!(

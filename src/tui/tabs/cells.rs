@@ -2,7 +2,7 @@
 
 use ratatui::widgets::{Cell, Row};
 
-use crate::export::markdown::num;
+use crate::fmt::num;
 use crate::metrics::DistStats;
 use crate::summary::{LevelStatus, LevelSummary};
 use crate::tui::app::App;

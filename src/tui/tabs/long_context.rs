@@ -9,11 +9,11 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, Widget, Wrap};
 
 use super::{Series, line_chart};
-use crate::export::markdown::num;
+use crate::fmt::fmt_tokens;
+use crate::fmt::num;
 use crate::summary::LevelStatus;
 use crate::tui::app::App;
 use crate::tui::theme::Theme;
-use crate::workload::fmt_tokens;
 
 /// Draws the tab.
 pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
@@ -258,7 +258,7 @@ fn render_timer(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         _ => format!(" {}", app.session.phase),
     };
     Line::from(Span::styled(
-        crate::tui::ui::fit(&text, area.width as usize),
+        crate::tui::text::fit(&text, area.width as usize),
         th.accent,
     ))
     .render(area, buf);

@@ -85,7 +85,7 @@ pub fn line_chart_marked(
             .style(s.style)
             .data(s.points)
     }));
-    let fmt = |v: f64| crate::export::markdown::num(Some(v));
+    let fmt = |v: f64| crate::fmt::num(Some(v));
     // One label a row at most. The plot's rows: inside the borders, less the x-axis labels and
     // the axis line (which ratatui leaves out when only two rows are inside). On a one-row plot
     // "100" and "0" would otherwise print as "1000"; it shows the scale's top alone (ratatui

@@ -6,7 +6,7 @@ use ratatui::layout::{Constraint, Rect};
 use ratatui::widgets::{Cell, Row, Table, Widget};
 
 use super::{Series, line_chart};
-use crate::export::markdown::num;
+use crate::fmt::num;
 use crate::summary::LevelSummary;
 use crate::tui::app::App;
 use crate::tui::theme::Theme;
@@ -235,10 +235,10 @@ pub(super) fn render_rate_charts(
 /// The engine's mean KV-cache use over the level, in %.
 /// `tpot:80 at p90 · [21.97, 22.75] req/s · converged`: the SLO, the bracket, where it stands.
 pub(super) fn search_title(s: &crate::workload::search::SearchSummary) -> String {
-    let r = |x: Option<f64>| x.map_or("-".to_string(), crate::workload::fmt_rate);
+    let r = |x: Option<f64>| x.map_or("-".to_string(), crate::fmt::fmt_rate);
     let state = match (s.status, s.pass_rate) {
         (crate::workload::search::SearchStatus::Converged, Some(p)) => {
-            format!("answer {} req/s", crate::workload::fmt_rate(p))
+            format!("answer {} req/s", crate::fmt::fmt_rate(p))
         }
         (st, _) => st.describe().to_string(),
     };

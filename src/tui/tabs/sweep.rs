@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Gauge, Row, Sparkline, Table, Widget};
 
 use super::{Series, line_chart};
-use crate::export::markdown::num;
+use crate::fmt::num;
 use crate::summary::LevelSummary;
 use crate::tui::app::App;
 use crate::tui::theme::Theme;
@@ -298,7 +298,7 @@ fn render_progress(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
             let eta = app.eta_s().map_or(String::new(), |e| {
                 format!(
                     " · ETA {}",
-                    crate::tui::ui::clock(std::time::Duration::from_secs_f64(e))
+                    crate::tui::text::clock(std::time::Duration::from_secs_f64(e))
                 )
             });
             let paused = if app.paused { " · PAUSED" } else { "" };
@@ -322,12 +322,12 @@ fn render_progress(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
             );
             Gauge::default()
                 .ratio(ratio)
-                .label(crate::tui::ui::fit(&label, gauge_area.width as usize))
+                .label(crate::tui::text::fit(&label, gauge_area.width as usize))
                 .gauge_style(ratatui::style::Style::default().fg(th.series[0]))
                 .render(gauge_area, buf);
         }
         None => Line::from(Span::styled(
-            crate::tui::ui::fit(&app.session.phase, gauge_area.width as usize),
+            crate::tui::text::fit(&app.session.phase, gauge_area.width as usize),
             th.accent,
         ))
         .render(gauge_area, buf),

@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{LineGauge, Paragraph, Widget, Wrap};
 
 use super::{Series, line_chart_marked};
-use crate::export::markdown::num;
+use crate::fmt::num;
 use crate::telemetry::{GpuReading, GpuSource};
 use crate::tui::app::App;
 use crate::tui::theme::Theme;
@@ -88,7 +88,7 @@ fn render_gpus(app: &App, gpus: &[GpuReading], area: Rect, buf: &mut Buffer, th:
         ])
         .areas(line);
         let name = if wide {
-            crate::tui::ui::fit(&format!("{} {}", g.index, g.name), 29)
+            crate::tui::text::fit(&format!("{} {}", g.index, g.name), 29)
         } else {
             format!("GPU{}", g.index)
         };
@@ -130,7 +130,7 @@ fn render_gpus(app: &App, gpus: &[GpuReading], area: Rect, buf: &mut Buffer, th:
                 g.power_w.map_or("N/A".into(), |p| format!("{p:.0}W"))
             )
         };
-        Span::styled(crate::tui::ui::fit(&extra, rest.width as usize), th.dim).render(rest, buf);
+        Span::styled(crate::tui::text::fit(&extra, rest.width as usize), th.dim).render(rest, buf);
     }
 }
 

@@ -5,7 +5,7 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::widgets::{Cell, Row, Table, Widget};
 
-use crate::export::markdown::num;
+use crate::fmt::num;
 use crate::tui::app::App;
 use crate::tui::theme::Theme;
 
