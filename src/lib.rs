@@ -26,10 +26,11 @@
 //! - [`export`]: run directory, results.json, summary.md, CSV, PNG charts, screenshots, `report`.
 //! - [`runner`]: warmup, closed-loop and open-loop levels, chats, the SLO search driver,
 //!   cancellation, pause and skip.
-//! - [`telemetry`]: GPUs (NVML, DCGM) and the engine's `/metrics`, sampled beside the run.
+//! - [`telemetry`]: GPUs (NVML, DCGM) and the engine's `/metrics`, sampled beside the run and
+//!   reported through [`telemetry::Reports`] (the run's channel, as telemetry sees it).
 //! - [`config`], [`event`]: the validated run configuration; the one enum crossing the channel.
 //! - [`workload`]: level plans, prompts of exact token length, datasets, arrival schedules,
-//!   the SLO search's plan.
+//!   the SLO search's plan, and the requests (jobs) the runner sends.
 //! - [`client`]: engine detection, streaming requests folded into records, SSE, dialects.
 //! - [`sim`]: the built-in simulated inference server (and the firehose).
 //! - [`metrics`]: METRICS.md maths: records, HDR distributions, per-level folds, SLOs, turns,
