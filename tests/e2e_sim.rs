@@ -206,6 +206,7 @@ async fn queueing_beyond_max_running_shows_as_ttft_not_lost_requests() {
     c.decode_step_ms = 10.0;
     c.accept_length = AcceptLength::Fixed(1);
     let h = start(c).await;
+    let started = std::time::Instant::now();
     let s = run_with(
         &h,
         |c| {
@@ -216,6 +217,7 @@ async fn queueing_beyond_max_running_shows_as_ttft_not_lost_requests() {
         |_| {},
     )
     .await;
+    let run_ms = started.elapsed().as_secs_f64() * 1000.0;
     let (c2, c6) = (stats(&s, 0), stats(&s, 1));
     assert_eq!((c2.scalars.completed, c6.scalars.completed), (12, 12));
     assert_eq!(c6.scalars.failed, 0);
@@ -224,13 +226,24 @@ async fn queueing_beyond_max_running_shows_as_ttft_not_lost_requests() {
     // with 2 running, 4 wait in the server's queue. Served two at a time, the first pair waits
     // for nothing, the second for one service, and every later request for two (each waits
     // behind the four that queued before it): TTFTs 0, 0, 191, 191, then eight of ~382 ms.
-    // p50 (the 6th of 12) is ~382 ms; 5 % covers the timer (each step up to ~1 ms late).
+    // p50 (the 6th of 12) is ~382 ms; 5 % covers the timer (each step up to ~1 ms late) while
+    // the simulator keeps its schedule. One woken late by a loaded machine serves later: then
+    // the wait may only grow, and by no more than the time the simulator says it slipped.
     let (t2, t6) = (
         c2.dists.ttft_ms.as_ref().unwrap(),
         c6.dists.ttft_ms.as_ref().unwrap(),
     );
     assert!(t2.p99 < 60.0, "C=2 TTFT p99 {}", t2.p99);
-    close(t6.p50, 382.0, 0.05, "C=6 TTFT p50");
+    let slip_ms = h.log.lock().unwrap().schedule_slip.as_secs_f64() * 1000.0;
+    if slip_ms <= 0.005 * run_ms {
+        close(t6.p50, 382.0, 0.05, "C=6 TTFT p50");
+    } else {
+        assert!(
+            (0.95 * 382.0..=1.05 * 382.0 + slip_ms).contains(&t6.p50),
+            "C=6 TTFT p50 {} with the simulator {slip_ms:.1} ms behind its schedule",
+            t6.p50
+        );
+    }
     // ...and not client-side queueing: the closed loop sends as soon as a slot frees.
     assert!(c6.dists.client_queue_ms.as_ref().unwrap().p99 < 20.0);
     assert_eq!(h.log.lock().unwrap().peak_waiting, 4, "C=6 − 2 running");
