@@ -85,6 +85,36 @@ pub struct RunConfig {
     /// The SLO capacity search, run after the planned levels (none by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search: Option<SearchConfig>,
+    /// The server servetop starts itself (`--serve`); none: a server already running at
+    /// `base_url`, never touched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve: Option<ServeConfig>,
+}
+
+impl ServeConfig {
+    fn validate(&self) -> Result<(), String> {
+        if self.command.trim().is_empty() {
+            return Err("--serve needs the command that starts the server".into());
+        }
+        if self.command.contains("{context_len}") && self.context_len.is_none() {
+            return Err("the --serve command uses {context_len}: give the first server's context with --context-len N".into());
+        }
+        if !(self.timeout_s.is_finite() && self.timeout_s > 0.0) {
+            return Err("--serve-timeout must be more than zero seconds".into());
+        }
+        Ok(())
+    }
+}
+
+/// `--serve "CMD"`: how servetop starts the server it measures.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServeConfig {
+    /// The command, with `{port}` and `{context_len}` still in it.
+    pub command: String,
+    /// The first server's context limit, filled into `{context_len}` (`--context-len`).
+    pub context_len: Option<u64>,
+    /// Seconds to wait for it to answer `/health` and `/v1/models` (`--serve-timeout`).
+    pub timeout_s: f64,
 }
 
 /// Multi-turn conversations (`--multi-turn`).
@@ -168,6 +198,7 @@ impl RunConfig {
             gpu_interval_s: 1.0,
             server_wait_s: 60.0,
             search: None,
+            serve: None,
         }
     }
 
@@ -298,6 +329,17 @@ impl RunConfig {
         if !(self.gpu_interval_s.is_finite() && self.gpu_interval_s >= 0.05) {
             return Err("--gpu-interval must be at least 0.05 seconds".into());
         }
+        if !(self.server_wait_s.is_finite() && self.server_wait_s >= 0.0) {
+            return Err("--server-wait must be zero or more seconds".into());
+        }
+        if !(self.grace_s.is_finite() && self.grace_s >= 0.0) {
+            return Err("--grace must be zero or more seconds".into());
+        }
+        self.validate_urls()
+    }
+
+    /// The server's URL (unless `--serve` gives it later) and the telemetry endpoints.
+    fn validate_urls(&self) -> Result<(), String> {
         for (u, n) in [
             (&self.metrics_url, "--metrics-url"),
             (&self.dcgm_url, "--dcgm-url"),
@@ -306,11 +348,12 @@ impl RunConfig {
                 reqwest::Url::parse(u).map_err(|e| format!("{n} '{u}' is not a URL ({e})"))?;
             }
         }
-        if !(self.server_wait_s.is_finite() && self.server_wait_s >= 0.0) {
-            return Err("--server-wait must be zero or more seconds".into());
-        }
-        if !(self.grace_s.is_finite() && self.grace_s >= 0.0) {
-            return Err("--grace must be zero or more seconds".into());
+        if let Some(serve) = &self.serve {
+            serve.validate()?;
+            // The URL is the started server's, known once it has a port.
+            if self.base_url.is_empty() {
+                return Ok(());
+            }
         }
         let url = reqwest::Url::parse(&self.base_url)
             .map_err(|e| format!("--base-url '{}' is not a URL ({e})", self.base_url))?;

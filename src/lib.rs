@@ -33,6 +33,7 @@
 //!   the SLO search's plan, and the requests (jobs) the runner sends.
 //! - [`client`]: engine detection, streaming requests folded into records, SSE, dialects.
 //! - [`sim`]: the built-in simulated inference server (and the firehose).
+//! - [`serve`]: a server servetop starts itself (`--serve`): launch, readiness, stop.
 //! - [`metrics`]: METRICS.md maths: records, HDR distributions, per-level folds, SLOs, turns,
 //!   the curves the charts plot.
 //! - [`fmt`]: numbers as written on screen and in files.
@@ -48,6 +49,7 @@ pub mod metrics;
 pub mod run;
 pub mod runner;
 pub mod selfbench;
+pub mod serve;
 pub mod sim;
 pub mod summary;
 pub mod telemetry;

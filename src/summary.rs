@@ -85,6 +85,9 @@ pub struct LevelSummary {
     /// How the server figure was obtained, acceptance rate and per-position rates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec_server: Option<SpecLevelStats>,
+    /// Which of the run's `servers` (the ones servetop started) measured this level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_index: Option<u32>,
     /// The client's tokens per chunk above 1 are delivery bursts, not speculative drafts (the
     /// server reports no speculation, or tokens per step that disagree):
     /// `accept_length_client` is then not shown as an accept length.
@@ -134,6 +137,7 @@ impl LevelSummary {
             origin_unix_us: None,
             accept_length_server: None,
             spec_server: None,
+            server_index: None,
             delivery_bursts: false,
             server_metrics: None,
             gpus: Vec::new(),
@@ -214,6 +218,10 @@ pub struct RunSummary {
     pub warnings: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The servers servetop started (`--serve`), in order: the command, its context and its
+    /// time to ready.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub servers: Vec<crate::serve::ServerLaunch>,
     /// Whether GPU and engine telemetry were available, from where, or why not.
     #[serde(default)]
     pub telemetry: TelemetryStatus,
@@ -261,6 +269,7 @@ impl RunSummary {
             multi_turn: Vec::new(),
             warnings: Vec::new(),
             error: None,
+            servers: Vec::new(),
             telemetry: TelemetryStatus::default(),
         }
     }

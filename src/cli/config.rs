@@ -68,6 +68,11 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         no_gpu: a.no_gpu,
         gpu_interval_s: a.gpu_interval,
         server_wait_s: a.server_wait,
+        serve: a.serve.as_ref().map(|command| crate::config::ServeConfig {
+            command: command.clone(),
+            context_len: a.context_len,
+            timeout_s: a.serve_timeout,
+        }),
         search,
     };
     let cfg = if cfg.search.is_some() {

@@ -237,8 +237,21 @@ pub struct OutputArgs {
 #[derive(Debug, Args, Clone)]
 pub struct RunArgs {
     /// Server root URL, without /v1 (e.g. `http://127.0.0.1:30000`).
-    #[arg(long, value_name = "URL", required_unless_present = "resume")]
+    #[arg(long, value_name = "URL", required_unless_present_any = ["resume", "serve"])]
     pub base_url: Option<String>,
+    /// Start the server too: this command (run by `sh`), with `{port}` (a free port, unless the
+    /// command fixes one with --port N) and `{context_len}` (--context-len) filled in, e.g.
+    /// `vllm serve MODEL --port {port} --max-model-len {context_len}`. Its output goes to
+    /// server.log in the run directory; it is stopped, with its whole process group, when
+    /// servetop ends.
+    #[arg(long, value_name = "CMD", conflicts_with = "base_url")]
+    pub serve: Option<String>,
+    /// The context limit of the server --serve starts, filled into `{context_len}`.
+    #[arg(long, value_name = "N", requires = "serve", value_parser = count)]
+    pub context_len: Option<u64>,
+    /// Seconds to wait for the server --serve started to answer /health and /v1/models.
+    #[arg(long, value_name = "S", default_value = "600", requires = "serve")]
+    pub serve_timeout: f64,
     /// Continue an interrupted run in DIR from its first unfinished level, with the
     /// configuration it was started with (other measurement flags are ignored).
     #[arg(long, value_name = "DIR")]

@@ -11,6 +11,7 @@ use crate::event::RunState;
 use crate::export::{RunFiles, default_run_dir};
 use crate::run::{headless, initial_summary, run_prepared};
 use crate::runner;
+use crate::serve::ManagedServer;
 use crate::sim::SimConfig;
 use crate::summary::RunSummary;
 
@@ -100,6 +101,49 @@ fn spawn_signal_watch(cancel: CancellationToken, say: bool) {
     });
 }
 
+/// How long a server servetop started gets to stop after SIGTERM before SIGKILL.
+const SERVER_GRACE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Starts the `--serve` server, if the configuration has one, and points `cfg` at it once it is
+/// ready: the server, and the run directory its log went into.
+async fn launch(
+    cfg: &mut RunConfig,
+    out: &OutputArgs,
+) -> Result<Option<(ManagedServer, std::path::PathBuf)>, String> {
+    let Some(serve) = cfg.serve.clone() else {
+        return Ok(None);
+    };
+    let dir = out
+        .out
+        .clone()
+        .unwrap_or_else(|| default_run_dir(&crate::serve::model_hint(&serve.command)));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("cannot create output directory {}: {e}", dir.display()))?;
+    let mut m = ManagedServer::start(&serve.command, serve.context_len, &dir.join("server.log"))?;
+    eprintln!("[server] starting: {}", m.launch.command);
+    let timeout = std::time::Duration::from_secs_f64(serve.timeout_s);
+    let url = m.base_url();
+    let ready = m
+        .wait_ready(&reqwest::Client::new(), timeout, |s| {
+            if (s as u64).is_multiple_of(5) {
+                eprintln!(
+                    "[server] waiting for {url}/health · {s:.0} s of {:.0}",
+                    serve.timeout_s
+                );
+            }
+        })
+        .await;
+    match ready {
+        Ok(s) => eprintln!("[server] ready after {s:.1} s at {url}"),
+        Err(e) => {
+            m.stop(SERVER_GRACE).await;
+            return Err(e);
+        }
+    }
+    cfg.base_url = url;
+    Ok(Some((m, dir)))
+}
+
 /// Runs a configuration against its server, headless, and writes the run directory.
 pub async fn execute(cfg: RunConfig, simulator: Option<SimConfig>, out: &OutputArgs) -> i32 {
     execute_with(cfg, simulator, out, None).await
@@ -112,23 +156,38 @@ async fn execute_with(
     out: &OutputArgs,
     previous: Option<RunSummary>,
 ) -> i32 {
+    let mut served = match Box::pin(launch(&mut cfg, out)).await {
+        Ok(s) => s,
+        Err(e) => {
+            // Not bad input: the server it was asked to start did not come up.
+            eprintln!("servetop: {e}");
+            return 1;
+        }
+    };
     let api_key = std::env::var(&cfg.api_key_env)
         .ok()
         .filter(|k| !k.is_empty());
-    let mut prepared = match runner::prepare(&cfg, api_key).await {
+    let mut prepared = match Box::pin(runner::prepare(&cfg, api_key)).await {
         Ok(p) => p,
         Err(e) => return fail(&e),
     };
-    let dir = out
-        .out
-        .clone()
-        .unwrap_or_else(|| default_run_dir(&prepared.server.model));
+    let dir = served.as_ref().map_or_else(
+        || {
+            out.out
+                .clone()
+                .unwrap_or_else(|| default_run_dir(&prepared.server.model))
+        },
+        |(_, d)| d.clone(),
+    );
     let files = match RunFiles::create(&dir) {
         Ok(f) => f,
         Err(e) => return fail(&e),
     };
     cfg.out_dir = dir.clone();
-    let initial = initial_summary(&cfg, simulator, previous, &mut prepared);
+    let mut initial = initial_summary(&cfg, simulator, previous, &mut prepared);
+    if let Some((m, _)) = &served {
+        initial.servers.push(m.launch.clone());
+    }
     let cancel = CancellationToken::new();
     let dashboard = !out.headless && crate::tui::available();
     spawn_signal_watch(cancel.clone(), !dashboard);
@@ -167,13 +226,26 @@ async fn execute_with(
         ))
         .await
     };
+    if let Some((m, _)) = served.as_mut() {
+        // Its GPU memory is given back before the charts are drawn.
+        m.stop(SERVER_GRACE).await;
+    }
     println!("{}", headless::final_tables(&session));
-    let summary = session.summary.clone();
+    write_charts(&dir, session.summary.clone(), out.chart_size).await;
+    eprintln!("results: {}", dir.display());
+    match state {
+        RunState::Finished | RunState::Running => 0,
+        RunState::Interrupted => EXIT_INTERRUPTED,
+        RunState::Aborted => 1,
+    }
+}
+
+/// The charts and CSV tables of a finished (or stopped) run, drawn off the async threads.
+async fn write_charts(dir: &std::path::Path, summary: RunSummary, size: (u32, u32)) {
     let has_rates = !summary.rates.is_empty();
     let has_search = summary.search.is_some();
     let has_turns = !summary.multi_turn.is_empty();
-    let chart_dir = dir.clone();
-    let size = out.chart_size;
+    let chart_dir = dir.to_path_buf();
     let charts = tokio::task::spawn_blocking(move || {
         crate::export::report::write_charts(&chart_dir, &summary, size)
     })
@@ -190,11 +262,5 @@ async fn execute_with(
         ),
         Ok(Err(e)) => eprintln!("servetop: charts not written: {e}"),
         Err(e) => eprintln!("servetop: charts not written: {e}"),
-    }
-    eprintln!("results: {}", dir.display());
-    match state {
-        RunState::Finished | RunState::Running => 0,
-        RunState::Interrupted => EXIT_INTERRUPTED,
-        RunState::Aborted => 1,
     }
 }

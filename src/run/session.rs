@@ -234,10 +234,13 @@ impl Session {
         self.level_telemetry
             .insert(index, LevelTelemetryAcc::new(self.latest_server.clone()));
         self.progress.insert(index, LevelProgress::default());
+        // The newest server servetop started is the one this level measures.
+        let server = self.summary.servers.len().checked_sub(1).map(|i| i as u32);
         if let Some(l) = self.summary.level_mut(index) {
             l.status = LevelStatus::Running;
             l.started_at_unix_ms = Some(crate::telemetry::now_unix_ms());
             l.origin_unix_us = Some(origin_unix_us);
+            l.server_index = server;
             self.phase = format!("running {}", l.label());
         }
         // results.json says which level is under way (for anyone watching the file): the
