@@ -113,6 +113,10 @@ pub struct ServeConfig {
     pub command: String,
     /// The first server's context limit, filled into `{context_len}` (`--context-len`).
     pub context_len: Option<u64>,
+    /// Contexts a restart may pick from, ascending (`--context-steps`); empty: the smallest
+    /// multiple of 1024 that holds the length.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub context_steps: Vec<u64>,
     /// Seconds to wait for it to answer `/health` and `/v1/models` (`--serve-timeout`).
     pub timeout_s: f64,
 }

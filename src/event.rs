@@ -62,6 +62,13 @@ pub enum Event {
     LevelFinished { index: u32, interrupted: bool },
     /// A GPU or engine telemetry sample, or the reason there is none.
     Telemetry(crate::telemetry::record::TelemetryRecord),
+    /// The server servetop owns was restarted (a length needed a larger context) and is ready:
+    /// the levels from here on are measured by it.
+    ServerStarted {
+        launch: crate::serve::ServerLaunch,
+        /// The context limit it reports now.
+        context_limit: Option<u64>,
+    },
     /// Something the user should know that is not a request failure.
     Warning(String),
     /// The run is over.

@@ -199,3 +199,76 @@ fn an_interrupted_run_stops_the_server_it_started() {
         "the server on port {port} outlived servetop"
     );
 }
+
+/// The story servetop exists for: a server started with too small a context for the ladder.
+/// The 6K and 12K lengths do not fit 4096 tokens; servetop restarts its server at the first
+/// `--context-steps` value that holds each, and every length is measured, each by the server
+/// results.json says.
+#[test]
+fn lengths_that_do_not_fit_restart_the_server_with_a_larger_context() {
+    let dir = std::env::temp_dir().join(format!("servetop-serve-ladder-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cmd = sim_command();
+    let out = Command::new(bin())
+        .args([
+            "run",
+            "--serve",
+            &cmd,
+            "--context-len",
+            "4096",
+            "--context-steps",
+            "8192,16384",
+            "--concurrency",
+            "none",
+            "--long-context",
+            "2k,6k,12k",
+            "--long-context-output-len",
+            "16",
+            "--long-context-repeats",
+            "1",
+            "--headless",
+            "--no-gpu",
+            "--out",
+            dir.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let r = results(&dir);
+    let contexts: Vec<u64> = r["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["context_len"].as_u64().unwrap())
+        .collect();
+    assert_eq!(contexts, [4096, 8192, 16384], "{stderr}");
+    let port = r["servers"][0]["port"].as_u64().unwrap();
+    for s in r["servers"].as_array().unwrap() {
+        // The same port each time: the run's URL stays the server's.
+        assert_eq!(s["port"].as_u64(), Some(port));
+        assert!(s["ready_s"].as_f64().unwrap() > 0.0);
+    }
+    let levels = r["long_context"].as_array().unwrap();
+    let measured: Vec<(u64, &str, u64)> = levels
+        .iter()
+        .map(|l| {
+            (
+                l["input_len"].as_u64().unwrap(),
+                l["status"].as_str().unwrap(),
+                l["server_index"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        measured,
+        [(2000, "done", 0), (6000, "done", 1), (12000, "done", 2)]
+    );
+    assert_eq!(r["server"]["context_limit"].as_u64(), Some(16384));
+    assert_eq!(
+        stderr.matches("[server] restarted with context").count(),
+        2,
+        "{stderr}"
+    );
+    assert!(wait_gone(port), "the last server on port {port} still runs");
+}

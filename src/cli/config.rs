@@ -71,6 +71,15 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         serve: a.serve.as_ref().map(|command| crate::config::ServeConfig {
             command: command.clone(),
             context_len: a.context_len,
+            context_steps: {
+                let mut steps = a
+                    .context_steps
+                    .as_ref()
+                    .map(|l| l.0.clone())
+                    .unwrap_or_default();
+                steps.sort_unstable();
+                steps
+            },
             timeout_s: a.serve_timeout,
         }),
         search,

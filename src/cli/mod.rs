@@ -249,6 +249,11 @@ pub struct RunArgs {
     /// The context limit of the server --serve starts, filled into `{context_len}`.
     #[arg(long, value_name = "N", requires = "serve", value_parser = count)]
     pub context_len: Option<u64>,
+    /// Contexts a --serve server may be restarted with when a long-context length does not fit
+    /// (65536,131072 or 64k,128k): the first that holds the length. Without it, the smallest
+    /// multiple of 1024 that does.
+    #[arg(long, value_name = "LIST", requires = "serve", value_parser = list)]
+    pub context_steps: Option<List>,
     /// Seconds to wait for the server --serve started to answer /health and /v1/models.
     #[arg(long, value_name = "S", default_value = "600", requires = "serve")]
     pub serve_timeout: f64,

@@ -217,6 +217,16 @@ impl Client {
         self.http.clone()
     }
 
+    /// The API key requests carry, if any.
+    pub fn api_key(&self) -> Option<&str> {
+        self.api_key.as_deref()
+    }
+
+    /// The server's context limit changed (it was restarted with another).
+    pub fn set_context_limit(&mut self, limit: Option<u64>) {
+        self.context_limit = limit;
+    }
+
     /// The run-wide count of tokens received so far (for live rates).
     pub fn live_tokens(&self) -> Arc<AtomicU64> {
         self.live_tokens.clone()

@@ -101,15 +101,17 @@ fn spawn_signal_watch(cancel: CancellationToken, say: bool) {
     });
 }
 
-/// How long a server servetop started gets to stop after SIGTERM before SIGKILL.
-const SERVER_GRACE: std::time::Duration = std::time::Duration::from_secs(15);
+/// The `--serve` server, ready: the server, the run directory its log went into, and how it
+/// was asked for.
+struct Served {
+    server: ManagedServer,
+    dir: std::path::PathBuf,
+    config: crate::config::ServeConfig,
+}
 
 /// Starts the `--serve` server, if the configuration has one, and points `cfg` at it once it is
 /// ready: the server, and the run directory its log went into.
-async fn launch(
-    cfg: &mut RunConfig,
-    out: &OutputArgs,
-) -> Result<Option<(ManagedServer, std::path::PathBuf)>, String> {
+async fn launch(cfg: &mut RunConfig, out: &OutputArgs) -> Result<Option<Served>, String> {
     let Some(serve) = cfg.serve.clone() else {
         return Ok(None);
     };
@@ -136,12 +138,16 @@ async fn launch(
     match ready {
         Ok(s) => eprintln!("[server] ready after {s:.1} s at {url}"),
         Err(e) => {
-            m.stop(SERVER_GRACE).await;
+            m.stop(crate::serve::GRACE).await;
             return Err(e);
         }
     }
     cfg.base_url = url;
-    Ok(Some((m, dir)))
+    Ok(Some(Served {
+        server: m,
+        dir,
+        config: serve,
+    }))
 }
 
 /// Runs a configuration against its server, headless, and writes the run directory.
@@ -171,22 +177,34 @@ async fn execute_with(
         Ok(p) => p,
         Err(e) => return fail(&e),
     };
-    let dir = served.as_ref().map_or_else(
-        || {
-            out.out
-                .clone()
-                .unwrap_or_else(|| default_run_dir(&prepared.server.model))
-        },
-        |(_, d)| d.clone(),
-    );
+    // From here the server belongs to its supervisor, which the runner may ask for a restart.
+    let (serve, served_dir) = match served.take() {
+        Some(s) => {
+            let launch = s.server.launch.clone();
+            let handle = crate::serve::supervise(
+                s.server,
+                s.config.command,
+                std::time::Duration::from_secs_f64(s.config.timeout_s),
+                s.config.context_steps,
+            );
+            (Some((handle, launch)), Some(s.dir))
+        }
+        None => (None, None),
+    };
+    prepared.serve = serve.as_ref().map(|(h, _)| h.clone());
+    let dir = served_dir.unwrap_or_else(|| {
+        out.out
+            .clone()
+            .unwrap_or_else(|| default_run_dir(&prepared.server.model))
+    });
     let files = match RunFiles::create(&dir) {
         Ok(f) => f,
         Err(e) => return fail(&e),
     };
     cfg.out_dir = dir.clone();
     let mut initial = initial_summary(&cfg, simulator, previous, &mut prepared);
-    if let Some((m, _)) = &served {
-        initial.servers.push(m.launch.clone());
+    if let Some((_, launch)) = &serve {
+        initial.servers.push(launch.clone());
     }
     let cancel = CancellationToken::new();
     let dashboard = !out.headless && crate::tui::available();
@@ -226,9 +244,9 @@ async fn execute_with(
         ))
         .await
     };
-    if let Some((m, _)) = served.as_mut() {
+    if let Some((handle, _)) = &serve {
         // Its GPU memory is given back before the charts are drawn.
-        m.stop(SERVER_GRACE).await;
+        handle.stop().await;
     }
     println!("{}", headless::final_tables(&session));
     write_charts(&dir, session.summary.clone(), out.chart_size).await;

@@ -311,6 +311,33 @@ pub fn summary_md(s: &RunSummary) -> String {
     out
 }
 
+/// The servers servetop started (`--serve`), each with the levels it measured.
+fn servers_md(out: &mut String, s: &RunSummary) {
+    if s.servers.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "- servers started by servetop (`--serve`):");
+    for (i, sv) in s.servers.iter().enumerate() {
+        let measured: Vec<String> = s
+            .levels()
+            .filter(|l| l.server_index == Some(i as u32))
+            .map(LevelSummary::label)
+            .collect();
+        let _ = writeln!(
+            out,
+            "  - #{i}: context {}, ready after {} s, measured {}: `{}`",
+            sv.context_len.map_or("-".into(), |c| c.to_string()),
+            num(sv.ready_s),
+            if measured.is_empty() {
+                "no level".to_string()
+            } else {
+                measured.join(", ")
+            },
+            sv.command
+        );
+    }
+}
+
 /// The title, the SIMULATED banner, and the run's facts as a list.
 fn run_header(s: &RunSummary) -> String {
     let mut out = String::new();
@@ -341,6 +368,7 @@ fn run_header(s: &RunSummary) -> String {
             .unwrap_or_default()
     );
     let _ = writeln!(out, "- server: {url}");
+    servers_md(&mut out, s);
     if let Some(sv) = &s.server {
         let _ = writeln!(
             out,

@@ -23,6 +23,7 @@ enum Notice {
     RunFinished,
     WarmupDone(Box<crate::metrics::RequestRecord>),
     Search,
+    ServerStarted(String),
     None,
 }
 
@@ -37,6 +38,12 @@ fn notice(ev: &Event) -> Notice {
             Notice::Level(*index)
         }
         Event::Warning(w) => Notice::Warning(w.clone()),
+        Event::ServerStarted { launch, .. } => Notice::ServerStarted(format!(
+            "[server] restarted with context {} · ready after {:.1} s: {}",
+            launch.context_len.map_or("-".into(), |c| c.to_string()),
+            launch.ready_s.unwrap_or(0.0),
+            launch.command
+        )),
         Event::RunFinished { .. } => Notice::RunFinished,
         Event::Request(r) if r.warmup => Notice::WarmupDone(r.clone()),
         Event::Telemetry(crate::telemetry::TelemetryRecord::GpuUnavailable { reason, .. }) => {
@@ -79,6 +86,7 @@ fn print_notice(n: Notice, s: &Session, dir: Option<&std::path::Path>) {
             }
         }
         Notice::Warning(w) => say(&format!("[warning] {w}")),
+        Notice::ServerStarted(line) => say(&line),
         Notice::WarmupDone(r) => match &r.outcome {
             crate::metrics::Outcome::Ok => say(&format!(
                 "[warmup] ok · {} input tokens · TTFT {} ms",

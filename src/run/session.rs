@@ -163,6 +163,15 @@ impl Session {
                 self.telemetry(&rec);
                 return Persist::Telemetry(rec);
             }
+            Event::ServerStarted {
+                launch,
+                context_limit,
+            } => {
+                self.summary.servers.push(launch);
+                if let Some(s) = self.summary.server.as_mut() {
+                    s.context_limit = context_limit;
+                }
+            }
             Event::Warning(w) => {
                 if !self.summary.warnings.contains(&w) {
                     self.summary.warnings.push(w);

@@ -27,6 +27,7 @@ use crate::workload::{LevelKind, LevelSpec, Schedule};
 mod chat;
 mod open_loop;
 mod prepare;
+mod restart;
 mod search;
 mod server_watch;
 mod worker;
@@ -162,13 +163,7 @@ impl Runner {
         if self.cancel.is_cancelled() {
             return Ok(());
         }
-        if let Some(reason) = self.context_precheck(spec) {
-            tracing::info!(level = spec.index, %reason, "length skipped before sending");
-            self.emit(Event::LevelSkipped {
-                index: spec.index,
-                reason,
-                raise_flag: Some(self.prepared.server.engine.context_flag().into()),
-            });
+        if self.skipped_as_too_long(spec).await? {
             return Ok(());
         }
         if let Some(w) = self.chat_growth_warning(spec) {

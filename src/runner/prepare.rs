@@ -22,6 +22,9 @@ pub struct Prepared {
     pub seed: u64,
     /// The SLO capacity search to run after the planned levels, and the SLO it searches for.
     pub search: Option<SearchPlan>,
+    /// The server servetop started (`--serve`), which the runner may restart with a larger
+    /// context; none for a server it did not start.
+    pub serve: Option<crate::serve::ServeHandle>,
 }
 
 /// Identifies the server, picks the protocol and the prompt counter, and builds the plan.
@@ -85,7 +88,13 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
         },
     };
     let levels = cfg.levels();
-    if let Some(why) = nothing_fits(&server, &levels).or_else(|| search_fits(&server, cfg)) {
+    // A server servetop started is restarted with a larger context when a length needs it.
+    let fits = if cfg.serve.is_some() {
+        None
+    } else {
+        nothing_fits(&server, &levels)
+    };
+    if let Some(why) = fits.or_else(|| search_fits(&server, cfg)) {
         return Err(why);
     }
     let mut factory = PromptFactory::new(counter, cfg.seed);
@@ -112,6 +121,7 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
                 shared_prefix_tokens: cfg.shared_prefix_len,
                 open_loop: cfg.open_loop.clone(),
             }),
+        serve: None,
     })
 }
 

@@ -10,6 +10,10 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+mod supervisor;
+
+pub use supervisor::{GRACE, ServeHandle, supervise};
+
 /// One server servetop started, as results.json's `servers` list records it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ServerLaunch {
@@ -92,6 +96,17 @@ impl ManagedServer {
             Some(p) if !template.contains("{port}") => p,
             _ => free_port()?,
         };
+        Self::start_on(template, port, context_len, log)
+    }
+
+    /// [`ManagedServer::start`] on `port` (a restart keeps its predecessor's, so the URL the
+    /// run uses stays the same).
+    pub fn start_on(
+        template: &str,
+        port: u16,
+        context_len: Option<u64>,
+        log: &Path,
+    ) -> Result<Self, String> {
         let command = fill(template, port, context_len)?;
         let out = std::fs::OpenOptions::new()
             .create(true)

@@ -1,0 +1,106 @@
+//! A long-context length the server cannot hold, when servetop started that server (`--serve`):
+//! restart it with a context that fits, wait until it is ready, warm it up again, and go on in
+//! the same run. A server servetop did not start is never restarted (the level is skipped with
+//! the flag to raise, as before).
+
+use std::time::{Duration, Instant};
+
+use super::Runner;
+use crate::client::detect;
+use crate::event::Event;
+use crate::workload::{LevelKind, LevelSpec};
+
+impl Runner {
+    /// Skips `spec` (and says why, with the flag to raise) when the server cannot hold it,
+    /// after making room if the run owns the server. `Err` ends the run.
+    pub(super) async fn skipped_as_too_long(&mut self, spec: &LevelSpec) -> Result<bool, String> {
+        if self.make_room(spec).await? {
+            return Ok(false);
+        }
+        let Some(reason) = self
+            .context_precheck(spec)
+            .map(|r| self.owned_reason(spec, r))
+        else {
+            return Ok(false);
+        };
+        tracing::info!(level = spec.index, %reason, "length skipped before sending");
+        self.emit(Event::LevelSkipped {
+            index: spec.index,
+            reason,
+            raise_flag: Some(self.prepared.server.engine.context_flag().into()),
+        });
+        Ok(true)
+    }
+
+    /// Whether `spec` fits the server now, after restarting it with a larger context if the run
+    /// owns it and the level is a long-context length. `Err` ends the run (the new server did
+    /// not come up).
+    async fn make_room(&mut self, spec: &LevelSpec) -> Result<bool, String> {
+        let Some(limit) = self.prepared.server.context_limit else {
+            return Ok(true);
+        };
+        let need = spec.input_tokens + u64::from(spec.output_tokens);
+        if need <= limit {
+            return Ok(true);
+        }
+        let Some(serve) = self.prepared.serve.clone() else {
+            return Ok(false);
+        };
+        if spec.kind != LevelKind::LongContext {
+            return Ok(false);
+        }
+        let Some(context) = serve.context_for(need) else {
+            return Ok(false);
+        };
+        let flag = self.prepared.server.engine.context_flag();
+        let started = Instant::now();
+        let restart = serve.restart(context);
+        tokio::pin!(restart);
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let launch = loop {
+            tokio::select! {
+                r = &mut restart => break r?,
+                _ = tick.tick() => self.emit(Event::Phase(format!(
+                    "restarting server with {flag} {context} · {:.0} s",
+                    started.elapsed().as_secs_f64()
+                ))),
+            }
+        };
+        self.reread_context().await?;
+        self.emit(Event::ServerStarted {
+            launch,
+            context_limit: self.prepared.server.context_limit,
+        });
+        // A fresh server's first requests are slow (graphs, caches): warm it like the first.
+        self.warmup().await?;
+        Ok(self.prepared.server.context_limit.is_none_or(|l| need <= l))
+    }
+
+    /// Why a length is skipped, for a server the run owns: no `--context-steps` value holds it
+    /// (or the restarted server still reports less), rather than "restart the server".
+    fn owned_reason(&self, spec: &LevelSpec, reason: String) -> String {
+        let Some(serve) = &self.prepared.serve else {
+            return reason;
+        };
+        let need = spec.input_tokens + u64::from(spec.output_tokens);
+        match serve.context_steps.last() {
+            Some(&max) if max < need => format!(
+                "{} prompt tokens + {} output tokens = {need}, more than the largest --context-steps value ({max}); add a larger step to measure this length",
+                spec.input_tokens, spec.output_tokens
+            ),
+            _ => reason,
+        }
+    }
+
+    /// Asks the restarted server its context limit again.
+    async fn reread_context(&mut self) -> Result<(), String> {
+        let base = self.prepared.server.base_url.clone();
+        let client = &self.prepared.client;
+        let probes = detect::probe(&client.http(), &base, client.api_key()).await;
+        let info = detect::identify(&base, &probes, Some(&self.prepared.server.model))?;
+        self.prepared.server.context_limit = info.context_limit;
+        self.prepared.server.context_limit_source = info.context_limit_source;
+        self.prepared.client.set_context_limit(info.context_limit);
+        Ok(())
+    }
+}
