@@ -813,3 +813,102 @@ async fn speculative_decoding_known_answers() {
     assert!(high_server > low_server + 1.0);
     assert!(high_client > low_client + 0.8);
 }
+
+/// `--serve` against the real llama-server: servetop starts it at `-c 1024`, and the ladder's
+/// 2000- and 4000-token lengths (16 output tokens each) make it restart the server at the first
+/// `--context-steps` value that holds each: 2048, then 4096. Every length is measured, each by
+/// the server results.json says, the context is read back from the restarted server's /props,
+/// and no llama-server is left when servetop exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_restarts_the_server_for_a_longer_context() {
+    let Some(p) = paths("serve_restarts_the_server_for_a_longer_context") else {
+        return;
+    };
+    let _turn = SERIAL.lock().await;
+    let n = cores();
+    let pin = if n >= 2 {
+        format!("taskset -c {} ", n - 1)
+    } else {
+        String::new()
+    };
+    let cmd = format!(
+        "{pin}{} -m {} -a {ALIAS} --host 127.0.0.1 --port {{port}} -c {{context_len}} -np 1 -t 1 --metrics",
+        p.server.display(),
+        p.target.display()
+    );
+    let dir = temp_run_dir("serve-restart");
+    let mut servetop = std::process::Command::new(env!("CARGO_BIN_EXE_servetop"));
+    servetop.args([
+        "run",
+        "--serve",
+        &cmd,
+        "--context-len",
+        "1024",
+        "--context-steps",
+        "2048,4096,8192",
+        "--concurrency",
+        "none",
+        "--long-context",
+        "500,2000,4000",
+        "--long-context-output-len",
+        "16",
+        "--long-context-repeats",
+        "1",
+        "--headless",
+        "--no-gpu",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    let out = tokio::task::spawn_blocking(move || servetop.output().unwrap())
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
+    let contexts: Vec<u64> = r["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["context_len"].as_u64().unwrap())
+        .collect();
+    assert_eq!(contexts, [1024, 2048, 4096], "{stderr}");
+    let measured: Vec<(&str, u64)> = r["long_context"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["status"].as_str().unwrap(),
+                l["server_index"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        measured,
+        [("done", 0), ("done", 1), ("done", 2)],
+        "{stderr}"
+    );
+    // Read back from the last server's /props, not taken from the flag.
+    assert_eq!(r["server"]["context_limit"].as_u64(), Some(4096));
+    let port = r["servers"][0]["port"].as_u64().unwrap();
+    let gone = (0..200).any(|_| {
+        let alive = std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+                String::from_utf8_lossy(&c)
+                    .replace('\0', " ")
+                    .contains(&format!("--port {port} "))
+            })
+        });
+        if alive {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        !alive
+    });
+    assert!(gone, "a llama-server on port {port} outlived servetop");
+    assert!(
+        std::fs::read_to_string(dir.join("server.log"))
+            .unwrap()
+            .contains("llama")
+    );
+}
