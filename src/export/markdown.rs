@@ -67,8 +67,7 @@ pub fn sweep_table(levels: &[LevelSummary]) -> String {
     out
 }
 
-/// The accept length as the client saw it (and the server's, when it reports one); tokens per
-/// chunk that are delivery bursts are said to be so, never shown as an accept length.
+/// The client's accept length (and the server's); delivery bursts are said so, never shown as one.
 fn accept_cell(l: &LevelSummary) -> String {
     let client = match (l.delivery_bursts, l.stats.as_ref()) {
         (true, Some(s)) => format!(
@@ -83,8 +82,7 @@ fn accept_cell(l: &LevelSummary) -> String {
     }
 }
 
-/// The request-rate table: the configured rate beside the achieved one, latency, and the client
-/// queue (time a request waited in servetop past its scheduled send).
+/// The rate table: configured and achieved rate, latency, client queue (wait past the schedule).
 pub fn rate_table(levels: &[LevelSummary]) -> String {
     // With --slo, each level's verdict at the SLO percentile (pass?/fail?: uncertain).
     let slo = levels.iter().any(|l| l.slo.is_some());
