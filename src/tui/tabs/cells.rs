@@ -1,6 +1,8 @@
 //! Cells and row pieces that the sweep table and the rate table share.
 
-use ratatui::widgets::{Cell, Row};
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::widgets::{Cell, Row, Table, Widget};
 
 use crate::fmt::num;
 use crate::metrics::DistStats;
@@ -77,4 +79,21 @@ pub(super) fn row_basics<'a>(app: &'a App, l: &LevelSummary) -> RowBasics<'a> {
         status_text: if running { "running" } else { l.status.name() },
         failed: stats.map_or(0, |s| s.scalars.failed),
     }
+}
+
+/// Draws a table of level rows under `header` in a titled panel (the sweep and rate tables).
+pub(super) fn level_table<'a>(
+    rows: Vec<Row<'a>>,
+    widths: Vec<Constraint>,
+    header: Row<'a>,
+    title: impl Into<ratatui::text::Line<'a>>,
+    th: &Theme,
+    area: Rect,
+    buf: &mut Buffer,
+) {
+    Table::new(rows, widths)
+        .header(header.style(th.title))
+        .column_spacing(1)
+        .block(th.panel(title))
+        .render(area, buf);
 }

@@ -3,7 +3,7 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
-use ratatui::widgets::{Cell, Row, Table, Widget};
+use ratatui::widgets::{Cell, Row};
 
 use super::{Series, line_chart};
 use crate::fmt::num;
@@ -155,11 +155,7 @@ pub(super) fn render_rate_table(app: &App, area: Rect, buf: &mut Buffer, th: &Th
         .take(visible)
         .map(|l| rate_row(app, l, wide, th))
         .collect();
-    Table::new(rows, widths)
-        .header(Row::new(header).style(th.title))
-        .column_spacing(1)
-        .block(th.panel(title))
-        .render(area, buf);
+    super::cells::level_table(rows, widths, Row::new(header), title, th, area, buf);
 }
 
 /// A run of rate levels only: completions against the offered rate, TTFT and client queue p99.

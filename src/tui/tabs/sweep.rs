@@ -6,7 +6,7 @@
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Cell, Gauge, Row, Sparkline, Table, Widget};
+use ratatui::widgets::{Cell, Gauge, Row, Sparkline, Widget};
 
 use super::{Series, line_chart};
 use crate::fmt::num;
@@ -264,11 +264,7 @@ fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool)
         .take(visible)
         .map(|l| row(app, l, wide, th))
         .collect();
-    Table::new(rows, widths)
-        .header(Row::new(header).style(th.title))
-        .column_spacing(1)
-        .block(th.panel(title))
-        .render(area, buf);
+    super::cells::level_table(rows, widths, Row::new(header), title, th, area, buf);
 }
 
 fn render_progress(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
