@@ -92,6 +92,15 @@ pub struct RunConfig {
 }
 
 impl ServeConfig {
+    /// `-np 2 · --max-num-seqs 64`: the configuration a parameter sweep is running, or "".
+    pub fn params_label(&self) -> String {
+        self.params
+            .iter()
+            .map(|(n, v)| format!("{n} {v}"))
+            .collect::<Vec<_>>()
+            .join(" · ")
+    }
+
     fn validate(&self) -> Result<(), String> {
         if self.command.trim().is_empty() {
             return Err("--serve needs the command that starts the server".into());
@@ -119,6 +128,13 @@ pub struct ServeConfig {
     pub context_steps: Vec<u64>,
     /// Seconds to wait for it to answer `/health` and `/v1/models` (`--serve-timeout`).
     pub timeout_s: f64,
+    /// Restart it once when it crashes during a level (`--restart-on-crash`).
+    #[serde(default)]
+    pub restart_on_crash: bool,
+    /// The server configuration this run measures, one value of each `--serve-param` (already
+    /// in `command`): option name to value, for the dashboard, the summary and a comparison.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub params: Vec<(String, String)>,
 }
 
 /// Multi-turn conversations (`--multi-turn`).

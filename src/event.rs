@@ -69,6 +69,10 @@ pub enum Event {
         /// The context limit it reports now.
         context_limit: Option<u64>,
     },
+    /// The server servetop started exited during level `index`: how, with its last log lines.
+    ServerCrashed { index: u32, message: String },
+    /// Lines the server servetop started wrote to server.log since the last of these.
+    ServerLog(Vec<String>),
     /// Something the user should know that is not a request failure.
     Warning(String),
     /// The run is over.

@@ -88,6 +88,10 @@ pub struct LevelSummary {
     /// Which of the run's `servers` (the ones servetop started) measured this level.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_index: Option<u32>,
+    /// The server servetop started exited during this level: how, with its last log lines
+    /// (`server exited with code 137; last log lines: …`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_crash: Option<String>,
     /// The client's tokens per chunk above 1 are delivery bursts, not speculative drafts (the
     /// server reports no speculation, or tokens per step that disagree):
     /// `accept_length_client` is then not shown as an accept length.
@@ -131,6 +135,7 @@ impl LevelSummary {
             conversation: spec.conversation,
             status: LevelStatus::Waiting,
             reason: None,
+            server_crash: None,
             raise_flag: None,
             started_at_unix_ms: None,
             finished_at_unix_ms: None,

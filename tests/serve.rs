@@ -167,37 +167,181 @@ fn an_interrupted_run_stops_the_server_it_started() {
     let dir = std::env::temp_dir().join(format!("servetop-serve-int-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let cmd = sim_command();
-    let mut child = Command::new(bin())
-        .args(run_args(&cmd, &dir, "400", &[]))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // Wait for the first level to be under way (a state, read from results.json).
+    // Each way a user stops servetop from outside: Ctrl-C, `kill`, a dropped SSH session.
+    for signal in ["INT", "TERM", "HUP"] {
+        let mut child = Command::new(bin())
+            .args(run_args(&cmd, &dir, "400", &[]))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let port = first_level_running(&dir);
+        assert!(listening(port));
+        let killed = Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        assert_eq!(child.wait().unwrap().code(), Some(130), "SIG{signal}");
+        assert!(
+            wait_gone(port),
+            "SIG{signal}: the server on port {port} outlived servetop"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// Waits for the first level of the run writing `dir` to be under way (a state, read from
+/// results.json); the port of the server it started.
+fn first_level_running(dir: &Path) -> u64 {
     let t = Instant::now();
-    let port = loop {
+    loop {
         let r = std::fs::read(dir.join("results.json"))
             .ok()
             .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
         if let Some(r) = r
             && r["sweep"][0]["status"] == "running"
         {
-            break r["servers"][0]["port"].as_u64().unwrap();
+            return r["servers"][0]["port"].as_u64().unwrap();
         }
         assert!(t.elapsed() < Duration::from_secs(60), "the level never ran");
         std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(listening(port));
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
+    }
+}
+
+/// Kills (SIGKILL, as the kernel's OOM killer does) every process of the simulator serving
+/// `port`: a crash servetop did not ask for.
+fn crash_server(port: u64) {
+    let needle = format!("sim --port {port} ");
+    let mut killed = 0;
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(c) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        if String::from_utf8_lossy(&c)
+            .replace('\0', " ")
+            .contains(&needle)
+        {
+            let pid = e.file_name().to_string_lossy().into_owned();
+            if Command::new("kill")
+                .args(["-KILL", &pid])
+                .status()
+                .is_ok_and(|s| s.success())
+            {
+                killed += 1;
+            }
+        }
+    }
+    assert!(killed > 0, "no process serves port {port}");
+}
+
+/// A crash mid-level: the level records how the server exited (with its last log lines) and
+/// keeps its failed requests; `--restart-on-crash` restarts it once, on the same port, and the
+/// next level is measured whole by the new server.
+#[test]
+fn a_crash_mid_level_is_recorded_and_restart_on_crash_goes_on() {
+    let dir = std::env::temp_dir().join(format!("servetop-serve-crash-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cmd = sim_command();
+    let child = Command::new(bin())
+        .args(run_args(&cmd, &dir, "300", &["--restart-on-crash"]))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    assert!(killed.success());
-    assert_eq!(child.wait().unwrap().code(), Some(130));
+    let port = first_level_running(&dir);
+    crash_server(port);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let r = results(&dir);
+    let first = &r["sweep"][0];
+    let crash = first["server_crash"].as_str().unwrap_or_default();
+    assert!(
+        crash.contains("killed by signal 9") || crash.contains("exited with code 137"),
+        "{crash}"
+    );
+    assert!(crash.contains("last log lines: "), "{crash}");
+    assert!(first["completed"].as_u64().unwrap() < 300, "{first}");
+    assert_eq!(first["server_index"].as_u64(), Some(0));
+    let second = &r["sweep"][1];
+    assert_eq!(second["status"], "done");
+    assert_eq!(second["completed"].as_u64(), Some(300));
+    assert_eq!(second["server_index"].as_u64(), Some(1));
+    let servers = r["servers"].as_array().unwrap();
+    assert_eq!(servers.len(), 2, "{stderr}");
+    assert_eq!(servers[1]["port"].as_u64(), Some(port));
+    let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(md.contains("## Server crashes"), "{md}");
     assert!(
         wait_gone(port),
-        "the server on port {port} outlived servetop"
+        "the restarted server on port {port} still runs"
     );
+}
+
+/// Without `--restart-on-crash` a crash ends the run (exit 1), saying how the server exited
+/// and naming the flag; what was measured is saved.
+#[test]
+fn without_restart_on_crash_a_crash_stops_the_run_saying_how() {
+    let dir = std::env::temp_dir().join(format!("servetop-serve-crash1-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cmd = sim_command();
+    let child = Command::new(bin())
+        .args(run_args(&cmd, &dir, "300", &[]))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let port = first_level_running(&dir);
+    crash_server(port);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let r = results(&dir);
+    assert_eq!(r["state"], "aborted");
+    let error = r["error"].as_str().unwrap_or_default();
+    assert!(error.contains("during C=1: server "), "{error}");
+    assert!(error.contains("--restart-on-crash"), "{error}");
+    assert_eq!(r["servers"].as_array().unwrap().len(), 1);
+    assert_eq!(r["sweep"][1]["status"], "waiting", "{}", r["sweep"][1]);
+    assert!(wait_gone(port));
+}
+
+/// `--serve-param`: the plan runs once per value, each server started with it, each run in
+/// its own directory, and the comparison lands in the run directory. The known answer: with
+/// one request running at a time (`--max-running 1`) the simulator queues three of four
+/// requests at C=4, so TTFT there is many times that with room for four.
+#[test]
+fn a_serve_param_sweep_runs_each_configuration_and_compares_them() {
+    let dir = std::env::temp_dir().join(format!("servetop-serve-sweep-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cmd = sim_command();
+    let mut args = run_args(&cmd, &dir, "12", &["--serve-param=--max-running=1,4"]);
+    let c = args.iter().position(|a| *a == "1,2").unwrap();
+    args[c] = "4";
+    let out = Command::new(bin()).args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let ttft = |sub: &str, running: &str| {
+        let r = results(&dir.join(sub));
+        let ran = r["servers"][0]["command"].as_str().unwrap().to_string();
+        assert!(ran.ends_with(&format!("--max-running {running}")), "{ran}");
+        assert_eq!(r["config"]["serve"]["params"][0][1], running);
+        let l = &r["sweep"][0];
+        assert_eq!(l["completed"].as_u64(), Some(12));
+        l["median_ttft_ms"].as_f64().unwrap()
+    };
+    let (one, four) = (ttft("max-running-1", "1"), ttft("max-running-4", "4"));
+    assert!(
+        one > 5.0 * four,
+        "TTFT p50 {one} ms with 1 running, {four} ms with 4"
+    );
+    let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(md.starts_with("# servetop comparison"), "{md}");
+    assert!(md.contains("## --max-running 1") && md.contains("## --max-running 4"));
+    let csv = std::fs::read_to_string(dir.join("sweep.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    assert!(dir.join("charts/throughput.png").is_file());
 }
 
 /// The story servetop exists for: a server started with too small a context for the ladder.

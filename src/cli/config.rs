@@ -81,6 +81,8 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
                 steps
             },
             timeout_s: a.serve_timeout,
+            restart_on_crash: a.restart_on_crash,
+            params: Vec::new(),
         }),
         search,
     };
@@ -207,8 +209,63 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, String> {
     Ok(c)
 }
 
+/// Every combination of one value per `--serve-param NAME=V1,V2` (the first flag's values vary
+/// slowest), as `(NAME, value)` lists; empty without the flag. A NAME without a leading dash
+/// gets `--`.
+pub fn serve_combinations(specs: &[String]) -> Result<Vec<Vec<(String, String)>>, String> {
+    let mut axes: Vec<(String, Vec<String>)> = Vec::new();
+    for spec in specs {
+        let bad = || {
+            format!(
+                "--serve-param takes NAME=V1,V2,... (e.g. --serve-param=--max-num-seqs=64,128), not '{spec}'"
+            )
+        };
+        let (name, values) = spec.split_once('=').ok_or_else(bad)?;
+        let name = name.trim();
+        let values: Vec<String> = values
+            .split(',')
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(String::from)
+            .collect();
+        if name.trim_start_matches('-').is_empty() || values.is_empty() {
+            return Err(bad());
+        }
+        let name = if name.starts_with('-') {
+            name.to_string()
+        } else {
+            format!("--{name}")
+        };
+        if axes.iter().any(|(n, _)| *n == name) {
+            return Err(format!(
+                "--serve-param {name} is given twice: list all its values in one (NAME=V1,V2)"
+            ));
+        }
+        axes.push((name, values));
+    }
+    let mut combos: Vec<Vec<(String, String)>> = if axes.is_empty() {
+        Vec::new()
+    } else {
+        vec![Vec::new()]
+    };
+    for (name, values) in &axes {
+        combos = combos
+            .into_iter()
+            .flat_map(|c| {
+                values.iter().map(move |v| {
+                    let mut c = c.clone();
+                    c.push((name.clone(), v.clone()));
+                    c
+                })
+            })
+            .collect();
+    }
+    Ok(combos)
+}
+
 #[cfg(test)]
 mod tests {
+    use super::serve_combinations;
     use clap::Parser;
 
     fn cfg(extra: &[&str]) -> crate::config::RunConfig {
@@ -309,5 +366,27 @@ mod tests {
             ])
             .is_err()
         );
+    }
+
+    #[test]
+    fn serve_params_make_every_combination_and_bad_ones_are_named() {
+        let c = serve_combinations(&["-np=1,2".into(), "max-num-seqs=64,128,256".into()]).unwrap();
+        assert_eq!(c.len(), 6);
+        assert_eq!(
+            c[0],
+            [
+                ("-np".to_string(), "1".to_string()),
+                ("--max-num-seqs".into(), "64".into())
+            ]
+        );
+        assert_eq!(c[5][0].1, "2");
+        assert_eq!(c[5][1].1, "256");
+        assert!(serve_combinations(&[]).unwrap().is_empty());
+        for bad in ["-np", "-np=", "=1,2", "--=3"] {
+            let e = serve_combinations(&[bad.into()]).unwrap_err();
+            assert!(e.contains("NAME=V1,V2"), "{bad}: {e}");
+        }
+        let e = serve_combinations(&["-np=1".into(), "-np=2".into()]).unwrap_err();
+        assert!(e.contains("twice"), "{e}");
     }
 }

@@ -234,6 +234,8 @@ pub struct OutputArgs {
     pub chart_size: (u32, u32),
 }
 
+// Each bool is an on/off command-line switch, not state.
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Debug, Args, Clone)]
 pub struct RunArgs {
     /// Server root URL, without /v1 (e.g. `http://127.0.0.1:30000`).
@@ -257,6 +259,23 @@ pub struct RunArgs {
     /// Seconds to wait for the server --serve started to answer /health and /v1/models.
     #[arg(long, value_name = "S", default_value = "600", requires = "serve")]
     pub serve_timeout: f64,
+    /// When the --serve server crashes or runs out of memory during a level, restart it once
+    /// (same context) and go on; the level's requests stay failed. Without it the run stops
+    /// there, saying how the server exited and its last log lines.
+    #[arg(long, requires = "serve")]
+    pub restart_on_crash: bool,
+    /// Run the whole plan once per server configuration: NAME=V1,V2,... sets the --serve
+    /// command's option NAME (replaced if the command has it, added if not) to each value;
+    /// repeated, every combination. E.g. --serve-param=--max-num-seqs=64,128
+    /// --serve-param=-np=1,2. Each run gets a sub-directory, and the overlay comparison of
+    /// all of them is written to the run directory.
+    #[arg(
+        long,
+        value_name = "NAME=V1,V2",
+        requires = "serve",
+        allow_hyphen_values = true
+    )]
+    pub serve_param: Vec<String>,
     /// Continue an interrupted run in DIR from its first unfinished level, with the
     /// configuration it was started with (other measurement flags are ignored).
     #[arg(long, value_name = "DIR")]

@@ -75,6 +75,8 @@ pub async fn demo(a: DemoArgs) -> i32 {
         context_len: Some(DEMO_CONTEXT),
         context_steps: DEMO_CONTEXT_STEPS.to_vec(),
         timeout_s: 60.0,
+        restart_on_crash: false,
+        params: Vec::new(),
     });
     // Last, a few chats: what the prefix cache saves turn by turn (the long-context tab's table,
     // charts/turns.png). Here rather than in `demo_config`, which tests and benchmarks reuse.

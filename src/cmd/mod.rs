@@ -7,6 +7,7 @@ pub mod gpu;
 pub mod report;
 pub mod run;
 pub mod selfbench;
+pub mod serve_sweep;
 pub mod sim;
 
 /// Exit code for bad input.

@@ -18,9 +18,16 @@ use crate::summary::RunSummary;
 /// `servetop run`.
 pub async fn run(a: RunArgs) -> i32 {
     if let Some(dir) = &a.resume {
-        return resume(dir, &a.output).await;
+        return Box::pin(resume(dir, &a.output)).await;
     }
+    let combos = match crate::cli::config::serve_combinations(&a.serve_param) {
+        Ok(c) => c,
+        Err(e) => return fail(&e),
+    };
     match run_config(&a) {
+        Ok(cfg) if !combos.is_empty() => {
+            Box::pin(super::serve_sweep::serve_sweep(cfg, combos, &a.output)).await
+        }
         Ok(cfg) => execute(cfg, None, &a.output).await,
         Err(e) => fail(&e),
     }
@@ -50,7 +57,7 @@ async fn resume(dir: &std::path::Path, out: &OutputArgs) -> i32 {
     if let Err(e) = cfg.validate() {
         return fail(&e);
     }
-    execute_with(cfg, summary.simulator.clone(), &out, Some(summary)).await
+    execute_with(cfg, summary.simulator.clone(), &out, Some(summary), false).await
 }
 
 /// Sends tracing output to `servetop.log` in the run directory (never onto the dashboard).
@@ -152,7 +159,13 @@ async fn launch(cfg: &mut RunConfig, out: &OutputArgs) -> Result<Option<Served>,
 
 /// Runs a configuration against its server, headless, and writes the run directory.
 pub async fn execute(cfg: RunConfig, simulator: Option<SimConfig>, out: &OutputArgs) -> i32 {
-    execute_with(cfg, simulator, out, None).await
+    execute_with(cfg, simulator, out, None, false).await
+}
+
+/// [`execute`] for one of several runs in a row: with `more_follow` the dashboard leaves when
+/// the run is over instead of waiting for `q`.
+pub async fn execute_one_of_several(cfg: RunConfig, out: &OutputArgs, more_follow: bool) -> i32 {
+    execute_with(cfg, None, out, None, more_follow).await
 }
 
 /// [`execute`], continuing `previous` (a resumed run) when given.
@@ -161,6 +174,7 @@ async fn execute_with(
     simulator: Option<SimConfig>,
     out: &OutputArgs,
     previous: Option<RunSummary>,
+    exit_when_done: bool,
 ) -> i32 {
     let mut served = match Box::pin(launch(&mut cfg, out)).await {
         Ok(s) => s,
@@ -186,6 +200,7 @@ async fn execute_with(
                 s.config.command,
                 std::time::Duration::from_secs_f64(s.config.timeout_s),
                 s.config.context_steps,
+                s.config.restart_on_crash,
             );
             (Some((handle, launch)), Some(s.dir))
         }
@@ -218,8 +233,11 @@ async fn execute_with(
             prepared,
             initial,
             Some(files),
-            out.fps,
-            out.chart_size,
+            crate::tui::Screen {
+                fps: out.fps,
+                chart_size: out.chart_size,
+                exit_when_done,
+            },
             cancel,
         ))
         .await

@@ -38,6 +38,7 @@ fn notice(ev: &Event) -> Notice {
             Notice::Level(*index)
         }
         Event::Warning(w) => Notice::Warning(w.clone()),
+        Event::ServerCrashed { message, .. } => Notice::Warning(message.clone()),
         Event::ServerStarted { launch, .. } => Notice::ServerStarted(format!(
             "[server] restarted with context {} · ready after {:.1} s: {}",
             launch.context_len.map_or("-".into(), |c| c.to_string()),
@@ -52,9 +53,12 @@ fn notice(ev: &Event) -> Notice {
         Event::Telemetry(crate::telemetry::TelemetryRecord::ServerUnavailable {
             reason, ..
         }) => Notice::Warning(format!("no engine metrics: {reason}")),
-        Event::Sent { .. } | Event::Request(_) | Event::Telemetry(_) | Event::LevelAdded(_) => {
-            Notice::None
-        }
+        // The server's own output is in server.log; headless, stderr keeps servetop's lines.
+        Event::Sent { .. }
+        | Event::Request(_)
+        | Event::Telemetry(_)
+        | Event::LevelAdded(_)
+        | Event::ServerLog(_) => Notice::None,
     }
 }
 

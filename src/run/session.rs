@@ -53,7 +53,12 @@ pub struct Session {
     pub latest_gpu: Option<GpuSample>,
     pub latest_server: Option<ServerSample>,
     level_telemetry: BTreeMap<u32, LevelTelemetryAcc>,
+    /// The latest lines of the server servetop started (server.log holds them all).
+    pub server_log: std::collections::VecDeque<String>,
 }
+
+/// Server log lines a session keeps for the Log tab.
+const SERVER_LOG_LINES: usize = 200;
 
 impl Session {
     /// A session starting from `summary`.
@@ -73,6 +78,7 @@ impl Session {
             latest_gpu: None,
             latest_server: None,
             level_telemetry: BTreeMap::new(),
+            server_log: std::collections::VecDeque::new(),
         }
     }
 
@@ -145,6 +151,11 @@ impl Session {
                     l.raise_flag = raise_flag;
                 }
             }
+            Event::ServerCrashed { index, message } => {
+                if let Some(l) = self.summary.level_mut(index) {
+                    l.server_crash = Some(message);
+                }
+            }
             Event::Sent { level, slot } => {
                 self.progress.entry(level).or_default().sent += 1;
                 if let Some(acc) = self.accs.get_mut(&level) {
@@ -171,6 +182,12 @@ impl Session {
                 if let Some(s) = self.summary.server.as_mut() {
                     s.context_limit = context_limit;
                 }
+            }
+            Event::ServerLog(lines) => {
+                self.server_log.extend(lines);
+                let over = self.server_log.len().saturating_sub(SERVER_LOG_LINES);
+                self.server_log.drain(..over);
+                return Persist::Nothing;
             }
             Event::Warning(w) => {
                 if !self.summary.warnings.contains(&w) {

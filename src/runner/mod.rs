@@ -26,8 +26,8 @@ use crate::workload::{LevelKind, LevelSpec, Schedule};
 
 mod chat;
 mod open_loop;
+mod owned_server;
 mod prepare;
-mod restart;
 mod search;
 mod server_watch;
 mod worker;
@@ -63,6 +63,8 @@ pub struct Runner {
     tx: EventTx,
     cancel: CancellationToken,
     control: watch::Receiver<Control>,
+    /// Restarts after a crash so far (`--restart-on-crash` allows one).
+    crash_restarts: u32,
 }
 
 /// Why a level ended.
@@ -71,6 +73,8 @@ enum LevelEnd {
     Interrupted,
     /// Every request failed to connect: the server is gone.
     ServerGone(String),
+    /// The server servetop started exited during the level: how, with its last log lines.
+    Crashed(String),
 }
 
 impl Runner {
@@ -95,6 +99,7 @@ impl Runner {
             tx,
             cancel,
             control,
+            crash_restarts: 0,
         }
     }
 
@@ -112,7 +117,16 @@ impl Runner {
             prompts: p.factory.method(),
             levels: p.levels.clone(),
         });
-        let (state, error) = match self.run_inner().await {
+        let tail = self
+            .prepared
+            .serve
+            .as_ref()
+            .map(|s| owned_server::spawn_log_tail(&s.log, self.tx.clone()));
+        let result = self.run_inner().await;
+        if let Some(t) = tail {
+            t.abort();
+        }
+        let (state, error) = match result {
             Ok(()) if self.cancel.is_cancelled() => (RunState::Interrupted, None),
             Ok(()) => (RunState::Finished, None),
             Err(e) => (RunState::Aborted, Some(e)),
@@ -249,6 +263,7 @@ impl Runner {
         }
         match end {
             LevelEnd::Done | LevelEnd::Interrupted => {}
+            LevelEnd::Crashed(msg) => return self.after_crash(spec, msg).await,
             LevelEnd::ServerGone(msg) => {
                 return Err(format!(
                     "the server at {} stopped answering during {}: {msg}",
@@ -456,6 +471,7 @@ impl Runner {
             &self.prepared.server.base_url,
             self.server_wait,
             self.tx.clone(),
+            self.prepared.serve.clone(),
         ));
         let mut workers = Vec::new();
         if let Some(arrival) = spec.arrival {
@@ -492,6 +508,12 @@ impl Runner {
             index: spec.index,
             interrupted,
         });
+        let crash = watch
+            .crash()
+            .or_else(|| self.prepared.serve.as_ref()?.crashed());
+        if let Some(crash) = crash {
+            return LevelEnd::Crashed(crash);
+        }
         if watch.gone.load(Ordering::Relaxed) {
             return LevelEnd::ServerGone(format!(
                 "it stopped accepting connections and did not come back within {:?}",

@@ -46,10 +46,20 @@ pub(super) struct ServerWatch {
     pub(super) gone: AtomicBool,
     /// The server is unreachable and being waited for (an open-loop level holds meanwhile).
     pub(super) down: AtomicBool,
+    /// The server servetop started, if it did: when that process has exited, waiting for it
+    /// is pointless and the level ends at once, with how it exited.
+    pub(super) serve: Option<crate::serve::ServeHandle>,
+    /// How the owned server exited, once the watch has seen it.
+    pub(super) crash: std::sync::Mutex<Option<String>>,
 }
 
 impl ServerWatch {
-    pub(super) fn new(base_url: &str, wait: Duration, tx: EventTx) -> Self {
+    pub(super) fn new(
+        base_url: &str,
+        wait: Duration,
+        tx: EventTx,
+        serve: Option<crate::serve::ServeHandle>,
+    ) -> Self {
         let addr = reqwest::Url::parse(base_url)
             .ok()
             .and_then(|u| Some(format!("{}:{}", u.host_str()?, u.port_or_known_default()?)))
@@ -62,7 +72,30 @@ impl ServerWatch {
             probe: tokio::sync::Mutex::new(()),
             gone: AtomicBool::new(false),
             down: AtomicBool::new(false),
+            serve,
+            crash: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Whether the server servetop started has exited (noted, and the watch marked gone).
+    fn crashed(&self) -> bool {
+        let Some(msg) = self
+            .serve
+            .as_ref()
+            .and_then(crate::serve::ServeHandle::crashed)
+        else {
+            return false;
+        };
+        if let Ok(mut c) = self.crash.lock() {
+            c.get_or_insert(msg);
+        }
+        self.gone.store(true, Ordering::Relaxed);
+        true
+    }
+
+    /// How the owned server exited, if the watch saw it exit.
+    pub(super) fn crash(&self) -> Option<String> {
+        self.crash.lock().ok()?.clone()
     }
 
     pub(super) async fn reachable(&self) -> bool {
@@ -79,7 +112,7 @@ impl ServerWatch {
     /// `true` once the server accepts connections again; `false` if it stays away too long.
     pub(super) async fn wait_for_server(&self, why: &str) -> bool {
         let _one_prober = self.probe.lock().await;
-        if self.gone.load(Ordering::Relaxed) {
+        if self.gone.load(Ordering::Relaxed) || self.crashed() {
             return false;
         }
         if self.reachable().await {
@@ -101,6 +134,9 @@ impl ServerWatch {
         let start = Instant::now();
         loop {
             let left = self.wait.saturating_sub(start.elapsed());
+            if self.crashed() {
+                return false;
+            }
             if left.is_zero() {
                 self.gone.store(true, Ordering::Relaxed);
                 return false;

@@ -45,6 +45,40 @@ pub fn fill(template: &str, port: u16, context_len: Option<u64>) -> Result<Strin
     Ok(cmd)
 }
 
+/// `template` with option `name` set to `value`: the value after `name` (or after `name=`)
+/// replaced where the command has it, ` name value` added at the end where it does not. The
+/// rest of the command is kept byte for byte (quotes and all).
+pub fn with_param(template: &str, name: &str, value: &str) -> String {
+    let b = template.as_bytes();
+    let mut from = 0;
+    while let Some(at) = template[from..].find(name).map(|i| i + from) {
+        let end = at + name.len();
+        let starts_word = at == 0 || b[at - 1].is_ascii_whitespace();
+        from = end;
+        if !starts_word {
+            continue;
+        }
+        let value_at = match b.get(end) {
+            Some(b'=') => end + 1,
+            Some(c) if c.is_ascii_whitespace() => {
+                let skip = template[end..]
+                    .find(|c: char| !c.is_ascii_whitespace())
+                    .map_or(template.len(), |i| end + i);
+                if skip == template.len() {
+                    continue;
+                }
+                skip
+            }
+            _ => continue,
+        };
+        let value_end = template[value_at..]
+            .find(|c: char| c.is_ascii_whitespace())
+            .map_or(template.len(), |i| value_at + i);
+        return format!("{}{value}{}", &template[..value_at], &template[value_end..]);
+    }
+    format!("{} {name} {value}", template.trim_end())
+}
+
 /// The port a command fixes itself (`--port N` or `--port=N`), when it has no `{port}`.
 pub fn fixed_port(template: &str) -> Option<u16> {
     let words: Vec<&str> = template.split_whitespace().collect();
@@ -76,6 +110,61 @@ pub fn model_hint(template: &str) -> String {
         .and_then(|w| w[1].trim_end_matches('/').rsplit('/').next())
         .unwrap_or("served")
         .to_string()
+}
+
+/// Reads what a server wrote to its log since the last read (the dashboard's tail of
+/// server.log).
+pub struct LogTail {
+    path: PathBuf,
+    offset: u64,
+    /// A line not yet ended when last read.
+    partial: String,
+}
+
+impl LogTail {
+    /// Longest line kept (a server may print a whole prompt on one line).
+    const MAX_LINE: usize = 400;
+
+    /// A tail of `path` from its start (its first read returns the newest lines already there:
+    /// the server's start-up).
+    pub fn new(path: &Path) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            offset: 0,
+            partial: String::new(),
+        }
+    }
+
+    /// The complete lines written since the last call, at most `max` (the latest).
+    pub fn read_new(&mut self, max: usize) -> Vec<String> {
+        use std::io::{Read, Seek, SeekFrom};
+        let Ok(mut f) = std::fs::File::open(&self.path) else {
+            return Vec::new();
+        };
+        let len = f.metadata().map_or(0, |m| m.len());
+        if len < self.offset {
+            // Truncated or replaced: start over.
+            self.offset = 0;
+            self.partial.clear();
+        }
+        let mut bytes = Vec::new();
+        if f.seek(SeekFrom::Start(self.offset)).is_err() || f.read_to_end(&mut bytes).is_err() {
+            return Vec::new();
+        }
+        self.offset += bytes.len() as u64;
+        self.partial.push_str(&String::from_utf8_lossy(&bytes));
+        let Some(end) = self.partial.rfind('\n') else {
+            return Vec::new();
+        };
+        let done: String = self.partial.drain(..=end).collect();
+        let lines: Vec<String> = done
+            .lines()
+            .map(str::trim_end)
+            .filter(|l| !l.is_empty())
+            .map(|l| l.chars().take(Self::MAX_LINE).collect())
+            .collect();
+        lines[lines.len().saturating_sub(max)..].to_vec()
+    }
 }
 
 /// A server servetop started and owns.
@@ -258,6 +347,57 @@ impl Drop for ManagedServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_param_replaces_the_value_the_command_has_or_is_added() {
+        let t = "llama-server -m 'my model.gguf' -np 2 --port {port}";
+        assert_eq!(
+            with_param(t, "-np", "4"),
+            "llama-server -m 'my model.gguf' -np 4 --port {port}"
+        );
+        assert_eq!(
+            with_param(t, "--spec-draft-n-max", "8"),
+            "llama-server -m 'my model.gguf' -np 2 --port {port} --spec-draft-n-max 8"
+        );
+        assert_eq!(
+            with_param("vllm serve m --max-num-seqs=64", "--max-num-seqs", "128"),
+            "vllm serve m --max-num-seqs=128"
+        );
+        // A longer option that starts with the name is not the name.
+        assert_eq!(
+            with_param("x --np-extra 1", "--np", "3"),
+            "x --np-extra 1 --np 3"
+        );
+    }
+
+    #[test]
+    fn the_log_tail_returns_each_complete_line_once() {
+        let path = std::env::temp_dir().join(format!("servetop-tail-{}.log", std::process::id()));
+        std::fs::write(&path, "loading\nready\n").unwrap();
+        let mut tail = LogTail::new(&path);
+        assert_eq!(
+            tail.read_new(10),
+            ["loading", "ready"],
+            "the start-up, once"
+        );
+        assert!(
+            tail.read_new(10).is_empty(),
+            "lines already read are not repeated"
+        );
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        use std::io::Write;
+        write!(f, "one\ntwo\nthr").unwrap();
+        assert_eq!(tail.read_new(10), ["one", "two"]);
+        write!(f, "ee\n\nfour\nfive\nsix\n").unwrap();
+        assert_eq!(tail.read_new(2), ["five", "six"], "the latest `max` lines");
+        assert!(tail.read_new(10).is_empty());
+        std::fs::write(&path, "fresh\n").unwrap();
+        assert_eq!(tail.read_new(10), ["fresh"], "a truncated log starts over");
+        let _ = std::fs::remove_file(&path);
+    }
 
     #[test]
     fn placeholders_are_filled_and_missing_ones_named() {

@@ -1,11 +1,13 @@
 //! The server a run owns, behind a task of its own: the runner asks it to restart with a larger
 //! context, the command asks it to stop at the end. Nothing else holds the process, so a restart
 //! and a stop can never race, and the task's end (or the runtime's) takes the server with it.
+//! Between asks the task watches the process: an exit nobody asked for is published, classified
+//! ("server exited with code 137; last log lines: …"), for the run to fail its level on.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::{ManagedServer, ServerLaunch};
 
@@ -14,7 +16,8 @@ pub const GRACE: Duration = Duration::from_secs(15);
 
 enum Ask {
     Restart {
-        context_len: u64,
+        /// None: the context it had (a restart after a crash).
+        context_len: Option<u64>,
         reply: oneshot::Sender<Result<ServerLaunch, String>>,
     },
     Stop {
@@ -28,6 +31,24 @@ pub struct ServeHandle {
     tx: mpsc::Sender<Ask>,
     /// The contexts a restart may pick from (`--context-steps`); empty: the smallest that fits.
     pub context_steps: Vec<u64>,
+    /// Restart once after a crash (`--restart-on-crash`).
+    pub restart_on_crash: bool,
+    /// The server's output (the run directory's server.log).
+    pub log: PathBuf,
+    /// Set when the server exited without being asked to: how, with the end of its log.
+    crashed: watch::Receiver<Option<String>>,
+}
+
+/// How often the supervisor looks whether its server still runs.
+const CHECK_EVERY: Duration = Duration::from_millis(200);
+
+/// What a server that exited unasked left: `server exited with code N; last log lines: …`.
+fn crash_message(server: &mut ManagedServer) -> Option<String> {
+    let how = server.exited()?;
+    Some(format!(
+        "server {how}; last log lines: {}",
+        server.log_tail(5)
+    ))
 }
 
 /// Hands `server` to a task of its own; `template` and `timeout` start its successors.
@@ -36,17 +57,37 @@ pub fn supervise(
     template: String,
     timeout: Duration,
     context_steps: Vec<u64>,
+    restart_on_crash: bool,
 ) -> ServeHandle {
     let (tx, mut rx) = mpsc::channel::<Ask>(4);
+    let (crash_tx, crashed) = watch::channel(None);
+    let log = server.log.clone();
     tokio::spawn(async move {
         let mut server = Some(server);
-        while let Some(ask) = rx.recv().await {
+        // Stopped on request: its exit is no crash.
+        let mut stopped = false;
+        loop {
+            let ask = tokio::select! {
+                ask = rx.recv() => ask,
+                () = tokio::time::sleep(CHECK_EVERY) => {
+                    if !stopped && crash_tx.borrow().is_none()
+                        && let Some(msg) = server.as_mut().and_then(crash_message)
+                    {
+                        tracing::warn!(%msg, "the server servetop started exited");
+                        let _ = crash_tx.send(Some(msg));
+                    }
+                    continue;
+                }
+            };
+            let Some(ask) = ask else { break };
             match ask {
                 Ask::Restart { context_len, reply } => {
                     let r = restart(&mut server, &template, context_len, timeout).await;
+                    let _ = crash_tx.send(None);
                     let _ = reply.send(r);
                 }
                 Ask::Stop { reply } => {
+                    stopped = true;
                     if let Some(s) = server.as_mut() {
                         s.stop(GRACE).await;
                     }
@@ -55,23 +96,30 @@ pub fn supervise(
             }
         }
     });
-    ServeHandle { tx, context_steps }
+    ServeHandle {
+        tx,
+        context_steps,
+        restart_on_crash,
+        log,
+        crashed,
+    }
 }
 
-/// Stops the server and starts its successor on the same port with `context_len`, waiting
-/// until it is ready.
+/// Stops the server (if it still runs) and starts its successor on the same port with
+/// `context_len` (or its predecessor's), waiting until it is ready.
 async fn restart(
     server: &mut Option<ManagedServer>,
     template: &str,
-    context_len: u64,
+    context_len: Option<u64>,
     timeout: Duration,
 ) -> Result<ServerLaunch, String> {
     let Some(old) = server.as_mut() else {
         return Err("no server to restart".into());
     };
     let (port, log): (u16, PathBuf) = (old.launch.port, old.log.clone());
+    let context_len = context_len.or(old.launch.context_len);
     old.stop(GRACE).await;
-    let mut next = ManagedServer::start_on(template, port, Some(context_len), &log)?;
+    let mut next = ManagedServer::start_on(template, port, context_len, &log)?;
     let ready = next
         .wait_ready(&reqwest::Client::new(), timeout, |_| {})
         .await;
@@ -81,8 +129,9 @@ async fn restart(
 }
 
 impl ServeHandle {
-    /// Restarts the server with `context_len`; the new server's launch once it is ready.
-    pub async fn restart(&self, context_len: u64) -> Result<ServerLaunch, String> {
+    /// Restarts the server with `context_len` (None: the one it had); the new server's launch
+    /// once it is ready.
+    pub async fn restart(&self, context_len: Option<u64>) -> Result<ServerLaunch, String> {
         let (reply, answer) = oneshot::channel();
         self.tx
             .send(Ask::Restart { context_len, reply })
@@ -91,6 +140,11 @@ impl ServeHandle {
         answer
             .await
             .map_err(|_| "the server's supervisor is gone".to_string())?
+    }
+
+    /// How the server exited, if it did without being asked to (since its last start).
+    pub fn crashed(&self) -> Option<String> {
+        self.crashed.borrow().clone()
     }
 
     /// Stops the server (SIGTERM to its group, SIGKILL after [`GRACE`]).

@@ -95,25 +95,24 @@ pub fn write_screenshots(
     Ok(files)
 }
 
-/// Runs `prepared` under the dashboard. Returns when the user leaves after the run ended, or
-/// when a confirmed quit has finished saving.
+/// Runs `prepared` under the dashboard. Returns when the user leaves after the run ended (or
+/// as it ends, with `exit_when_done`), or when a confirmed quit has finished saving.
 pub async fn run(
     cfg: &RunConfig,
     prepared: Prepared,
     summary: RunSummary,
     files: Option<RunFiles>,
-    fps: f64,
-    chart_size: (u32, u32),
+    screen: Screen,
     cancel: CancellationToken,
 ) -> std::io::Result<(RunState, Session)> {
     install_panic_hook(ratatui::restore);
     let mut terminal = ratatui::try_init()?;
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let loop_ = Loop {
-        fps,
-        chart_size,
+        fps: screen.fps,
+        chart_size: screen.chart_size,
         input: Some(EventStream::new()),
-        exit_when_done: false,
+        exit_when_done: screen.exit_when_done,
     };
     let start = crate::run::start(cfg, prepared, &cancel);
     let app = App::new(Session::new(summary), start.live_tokens.clone(), no_color)
@@ -152,6 +151,18 @@ pub async fn run_offscreen(
     let app = App::new(Session::new(summary), start.live_tokens.clone(), false)
         .with_sink(Sink::new(files));
     loop_.run(app, start, &mut terminal, &cancel).await
+}
+
+/// How the dashboard on a terminal runs.
+#[derive(Clone, Copy, Debug)]
+pub struct Screen {
+    /// Frames a second at most.
+    pub fps: f64,
+    /// The size of the PNGs `e` exports.
+    pub chart_size: (u32, u32),
+    /// Leave when the run is over instead of waiting for `q` (a run with more to follow, as in
+    /// a server-configuration sweep).
+    pub exit_when_done: bool,
 }
 
 /// The dashboard's event loop, over any terminal.

@@ -51,6 +51,17 @@ fn render_header(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         spans.push(Span::styled(" SIMULATED ", th.badge));
         spans.push(Span::raw(" "));
     }
+    // A server-configuration sweep: which configuration this run measures.
+    if let Some(label) = s
+        .config
+        .serve
+        .as_ref()
+        .map(crate::config::ServeConfig::params_label)
+        .filter(|l| !l.is_empty())
+    {
+        spans.push(Span::styled(format!(" {label} "), th.badge));
+        spans.push(Span::raw(" "));
+    }
     let (engine, model, url) = s
         .server
         .as_ref()

@@ -1,4 +1,5 @@
-//! Log tab: failures by kind with their first message, warnings, and the run's configuration.
+//! Log tab: failures by kind with their first message, skips, crashes and warnings; the servers
+//! servetop started and the tail of their log; the run's configuration.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -34,6 +35,12 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         }
     }
     for l in s.levels() {
+        if let Some(c) = &l.server_crash {
+            events.push(Line::from(vec![
+                Span::styled(format!("{:<9} crashed ", l.label()), th.bad),
+                Span::raw(c.clone()),
+            ]));
+        }
         if let Some(r) = &l.reason {
             events.push(Line::from(vec![
                 Span::styled(format!("{:<9} skipped ", l.label()), th.warn),
@@ -45,6 +52,17 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         events.push(Line::from(vec![
             Span::styled("warning   ", th.warn),
             Span::raw(w.clone()),
+        ]));
+    }
+    for (i, sv) in s.servers.iter().enumerate() {
+        events.push(Line::from(vec![
+            Span::styled(format!("server #{i}  "), th.accent),
+            Span::raw(format!(
+                "context {} · ready after {} · {}",
+                sv.context_len.map_or("-".into(), |c| c.to_string()),
+                sv.ready_s.map_or("-".into(), |r| format!("{r:.1} s")),
+                sv.command
+            )),
         ]));
     }
     if let Some(e) = &s.error {
@@ -67,7 +85,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         })
         .collect();
     let side = area.width >= 120;
-    let (a, b) = if side {
+    let (a, mut b) = if side {
         let [a, b] = Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)])
             .areas(area);
         (a, b)
@@ -80,8 +98,32 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         .block(th.panel(" failures, skips, warnings "))
         .wrap(Wrap { trim: true })
         .render(a, buf);
+    if s.config.serve.is_some() {
+        // The server servetop started: its newest output under the configuration.
+        let [cfg, log] =
+            Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(b);
+        b = cfg;
+        render_server_log(app, log, buf, th);
+    }
     Paragraph::new(cfg_lines)
         .block(th.panel(" configuration "))
         .wrap(Wrap { trim: true })
         .render(b, buf);
+}
+
+/// The last lines of server.log that fit, newest at the bottom.
+fn render_server_log(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
+    let room = usize::from(area.height.saturating_sub(2));
+    let log = &app.session.server_log;
+    let lines: Vec<Line> = if log.is_empty() {
+        vec![Line::styled("nothing new from the server yet", th.dim)]
+    } else {
+        log.iter()
+            .skip(log.len().saturating_sub(room))
+            .map(|l| Line::raw(l.clone()))
+            .collect()
+    };
+    Paragraph::new(lines)
+        .block(th.panel(" server.log (newest last) "))
+        .render(area, buf);
 }

@@ -1,14 +1,33 @@
-//! A long-context length the server cannot hold, when servetop started that server (`--serve`):
-//! restart it with a context that fits, wait until it is ready, warm it up again, and go on in
-//! the same run. A server servetop did not start is never restarted (the level is skipped with
-//! the flag to raise, as before).
+//! The server servetop started (`--serve`), from the runner's side. A long-context length it
+//! cannot hold: restart it with a context that fits, wait until it is ready, warm it up again,
+//! and go on in the same run. A crash during a level: the level says how it exited, and with
+//! `--restart-on-crash` the server is restarted once. Its log's new lines go to the dashboard.
+//! A server servetop did not start is never restarted (the level is skipped with the flag to
+//! raise, as before).
 
 use std::time::{Duration, Instant};
 
 use super::Runner;
 use crate::client::detect;
-use crate::event::Event;
+use crate::event::{Event, EventTx};
+use crate::serve::ServeHandle;
 use crate::workload::{LevelKind, LevelSpec};
+
+/// Sends the lines the server adds to `log` as `ServerLog` events, once a second, until the
+/// returned task is aborted or nobody listens.
+pub(super) fn spawn_log_tail(log: &std::path::Path, tx: EventTx) -> tokio::task::JoinHandle<()> {
+    let mut tail = crate::serve::LogTail::new(log);
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            every.tick().await;
+            let lines = tail.read_new(50);
+            if !lines.is_empty() && tx.send(Event::ServerLog(lines)).is_err() {
+                return;
+            }
+        }
+    })
+}
 
 impl Runner {
     /// Skips `spec` (and says why, with the flag to raise) when the server cannot hold it,
@@ -53,6 +72,20 @@ impl Runner {
             return Ok(false);
         };
         let flag = self.prepared.server.engine.context_flag();
+        self.restart_server(&serve, Some(context), &format!("with {flag} {context}"))
+            .await?;
+        Ok(self.prepared.server.context_limit.is_none_or(|l| need <= l))
+    }
+
+    /// Restarts the owned server (`context`: None keeps the one it had), the dashboard's phase
+    /// counting the seconds; once it is ready its context is read again, it is recorded
+    /// (`ServerStarted`) and warmed up like the first. `Err`: it did not come up.
+    async fn restart_server(
+        &mut self,
+        serve: &ServeHandle,
+        context: Option<u64>,
+        how: &str,
+    ) -> Result<(), String> {
         let started = Instant::now();
         let restart = serve.restart(context);
         tokio::pin!(restart);
@@ -61,7 +94,7 @@ impl Runner {
             tokio::select! {
                 r = &mut restart => break r?,
                 _ = tick.tick() => self.emit(Event::Phase(format!(
-                    "restarting server with {flag} {context} · {:.0} s",
+                    "restarting server {how} · {:.0} s",
                     started.elapsed().as_secs_f64()
                 ))),
             }
@@ -72,8 +105,43 @@ impl Runner {
             context_limit: self.prepared.server.context_limit,
         });
         // A fresh server's first requests are slow (graphs, caches): warm it like the first.
-        self.warmup().await?;
-        Ok(self.prepared.server.context_limit.is_none_or(|l| need <= l))
+        self.warmup().await
+    }
+
+    /// The server servetop started exited during `spec` (`crash`: how, with its last log
+    /// lines). The level keeps its failed requests and says why; with `--restart-on-crash` the
+    /// server is restarted once (same context) and the run goes on, otherwise it stops here.
+    pub(super) async fn after_crash(
+        &mut self,
+        spec: &LevelSpec,
+        crash: String,
+    ) -> Result<(), String> {
+        tracing::warn!(level = spec.index, %crash, "the server crashed during the level");
+        self.emit(Event::ServerCrashed {
+            index: spec.index,
+            message: crash.clone(),
+        });
+        let Some(serve) = self.prepared.serve.clone() else {
+            return Err(crash);
+        };
+        if !serve.restart_on_crash {
+            return Err(format!(
+                "during {}: {crash} (--restart-on-crash restarts it once and goes on)",
+                spec.label()
+            ));
+        }
+        if self.crash_restarts > 0 || self.cancel.is_cancelled() {
+            return Err(format!(
+                "during {}: {crash} (it was restarted once after a crash already)",
+                spec.label()
+            ));
+        }
+        self.crash_restarts += 1;
+        self.emit(Event::Warning(format!(
+            "{}: the server crashed; restarting it (--restart-on-crash), the level's failed requests stay in the results",
+            spec.label()
+        )));
+        self.restart_server(&serve, None, "after a crash").await
     }
 
     /// Why a length is skipped, for a server the run owns: no `--context-steps` value holds it

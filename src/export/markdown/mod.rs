@@ -1,0 +1,252 @@
+//! `summary.md` and the headless end-of-run tables: plain Markdown a person can paste. This
+//! file writes the document (the run's facts, then a section per part of the run); the
+//! tables are in `tables.rs`.
+
+use std::fmt::Write;
+
+use crate::fmt::num;
+use crate::summary::{LevelSummary, RunSummary};
+
+mod tables;
+
+pub use tables::*;
+/// The whole `summary.md`.
+pub fn summary_md(s: &RunSummary) -> String {
+    let mut out = run_header(s);
+    sections(&mut out, s);
+    out
+}
+
+/// The servers servetop started (`--serve`), each with the levels it measured.
+fn servers_md(out: &mut String, s: &RunSummary) {
+    if let Some(serve) = s.config.serve.as_ref().filter(|c| !c.params.is_empty()) {
+        let _ = writeln!(
+            out,
+            "- server configuration (`--serve-param`): {}",
+            serve.params_label()
+        );
+    }
+    if s.servers.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "- servers started by servetop (`--serve`):");
+    for (i, sv) in s.servers.iter().enumerate() {
+        let measured: Vec<String> = s
+            .levels()
+            .filter(|l| l.server_index == Some(i as u32))
+            .map(LevelSummary::label)
+            .collect();
+        let _ = writeln!(
+            out,
+            "  - #{i}: context {}, ready after {} s, measured {}: `{}`",
+            sv.context_len.map_or("-".into(), |c| c.to_string()),
+            num(sv.ready_s),
+            if measured.is_empty() {
+                "no level".to_string()
+            } else {
+                measured.join(", ")
+            },
+            sv.command
+        );
+    }
+}
+
+/// The title, the SIMULATED banner, and the run's facts as a list.
+fn run_header(s: &RunSummary) -> String {
+    let mut out = String::new();
+    let (engine, model, url) = s
+        .server
+        .as_ref()
+        .map_or(("?", "?", s.config.base_url.as_str()), |sv| {
+            (sv.engine.name(), sv.model.as_str(), sv.base_url.as_str())
+        });
+    let _ = writeln!(out, "# servetop results: {model}\n");
+    if s.simulated {
+        let _ = writeln!(
+            out,
+            "> **SIMULATED SERVER** — every number below comes from servetop's built-in simulator{}, not from real hardware.\n",
+            s.simulator
+                .as_ref()
+                .map(|c| format!(" (preset `{}`)", c.preset))
+                .unwrap_or_default()
+        );
+    }
+    let _ = writeln!(
+        out,
+        "- engine: {engine}{}",
+        s.server
+            .as_ref()
+            .and_then(|v| v.engine_version.as_ref())
+            .map(|v| format!(" {v}"))
+            .unwrap_or_default()
+    );
+    let _ = writeln!(out, "- server: {url}");
+    servers_md(&mut out, s);
+    if let Some(sv) = &s.server {
+        let _ = writeln!(
+            out,
+            "- context limit: {}",
+            sv.context_limit.map_or_else(
+                || "not reported".to_string(),
+                |n| format!(
+                    "{n} tokens ({})",
+                    sv.context_limit_source.as_deref().unwrap_or("?")
+                )
+            )
+        );
+    }
+    if let Some(b) = s.backend {
+        let _ = writeln!(out, "- endpoint: {}", b.path());
+    }
+    let t = &s.telemetry;
+    let _ = writeln!(
+        out,
+        "- GPUs: {}; engine metrics: {}",
+        match (&t.gpu_source, &t.gpu_reason) {
+            (Some(crate::telemetry::GpuSource::SimulatedDcgm), _) =>
+                "simulated (servetop-sim DCGM endpoint)".to_string(),
+            (Some(src), _) => format!("{src:?}").to_lowercase(),
+            (None, Some(r)) => format!("none ({r})"),
+            (None, None) => "not sampled".into(),
+        },
+        match (&t.server_flavor, &t.server_reason) {
+            (Some(f), _) => format!("{f} /metrics"),
+            (None, Some(r)) => format!("none ({r})"),
+            (None, None) => "not scraped".into(),
+        }
+    );
+    let _ = writeln!(
+        out,
+        "- started: {} on {} (servetop {}), state: {:?}",
+        s.started_at, s.host, s.tool.version, s.state
+    );
+    if let Some(p) = &s.prompts {
+        let _ = writeln!(
+            out,
+            "- prompts: {} (server adds {} tokens)",
+            p.description, p.offset_tokens
+        );
+    }
+    let sources = count_sources(s);
+    if !sources.is_empty() {
+        let _ = writeln!(out, "- token counts: {sources}");
+    }
+    out
+}
+
+/// One section for each part of the run that has levels, then warnings and the error.
+fn sections(out: &mut String, s: &RunSummary) {
+    if let Some(search) = &s.search {
+        let _ = writeln!(
+            out,
+            "\n## SLO capacity search ({} in / {} out tokens; {})\n",
+            s.config.input_len,
+            s.config.output_len,
+            arrival_description(&s.config.open_loop)
+        );
+        out.push_str(&search_section(search));
+    }
+    if !s.sweep.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n## Concurrency sweep ({})\n",
+            s.config.lengths_label()
+        );
+        out.push_str(&sweep_table(&s.sweep));
+        out.push_str("\nper-stream tok/s: mean decode speed of one request, (output − 1) / (E2E − TTFT). accept len: mean tokens per chunk after the first, as the client saw them (client / server when the engine reports it).\n");
+        out.push_str(&telemetry_table(&s.sweep));
+    }
+    if !s.rates.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n## {} ({}; {})\n",
+            if s.search.is_some() {
+                "Request-rate levels: the search probes, in the order they ran"
+            } else {
+                "Request-rate sweep"
+            },
+            s.config.lengths_label(),
+            arrival_description(&s.config.open_loop)
+        );
+        out.push_str(&rate_table(&s.rates));
+        out.push_str("\nrate: requests/s the schedule was drawn for; sent req/s: the rate requests actually went out at; done req/s: completions over the level's window. client queue: how long a request waited in servetop past its scheduled time (a full --max-concurrency, or a client that fell behind); the server's own queueing shows up in TTFT.\n");
+        out.push_str(&telemetry_table(&s.rates));
+    }
+    if !s.long_context.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n## Long context ({} output tokens, {} at a time)\n",
+            s.config.long_context_output_len, 1
+        );
+        out.push_str(&long_context_table(&s.long_context));
+    }
+    if !s.multi_turn.is_empty() {
+        out.push_str("\n## Multi-turn chats\n\n");
+        out.push_str(&turns_table(s));
+        out.push_str("\nEach turn sends the whole conversation so far (earlier messages and the server's real replies) plus a new message. cached: prompt tokens the server says it served from its prefix cache (usage.prompt_tokens_details.cached_tokens), over the requests that reported it; later turns should prefill little more than the new message.\n");
+    }
+    let crashes: Vec<&LevelSummary> = s.levels().filter(|l| l.server_crash.is_some()).collect();
+    if !crashes.is_empty() {
+        out.push_str("\n## Server crashes\n\n");
+        for l in crashes {
+            let _ = writeln!(
+                out,
+                "- during {}: {}",
+                l.label(),
+                l.server_crash.as_deref().unwrap_or_default()
+            );
+        }
+    }
+    if !s.warnings.is_empty() {
+        out.push_str("\n## Warnings\n\n");
+        for w in &s.warnings {
+            let _ = writeln!(out, "- {w}");
+        }
+    }
+    if let Some(e) = &s.error {
+        let _ = writeln!(out, "\n**Run stopped:** {e}");
+    }
+}
+
+/// `output: server usage (all); per chunk: per-chunk usage (all)`.
+fn count_sources(s: &RunSummary) -> String {
+    use std::collections::BTreeMap;
+    let mut out_src: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut chunk_src: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let (mut deliveries, mut multi) = (0u64, 0.0f64);
+    for l in s.levels() {
+        if let Some(st) = &l.stats {
+            deliveries += st.scalars.deliveries;
+            multi +=
+                st.scalars.multi_event_delivery_share.unwrap_or(0.0) * st.scalars.deliveries as f64;
+            for (k, v) in &st.scalars.output_token_sources {
+                *out_src.entry(k.label()).or_default() += v;
+            }
+            for (k, v) in &st.scalars.chunk_token_sources {
+                *chunk_src.entry(k.label()).or_default() += v;
+            }
+        }
+    }
+    let fmt = |m: &BTreeMap<&str, u64>| {
+        m.iter()
+            .map(|(k, v)| format!("{k} ({v} requests)"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if out_src.is_empty() {
+        return String::new();
+    }
+    let mut line = format!(
+        "output totals from {}; tokens per chunk from {}",
+        fmt(&out_src),
+        fmt(&chunk_src)
+    );
+    if deliveries > 0 {
+        let _ = write!(
+            line,
+            "; {:.1} % of {deliveries} deliveries held several events",
+            100.0 * multi / deliveries as f64
+        );
+    }
+    line
+}
