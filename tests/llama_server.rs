@@ -31,12 +31,13 @@
 
 mod real_server;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use real_server::cores;
+use real_server::llama::{ALIAS, Paths, paths};
 use servetop::client::{Backend, Engine, detect};
 use servetop::config::{BackendChoice, RunConfig};
 use servetop::event::RunState;
@@ -47,48 +48,8 @@ use servetop::summary::{LevelStatus, RunSummary};
 use servetop::workload::RequestCount;
 use tokio_util::sync::CancellationToken;
 
-/// The name the servers give their model (`-a`).
-const ALIAS: &str = "tiny-llama.gguf";
-
 /// Tests that talk to a server take turns: they share one core.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-struct Paths {
-    server: PathBuf,
-    target: PathBuf,
-    draft: PathBuf,
-}
-
-fn cache_dir() -> PathBuf {
-    std::env::var_os("SERVETOP_LLAMA_DIR").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/llama"),
-        PathBuf::from,
-    )
-}
-
-/// The binary and models, or `None` (after saying why) when this machine has not built them.
-fn paths(test: &str) -> Option<Paths> {
-    let dir = cache_dir();
-    let p = Paths {
-        server: dir.join("bin/llama-server"),
-        target: dir.join("models/tiny-llama.gguf"),
-        draft: dir.join("models/tiny-llama-draft.gguf"),
-    };
-    let missing: Vec<String> = [&p.server, &p.target, &p.draft]
-        .iter()
-        .filter(|f| !f.exists())
-        .map(|f| f.display().to_string())
-        .collect();
-    if missing.is_empty() {
-        return Some(p);
-    }
-    let why = format!(
-        "llama_server::{test}: llama-server or its test models are missing ({}); build them with scripts/llama/build.sh (about 10 min on 2 cores)",
-        missing.join(", ")
-    );
-    real_server::skip("llama-server", "SERVETOP_REQUIRE_LLAMA", &why);
-    None
-}
 
 /// Keeps this process (the client) off the server's core (the last), once.
 fn pin_client() {
@@ -812,103 +773,4 @@ async fn speculative_decoding_known_answers() {
     // More acceptance, longer accept lengths, on both sides.
     assert!(high_server > low_server + 1.0);
     assert!(high_client > low_client + 0.8);
-}
-
-/// `--serve` against the real llama-server: servetop starts it at `-c 1024`, and the ladder's
-/// 2000- and 4000-token lengths (16 output tokens each) make it restart the server at the first
-/// `--context-steps` value that holds each: 2048, then 4096. Every length is measured, each by
-/// the server results.json says, the context is read back from the restarted server's /props,
-/// and no llama-server is left when servetop exits.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_restarts_the_server_for_a_longer_context() {
-    let Some(p) = paths("serve_restarts_the_server_for_a_longer_context") else {
-        return;
-    };
-    let _turn = SERIAL.lock().await;
-    let n = cores();
-    let pin = if n >= 2 {
-        format!("taskset -c {} ", n - 1)
-    } else {
-        String::new()
-    };
-    let cmd = format!(
-        "{pin}{} -m {} -a {ALIAS} --host 127.0.0.1 --port {{port}} -c {{context_len}} -np 1 -t 1 --metrics",
-        p.server.display(),
-        p.target.display()
-    );
-    let dir = temp_run_dir("serve-restart");
-    let mut servetop = std::process::Command::new(env!("CARGO_BIN_EXE_servetop"));
-    servetop.args([
-        "run",
-        "--serve",
-        &cmd,
-        "--context-len",
-        "1024",
-        "--context-steps",
-        "2048,4096,8192",
-        "--concurrency",
-        "none",
-        "--long-context",
-        "500,2000,4000",
-        "--long-context-output-len",
-        "16",
-        "--long-context-repeats",
-        "1",
-        "--headless",
-        "--no-gpu",
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
-    let out = tokio::task::spawn_blocking(move || servetop.output().unwrap())
-        .await
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let r: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
-    let contexts: Vec<u64> = r["servers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["context_len"].as_u64().unwrap())
-        .collect();
-    assert_eq!(contexts, [1024, 2048, 4096], "{stderr}");
-    let measured: Vec<(&str, u64)> = r["long_context"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| {
-            (
-                l["status"].as_str().unwrap(),
-                l["server_index"].as_u64().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(
-        measured,
-        [("done", 0), ("done", 1), ("done", 2)],
-        "{stderr}"
-    );
-    // Read back from the last server's /props, not taken from the flag.
-    assert_eq!(r["server"]["context_limit"].as_u64(), Some(4096));
-    let port = r["servers"][0]["port"].as_u64().unwrap();
-    let gone = (0..200).any(|_| {
-        let alive = std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-            std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
-                String::from_utf8_lossy(&c)
-                    .replace('\0', " ")
-                    .contains(&format!("--port {port} "))
-            })
-        });
-        if alive {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        !alive
-    });
-    assert!(gone, "a llama-server on port {port} outlived servetop");
-    assert!(
-        std::fs::read_to_string(dir.join("server.log"))
-            .unwrap()
-            .contains("llama")
-    );
 }

@@ -39,6 +39,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use real_server::vllm::{available, cache_dir, root};
 use real_server::{free_port, http_get};
 use servetop::client::{Engine, RequestSpec, RequestTag};
 use servetop::config::{BackendChoice, RunConfig};
@@ -58,38 +59,6 @@ const NGRAM: &str = r#"{"method":"ngram","num_speculative_tokens":3,"prompt_look
 
 /// Tests that talk to a server take turns: vLLM takes a core of two.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn cache_dir() -> PathBuf {
-    std::env::var_os("SERVETOP_VLLM_DIR").map_or_else(|| root().join(".cache/vllm"), PathBuf::from)
-}
-
-/// Whether the venv and model are there; says why not (and fails under
-/// `SERVETOP_REQUIRE_VLLM=1`).
-fn available(test: &str) -> bool {
-    let dir = cache_dir();
-    let missing: Vec<String> = [
-        dir.join("venv/bin/python"),
-        dir.join("model/config.json"),
-        dir.join("model/tokenizer.json"),
-    ]
-    .iter()
-    .filter(|f| !f.exists())
-    .map(|f| f.display().to_string())
-    .collect();
-    if missing.is_empty() {
-        return true;
-    }
-    let why = format!(
-        "vllm_server::{test}: vLLM's CPU build or its test model is missing ({}); install them with scripts/vllm/setup.sh (about 2 min, 6 GB)",
-        missing.join(", ")
-    );
-    real_server::skip("vLLM", "SERVETOP_REQUIRE_VLLM", &why);
-    false
-}
 
 /// Keeps this process (the client) off core 0, where vLLM computes.
 fn pin_client() {

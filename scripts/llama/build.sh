@@ -7,7 +7,7 @@
 #   scripts/llama/build.sh            # build into .cache/llama (about 10 min on 2 cores)
 #   SERVETOP_LLAMA_DIR=/elsewhere scripts/llama/build.sh
 #
-# What it leaves (tests/llama_server.rs looks in the same places):
+# What it leaves (tests/real_server/llama.rs looks in the same places):
 #   $DIR/bin/llama-server    a link into the build's bin/ (shared libraries sit beside the binary)
 #   $DIR/models/tiny-llama.gguf, $DIR/models/tiny-llama-draft.gguf
 #

@@ -7,7 +7,7 @@
 #   scripts/vllm/setup.sh            # into .cache/vllm (about 1-2 min from an empty pip cache)
 #   SERVETOP_VLLM_DIR=/elsewhere scripts/vllm/setup.sh
 #
-# What it leaves (tests/vllm_server.rs and scripts/vllm/serve.sh look in the same places):
+# What it leaves (tests/real_server/vllm.rs and scripts/vllm/serve.sh look in the same places):
 #   $DIR/venv/bin/python     a Python with vllm importable
 #   $DIR/model/              config.json, model.safetensors, tokenizer.json, tokenizer_config.json
 #

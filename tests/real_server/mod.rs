@@ -5,6 +5,9 @@
 // Each suite uses its own share of these.
 #![allow(dead_code)]
 
+pub mod llama;
+pub mod vllm;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
@@ -142,4 +145,59 @@ pub fn records(dir: &std::path::Path) -> Vec<servetop::metrics::RequestRecord> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
+}
+
+/// A run directory's results.json.
+pub fn results(dir: &std::path::Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap()
+}
+
+/// The process ids whose command line holds `needle` (read from /proc).
+pub fn pids_with(needle: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+                String::from_utf8_lossy(&c)
+                    .replace('\0', " ")
+                    .contains(needle)
+            })
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Waits (for the state, up to 20 s) until no process started with `--port {port}` runs.
+pub fn server_gone(port: u64) -> bool {
+    let needle = format!("--port {port} ");
+    let t = std::time::Instant::now();
+    while t.elapsed() < Duration::from_secs(20) {
+        if pids_with(&needle).is_empty() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
+/// Waits until the first level of the run writing `dir` is under way (read from
+/// results.json); the port of the server servetop started for it.
+pub fn first_level_running(dir: &std::path::Path) -> u64 {
+    let t = std::time::Instant::now();
+    loop {
+        let r = std::fs::read(dir.join("results.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+        if let Some(r) = r
+            && r["sweep"][0]["status"] == "running"
+        {
+            return r["servers"][0]["port"].as_u64().unwrap();
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "the level never ran"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -1,0 +1,306 @@
+//! `--serve` against the real llama-server (built by `scripts/llama/build.sh`): servetop starts
+//! it, restarts it with a larger `-c` for a ladder, survives it being killed mid-level, and runs
+//! a `-np` sweep, leaving no server behind. Without the binary every test says why it skipped
+//! and passes; with `SERVETOP_REQUIRE_LLAMA=1` (set by `.ci/run`) they must run.
+//!
+//! Each server is pinned to the last core (`taskset`, `-t 1`); the tests take turns.
+
+// Integration tests may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+mod real_server;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use real_server::llama::{ALIAS, Paths, paths};
+use real_server::{cores, first_level_running, pids_with, results, server_gone, temp_run_dir};
+
+/// Tests that start a server take turns: they share one core.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The llama-server command for `--serve`, on the last core, `-np` slots.
+fn serve_command(p: &Paths, np: u32) -> String {
+    let n = cores();
+    let pin = if n >= 2 {
+        format!("taskset -c {} ", n - 1)
+    } else {
+        String::new()
+    };
+    format!(
+        "{pin}{} -m {} -a {ALIAS} --host 127.0.0.1 --port {{port}} -c {{context_len}} -np {np} -t 1 --metrics",
+        p.server.display(),
+        p.target.display()
+    )
+}
+
+fn servetop(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_servetop"));
+    c.args(["run", "--headless", "--no-gpu"]).args(args);
+    c
+}
+
+fn dir_arg(dir: &Path) -> &str {
+    dir.to_str().unwrap()
+}
+
+/// servetop starts llama-server at `-c 1024`, and the ladder's 2000- and 4000-token lengths (16
+/// output tokens each) make it restart the server at the first `--context-steps` value that
+/// holds each: 2048, then 4096. Every length is measured, each by the server results.json
+/// says, the context is read back from the restarted server's /props, and no llama-server is
+/// left when servetop exits.
+#[test]
+fn serve_restarts_the_server_for_a_longer_context() {
+    let Some(p) = paths("serve_restarts_the_server_for_a_longer_context") else {
+        return;
+    };
+    let _turn = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let cmd = serve_command(&p, 1);
+    let dir = temp_run_dir("llama-serve", "restart");
+    let out = servetop(&[
+        "--serve",
+        &cmd,
+        "--context-len",
+        "1024",
+        "--context-steps",
+        "2048,4096,8192",
+        "--concurrency",
+        "none",
+        "--long-context",
+        "500,2000,4000",
+        "--long-context-output-len",
+        "16",
+        "--long-context-repeats",
+        "1",
+        "--out",
+        dir_arg(&dir),
+    ])
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let r = results(&dir);
+    let contexts: Vec<u64> = r["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["context_len"].as_u64().unwrap())
+        .collect();
+    assert_eq!(contexts, [1024, 2048, 4096], "{stderr}");
+    let measured: Vec<(&str, u64)> = r["long_context"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["status"].as_str().unwrap(),
+                l["server_index"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        measured,
+        [("done", 0), ("done", 1), ("done", 2)],
+        "{stderr}"
+    );
+    // Read back from the last server's /props, not taken from the flag.
+    assert_eq!(r["server"]["context_limit"].as_u64(), Some(4096));
+    let port = r["servers"][0]["port"].as_u64().unwrap();
+    assert!(
+        server_gone(port),
+        "a llama-server on port {port} outlived servetop"
+    );
+    assert!(
+        std::fs::read_to_string(dir.join("server.log"))
+            .unwrap()
+            .contains("llama")
+    );
+}
+
+/// llama-server killed (SIGKILL, as the OOM killer does) during the first level: the level
+/// records how it exited, with its last log lines, and keeps its failed requests;
+/// `--restart-on-crash` starts it again on the same port and the second level is measured whole
+/// by the new server.
+#[test]
+fn a_killed_server_is_classified_and_restarted_once() {
+    let Some(p) = paths("a_killed_server_is_classified_and_restarted_once") else {
+        return;
+    };
+    let _turn = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let cmd = serve_command(&p, 1);
+    let dir = temp_run_dir("llama-serve", "crash");
+    let child = servetop(&[
+        "--serve",
+        &cmd,
+        "--context-len",
+        "2048",
+        "--restart-on-crash",
+        "--concurrency",
+        "1,2",
+        "--requests-per-level",
+        "200",
+        "--input-len",
+        "100",
+        "--output-len",
+        "32",
+        "--long-context",
+        "none",
+        "--out",
+        dir_arg(&dir),
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let port = first_level_running(&dir);
+    let server = pids_with(&format!("llama-server -m {}", p.target.display()))
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                String::from_utf8_lossy(&c).starts_with(&*p.server.to_string_lossy())
+            })
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(server.len(), 1, "one llama-server runs: {server:?}");
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", &server[0]])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let r = results(&dir);
+    let first = &r["sweep"][0];
+    let crash = first["server_crash"].as_str().unwrap_or_default();
+    assert!(
+        crash.contains("killed by signal 9") || crash.contains("exited with code 137"),
+        "{crash}"
+    );
+    assert!(crash.contains("last log lines: "), "{crash}");
+    assert!(first["completed"].as_u64().unwrap() < 200, "{first}");
+    let second = &r["sweep"][1];
+    assert_eq!(second["completed"].as_u64(), Some(200), "{stderr}");
+    assert_eq!(second["server_index"].as_u64(), Some(1));
+    let servers = r["servers"].as_array().unwrap();
+    assert_eq!(servers.len(), 2);
+    assert_eq!(servers[1]["port"].as_u64(), Some(port));
+    assert!(
+        server_gone(port),
+        "a llama-server on port {port} outlived servetop"
+    );
+}
+
+/// The share of the time requests were generating (first token to last) that another request
+/// of the same level was generating too: 0 when the server serves one at a time.
+fn overlap_share(dir: &Path) -> f64 {
+    let windows: Vec<(u64, u64)> = real_server::records(dir)
+        .iter()
+        .filter(|r| !r.warmup && r.level == 0)
+        .map(|r| {
+            (
+                r.send_at_us + r.ttft_us.unwrap(),
+                r.send_at_us + r.e2e_us.unwrap(),
+            )
+        })
+        .collect();
+    let total: u64 = windows.iter().map(|(a, b)| b - a).sum();
+    let shared: u64 = windows
+        .iter()
+        .enumerate()
+        .map(|(i, &(a, b))| {
+            windows
+                .iter()
+                .enumerate()
+                .filter(|&(j, _)| j != i)
+                .map(|(_, &(c, d))| b.min(d).saturating_sub(a.max(c)))
+                .max()
+                .unwrap_or(0)
+        })
+        .sum();
+    shared as f64 / total as f64
+}
+
+/// `--serve-param=-np=1,2`: the plan runs once per slot count, each llama-server started with
+/// it (the command's own `-np 1` replaced), each run in its own directory, the comparison in the
+/// run directory. The known answer: with one slot llama-server generates for one request at a
+/// time, so at C=2 no two requests' generation overlaps; with two slots they run side by side.
+#[test]
+fn an_np_sweep_runs_each_slot_count_and_compares_them() {
+    let Some(p) = paths("an_np_sweep_runs_each_slot_count_and_compares_them") else {
+        return;
+    };
+    let _turn = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let cmd = serve_command(&p, 1);
+    let dir = temp_run_dir("llama-serve", "np-sweep");
+    let out = servetop(&[
+        "--serve",
+        &cmd,
+        "--context-len",
+        "2048",
+        "--serve-param=-np=1,2",
+        "--concurrency",
+        "2",
+        "--requests-per-level",
+        "12",
+        "--input-len",
+        "200",
+        "--output-len",
+        "32",
+        "--long-context",
+        "none",
+        "--out",
+        dir_arg(&dir),
+    ])
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    for np in ["1", "2"] {
+        let sub = dir.join(format!("np-{np}"));
+        let r = results(&sub);
+        let ran = r["servers"][0]["command"].as_str().unwrap();
+        assert!(ran.contains(&format!(" -np {np} ")), "{ran}");
+        assert_eq!(ran.matches(" -np ").count(), 1, "{ran}");
+        assert_eq!(r["sweep"][0]["completed"].as_u64(), Some(12), "{stderr}");
+        let port = r["servers"][0]["port"].as_u64().unwrap();
+        assert!(
+            server_gone(port),
+            "a llama-server on port {port} outlived servetop"
+        );
+    }
+    let (one, two) = (
+        overlap_share(&dir.join("np-1")),
+        overlap_share(&dir.join("np-2")),
+    );
+    assert!(
+        one < 0.05,
+        "with one slot {:.0} % of generation overlapped",
+        one * 100.0
+    );
+    assert!(
+        two > 0.5,
+        "with two slots only {:.0} % of generation overlapped",
+        two * 100.0
+    );
+    let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(
+        md.contains("## -np 1 (") && md.contains("## -np 2 ("),
+        "{md}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("sweep.csv"))
+            .unwrap()
+            .lines()
+            .count(),
+        3
+    );
+}
