@@ -4,6 +4,13 @@ use clap::Parser;
 
 fn main() {
     let cli = servetop::cli::Cli::parse();
+    // Whatever panics, and however (a dead terminal can turn one into an abort), a server
+    // servetop started goes first.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        servetop::serve::kill_all_now();
+        default_hook(info);
+    }));
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -191,6 +191,45 @@ fn an_interrupted_run_stops_the_server_it_started() {
     }
 }
 
+/// The dashboard's terminal disappears mid-level (an SSH session dropped: the pseudo-terminal
+/// `script` gave it is closed, so servetop gets SIGHUP and every write to the screen fails).
+/// servetop must still stop its server and leave nothing running.
+#[test]
+fn a_dashboard_whose_terminal_disappears_still_stops_the_server() {
+    let dir = std::env::temp_dir().join(format!("servetop-serve-hup-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let inner = format!(
+        "{} run --serve '{}' --context-len 8192 --concurrency 1 --requests-per-level 2000 --output-len 16 --long-context none --no-gpu --out {}",
+        bin(),
+        sim_command(),
+        dir.display()
+    );
+    // `script` runs the dashboard on a pseudo-terminal of its own; its stdin stays open.
+    let mut term = Command::new("script")
+        .args(["-qfec", &inner, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let port = first_level_running(&dir);
+    assert!(listening(port));
+    // SIGKILL: the terminal goes without a word, as when the network drops.
+    term.kill().unwrap();
+    let _ = term.wait();
+    assert!(
+        wait_gone(port),
+        "the server on port {port} outlived its dashboard"
+    );
+    let out = format!("--out {}", dir.display());
+    let t = Instant::now();
+    while running(&out) && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!running(&out), "servetop itself still runs");
+    assert_eq!(results(&dir)["state"], "interrupted");
+}
+
 /// Waits for the first level of the run writing `dir` to be under way (a state, read from
 /// results.json); the port of the server it started.
 fn first_level_running(dir: &Path) -> u64 {

@@ -2,6 +2,23 @@
 //! and its outcome into the process exit code: 0 finished (even with failed requests), 1
 //! aborted mid-run, 2 bad input, 130 interrupted. Nothing else in the crate imports this layer.
 
+/// `eprintln!` that never panics: once the terminal is gone (a dropped SSH session) a failed
+/// write must not abort servetop before it has stopped its server and saved the run.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
+/// `println!` that never panics (see `say!`).
+macro_rules! print_out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
 pub mod demo;
 pub mod gpu;
 pub mod report;

@@ -28,7 +28,7 @@ pub async fn run(a: RunArgs) -> i32 {
         Ok(cfg) if !combos.is_empty() => {
             Box::pin(super::serve_sweep::serve_sweep(cfg, combos, &a.output)).await
         }
-        Ok(cfg) => execute(cfg, None, &a.output).await,
+        Ok(cfg) => Box::pin(execute(cfg, None, &a.output)).await,
         Err(e) => fail(&e),
     }
 }
@@ -100,7 +100,7 @@ fn spawn_signal_watch(cancel: CancellationToken, say: bool) {
             let _ = tokio::signal::ctrl_c().await;
         }
         if say {
-            eprintln!(
+            say!(
                 "servetop: stopping — in-flight requests get their grace period, results are being saved"
             );
         }
@@ -129,13 +129,13 @@ async fn launch(cfg: &mut RunConfig, out: &OutputArgs) -> Result<Option<Served>,
     std::fs::create_dir_all(&dir)
         .map_err(|e| format!("cannot create output directory {}: {e}", dir.display()))?;
     let mut m = ManagedServer::start(&serve.command, serve.context_len, &dir.join("server.log"))?;
-    eprintln!("[server] starting: {}", m.launch.command);
+    say!("[server] starting: {}", m.launch.command);
     let timeout = std::time::Duration::from_secs_f64(serve.timeout_s);
     let url = m.base_url();
     let ready = m
         .wait_ready(&reqwest::Client::new(), timeout, |s| {
             if (s as u64).is_multiple_of(5) {
-                eprintln!(
+                say!(
                     "[server] waiting for {url}/health · {s:.0} s of {:.0}",
                     serve.timeout_s
                 );
@@ -143,7 +143,7 @@ async fn launch(cfg: &mut RunConfig, out: &OutputArgs) -> Result<Option<Served>,
         })
         .await;
     match ready {
-        Ok(s) => eprintln!("[server] ready after {s:.1} s at {url}"),
+        Ok(s) => say!("[server] ready after {s:.1} s at {url}"),
         Err(e) => {
             m.stop(crate::serve::GRACE).await;
             return Err(e);
@@ -180,7 +180,7 @@ async fn execute_with(
         Ok(s) => s,
         Err(e) => {
             // Not bad input: the server it was asked to start did not come up.
-            eprintln!("servetop: {e}");
+            say!("servetop: {e}");
             return 1;
         }
     };
@@ -225,10 +225,10 @@ async fn execute_with(
     let dashboard = !out.headless && crate::tui::available();
     spawn_signal_watch(cancel.clone(), !dashboard);
     init_file_log(&dir);
-    let (state, session) = if dashboard {
+    let ran = if dashboard {
         // Boxed: the dashboard's and the headless loop's futures are large, and every command
         // that runs one would otherwise carry them inline.
-        match Box::pin(crate::tui::run(
+        Box::pin(crate::tui::run(
             &cfg,
             prepared,
             initial,
@@ -241,18 +241,8 @@ async fn execute_with(
             cancel,
         ))
         .await
-        {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!(
-                    "servetop: the dashboard failed ({e}); results so far are in {}",
-                    dir.display()
-                );
-                return 1;
-            }
-        }
     } else {
-        Box::pin(run_prepared(
+        Ok(Box::pin(run_prepared(
             &cfg,
             prepared,
             initial,
@@ -260,15 +250,26 @@ async fn execute_with(
             false,
             cancel,
         ))
-        .await
+        .await)
     };
     if let Some((handle, _)) = &serve {
-        // Its GPU memory is given back before the charts are drawn.
+        // However the run ended (even with the dashboard failed), its GPU memory is given back
+        // first, before anything else can go wrong.
         handle.stop().await;
     }
-    println!("{}", headless::final_tables(&session));
+    let (state, session) = match ran {
+        Ok(r) => r,
+        Err(e) => {
+            say!(
+                "servetop: the dashboard failed ({e}); results so far are in {}",
+                dir.display()
+            );
+            return 1;
+        }
+    };
+    print_out!("{}", headless::final_tables(&session));
     write_charts(&dir, session.summary.clone(), out.chart_size).await;
-    eprintln!("results: {}", dir.display());
+    say!("results: {}", dir.display());
     match state {
         RunState::Finished | RunState::Running => 0,
         RunState::Interrupted => EXIT_INTERRUPTED,
@@ -287,7 +288,7 @@ async fn write_charts(dir: &std::path::Path, summary: RunSummary, size: (u32, u3
     })
     .await;
     match charts {
-        Ok(Ok(_)) => eprintln!(
+        Ok(Ok(_)) => say!(
             "charts: {} (throughput, latency, long_context, spec_decoding, gpu_timeline{}{}{} .png); tables: sweep.csv, long_context.csv{}{}",
             dir.join("charts").display(),
             if has_rates { ", rates" } else { "" },
@@ -296,7 +297,7 @@ async fn write_charts(dir: &std::path::Path, summary: RunSummary, size: (u32, u3
             if has_rates { ", rates.csv" } else { "" },
             if has_turns { ", turns.csv" } else { "" },
         ),
-        Ok(Err(e)) => eprintln!("servetop: charts not written: {e}"),
-        Err(e) => eprintln!("servetop: charts not written: {e}"),
+        Ok(Err(e)) => say!("servetop: charts not written: {e}"),
+        Err(e) => say!("servetop: charts not written: {e}"),
     }
 }

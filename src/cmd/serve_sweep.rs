@@ -53,7 +53,7 @@ pub async fn serve_sweep(
         let label = s.params_label();
         let sub = parent.join(dir_name(&s.params));
         c.serve = Some(s);
-        eprintln!("[config {}/{n}] {label} → {}", i + 1, sub.display());
+        say!("[config {}/{n}] {label} → {}", i + 1, sub.display());
         let mut o = out.clone();
         o.out = Some(sub.clone());
         let code = Box::pin(super::run::execute_one_of_several(c, &o, i + 1 < n)).await;
@@ -68,12 +68,12 @@ pub async fn serve_sweep(
     }
     if dirs.len() > 1 {
         match crate::export::report::report(&dirs, &labels, Some(&parent), out.chart_size) {
-            Ok(_) => eprintln!(
+            Ok(_) => say!(
                 "comparison of {} configurations: {} (summary.md, sweep.csv, charts/)",
                 dirs.len(),
                 parent.display()
             ),
-            Err(e) => eprintln!("servetop: the comparison was not written: {e}"),
+            Err(e) => say!("servetop: the comparison was not written: {e}"),
         }
     }
     worst

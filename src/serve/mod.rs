@@ -14,6 +14,33 @@ mod supervisor;
 
 pub use supervisor::{GRACE, ServeHandle, supervise};
 
+/// The process groups of the servers running now: a panic (whose unwinding may never reach
+/// their `Drop`) kills them first, through [`kill_all_now`].
+static RUNNING: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+fn running(pgid: i32, live: bool) {
+    let mut r = RUNNING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    r.retain(|&p| p != pgid);
+    if live {
+        r.push(pgid);
+    }
+}
+
+/// SIGKILLs every server servetop started and has not stopped. For the panic hook: it never
+/// blocks (a lock held elsewhere is skipped) and never panics.
+pub fn kill_all_now() {
+    if let Ok(r) = RUNNING.try_lock() {
+        for &pgid in r.iter() {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pgid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
 /// One server servetop started, as results.json's `servers` list records it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ServerLaunch {
@@ -217,6 +244,9 @@ impl ManagedServer {
                 .spawn()
                 .map_err(|e| format!("cannot start the server ({command}): {e}"))?
         };
+        if let Ok(pgid) = i32::try_from(child.id()) {
+            running(pgid, true);
+        }
         Ok(Self {
             child,
             log: log.to_path_buf(),
@@ -323,6 +353,14 @@ impl ManagedServer {
         self.signal(nix::sys::signal::Signal::SIGKILL);
         let _ = self.child.wait();
         self.stopped = true;
+        self.forget();
+    }
+
+    /// No longer among the servers a panic kills.
+    fn forget(&self) {
+        if let Ok(pgid) = i32::try_from(self.child.id()) {
+            running(pgid, false);
+        }
     }
 
     fn signal(&self, s: nix::sys::signal::Signal) {
@@ -340,6 +378,7 @@ impl Drop for ManagedServer {
         if !self.stopped {
             self.signal(nix::sys::signal::Signal::SIGKILL);
             let _ = self.child.wait();
+            self.forget();
         }
     }
 }

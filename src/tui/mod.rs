@@ -105,8 +105,16 @@ pub async fn run(
     screen: Screen,
     cancel: CancellationToken,
 ) -> std::io::Result<(RunState, Session)> {
-    install_panic_hook(ratatui::restore);
-    let mut terminal = ratatui::try_init()?;
+    // ratatui's own panic hook prints with `eprintln!`, which panics (and so aborts) once the
+    // terminal is gone: put the hook that was there back, behind one that restores quietly.
+    let outer = std::panic::take_hook();
+    let terminal = ratatui::try_init();
+    drop(std::panic::take_hook());
+    std::panic::set_hook(outer);
+    install_panic_hook(|| {
+        let _ = ratatui::try_restore();
+    });
+    let mut terminal = terminal?;
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let loop_ = Loop {
         fps: screen.fps,
@@ -118,7 +126,7 @@ pub async fn run(
     let app = App::new(Session::new(summary), start.live_tokens.clone(), no_color)
         .with_sink(Sink::new(files));
     let r = loop_.run(app, start, &mut terminal, &cancel).await;
-    ratatui::restore();
+    let _ = ratatui::try_restore();
     r
 }
 
