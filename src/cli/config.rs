@@ -15,6 +15,7 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         s.percentile = percentile;
     }
     let search = search_config(a)?;
+    let chat = chat_extras(a)?;
     let cfg = RunConfig {
         base_url: a
             .base_url
@@ -85,6 +86,7 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
             params: Vec::new(),
         }),
         search,
+        chat,
     };
     let cfg = if cfg.search.is_some() {
         // The search runs alone: its probes are the run's levels.
@@ -182,6 +184,12 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, String> {
         }
         c.trailer_delay_ms = ms;
     }
+    if let Some(n) = a.reasoning_tokens {
+        c.reasoning_tokens = n;
+    }
+    if let Some(n) = a.tool_calls {
+        c.tool_calls = n;
+    }
     if let Some(s) = a.seed {
         c.seed = s;
     }
@@ -207,6 +215,37 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, String> {
     }
     c.validate()?;
     Ok(c)
+}
+
+/// `--tools`, `--tool-choice` and `--chat-template-kwargs`.
+fn chat_extras(a: &RunArgs) -> Result<crate::config::ChatExtras, String> {
+    let tools = a
+        .tools
+        .as_deref()
+        .map(crate::config::ChatExtras::load_tools)
+        .transpose()?;
+    let chat_template_kwargs = a
+        .chat_template_kwargs
+        .as_deref()
+        .map(|j| {
+            let v: serde_json::Value = serde_json::from_str(j)
+                .map_err(|e| format!("--chat-template-kwargs: not JSON ({e}): {j}"))?;
+            if v.is_object() {
+                Ok(v)
+            } else {
+                Err(format!(
+                    "--chat-template-kwargs takes a JSON object, e.g. '{{\"enable_thinking\": true}}', not {j}"
+                ))
+            }
+        })
+        .transpose()?;
+    Ok(crate::config::ChatExtras {
+        tool_choice: tools
+            .as_ref()
+            .map(|_| a.tool_choice.clone().unwrap_or_else(|| "auto".into())),
+        tools,
+        chat_template_kwargs,
+    })
 }
 
 /// Every combination of one value per `--serve-param NAME=V1,V2` (the first flag's values vary

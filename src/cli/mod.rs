@@ -366,6 +366,18 @@ pub struct RunArgs {
     /// Sampling temperature.
     #[arg(long, default_value = "0")]
     pub temperature: f64,
+    /// Offer these tools with every chat request: a JSON file of OpenAI tools (a list, or
+    /// {"tools": [...]}), or `builtin` for three small ones. The streamed tool calls count as
+    /// output; each request's calls and time to the first are recorded.
+    #[arg(long, value_name = "FILE|builtin")]
+    pub tools: Option<String>,
+    /// `tool_choice` sent with --tools: auto (default), required or none.
+    #[arg(long, value_name = "CHOICE", requires = "tools", value_parser = ["auto", "required", "none"])]
+    pub tool_choice: Option<String>,
+    /// `chat_template_kwargs` for every chat request (SGLang, vLLM), e.g.
+    /// `'{"enable_thinking": true}'`.
+    #[arg(long, value_name = "JSON")]
+    pub chat_template_kwargs: Option<String>,
     /// Seconds from sending to the first token before a request counts as a timeout.
     #[arg(long, value_name = "S", default_value = "600")]
     pub first_token_timeout: f64,
@@ -502,6 +514,15 @@ pub struct SimArgs {
     /// (default 0): latency ends at the last token, so E2E and TPOT must not move.
     #[arg(long, value_name = "MS")]
     pub trailer_delay_ms: Option<f64>,
+    /// Chat answers think N tokens first (streamed as `reasoning_content` with SGLang's
+    /// flavor, as vLLM's `reasoning` with `completion_tokens_details.reasoning_tokens`
+    /// otherwise), then answer. Default 0: no reasoning.
+    #[arg(long, value_name = "N")]
+    pub reasoning_tokens: Option<u64>,
+    /// A chat request that offers `tools` gets N tool calls (`tool_calls` deltas) after any
+    /// reasoning, its answer tokens split over them. Default 0.
+    #[arg(long, value_name = "N")]
+    pub tool_calls: Option<u32>,
     /// Require this key as `Authorization: Bearer KEY` on /v1/* (as vLLM's --api-key), read
     /// from the environment variable named here.
     #[arg(long, value_name = "VAR")]

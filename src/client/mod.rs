@@ -9,6 +9,7 @@ pub mod bursts;
 pub mod detect;
 pub mod dialect;
 mod http;
+mod kinds;
 pub mod rxtime;
 pub mod sse;
 mod stream;
@@ -69,6 +70,8 @@ pub struct ClientOptions {
     pub tokenizer: Option<Arc<tokenizers::Tokenizer>>,
     /// Temperature sent with every request.
     pub temperature: f64,
+    /// Fields every chat request carries besides its messages (tools, template switches).
+    pub chat_extras: Arc<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// One message of a chat history.
@@ -291,6 +294,13 @@ impl Client {
                 } else {
                     b["messages"] = json!([{"role": "user", "content": prompt}]);
                 }
+                if backend == Backend::OpenaiChat
+                    && let Some(body) = b.as_object_mut()
+                {
+                    for (k, v) in self.opts.chat_extras.iter() {
+                        body.insert(k.clone(), v.clone());
+                    }
+                }
                 b
             }
         }
@@ -458,6 +468,11 @@ fn record_of(
         slot: None,
         cached_tokens: None,
         turn: None,
+        ttfc_us: None,
+        reasoning_tokens: None,
+        reasoning_source: None,
+        first_tool_call_us: None,
+        tool_calls: 0,
     }
 }
 

@@ -30,6 +30,8 @@ struct StreamFold {
     length_stop: bool,
     /// `[DONE]` arrived.
     done: bool,
+    /// Reasoning and tool calls, event by event.
+    kinds: super::kinds::KindFold,
 }
 
 impl StreamFold {
@@ -45,6 +47,7 @@ impl StreamFold {
             finished: false,
             length_stop: false,
             done: false,
+            kinds: super::kinds::KindFold::default(),
         }
     }
 }
@@ -260,6 +263,7 @@ impl Client {
             return Err(Failure::new(kind, format!("error in stream: {msg}")));
         }
         if let Some(u) = c.usage {
+            fold.kinds.usage_reasoning = u.reasoning_tokens.or(fold.kinds.usage_reasoning);
             fold.usage_prompt = u.prompt_tokens.or(fold.usage_prompt);
             fold.usage_cached = u.cached_tokens.or(fold.usage_cached);
             if !c.has_choice || dialect == Dialect::SglangNative {
@@ -278,7 +282,8 @@ impl Client {
                 // SGLang resends the whole text so far.
                 r.clear();
             }
-            r.push_str(&c.text);
+            // The answer only: a chat client sends back no reasoning (docs/metrics.md).
+            r.push_str(&c.content);
         }
         // A role-only opening chunk (chat) says nothing about how tokens are counted.
         if fold.counting.is_none() && c.cumulative_completion.is_none() && c.text.is_empty() {
@@ -309,6 +314,7 @@ impl Client {
             _ => u64::from(!c.text.is_empty()),
         };
         if n > 0 {
+            fold.kinds.add(c.kind, n, &c.tool_indices);
             self.live_tokens.fetch_add(n, Ordering::Relaxed);
             fold.chunks
                 .push(TokenChunk::new(at_us, n.min(u64::from(u32::MAX)) as u32));
@@ -334,6 +340,7 @@ impl Client {
             usage_completion,
             usage_cached,
             length_stop,
+            kinds,
             ..
         } = fold;
         let counting = counting.unwrap_or(ChunkCounting::OnePerChunk);
@@ -369,7 +376,13 @@ impl Client {
             Some((a, b)) => (Some(a), Some(b)),
             None => (None, None),
         };
+        let reasoning = kinds.settle(&chunks, &counts);
         RequestRecord {
+            ttfc_us: reasoning.ttfc_us,
+            reasoning_tokens: reasoning.reasoning_tokens,
+            reasoning_source: reasoning.reasoning_source,
+            first_tool_call_us: reasoning.first_tool_call_us,
+            tool_calls: reasoning.tool_calls,
             input_tokens,
             input_source,
             output_tokens: counts.output_tokens,

@@ -57,7 +57,14 @@ async fn resume(dir: &std::path::Path, out: &OutputArgs) -> i32 {
     if let Err(e) = cfg.validate() {
         return fail(&e);
     }
-    execute_with(cfg, summary.simulator.clone(), &out, Some(summary), false).await
+    Box::pin(execute_with(
+        cfg,
+        summary.simulator.clone(),
+        &out,
+        Some(summary),
+        false,
+    ))
+    .await
 }
 
 /// Sends tracing output to `servetop.log` in the run directory (never onto the dashboard).
@@ -159,13 +166,13 @@ async fn launch(cfg: &mut RunConfig, out: &OutputArgs) -> Result<Option<Served>,
 
 /// Runs a configuration against its server, headless, and writes the run directory.
 pub async fn execute(cfg: RunConfig, simulator: Option<SimConfig>, out: &OutputArgs) -> i32 {
-    execute_with(cfg, simulator, out, None, false).await
+    Box::pin(execute_with(cfg, simulator, out, None, false)).await
 }
 
 /// [`execute`] for one of several runs in a row: with `more_follow` the dashboard leaves when
 /// the run is over instead of waiting for `q`.
 pub async fn execute_one_of_several(cfg: RunConfig, out: &OutputArgs, more_follow: bool) -> i32 {
-    execute_with(cfg, None, out, None, more_follow).await
+    Box::pin(execute_with(cfg, None, out, None, more_follow)).await
 }
 
 /// [`execute`], continuing `previous` (a resumed run) when given.

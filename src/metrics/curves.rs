@@ -38,6 +38,11 @@ pub const TTFT_MS: Percentiles = Percentiles {
     p50: |s| s.dists.ttft_ms.as_ref().map(|d| d.p50),
     p99: |s| s.dists.ttft_ms.as_ref().map(|d| d.p99),
 };
+/// Time to the first token of the answer (after the thinking).
+pub const TTFC_MS: Percentiles = Percentiles {
+    p50: |s| s.dists.ttfc_ms.as_ref().map(|d| d.p50),
+    p99: |s| s.dists.ttfc_ms.as_ref().map(|d| d.p99),
+};
 /// Inter-token latency, per token.
 pub const ITL_MS: Percentiles = Percentiles {
     p50: |s| s.dists.itl_ms.as_ref().map(|d| d.p50),

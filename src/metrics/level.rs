@@ -62,6 +62,7 @@ pub struct LevelAccumulator {
     /// Cached prompt tokens the server reported, and a multi-turn level's turns.
     cache: super::turns::CacheFold,
     turns: super::turns::TurnsFold,
+    reasoning: super::reasoning::ReasoningFold,
 }
 
 impl LevelAccumulator {
@@ -117,6 +118,7 @@ impl LevelAccumulator {
 
         self.completed += 1;
         self.cache.add(r);
+        self.reasoning.add(r);
         self.input_tokens += r.input_tokens;
         self.output_tokens += r.output_tokens;
         *self.output_sources.entry(r.output_source).or_default() += 1;
@@ -234,6 +236,7 @@ impl LevelAccumulator {
             }
             _ => (None, None),
         };
+        let reasoning = self.reasoning.stats();
         let scalars = LevelScalars {
             completed: self.completed,
             failed: self.failed(),
@@ -281,6 +284,10 @@ impl LevelAccumulator {
             prefix_cache_hit_rate: self.cache.hit_rate(),
             cache_reports: self.cache.reported(),
             turns: self.turns.stats(),
+            mean_reasoning_tokens: reasoning.mean_reasoning_tokens,
+            mean_content_tokens: reasoning.mean_content_tokens,
+            reasoning_share: reasoning.reasoning_share,
+            mean_tool_calls: reasoning.mean_tool_calls.filter(|&m| m > 0.0),
         };
         let dists = LevelDists {
             ttft_ms: self.ttft.stats(ms),
@@ -292,6 +299,10 @@ impl LevelAccumulator {
             tokens_per_chunk: self.tokens_per_chunk.stats(1.0),
             decode_tokens_per_s: self.decode_speed.stats(1e-3),
             prefill_tokens_per_s: self.prefill_speed.stats(1e-3),
+            ttfc_ms: reasoning.ttfc_ms,
+            thinking_ms: reasoning.thinking_ms,
+            content_decode_tokens_per_s: reasoning.content_decode_tokens_per_s,
+            first_tool_call_ms: reasoning.first_tool_call_ms,
         };
         LevelStats { scalars, dists }
     }

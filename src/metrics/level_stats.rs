@@ -74,6 +74,17 @@ pub struct LevelScalars {
     /// A multi-turn level's statistics per turn.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub turns: Vec<super::turns::TurnStats>,
+    /// Mean thinking and answer tokens per completed request (docs/metrics.md "Reasoning and
+    /// tool calls"); their share of the output.
+    #[serde(default)]
+    pub mean_reasoning_tokens: Option<f64>,
+    #[serde(default)]
+    pub mean_content_tokens: Option<f64>,
+    #[serde(default)]
+    pub reasoning_share: Option<f64>,
+    /// Tool calls per completed request (absent when none was made).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_tool_calls: Option<f64>,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)]
@@ -93,11 +104,17 @@ pub struct LevelDists {
     pub tokens_per_chunk: Option<DistStats>,
     pub decode_tokens_per_s: Option<DistStats>,
     pub prefill_tokens_per_s: Option<DistStats>,
+    /// Time to first content token (TTFT where nothing was thinking).
+    pub ttfc_ms: Option<DistStats>,
+    /// `t_first_content − t_first`, over the requests that reasoned.
+    pub thinking_ms: Option<DistStats>,
+    pub content_decode_tokens_per_s: Option<DistStats>,
+    pub first_tool_call_ms: Option<DistStats>,
 }
 
 impl LevelDists {
     /// `(metric key, distribution)` in file order; the key already carries its unit.
-    fn fields(&self) -> [(&'static str, &Option<DistStats>); 9] {
+    fn fields(&self) -> [(&'static str, &Option<DistStats>); 13] {
         [
             ("ttft_ms", &self.ttft_ms),
             ("tpot_ms", &self.tpot_ms),
@@ -108,10 +125,17 @@ impl LevelDists {
             ("tokens_per_chunk", &self.tokens_per_chunk),
             ("decode_tokens_per_s", &self.decode_tokens_per_s),
             ("prefill_tokens_per_s", &self.prefill_tokens_per_s),
+            ("ttfc_ms", &self.ttfc_ms),
+            ("thinking_ms", &self.thinking_ms),
+            (
+                "content_decode_tokens_per_s",
+                &self.content_decode_tokens_per_s,
+            ),
+            ("first_tool_call_ms", &self.first_tool_call_ms),
         ]
     }
 
-    fn fields_mut(&mut self) -> [(&'static str, &mut Option<DistStats>); 9] {
+    fn fields_mut(&mut self) -> [(&'static str, &mut Option<DistStats>); 13] {
         [
             ("ttft_ms", &mut self.ttft_ms),
             ("tpot_ms", &mut self.tpot_ms),
@@ -122,6 +146,13 @@ impl LevelDists {
             ("tokens_per_chunk", &mut self.tokens_per_chunk),
             ("decode_tokens_per_s", &mut self.decode_tokens_per_s),
             ("prefill_tokens_per_s", &mut self.prefill_tokens_per_s),
+            ("ttfc_ms", &mut self.ttfc_ms),
+            ("thinking_ms", &mut self.thinking_ms),
+            (
+                "content_decode_tokens_per_s",
+                &mut self.content_decode_tokens_per_s,
+            ),
+            ("first_tool_call_ms", &mut self.first_tool_call_ms),
         ]
     }
 }

@@ -196,6 +196,22 @@ pub struct RequestRecord {
     /// The turn of its conversation (1 = first) at a multi-turn level.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u32>,
+    /// TTFC: `t_first_content − t_send` (docs/metrics.md "Reasoning and tool calls"); None
+    /// when the answer never began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfc_us: Option<u64>,
+    /// Output tokens that were thinking; None when the stream had no reasoning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
+    /// Where `reasoning_tokens` came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_source: Option<CountSource>,
+    /// `t_first_tool − t_send`: the first `tool_calls` delta.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_tool_call_us: Option<u64>,
+    /// Tool calls the stream opened.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tool_calls: u32,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)]
@@ -225,6 +241,33 @@ impl RequestRecord {
         let (ttft, e2e) = (self.ttft_us?, self.e2e_us?);
         (self.output_tokens > 1 && e2e > ttft)
             .then(|| (self.output_tokens - 1) as f64 / ((e2e - ttft) as f64 * 1e-6))
+    }
+
+    /// Content tokens: output tokens less the reasoning ones.
+    pub fn content_tokens(&self) -> u64 {
+        self.output_tokens
+            .saturating_sub(self.reasoning_tokens.unwrap_or(0))
+    }
+
+    /// TTFC, or TTFT for a request without reasoning that never marked its first answer (a
+    /// dialect without chat deltas: everything is the answer).
+    pub fn ttfc_or_ttft_us(&self) -> Option<u64> {
+        match self.reasoning_tokens {
+            Some(r) if r > 0 => self.ttfc_us,
+            _ => self.ttfc_us.or(self.ttft_us),
+        }
+    }
+
+    /// Thinking time in µs: `t_first_content − t_first` (0 without reasoning).
+    pub fn thinking_us(&self) -> Option<u64> {
+        Some(self.ttfc_or_ttft_us()?.saturating_sub(self.ttft_us?))
+    }
+
+    /// The answer's decode speed in tokens/s: `(content_tokens − 1) / (E2E − TTFC)`.
+    pub fn content_decode_tokens_per_s(&self) -> Option<f64> {
+        let (ttfc, e2e) = (self.ttfc_or_ttft_us()?, self.e2e_us?);
+        let n = self.content_tokens();
+        (n > 1 && e2e > ttfc).then(|| (n - 1) as f64 / ((e2e - ttfc) as f64 * 1e-6))
     }
 
     /// Prefill speed in tokens/s: input tokens over TTFT (what a long-context test reports).
@@ -357,6 +400,11 @@ mod tests {
             slot: None,
             cached_tokens: None,
             turn: None,
+            ttfc_us: None,
+            reasoning_tokens: None,
+            reasoning_source: None,
+            first_tool_call_us: None,
+            tool_calls: 0,
         }
     }
 

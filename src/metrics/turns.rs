@@ -164,6 +164,11 @@ mod tests {
             slot: None,
             cached_tokens: cached,
             turn: Some(turn),
+            ttfc_us: None,
+            reasoning_tokens: None,
+            reasoning_source: None,
+            first_tool_call_us: None,
+            tool_calls: 0,
         }
     }
 

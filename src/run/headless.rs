@@ -189,6 +189,38 @@ fn level_ended(l: &crate::summary::LevelSummary) {
             say(&line);
         }
     }
+    if let Some(line) = reasoning_line(st) {
+        say(&line);
+    }
+}
+
+/// `    thinking 66.7 % of output · TTFC p50 … · answer … tok/s · 2.0 tool calls`, for a level
+/// that reasoned or called tools.
+fn reasoning_line(st: &crate::metrics::LevelStats) -> Option<String> {
+    let (sc, d) = (&st.scalars, &st.dists);
+    let share = sc.reasoning_share.filter(|&r| r > 0.0);
+    if share.is_none() && sc.mean_tool_calls.is_none() {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if let Some(r) = share {
+        parts.push(format!(
+            "thinking {:.1} % of output ({} tokens) · TTFC p50 {} ms · thinking p50 {} ms · answer {} tok/s",
+            r * 100.0,
+            num(sc.mean_reasoning_tokens),
+            num(d.ttfc_ms.as_ref().map(|d| d.p50)),
+            num(d.thinking_ms.as_ref().map(|d| d.p50)),
+            num(d.content_decode_tokens_per_s.as_ref().map(|d| d.mean)),
+        ));
+    }
+    if let Some(t) = sc.mean_tool_calls {
+        parts.push(format!(
+            "{} tool calls a request, the first after {} ms (p50)",
+            num(Some(t)),
+            num(d.first_tool_call_ms.as_ref().map(|d| d.p50))
+        ));
+    }
+    Some(format!("    {}", parts.join(" · ")))
 }
 
 /// A rate level's line: offered against achieved rates, and the client queue.
@@ -391,6 +423,13 @@ pub fn final_tables(s: &Session) -> String {
     if !s.summary.multi_turn.is_empty() {
         out.push_str("\nMulti-turn chats\n\n");
         out.push_str(&markdown::turns_table(&s.summary));
+    }
+    let all: Vec<crate::summary::LevelSummary> = s.summary.levels().cloned().collect();
+    if markdown::any_reasoning(&all) {
+        out.push_str(
+            "\nReasoning and answers (TTFC: the first answer token, after the thinking)\n\n",
+        );
+        out.push_str(&markdown::reasoning_table(&all));
     }
     out
 }

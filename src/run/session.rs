@@ -439,6 +439,11 @@ mod tests {
             slot: Some(0),
             cached_tokens: None,
             turn: None,
+            ttfc_us: None,
+            reasoning_tokens: None,
+            reasoning_source: None,
+            first_tool_call_us: None,
+            tool_calls: 0,
         })
     }
 

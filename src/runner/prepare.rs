@@ -67,6 +67,8 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
     }
     let server = detect::identify(&base, &probes, cfg.model.as_deref())?;
     let backend = match cfg.backend {
+        // Tools and template switches exist only in chat requests.
+        BackendChoice::Auto if !cfg.chat.is_empty() => Backend::OpenaiChat,
         BackendChoice::Auto | BackendChoice::Openai => Backend::Openai,
         BackendChoice::OpenaiChat => Backend::OpenaiChat,
         BackendChoice::Sglang => Backend::Sglang,
@@ -76,6 +78,7 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
         idle_timeout: Duration::from_secs_f64(cfg.idle_timeout_s),
         tokenizer: tokenizer.clone(),
         temperature: cfg.temperature,
+        chat_extras: std::sync::Arc::new(cfg.chat.fields()),
     };
     let client = Client::new(http.clone(), &server, backend, api_key.clone(), opts);
     let counter = match tokenizer {

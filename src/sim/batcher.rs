@@ -62,6 +62,20 @@ pub struct SimRequestLog {
     pub completed: bool,
 }
 
+/// Ground truth of one chat stream's answer as the simulator streamed it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SimStreamLog {
+    pub reasoning_tokens: u64,
+    /// Tokens after the thinking: the answer, or the tool calls' names and arguments.
+    pub answer_tokens: u64,
+    pub tool_calls: u32,
+    /// From the request's arrival to its first token of any kind, to the first answer token,
+    /// and to the first tool-call delta.
+    pub first_token: Option<Duration>,
+    pub first_content: Option<Duration>,
+    pub first_tool_call: Option<Duration>,
+}
+
 /// The simulator's own counters and a bounded log of finished requests.
 #[derive(Clone, Debug, Default)]
 pub struct SimLog {
@@ -99,6 +113,10 @@ pub struct SimLog {
     pub recent_tokens: VecDeque<(Instant, u32)>,
     /// Faults injected so far, by kind.
     pub injected: std::collections::BTreeMap<super::faults::FaultKind, u64>,
+    /// Chat streams' answers (bounded, as `requests`).
+    pub streams: VecDeque<SimStreamLog>,
+    /// The assistant messages chat requests sent back in their history (bounded).
+    pub received_assistant: VecDeque<String>,
 }
 
 impl SimLog {
@@ -150,6 +168,22 @@ impl SimLog {
             self.requests.pop_front();
         }
         self.requests.push_back(r);
+    }
+
+    /// Notes a chat stream's answer.
+    pub fn push_stream(&mut self, s: SimStreamLog) {
+        if self.streams.len() >= LOG_CAP {
+            self.streams.pop_front();
+        }
+        self.streams.push_back(s);
+    }
+
+    /// Notes an assistant message a chat request sent back.
+    pub fn push_received_assistant(&mut self, text: String) {
+        if self.received_assistant.len() >= LOG_CAP {
+            self.received_assistant.pop_front();
+        }
+        self.received_assistant.push_back(text);
     }
 }
 

@@ -26,7 +26,7 @@ use super::prefix_cache::{PrefixCache, block_hashes};
 use super::tokenizer;
 use std::sync::Mutex;
 
-use super::stream::{Kind, Phase, StreamState};
+use super::stream::{AnswerPlan, Kind, Phase, StreamState};
 
 /// Shared state of the HTTP handlers.
 pub struct SimState {
@@ -182,6 +182,8 @@ struct Ask {
     stream: bool,
     include_usage: bool,
     continuous_usage: bool,
+    /// The names of the tools a chat request offers (none when `tool_choice` is "none").
+    tools: Vec<String>,
 }
 
 fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, Box<Response>> {
@@ -221,6 +223,7 @@ fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, Box<Response
                 .ok_or_else(|| {
                     Box::new(error(StatusCode::BAD_REQUEST, "'messages' must be a list"))
                 })?;
+            note_assistant_messages(s, msgs);
             if caching {
                 prompt_ids = tokenizer::chat_ids(msgs.iter().map(|m| {
                     (
@@ -251,20 +254,8 @@ fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, Box<Response
     }
     .unwrap_or(16)
     .max(1);
-    let total = input_tokens + max_tokens;
-    if total > s.config.context_length {
-        let msg = if kind == Kind::Native {
-            format!(
-                "Requested token count exceeds the model's maximum context length of {} tokens. You requested a total of {total} tokens: {input_tokens} tokens from the input messages and {max_tokens} tokens for the completion. Please reduce the number of tokens in the input messages or the completion to fit within the limit.",
-                s.config.context_length
-            )
-        } else {
-            format!(
-                "This model's maximum context length is {} tokens. However, you requested {total} tokens ({input_tokens} in the messages, {max_tokens} in the completion). Please reduce the length of the messages or completion.",
-                s.config.context_length
-            )
-        };
-        return Err(Box::new(error(StatusCode::BAD_REQUEST, &msg)));
+    if input_tokens + max_tokens > s.config.context_length {
+        return Err(Box::new(too_long(s, kind, input_tokens, max_tokens)));
     }
     let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let include_usage = body
@@ -276,6 +267,7 @@ fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, Box<Response
             .pointer("/stream_options/continuous_usage_stats")
             .and_then(Value::as_bool)
             .unwrap_or(false);
+    let tools = offered_tools(body);
     Ok(Ask {
         input_tokens,
         prompt_ids,
@@ -283,7 +275,80 @@ fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, Box<Response
         stream,
         include_usage,
         continuous_usage,
+        tools,
     })
+}
+
+/// vLLM's (or SGLang's, on `/generate`) 400 for a request beyond the context length.
+fn too_long(s: &SimState, kind: Kind, input_tokens: u64, max_tokens: u64) -> Response {
+    let total = input_tokens + max_tokens;
+    let msg = if kind == Kind::Native {
+        format!(
+            "Requested token count exceeds the model's maximum context length of {} tokens. You requested a total of {total} tokens: {input_tokens} tokens from the input messages and {max_tokens} tokens for the completion. Please reduce the number of tokens in the input messages or the completion to fit within the limit.",
+            s.config.context_length
+        )
+    } else {
+        format!(
+            "This model's maximum context length is {} tokens. However, you requested {total} tokens ({input_tokens} in the messages, {max_tokens} in the completion). Please reduce the length of the messages or completion.",
+            s.config.context_length
+        )
+    };
+    error(StatusCode::BAD_REQUEST, &msg)
+}
+
+/// Keeps the assistant messages a chat request sent back, for tests to read.
+fn note_assistant_messages(s: &SimState, msgs: &[Value]) {
+    if let Ok(mut l) = s.log.lock() {
+        for m in msgs
+            .iter()
+            .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+        {
+            let text = m.get("content").and_then(Value::as_str).unwrap_or_default();
+            l.push_received_assistant(text.to_string());
+        }
+    }
+}
+
+/// The names of the tools a chat request offers (none when `tool_choice` is "none").
+fn offered_tools(body: &Value) -> Vec<String> {
+    if body.get("tool_choice").and_then(Value::as_str) == Some("none") {
+        return Vec::new();
+    }
+    body.get("tools")
+        .and_then(Value::as_array)
+        .map(|t| {
+            t.iter()
+                .filter_map(|t| t.pointer("/function/name").and_then(Value::as_str))
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// How a chat answer is made up under `cfg` for `ask` (nothing but content elsewhere).
+fn answer_plan(cfg: &super::SimConfig, kind: Kind, ask: &Ask) -> AnswerPlan {
+    if kind != Kind::Chat {
+        return AnswerPlan::default();
+    }
+    let think = cfg.reasoning_tokens.min(ask.max_tokens);
+    let vllm = cfg.metrics == Some(super::MetricsFlavor::Vllm);
+    AnswerPlan {
+        think,
+        reasoning_field: if vllm {
+            "reasoning"
+        } else {
+            "reasoning_content"
+        },
+        reasoning_usage: vllm,
+        calls: if ask.tools.is_empty() {
+            0
+        } else {
+            cfg.tool_calls
+        },
+        tools: ask.tools.clone(),
+        answer: ask.max_tokens - think,
+        ..AnswerPlan::default()
+    }
 }
 
 async fn completions(State(s): State<Shared>, Json(body): Json<Value>) -> Response {
@@ -355,12 +420,14 @@ fn serve(s: &Shared, kind: Kind, body: &Value) -> Response {
             return r;
         }
     }
+    let answer = answer_plan(&s.config, kind, &ask);
     let (tx, rx) = mpsc::unbounded_channel();
+    let arrived = Instant::now();
     let req = SimRequest {
         input_tokens: ask.input_tokens,
         max_tokens: ask.max_tokens,
         tx,
-        arrived: Instant::now(),
+        arrived,
         blocks: block_hashes(&ask.prompt_ids),
     };
     if s.engine.send(req).is_err() {
@@ -392,6 +459,9 @@ fn serve(s: &Shared, kind: Kind, body: &Value) -> Response {
         slow_first_s: s.config.faults.slow_first_s,
         write_batch: s.config.write_batch.max(1),
         trailer_delay: std::time::Duration::from_secs_f64(s.config.trailer_delay_ms / 1000.0),
+        answer,
+        log: s.log.clone(),
+        arrived,
     };
     if ask.stream {
         let stream = futures_util::stream::unfold(st, |mut st| async move {

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-pub use batcher::{SimLog, SimRequestLog};
+pub use batcher::{SimLog, SimRequestLog, SimStreamLog};
 
 /// Tokens emitted per decode step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -167,6 +167,14 @@ pub struct SimConfig {
     /// `[DONE]` (0: none). E2E, TPOT and decode speed end at the last token and must not move.
     #[serde(default)]
     pub trailer_delay_ms: f64,
+    /// Chat answers first think this many tokens (streamed as SGLang's `reasoning_content`, or
+    /// with vLLM metrics vLLM 0.32's `reasoning` plus `completion_tokens_details.
+    /// reasoning_tokens` in the usage), then answer (0: no reasoning).
+    pub reasoning_tokens: u64,
+    /// A chat request that offers `tools` is answered, after any reasoning, with this many tool
+    /// calls streamed as `tool_calls` deltas, its answer tokens split evenly over them (0: plain
+    /// answers).
+    pub tool_calls: u32,
     /// A key every `/v1/*` request must send as `Authorization: Bearer KEY` (vLLM's
     /// `--api-key`); never written to any file.
     #[serde(skip)]
@@ -225,6 +233,8 @@ impl SimConfig {
                 prefix_cache: true,
                 write_batch: 1,
                 trailer_delay_ms: 0.0,
+                reasoning_tokens: 0,
+                tool_calls: 0,
                 api_key: None,
             }),
             "fast" => Ok(SimConfig {
@@ -249,6 +259,8 @@ impl SimConfig {
                 prefix_cache: true,
                 write_batch: 1,
                 trailer_delay_ms: 0.0,
+                reasoning_tokens: 0,
+                tool_calls: 0,
                 api_key: None,
             }),
             other => Err(format!(

@@ -64,6 +64,79 @@ pub(super) struct StreamState {
     pub(super) write_batch: u32,
     /// Held after the last token, before the usage chunk and `[DONE]`.
     pub(super) trailer_delay: std::time::Duration,
+    /// Thinking first, then the answer or tool calls (chat only).
+    pub(super) answer: AnswerPlan,
+    /// Where the simulator keeps its ground truth of each stream.
+    pub(super) log: Arc<Mutex<super::batcher::SimLog>>,
+    pub(super) arrived: std::time::Instant,
+}
+
+/// How a chat answer is made up: `think` reasoning tokens, then content, or `calls` tool calls
+/// over the `answer` tokens that remain (docs/metrics.md "Reasoning and tool calls").
+#[derive(Clone, Debug, Default)]
+pub(super) struct AnswerPlan {
+    pub(super) think: u64,
+    /// `reasoning_content` (SGLang) or `reasoning` (vLLM 0.32).
+    pub(super) reasoning_field: &'static str,
+    /// Report `completion_tokens_details.reasoning_tokens` in the usage (vLLM 0.32 does).
+    pub(super) reasoning_usage: bool,
+    pub(super) calls: u32,
+    /// The tool names the request offered (calls cycle through them).
+    pub(super) tools: Vec<String>,
+    /// Tokens after the thinking (`max_tokens` − `think`).
+    pub(super) answer: u64,
+    // What has been streamed so far.
+    pub(super) thought: u64,
+    pub(super) answered: u64,
+    pub(super) opened: u32,
+    pub(super) first_token: Option<std::time::Duration>,
+    pub(super) first_content: Option<std::time::Duration>,
+    pub(super) first_tool: Option<std::time::Duration>,
+}
+
+/// What one piece of a step is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Piece {
+    Reasoning,
+    Content,
+    /// Tool call `k`; `open` for its first piece (which names it).
+    Tool {
+        k: u32,
+        open: bool,
+    },
+}
+
+impl AnswerPlan {
+    /// The kind of the next answer tokens, and how many of `left` are of it.
+    fn next(&self, left: u64) -> (Piece, u64) {
+        if self.thought < self.think {
+            return (Piece::Reasoning, left.min(self.think - self.thought));
+        }
+        if self.calls == 0 || self.answer == 0 {
+            return (Piece::Content, left);
+        }
+        let calls = u64::from(self.calls);
+        // Call k holds answer tokens [k·A/calls, (k+1)·A/calls).
+        let start = |k: u64| k * self.answer / calls;
+        let k = (0..calls)
+            .rev()
+            .find(|&k| start(k) <= self.answered)
+            .unwrap_or(0);
+        let end = if k + 1 == calls {
+            u64::MAX
+        } else {
+            start(k + 1)
+        };
+        let take = left.min(end.saturating_sub(self.answered)).max(1);
+        let k32 = u32::try_from(k).unwrap_or(u32::MAX);
+        (
+            Piece::Tool {
+                k: k32,
+                open: self.answered == start(k) && self.opened <= k32,
+            },
+            take,
+        )
+    }
 }
 
 pub(super) fn sse(v: &Value) -> Bytes {
@@ -72,12 +145,14 @@ pub(super) fn sse(v: &Value) -> Bytes {
 
 impl StreamState {
     pub(super) fn words(&mut self, n: u32) -> String {
+        self.words_of(n, &tokenizer::OUTPUT_WORDS)
+    }
+
+    fn words_of(&mut self, n: u32, vocabulary: &[&str]) -> String {
         let mut s = String::with_capacity(n as usize * 5);
         for _ in 0..n {
             s.push(' ');
-            s.push_str(
-                tokenizer::OUTPUT_WORDS[self.rng.random_range(0..tokenizer::OUTPUT_WORDS.len())],
-            );
+            s.push_str(vocabulary[self.rng.random_range(0..vocabulary.len())]);
         }
         s
     }
@@ -87,6 +162,9 @@ impl StreamState {
         if self.cache.is_some() {
             // OpenAI's (and vLLM's, with --enable-prompt-tokens-details) report of cache hits.
             u["prompt_tokens_details"] = json!({"cached_tokens": self.cached});
+        }
+        if self.answer.reasoning_usage && self.answer.think > 0 {
+            u["completion_tokens_details"] = json!({"reasoning_tokens": self.answer.thought});
         }
         u
     }
@@ -116,14 +194,7 @@ impl StreamState {
                 }
                 v
             }
-            Kind::Chat => {
-                let mut v = json!({"id": self.id, "object": "chat.completion.chunk", "created": 0, "model": self.model,
-                    "choices": [{"index": 0, "delta": {"content": piece}, "logprobs": null, "finish_reason": finish}]});
-                if self.continuous_usage {
-                    v["usage"] = self.usage();
-                }
-                v
-            }
+            Kind::Chat => self.chat_chunk(&json!({"content": piece}), finish),
             Kind::Native => {
                 let finish = finish.map(|_| json!({"type": "length", "length": self.generated}));
                 json!({"text": self.text, "meta_info": {"id": self.id, "prompt_tokens": self.prompt_tokens,
@@ -132,25 +203,116 @@ impl StreamState {
         }
     }
 
-    /// One step's tokens as an SSE event (the last one moves the stream on to its usage).
+    /// One step's tokens as SSE events: one, or one a kind where the step crosses from thinking
+    /// to the answer or from one tool call to the next (written together, as one delivery).
+    /// The last one moves the stream on to its usage.
     pub(super) fn token_event(&mut self, emit: Emit) -> Vec<u8> {
         let Emit {
             tokens: n,
             last,
             cached,
         } = emit;
-        self.generated += u64::from(n);
         self.cached = self.cached.max(cached);
-        let piece = self.words(n);
-        if self.kind == Kind::Native || self.cache.is_some() {
-            self.text.push_str(&piece);
+        if self.kind != Kind::Chat {
+            self.generated += u64::from(n);
+            let piece = self.words(n);
+            if self.kind == Kind::Native || self.cache.is_some() {
+                self.text.push_str(&piece);
+            }
+            return self.step_end(last, |st| sse(&st.chunk(&piece, last.then_some("length"))));
         }
+        let mut frame = Vec::new();
+        let mut left = u64::from(n);
+        while left > 0 {
+            let (piece, take) = self.answer.next(left);
+            left -= take;
+            let take32 = u32::try_from(take).unwrap_or(u32::MAX);
+            self.generated += take;
+            let since = self.arrived.elapsed();
+            self.answer.first_token.get_or_insert(since);
+            let text = match piece {
+                Piece::Reasoning => {
+                    self.answer.thought += take;
+                    self.words_of(take32, &tokenizer::REASONING_WORDS)
+                }
+                Piece::Content => {
+                    self.answer.answered += take;
+                    self.answer.first_content.get_or_insert(since);
+                    self.words(take32)
+                }
+                Piece::Tool { .. } => {
+                    self.answer.answered += take;
+                    self.answer.first_tool.get_or_insert(since);
+                    self.words(take32)
+                }
+            };
+            if self.cache.is_some() {
+                self.text.push_str(&text);
+            }
+            let finish = (last && left == 0).then_some(if self.answer.calls > 0 {
+                "tool_calls"
+            } else {
+                "length"
+            });
+            let delta = self.delta(piece, &text);
+            frame.extend_from_slice(&sse(&self.chat_chunk(&delta, finish)));
+        }
+        self.step_end(last, |_| Bytes::from(frame))
+    }
+
+    /// After a step's events: the first token is out, and after the last the stream moves on
+    /// to its usage and the simulator notes what it streamed.
+    fn step_end(&mut self, last: bool, frame: impl FnOnce(&Self) -> Bytes) -> Vec<u8> {
+        let out = frame(self).to_vec();
+        self.sent_first = true;
         if last {
             self.phase = Phase::Usage;
             self.cache_reply();
+            if self.kind == Kind::Chat
+                && let Ok(mut l) = self.log.lock()
+            {
+                l.push_stream(super::batcher::SimStreamLog {
+                    reasoning_tokens: self.answer.thought,
+                    answer_tokens: self.answer.answered,
+                    tool_calls: self.answer.opened,
+                    first_token: self.answer.first_token,
+                    first_content: self.answer.first_content,
+                    first_tool_call: self.answer.first_tool,
+                });
+            }
         }
-        self.sent_first = true;
-        sse(&self.chunk(&piece, last.then_some("length"))).to_vec()
+        out
+    }
+
+    /// The chat delta of one piece.
+    fn delta(&mut self, piece: Piece, text: &str) -> Value {
+        match piece {
+            Piece::Reasoning => json!({ self.answer.reasoning_field: text }),
+            Piece::Content => json!({"content": text}),
+            Piece::Tool { k, open } => {
+                if open {
+                    self.answer.opened = self.answer.opened.max(k + 1);
+                    let tools = &self.answer.tools;
+                    let name = tools
+                        .get(k as usize % tools.len().max(1))
+                        .cloned()
+                        .unwrap_or_else(|| "tool".into());
+                    json!({"tool_calls": [{"index": k, "id": format!("call_{}_{k}", self.id), "type": "function",
+                        "function": {"name": name, "arguments": text}}]})
+                } else {
+                    json!({"tool_calls": [{"index": k, "function": {"arguments": text}}]})
+                }
+            }
+        }
+    }
+
+    fn chat_chunk(&self, delta: &Value, finish: Option<&str>) -> Value {
+        let mut v = json!({"id": self.id, "object": "chat.completion.chunk", "created": 0, "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]});
+        if self.continuous_usage {
+            v["usage"] = self.usage();
+        }
+        v
     }
 
     /// The next SSE frame (an error cuts the connection), or `None` when the stream is over.

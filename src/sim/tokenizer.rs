@@ -62,6 +62,10 @@ pub const OUTPUT_WORDS: [&str; 16] = [
     "be", "at",
 ];
 
+/// Thinking vocabulary: one token each, and none of them an output word, so a test can tell
+/// a reasoning text from an answer.
+pub const REASONING_WORDS: [&str; 8] = ["hmm", "so", "if", "then", "but", "why", "we", "let"];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,5 +84,7 @@ mod tests {
                 + count("be brief the people")
         );
         assert!(OUTPUT_WORDS.iter().all(|w| count(w) == 1));
+        assert!(REASONING_WORDS.iter().all(|w| count(w) == 1));
+        assert!(REASONING_WORDS.iter().all(|w| !OUTPUT_WORDS.contains(w)));
     }
 }

@@ -259,6 +259,15 @@ impl App {
         }
     }
 
+    /// Whether any sweep level so far streamed reasoning (the sweep table then shows TTFC).
+    pub fn sweep_reasons(&self) -> bool {
+        self.session.summary.sweep.iter().any(|l| {
+            self.level_stats(l.index)
+                .and_then(|s| s.scalars.reasoning_share)
+                .is_some_and(|r| r > 0.0)
+        })
+    }
+
     /// Recomputes the chart points from the summaries.
     fn refresh_views(&mut self) {
         use crate::metrics::curves::{self, at};

@@ -59,17 +59,32 @@ pub(super) fn latency(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> R
             empty: NO_SWEEP.to_string(),
         }
     };
+    // A model that thinks: when its answer begins, beside its first token.
+    let reasoned = runs.iter().any(|r| {
+        r.summary.sweep.iter().any(|l| {
+            l.stats
+                .as_ref()
+                .and_then(|s| s.scalars.reasoning_share)
+                .is_some_and(|x| x > 0.0)
+        })
+    });
+    let mut panels = vec![panel("Time to first token", curves::TTFT_MS)];
+    if reasoned {
+        panels.push(panel(
+            "Time to first answer token (TTFC, after thinking)",
+            curves::TTFC_MS,
+        ));
+    }
+    panels.push(panel("Inter-token latency (per token)", curves::ITL_MS));
+    panels.push(panel("Time per output token", curves::TPOT_MS));
+    let columns = if reasoned { 2 } else { 3 };
     figure(
         path,
         size,
         "Latency vs concurrency (p50 solid, p99 dashed)",
         runs,
-        &[
-            panel("Time to first token", curves::TTFT_MS),
-            panel("Inter-token latency (per token)", curves::ITL_MS),
-            panel("Time per output token", curves::TPOT_MS),
-        ],
-        3,
+        &panels,
+        columns,
         &[],
     )
 }

@@ -156,6 +156,12 @@ fn sections(out: &mut String, s: &RunSummary) {
         out.push_str("\nper-stream tok/s: mean decode speed of one request, (output − 1) / (E2E − TTFT). accept len: mean tokens per chunk after the first, as the client saw them (client / server when the engine reports it).\n");
         out.push_str(&telemetry_table(&s.sweep));
     }
+    let all: Vec<LevelSummary> = s.levels().cloned().collect();
+    if any_reasoning(&all) {
+        out.push_str("\n## Reasoning and answers\n\n");
+        out.push_str(&reasoning_table(&all));
+        out.push_str("\nTTFC: time to the first token of the answer (content), after the thinking; thinking: first token to first answer token. reasoning share: thinking tokens over all output tokens. answer tok/s: the answer's own decode speed, (answer tokens − 1) / (E2E − TTFC).\n");
+    }
     if !s.rates.is_empty() {
         let _ = writeln!(
             out,

@@ -68,6 +68,61 @@ pub fn sweep_table(levels: &[LevelSummary]) -> String {
     out
 }
 
+/// Whether any of `levels` reasoned or called tools (the reasoning table is shown only then).
+pub fn any_reasoning(levels: &[LevelSummary]) -> bool {
+    levels.iter().filter_map(|l| l.stats.as_ref()).any(|s| {
+        s.scalars.reasoning_share.is_some_and(|r| r > 0.0) || s.scalars.mean_tool_calls.is_some()
+    })
+}
+
+/// Thinking, answers and tool calls per level, TTFT and TTFC side by side (docs/metrics.md
+/// "Reasoning and tool calls"); "none" where a level did not reason.
+pub fn reasoning_table(levels: &[LevelSummary]) -> String {
+    let mut out = String::from(
+        "| level | TTFT p50 / p99 (ms) | TTFC p50 / p99 (ms) | thinking p50 (ms) | reasoning share | reasoning / answer tokens | answer tok/s | tool calls | first tool call p50 (ms) |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for l in levels {
+        let Some(s) = &l.stats else { continue };
+        let (sc, d) = (&s.scalars, &s.dists);
+        let reasoned = sc.reasoning_share.is_some_and(|r| r > 0.0);
+        let none = || "none".to_string();
+        let tokens = format!(
+            "{} / {}",
+            num(sc.mean_reasoning_tokens),
+            num(sc.mean_content_tokens)
+        );
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            l.label(),
+            pair(d.ttft_ms.as_ref(), |d| d.p50, |d| d.p99),
+            if reasoned {
+                pair(d.ttfc_ms.as_ref(), |d| d.p50, |d| d.p99)
+            } else {
+                "= TTFT".into()
+            },
+            if reasoned {
+                num(d.thinking_ms.as_ref().map(|d| d.p50))
+            } else {
+                none()
+            },
+            if reasoned {
+                format!("{:.1} %", sc.reasoning_share.unwrap_or(0.0) * 100.0)
+            } else {
+                none()
+            },
+            tokens,
+            num(d.content_decode_tokens_per_s.as_ref().map(|d| d.mean)),
+            sc.mean_tool_calls.map_or_else(none, |m| num(Some(m))),
+            d.first_tool_call_ms
+                .as_ref()
+                .map_or_else(none, |t| num(Some(t.p50))),
+        );
+    }
+    out
+}
+
 /// The client's accept length (and the server's); delivery bursts are said so, never shown as one.
 fn accept_cell(l: &LevelSummary) -> String {
     let client = match (l.delivery_bursts, l.stats.as_ref()) {

@@ -33,6 +33,11 @@ fn ok_record(send: u64, ttft: u64, n_steps: u64) -> RequestRecord {
         slot: None,
         cached_tokens: None,
         turn: None,
+        ttfc_us: None,
+        reasoning_tokens: None,
+        reasoning_source: None,
+        first_tool_call_us: None,
+        tool_calls: 0,
     }
 }
 

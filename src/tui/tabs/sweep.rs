@@ -187,7 +187,13 @@ fn row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a> {
     ]);
     if wide {
         cells.push(Cell::from(ppp(d.and_then(|d| d.tpot_ms.as_ref()), true)));
-        cells.push(Cell::from(ppp(d.and_then(|d| d.e2el_ms.as_ref()), true)));
+        // A thinking model: when its answer began, in the place of E2E (in the files still).
+        let last = if app.sweep_reasons() {
+            d.and_then(|d| d.ttfc_ms.as_ref())
+        } else {
+            d.and_then(|d| d.e2el_ms.as_ref())
+        };
+        cells.push(Cell::from(ppp(last, true)));
     }
     // Tokens per chunk that are delivery bursts are no accept length (see `chunk_verdict`).
     cells.push(Cell::from(num(s
@@ -224,7 +230,14 @@ fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool)
         Constraint::Length(if wide { 17 } else { 11 }),
     ]);
     if wide {
-        header.extend(["TPOT p50/90/99", "E2E p50/90/99"]);
+        header.extend([
+            "TPOT p50/90/99",
+            if app.sweep_reasons() {
+                "TTFC p50/90/99"
+            } else {
+                "E2E p50/90/99"
+            },
+        ]);
         widths.extend([Constraint::Length(16), Constraint::Length(19)]);
     }
     header.push("acc");
@@ -308,8 +321,19 @@ fn render_progress(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
             } else {
                 String::new()
             };
+            // A thinking model: how much of the output is thinking, and when answers begin.
+            let thinking = app
+                .level_stats(l.index)
+                .filter(|s| s.scalars.reasoning_share.is_some_and(|r| r > 0.0))
+                .map_or(String::new(), |s| {
+                    format!(
+                        " · thinking {:.0} % · TTFC p50 {} ms",
+                        s.scalars.reasoning_share.unwrap_or(0.0) * 100.0,
+                        num(s.dists.ttfc_ms.as_ref().map(|d| d.p50))
+                    )
+                });
             let label = format!(
-                "{} · {}/{} done · {} in flight{queue} · {} tok/s now{eta}{paused}",
+                "{} · {}/{} done · {} in flight{queue}{thinking} · {} tok/s now{eta}{paused}",
                 l.label(),
                 p.finished,
                 l.requests,
