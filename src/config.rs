@@ -93,6 +93,12 @@ pub struct RunConfig {
     /// `--chat-template-kwargs`).
     #[serde(default, skip_serializing_if = "ChatExtras::is_empty")]
     pub chat: ChatExtras,
+    /// USD per GPU hour (`--gpu-hour-cost`), or per hour for the whole deployment
+    /// (`--cost-per-hour`): each level's cost per million tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_hour_cost: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_per_hour: Option<f64>,
 }
 
 /// Fields added to every chat request: the tools offered and how the model may use them, and
@@ -318,6 +324,8 @@ impl RunConfig {
             search: None,
             serve: None,
             chat: ChatExtras::default(),
+            gpu_hour_cost: None,
+            cost_per_hour: None,
         }
     }
 
@@ -375,6 +383,16 @@ impl RunConfig {
     /// Checks what clap cannot.
     pub fn validate(&self) -> Result<(), String> {
         let rates = &self.open_loop.request_rates;
+        for (flag, v) in [
+            ("--gpu-hour-cost", self.gpu_hour_cost),
+            ("--cost-per-hour", self.cost_per_hour),
+        ] {
+            if v.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
+                return Err(format!(
+                    "{flag} must be a price of 0 or more (USD per hour)"
+                ));
+            }
+        }
         if !self.chat.is_empty()
             && matches!(self.backend, BackendChoice::Openai | BackendChoice::Sglang)
         {

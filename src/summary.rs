@@ -103,6 +103,9 @@ pub struct LevelSummary {
     /// Each GPU over the level.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<GpuLevelStats>,
+    /// The level's energy and cost (`energy_j`, `joules_per_output_token`, …).
+    #[serde(flatten, default)]
+    pub energy: crate::telemetry::energy::LevelEnergy,
     /// The level against the SLO at its percentile (with `--slo`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo: Option<SloCheck>,
@@ -136,6 +139,7 @@ impl LevelSummary {
             status: LevelStatus::Waiting,
             reason: None,
             server_crash: None,
+            energy: crate::telemetry::energy::LevelEnergy::default(),
             raise_flag: None,
             started_at_unix_ms: None,
             finished_at_unix_ms: None,
@@ -242,6 +246,10 @@ pub struct TelemetryStatus {
     pub server_flavor: Option<String>,
     /// Why there are no engine metrics.
     pub server_reason: Option<String>,
+    /// All GPUs' power before the first request (the server's cost of being on, apart from
+    /// its cost of working), in W.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_power_w: Option<f64>,
 }
 
 /// Now as RFC 3339 UTC, seconds precision.

@@ -87,6 +87,8 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         }),
         search,
         chat,
+        gpu_hour_cost: a.gpu_hour_cost,
+        cost_per_hour: a.cost_per_hour,
     };
     let cfg = if cfg.search.is_some() {
         // The search runs alone: its probes are the run's levels.
@@ -189,6 +191,12 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, String> {
     }
     if let Some(n) = a.tool_calls {
         c.tool_calls = n;
+    }
+    if let Some(w) = a.gpu_idle_w {
+        c.gpu_idle_w = w;
+    }
+    if let Some(w) = a.gpu_busy_w {
+        c.gpu_busy_w = w;
     }
     if let Some(s) = a.seed {
         c.seed = s;

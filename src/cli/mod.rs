@@ -374,6 +374,13 @@ pub struct RunArgs {
     /// `tool_choice` sent with --tools: auto (default), required or none.
     #[arg(long, value_name = "CHOICE", requires = "tools", value_parser = ["auto", "required", "none"])]
     pub tool_choice: Option<String>,
+    /// USD per GPU hour: each level's cost per million output (and total) tokens, from its
+    /// wall time and the GPUs sampled.
+    #[arg(long, value_name = "USD", conflicts_with = "cost_per_hour")]
+    pub gpu_hour_cost: Option<f64>,
+    /// USD per hour for the whole deployment, instead of per GPU.
+    #[arg(long, value_name = "USD")]
+    pub cost_per_hour: Option<f64>,
     /// `chat_template_kwargs` for every chat request (SGLang, vLLM), e.g.
     /// `'{"enable_thinking": true}'`.
     #[arg(long, value_name = "JSON")]
@@ -523,6 +530,13 @@ pub struct SimArgs {
     /// reasoning, its answer tokens split over them. Default 0.
     #[arg(long, value_name = "N")]
     pub tool_calls: Option<u32>,
+    /// Watts each simulated GPU (--gpus) draws while the engine waits (default 80) and while it
+    /// steps (default 350); the reported power follows the load, the energy counter integrates
+    /// it exactly.
+    #[arg(long, value_name = "W")]
+    pub gpu_idle_w: Option<f64>,
+    #[arg(long, value_name = "W")]
+    pub gpu_busy_w: Option<f64>,
     /// Require this key as `Authorization: Bearer KEY` on /v1/* (as vLLM's --api-key), read
     /// from the environment variable named here.
     #[arg(long, value_name = "VAR")]

@@ -157,7 +157,10 @@ mod tests {
     fn counted_kinds_are_rescaled_to_the_output_total_unless_the_server_said() {
         let chunks = [chunk(10, 6, 6)];
         // The usage says 12 tokens came in these 6 events: thinking keeps its share, 4 of 6.
-        assert_eq!(fold().settle(&chunks, &counts(12)).reasoning_tokens, Some(8));
+        assert_eq!(
+            fold().settle(&chunks, &counts(12)).reasoning_tokens,
+            Some(8)
+        );
         let mut told = fold();
         told.usage_reasoning = Some(5);
         let s = told.settle(&chunks, &counts(12));

@@ -20,7 +20,7 @@ fn csv_text(s: &str) -> String {
 /// `sweep.csv`: one row per level (and run, when several).
 pub fn sweep_csv(runs: &[(String, &RunSummary)]) -> String {
     let mut out = String::from(
-        "run,simulated,concurrency,status,completed,failed,duration_s,request_throughput,output_throughput,total_token_throughput,mean_decode_tokens_per_s,accept_length_client,accept_length_server,mean_ttft_ms,median_ttft_ms,p90_ttft_ms,p99_ttft_ms,mean_itl_ms,median_itl_ms,p99_itl_ms,mean_tpot_ms,median_tpot_ms,p99_tpot_ms,mean_e2el_ms,median_e2el_ms,p99_e2el_ms,max_concurrent_requests,mean_kv_usage,median_ttfc_ms,p99_ttfc_ms,median_thinking_ms,reasoning_share,mean_reasoning_tokens,mean_content_tokens,mean_content_decode_tokens_per_s,mean_tool_calls,median_first_tool_call_ms\n",
+        "run,simulated,concurrency,status,completed,failed,duration_s,request_throughput,output_throughput,total_token_throughput,mean_decode_tokens_per_s,accept_length_client,accept_length_server,mean_ttft_ms,median_ttft_ms,p90_ttft_ms,p99_ttft_ms,mean_itl_ms,median_itl_ms,p99_itl_ms,mean_tpot_ms,median_tpot_ms,p99_tpot_ms,mean_e2el_ms,median_e2el_ms,p99_e2el_ms,max_concurrent_requests,mean_kv_usage,median_ttfc_ms,p99_ttfc_ms,median_thinking_ms,reasoning_share,mean_reasoning_tokens,mean_content_tokens,mean_content_decode_tokens_per_s,mean_tool_calls,median_first_tool_call_ms,energy_j,mean_power_w,joules_per_output_token,output_tokens_per_joule,cost_per_million_output_tokens,cost_per_million_total_tokens,energy_source\n",
     );
     for (label, s) in runs {
         for l in &s.sweep {
@@ -31,7 +31,7 @@ pub fn sweep_csv(runs: &[(String, &RunSummary)]) -> String {
             };
             let _ = writeln!(
                 out,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 csv_text(label),
                 s.simulated,
                 l.concurrency,
@@ -72,6 +72,13 @@ pub fn sweep_csv(runs: &[(String, &RunSummary)]) -> String {
                 d(|x| x.content_decode_tokens_per_s.as_ref(), |x| x.mean),
                 f(st.and_then(|s| s.scalars.mean_tool_calls)),
                 d(|x| x.first_tool_call_ms.as_ref(), |x| x.p50),
+                f(l.energy.energy_j),
+                f(l.energy.mean_power_w),
+                f(l.energy.joules_per_output_token),
+                f(l.energy.output_tokens_per_joule),
+                f(l.energy.cost_per_million_output_tokens),
+                f(l.energy.cost_per_million_total_tokens),
+                csv_text(l.energy.energy_source.as_deref().unwrap_or_default()),
             );
         }
     }

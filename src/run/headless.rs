@@ -192,6 +192,21 @@ fn level_ended(l: &crate::summary::LevelSummary) {
     if let Some(line) = reasoning_line(st) {
         say(&line);
     }
+    let e = &l.energy;
+    if let Some(j) = e.energy_j {
+        say(&format!(
+            "    energy {} J · {} W · {} J per output token{} ({})",
+            num(Some(j)),
+            num(e.mean_power_w),
+            num(e.joules_per_output_token),
+            e.cost_per_million_output_tokens
+                .map_or(String::new(), |c| format!(
+                    " · USD {} per M output tokens",
+                    num(Some(c))
+                )),
+            e.energy_source.as_deref().unwrap_or_default()
+        ));
+    }
 }
 
 /// `    thinking 66.7 % of output · TTFC p50 … · answer … tok/s · 2.0 tool calls`, for a level
@@ -425,6 +440,10 @@ pub fn final_tables(s: &Session) -> String {
         out.push_str(&markdown::turns_table(&s.summary));
     }
     let all: Vec<crate::summary::LevelSummary> = s.summary.levels().cloned().collect();
+    if markdown::any_energy(&all) {
+        out.push_str("\nEnergy and cost\n\n");
+        out.push_str(&markdown::energy_table(&all));
+    }
     if markdown::any_reasoning(&all) {
         out.push_str(
             "\nReasoning and answers (TTFC: the first answer token, after the thinking)\n\n",

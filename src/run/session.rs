@@ -55,6 +55,10 @@ pub struct Session {
     level_telemetry: BTreeMap<u32, LevelTelemetryAcc>,
     /// The latest lines of the server servetop started (server.log holds them all).
     pub server_log: std::collections::VecDeque<String>,
+    /// GPU readings still count as idle: the runner has not begun to work (no phase yet).
+    idle_open: bool,
+    /// Σ over idle readings of all GPUs' power, and how many readings.
+    idle_power: (f64, u64),
 }
 
 /// Server log lines a session keeps for the Log tab.
@@ -79,6 +83,8 @@ impl Session {
             latest_server: None,
             level_telemetry: BTreeMap::new(),
             server_log: std::collections::VecDeque::new(),
+            idle_open: true,
+            idle_power: (0.0, 0),
         }
     }
 
@@ -129,6 +135,9 @@ impl Session {
             Event::LevelAdded(spec) => return self.add_level(spec),
             Event::Search(s) => self.summary.search = Some(*s),
             Event::Phase(p) => {
+                // The runner's first phase (warming up, or preparing the first level's
+                // prompts) comes after its idle GPU reading: the GPUs are working from here.
+                self.idle_open = false;
                 self.phase = p;
                 return Persist::Nothing;
             }
@@ -257,8 +266,12 @@ impl Session {
             .map_or(0, LevelSpec::workers);
         self.accs
             .insert(index, LevelAccumulator::new(self.slo).with_slots(slots));
-        self.level_telemetry
-            .insert(index, LevelTelemetryAcc::new(self.latest_server.clone()));
+        self.level_telemetry.insert(
+            index,
+            LevelTelemetryAcc::new(self.latest_server.clone(), self.latest_gpu.clone()),
+        );
+        // GPU readings from here on are work, not idle.
+        self.idle_open = false;
         self.progress.insert(index, LevelProgress::default());
         // The newest server servetop started is the one this level measures.
         let server = self.summary.servers.len().checked_sub(1).map(|i| i as u32);
@@ -314,6 +327,12 @@ impl Session {
                 if let Some(acc) = current {
                     acc.add_gpu(g);
                 }
+                let power: Vec<f64> = g.gpus.iter().filter_map(|r| r.power_w).collect();
+                if self.idle_open && !power.is_empty() {
+                    self.idle_power.0 += power.iter().sum::<f64>();
+                    self.idle_power.1 += 1;
+                    t.idle_power_w = Some(self.idle_power.0 / self.idle_power.1 as f64);
+                }
                 self.latest_gpu = Some(g.clone());
             }
             TelemetryRecord::Server(s) => {
@@ -331,6 +350,49 @@ impl Session {
         }
     }
 
+    /// The level's energy and cost (docs/metrics.md "Energy and cost"), or why there is none.
+    fn level_energy(
+        &mut self,
+        index: u32,
+        tel: Option<&LevelTelemetryAcc>,
+        stats: Option<&crate::metrics::LevelStats>,
+    ) {
+        use crate::telemetry::energy::{LevelEnergy, LevelWork, Price};
+        let energy = match tel.map(LevelTelemetryAcc::energy) {
+            Some(Ok(e)) => Ok(e),
+            // Why there were no readings at all says more than "no readings".
+            _ if self.summary.config.no_gpu => Err("GPU sampling is off (--no-gpu)".to_string()),
+            _ if self.summary.telemetry.gpu_reason.is_some() => Err(self
+                .summary
+                .telemetry
+                .gpu_reason
+                .clone()
+                .unwrap_or_default()),
+            Some(Err(e)) => Err(e),
+            None => Err("no GPU readings during the level".to_string()),
+        };
+        let work = stats.map_or(
+            LevelWork {
+                output_tokens: 0,
+                total_tokens: 0,
+                duration_s: 0.0,
+            },
+            |s| LevelWork {
+                output_tokens: s.scalars.total_output_tokens,
+                total_tokens: s.scalars.total_output_tokens + s.scalars.total_input_tokens,
+                duration_s: s.scalars.duration_s,
+            },
+        );
+        let c = &self.summary.config;
+        let price = (c.gpu_hour_cost.is_some() || c.cost_per_hour.is_some()).then_some(Price {
+            gpu_hour: c.gpu_hour_cost,
+            deployment_hour: c.cost_per_hour,
+        });
+        if let Some(l) = self.summary.level_mut(index) {
+            l.energy = LevelEnergy::of(&energy, &work, price);
+        }
+    }
+
     fn finish_level(&mut self, index: u32, interrupted: bool) {
         if let Some(l) = self.summary.level_mut(index) {
             l.finished_at_unix_ms = Some(crate::telemetry::now_unix_ms());
@@ -344,6 +406,7 @@ impl Session {
             l.accept_length_server = l.spec_server.as_ref().map(|s| s.accept_length);
         }
         let stats = self.accs.get(&index).map(LevelAccumulator::stats);
+        self.level_energy(index, tel.as_ref(), stats.as_ref());
         let slo_check = self.accs.get(&index).and_then(LevelAccumulator::slo_check);
         if let (Some(l), Some(st)) = (self.summary.level(index), &stats) {
             // Tokens per step (steps without a draft included) is what the client's tokens per

@@ -65,6 +65,8 @@ pub struct Runner {
     control: watch::Receiver<Control>,
     /// Restarts after a crash so far (`--restart-on-crash` allows one).
     crash_restarts: u32,
+    /// The GPUs, read once more just before and at the end of each level (energy counters).
+    gpus: Option<crate::telemetry::GpuProbe>,
 }
 
 /// Why a level ended.
@@ -100,6 +102,7 @@ impl Runner {
             cancel,
             control,
             crash_restarts: 0,
+            gpus: crate::telemetry::GpuProbe::of(cfg),
         }
     }
 
@@ -153,6 +156,8 @@ impl Runner {
                 self.emit(Event::Warning(w));
             }
         }
+        // The GPUs before anything is asked of them: the run's idle power.
+        self.read_gpus().await;
         self.warmup().await?;
         let levels = self.prepared.levels.clone();
         for spec in &levels {
@@ -402,6 +407,15 @@ impl Runner {
         }
     }
 
+    /// One GPU reading now (at a level's edges, and before anything is sent: idle power).
+    async fn read_gpus(&self) {
+        let Some(probe) = &self.gpus else { return };
+        let http = self.prepared.client.http();
+        if let Ok(Some(s)) = tokio::time::timeout(Duration::from_secs(2), probe.read(&http)).await {
+            self.emit(Event::Telemetry(crate::telemetry::TelemetryRecord::Gpu(s)));
+        }
+    }
+
     /// Cancels `level_cancel` when the user asks to skip the level (the control's skip count
     /// moves on).
     fn watch_for_skip(&self, level_cancel: &CancellationToken) -> tokio::task::JoinHandle<()> {
@@ -461,6 +475,7 @@ impl Runner {
             .prewarm(prewarm_connections(spec))
             .await;
         self.scrape_engine().await;
+        self.read_gpus().await;
         let origin = Instant::now();
         self.emit(Event::LevelStarted {
             index: spec.index,
@@ -502,6 +517,7 @@ impl Runner {
         }
         skip_watch.abort();
         self.scrape_engine().await;
+        self.read_gpus().await;
         let interrupted = level_cancel.is_cancelled();
         tracing::info!(level = spec.index, interrupted, "level finished");
         self.emit(Event::LevelFinished {

@@ -109,6 +109,10 @@ pub struct SimLog {
     pub recent_accept: VecDeque<u32>,
     /// Start and end of recent engine steps (utilization over the last second).
     pub recent_busy: VecDeque<(Instant, Instant)>,
+    /// Time the engine spent stepping since it started, and when it started (the simulated
+    /// GPUs' energy counter integrates over them).
+    pub busy_total: Duration,
+    pub started: Option<Instant>,
     /// Generated tokens with their times, last few seconds (generation throughput gauge).
     pub recent_tokens: VecDeque<(Instant, u32)>,
     /// Faults injected so far, by kind.
@@ -145,7 +149,18 @@ impl SimLog {
             .sum()
     }
 
+    /// Energy of one simulated GPU since the simulator started, in millijoules: `idle_w` the
+    /// whole time plus `busy_w − idle_w` while the engine stepped.
+    pub fn energy_mj(&self, now: Instant, idle_w: f64, busy_w: f64) -> u64 {
+        let up = self
+            .started
+            .map_or(0.0, |s| now.saturating_duration_since(s).as_secs_f64());
+        let busy = self.busy_total.as_secs_f64().min(up);
+        ((idle_w * up + (busy_w - idle_w) * busy) * 1000.0).round() as u64
+    }
+
     fn record_step(&mut self, start: Instant, end: Instant, tokens: u32) {
+        self.busy_total += end.saturating_duration_since(start);
         self.recent_busy.push_back((start, end));
         self.recent_tokens.push_back((end, tokens));
         let keep = end.checked_sub(Duration::from_secs(2)).unwrap_or(end);

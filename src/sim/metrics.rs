@@ -247,7 +247,7 @@ pub fn dcgm_page(cfg: &SimConfig, log: &SimLog, now: Instant) -> String {
         (
             "DCGM_FI_DEV_POWER_USAGE",
             "Power draw (in W).",
-            80.0 + util * 2.7,
+            cfg.gpu_idle_w + (cfg.gpu_busy_w - cfg.gpu_idle_w) * util / 100.0,
         ),
         (
             "DCGM_FI_DEV_GPU_UTIL",
@@ -270,6 +270,20 @@ pub fn dcgm_page(cfg: &SimConfig, log: &SimLog, now: Instant) -> String {
             used_mib.round(),
         ),
     ];
+    let energy = log.energy_mj(now, cfg.gpu_idle_w, cfg.gpu_busy_w);
+    family(
+        &mut out,
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "counter",
+        "Total energy consumption since boot (in mJ).",
+    );
+    for g in 0..cfg.gpus {
+        let _ = writeln!(
+            out,
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{gpu=\"{g}\",UUID=\"GPU-servetop-sim-{g}\",device=\"nvidia{g}\",modelName=\"Simulated {:.0}GB GPU\",Hostname=\"servetop-sim\",simulated=\"true\"}} {energy}",
+            cfg.gpu_mem_gb
+        );
+    }
     for (name, help, v) in rows {
         family(&mut out, name, "gauge", help);
         for g in 0..cfg.gpus {

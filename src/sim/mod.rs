@@ -175,6 +175,11 @@ pub struct SimConfig {
     /// calls streamed as `tool_calls` deltas, its answer tokens split evenly over them (0: plain
     /// answers).
     pub tool_calls: u32,
+    /// Each simulated GPU draws `gpu_idle_w` while the engine waits and `gpu_busy_w` while it
+    /// steps; the reported power follows the last second's load and the energy counter is the
+    /// exact integral of that model.
+    pub gpu_idle_w: f64,
+    pub gpu_busy_w: f64,
     /// A key every `/v1/*` request must send as `Authorization: Bearer KEY` (vLLM's
     /// `--api-key`); never written to any file.
     #[serde(skip)]
@@ -235,6 +240,8 @@ impl SimConfig {
                 trailer_delay_ms: 0.0,
                 reasoning_tokens: 0,
                 tool_calls: 0,
+                gpu_idle_w: 80.0,
+                gpu_busy_w: 350.0,
                 api_key: None,
             }),
             "fast" => Ok(SimConfig {
@@ -261,6 +268,8 @@ impl SimConfig {
                 trailer_delay_ms: 0.0,
                 reasoning_tokens: 0,
                 tool_calls: 0,
+                gpu_idle_w: 80.0,
+                gpu_busy_w: 350.0,
                 api_key: None,
             }),
             other => Err(format!(
@@ -288,6 +297,15 @@ impl SimConfig {
         };
         pos(self.prefill_tokens_per_s, "--prefill-tokens-per-s")?;
         pos(self.decode_step_ms, "--decode-step-ms")?;
+        if !(self.gpu_idle_w.is_finite()
+            && self.gpu_busy_w.is_finite()
+            && self.gpu_idle_w >= 0.0
+            && self.gpu_busy_w >= self.gpu_idle_w)
+        {
+            return Err(
+                "--gpu-idle-w must be at least 0 and --gpu-busy-w at least --gpu-idle-w".into(),
+            );
+        }
         if self.batch_growth < 0.0 || self.context_ms_per_1k < 0.0 {
             return Err("growth terms must not be negative".into());
         }
@@ -376,7 +394,10 @@ pub async fn start(config: SimConfig, addr: SocketAddr) -> std::io::Result<SimHa
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
-    let log = Arc::new(Mutex::new(SimLog::default()));
+    let log = Arc::new(Mutex::new(SimLog {
+        started: Some(std::time::Instant::now()),
+        ..SimLog::default()
+    }));
     let shutdown = tokio_util::sync::CancellationToken::new();
     let cache = config.prefix_cache.then(|| {
         Arc::new(Mutex::new(prefix_cache::PrefixCache::new(

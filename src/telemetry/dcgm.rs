@@ -50,6 +50,10 @@ pub fn map(page: &Page) -> Option<Vec<GpuReading>> {
             "DCGM_FI_DEV_POWER_MGMT_LIMIT" => g.power_limit_w = v,
             "DCGM_FI_DEV_GPU_TEMP" => g.temp_c = v,
             "DCGM_FI_DEV_SM_CLOCK" => g.sm_clock_mhz = v,
+            // Millijoules since the driver loaded.
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" => {
+                g.energy_mj = v.filter(|e| *e >= 0.0).map(|e| e.round() as u64);
+            }
             _ => {}
         }
     }

@@ -12,6 +12,16 @@ pub fn read_once() -> Result<Vec<GpuReading>, String> {
     imp::Sampler::init()?.sample()
 }
 
+/// [`read_once`] through one NVML handle kept for the process (readings on demand, at level
+/// boundaries, should not load the driver library each time).
+pub fn read_cached() -> Result<Vec<GpuReading>, String> {
+    static SAMPLER: std::sync::OnceLock<Result<imp::Sampler, String>> = std::sync::OnceLock::new();
+    match SAMPLER.get_or_init(imp::Sampler::init) {
+        Ok(s) => s.sample(),
+        Err(e) => Err(e.clone()),
+    }
+}
+
 /// Samples every `interval` until `cancel`, sending each reading to `tx`. A machine without the
 /// driver or without GPUs sends one `GpuUnavailable` with the reason and stops.
 pub fn spawn(interval: Duration, tx: Reports, cancel: CancellationToken) {
@@ -109,6 +119,7 @@ mod imp {
                     power_limit_w: opt(d.enforced_power_limit()).map(|mw| f64::from(mw) / 1000.0),
                     temp_c: opt(d.temperature(TemperatureSensor::Gpu)).map(f64::from),
                     sm_clock_mhz: opt(d.clock_info(Clock::SM)).map(f64::from),
+                    energy_mj: opt(d.total_energy_consumption()),
                 });
             }
             Ok(out)

@@ -8,6 +8,7 @@
 //! the reason, shown in its panel; nothing fails.
 
 pub mod dcgm;
+pub mod energy;
 pub mod engine_metrics;
 pub mod gpu;
 pub mod per_level;
@@ -79,6 +80,40 @@ pub fn spawn_all(
             scrape::spawn_dcgm(http.clone(), url.clone(), every, tx.clone(), cancel.clone());
         }
         None => gpu::spawn(every, tx.clone(), cancel.clone()),
+    }
+}
+
+/// Where a run reads its GPUs, for a reading on demand (just before and at the end of each
+/// level, so its energy counters cover exactly the level).
+#[derive(Clone, Debug)]
+pub enum GpuProbe {
+    Nvml,
+    Dcgm(String),
+}
+
+impl GpuProbe {
+    /// The probe a configuration asks for (none with `--no-gpu`).
+    pub fn of(cfg: &crate::config::RunConfig) -> Option<Self> {
+        if cfg.no_gpu {
+            return None;
+        }
+        Some(cfg.dcgm_url.clone().map_or(Self::Nvml, Self::Dcgm))
+    }
+
+    /// Every GPU now, or `None` when there is none to read (the samplers say why).
+    pub async fn read(&self, http: &reqwest::Client) -> Option<GpuSample> {
+        match self {
+            Self::Dcgm(url) => scrape::dcgm_sample(http, url).await.ok(),
+            Self::Nvml => tokio::task::spawn_blocking(gpu::read_cached)
+                .await
+                .ok()?
+                .ok()
+                .map(|gpus| GpuSample {
+                    at_unix_ms: now_unix_ms(),
+                    source: GpuSource::Nvml,
+                    gpus,
+                }),
+        }
     }
 }
 

@@ -105,6 +105,7 @@ pub struct LevelTelemetryAcc {
     gen_tput: Gauge,
     accept_gauge: Gauge,
     gpus: BTreeMap<u32, GpuAcc>,
+    energy: super::energy::EnergyFold,
 }
 
 fn delta(a: Option<f64>, b: Option<f64>) -> Option<f64> {
@@ -112,12 +113,19 @@ fn delta(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 }
 
 impl LevelTelemetryAcc {
-    /// Starts a level with `baseline` as the counters' starting point.
-    pub fn new(baseline: Option<ServerSample>) -> Self {
+    /// Starts a level with `baseline` as the engine counters' starting point and `gpu` (the
+    /// reading taken just before the level) as the energy counters'.
+    pub fn new(baseline: Option<ServerSample>, gpu: Option<GpuSample>) -> Self {
         Self {
             baseline,
+            energy: super::energy::EnergyFold::new(gpu),
             ..Self::default()
         }
+    }
+
+    /// The level's GPU energy, or why it was not measured.
+    pub fn energy(&self) -> Result<super::energy::Energy, String> {
+        self.energy.energy()
     }
 
     /// Folds one engine sample.
@@ -136,6 +144,7 @@ impl LevelTelemetryAcc {
 
     /// Folds one GPU sample.
     pub fn add_gpu(&mut self, s: &GpuSample) {
+        self.energy.add(s);
         for g in &s.gpus {
             let a = self.gpus.entry(g.index).or_default();
             a.name.clone_from(&g.name);
@@ -264,13 +273,10 @@ mod tests {
     #[test]
     fn counters_are_differenced_over_the_level() {
         // Before the level: 100 drafts, 300 draft tokens, 150 accepted.
-        let mut a = LevelTelemetryAcc::new(Some(server(
-            100.0,
-            300.0,
-            150.0,
-            vec![80.0, 50.0, 20.0],
-            0.1,
-        )));
+        let mut a = LevelTelemetryAcc::new(
+            Some(server(100.0, 300.0, 150.0, vec![80.0, 50.0, 20.0], 0.1)),
+            None,
+        );
         a.add_server(&server(150.0, 450.0, 250.0, vec![120.0, 85.0, 45.0], 0.3));
         // During: 300 more drafts, 900 draft tokens, 600 accepted: accept length 1 + 600/300 = 3.
         a.add_server(&server(
@@ -299,7 +305,7 @@ mod tests {
         // tokens): accept length 2.5, but 350 tokens in 200 steps is 1.75 per step.
         let mut start = server(0.0, 0.0, 0.0, vec![], 0.0);
         start.generation_tokens_total = Some(0.0);
-        let mut a = LevelTelemetryAcc::new(Some(start));
+        let mut a = LevelTelemetryAcc::new(Some(start), None);
         let mut end = server(100.0, 300.0, 150.0, vec![], 0.0);
         end.generation_tokens_total = Some(350.0);
         a.add_server(&end);
@@ -310,7 +316,7 @@ mod tests {
 
     #[test]
     fn gauge_then_server_info_when_no_counters() {
-        let mut a = LevelTelemetryAcc::new(None);
+        let mut a = LevelTelemetryAcc::new(None, None);
         a.add_server(&ServerSample {
             accept_length_gauge: Some(3.0),
             ..ServerSample::default()
@@ -327,18 +333,18 @@ mod tests {
                 ..SpecLevelStats::default()
             }
         );
-        let mut b = LevelTelemetryAcc::new(None);
+        let mut b = LevelTelemetryAcc::new(None, None);
         b.add_server(&ServerSample {
             accept_length_cumulative: Some(2.5),
             ..ServerSample::default()
         });
         assert_eq!(b.spec().unwrap().source, "server_info");
-        assert!(LevelTelemetryAcc::new(None).spec().is_none());
+        assert!(LevelTelemetryAcc::new(None, None).spec().is_none());
     }
 
     #[test]
     fn gpu_peaks_and_means() {
-        let mut a = LevelTelemetryAcc::new(None);
+        let mut a = LevelTelemetryAcc::new(None, None);
         for (m, u) in [(10u64, 50.0), (30, 100.0), (20, 0.0)] {
             a.add_gpu(&GpuSample {
                 at_unix_ms: 0,

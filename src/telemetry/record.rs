@@ -20,6 +20,10 @@ pub struct GpuReading {
     pub power_limit_w: Option<f64>,
     pub temp_c: Option<f64>,
     pub sm_clock_mhz: Option<f64>,
+    /// The energy counter: millijoules since the driver loaded (NVML total energy consumption,
+    /// Volta and newer; DCGM `DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_mj: Option<u64>,
 }
 
 /// Where GPU readings come from.

@@ -134,6 +134,24 @@ pub fn spawn_engine(
 }
 
 /// Scrapes a DCGM exporter every `interval` for GPUs on another host.
+/// One reading of a DCGM exporter's page, or why there is none.
+pub async fn dcgm_sample(http: &reqwest::Client, url: &str) -> Result<GpuSample, String> {
+    let page = prom::parse(&get_text(http, url).await?);
+    let Some(gpus) = dcgm::map(&page) else {
+        return Err(format!("{url} has no DCGM_FI_* metrics"));
+    };
+    let source = if dcgm::is_simulated(&page) {
+        GpuSource::SimulatedDcgm
+    } else {
+        GpuSource::Dcgm
+    };
+    Ok(GpuSample {
+        at_unix_ms: now_unix_ms(),
+        source,
+        gpus,
+    })
+}
+
 pub fn spawn_dcgm(
     http: reqwest::Client,
     url: String,
@@ -145,33 +163,14 @@ pub fn spawn_dcgm(
         let mut tick = ticker(interval);
         let mut last_reason = None;
         while tick_or_stop(&mut tick, &cancel).await {
-            let page = match get_text(&http, &url).await {
-                Ok(t) => prom::parse(&t),
+            let rec = match dcgm_sample(&http, &url).await {
+                Ok(s) => TelemetryRecord::Gpu(s),
                 Err(e) => {
                     unavailable(&tx, &mut last_reason, e, true);
                     continue;
                 }
             };
-            let Some(gpus) = dcgm::map(&page) else {
-                unavailable(
-                    &tx,
-                    &mut last_reason,
-                    format!("{url} has no DCGM_FI_* metrics"),
-                    true,
-                );
-                continue;
-            };
             last_reason = None;
-            let source = if dcgm::is_simulated(&page) {
-                GpuSource::SimulatedDcgm
-            } else {
-                GpuSource::Dcgm
-            };
-            let rec = TelemetryRecord::Gpu(GpuSample {
-                at_unix_ms: now_unix_ms(),
-                source,
-                gpus,
-            });
             if !tx.send(rec) {
                 return;
             }

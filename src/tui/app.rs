@@ -259,6 +259,16 @@ impl App {
         }
     }
 
+    /// Whether any sweep level so far has its energy measured (the sweep table then shows
+    /// tokens per joule at wide sizes).
+    pub fn sweep_energy(&self) -> bool {
+        self.session
+            .summary
+            .sweep
+            .iter()
+            .any(|l| l.energy.output_tokens_per_joule.is_some())
+    }
+
     /// Whether any sweep level so far streamed reasoning (the sweep table then shows TTFC).
     pub fn sweep_reasons(&self) -> bool {
         self.session.summary.sweep.iter().any(|l| {

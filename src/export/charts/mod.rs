@@ -126,9 +126,19 @@ pub fn render_all(
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let any = |f: fn(&RunSummary) -> bool| runs.iter().any(|r| f(r.summary));
-    let figures: [(&str, Draw, bool); 8] = [
+    let figures: [(&str, Draw, bool); 9] = [
         ("throughput.png", sweep::throughput, true),
         ("latency.png", sweep::latency, true),
+        (
+            "energy.png",
+            sweep::energy,
+            any(|s| {
+                s.sweep.iter().any(|l| {
+                    l.energy.output_tokens_per_joule.is_some()
+                        || l.energy.cost_per_million_output_tokens.is_some()
+                })
+            }),
+        ),
         ("long_context.png", long_context::draw, true),
         ("spec_decoding.png", sweep::spec_decoding, true),
         (

@@ -1,4 +1,5 @@
-//! The concurrency sweep's figures: `throughput.png`, `latency.png`, `spec_decoding.png`.
+//! The concurrency sweep's figures: `throughput.png`, `latency.png`, `spec_decoding.png`,
+//! `energy.png`.
 
 use super::panel::{Panel, XKind, figure};
 use super::{ChartRun, NO_SWEEP, lines_per_run, stat};
@@ -132,5 +133,48 @@ pub(super) fn spec_decoding(
         }],
         1,
         &footer,
+    )
+}
+
+/// `energy.png`: output tokens per joule and the cost per million output tokens against
+/// concurrency (drawn when some level has either).
+pub(super) fn energy(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Result<(), String> {
+    let why = runs
+        .iter()
+        .flat_map(|r| r.summary.sweep.iter())
+        .find_map(|l| l.energy.energy_source.clone())
+        .unwrap_or_else(|| NO_SWEEP.to_string());
+    let panel = |title: &str, y: &str, f: fn(&LevelSummary) -> Option<f64>, empty: &str| Panel {
+        title: title.into(),
+        x: XKind::Concurrency,
+        y_desc: y.into(),
+        y_log_ok: false,
+        y_top: None,
+        lines: lines_per_run(runs, "", f, false),
+        marks: vec![],
+        limits: vec![],
+        empty: empty.to_string(),
+    };
+    figure(
+        path,
+        size,
+        "Energy and cost per token vs concurrency",
+        runs,
+        &[
+            panel(
+                "Output tokens per joule (all GPUs)",
+                "tokens / J",
+                |l| l.energy.output_tokens_per_joule,
+                &why,
+            ),
+            panel(
+                "Cost per million output tokens",
+                "USD / M tokens",
+                |l| l.energy.cost_per_million_output_tokens,
+                "no price given (--gpu-hour-cost or --cost-per-hour)",
+            ),
+        ],
+        2,
+        &[],
     )
 }

@@ -157,6 +157,7 @@ fn sections(out: &mut String, s: &RunSummary) {
         out.push_str(&telemetry_table(&s.sweep));
     }
     let all: Vec<LevelSummary> = s.levels().cloned().collect();
+    energy_section(out, s, &all);
     if any_reasoning(&all) {
         out.push_str("\n## Reasoning and answers\n\n");
         out.push_str(&reasoning_table(&all));
@@ -211,6 +212,25 @@ fn sections(out: &mut String, s: &RunSummary) {
     }
     if let Some(e) = &s.error {
         let _ = writeln!(out, "\n**Run stopped:** {e}");
+    }
+}
+
+/// The energy table, with the idle power before the first request; or one line saying why
+/// energy was not measured.
+fn energy_section(out: &mut String, s: &RunSummary, all: &[LevelSummary]) {
+    if any_energy(all) {
+        out.push_str("\n## Energy and cost\n\n");
+        if let Some(w) = s.telemetry.idle_power_w {
+            let _ = writeln!(
+                out,
+                "Idle power before the first request: {} W (all GPUs). The levels' power below includes it: that is what the server costs while it works.\n",
+                num(Some(w))
+            );
+        }
+        out.push_str(&energy_table(all));
+        out.push_str("\nenergy: the GPUs' energy counters read just before each level and at its end (or, where a GPU has no counter, its power samples integrated, said so). cost: the level's wall time at the configured price (`--gpu-hour-cost` per GPU, or `--cost-per-hour`), per million tokens.\n");
+    } else if let Some(why) = all.iter().find_map(|l| l.energy.energy_source.as_deref()) {
+        let _ = writeln!(out, "\nEnergy per token: {why}.");
     }
 }
 

@@ -68,6 +68,38 @@ pub fn sweep_table(levels: &[LevelSummary]) -> String {
     out
 }
 
+/// Whether any of `levels` has an energy figure or a cost (the energy table is shown then).
+pub fn any_energy(levels: &[LevelSummary]) -> bool {
+    levels
+        .iter()
+        .any(|l| l.energy.energy_j.is_some() || l.energy.cost_per_million_output_tokens.is_some())
+}
+
+/// Energy and cost per level (docs/metrics.md "Energy and cost"); "not measured" with the
+/// reason where a level has no energy.
+pub fn energy_table(levels: &[LevelSummary]) -> String {
+    let mut out = String::from(
+        "| level | energy (J) | mean power (W) | J / output token | output tokens / J | USD / M output tokens | USD / M tokens (all) | energy from |\n\
+         |---|---:|---:|---:|---:|---:|---:|---|\n",
+    );
+    for l in levels.iter().filter(|l| l.stats.is_some()) {
+        let e = &l.energy;
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            l.label(),
+            num(e.energy_j),
+            num(e.mean_power_w),
+            num(e.joules_per_output_token),
+            num(e.output_tokens_per_joule),
+            num(e.cost_per_million_output_tokens),
+            num(e.cost_per_million_total_tokens),
+            e.energy_source.as_deref().unwrap_or("-"),
+        );
+    }
+    out
+}
+
 /// Whether any of `levels` reasoned or called tools (the reasoning table is shown only then).
 pub fn any_reasoning(levels: &[LevelSummary]) -> bool {
     levels.iter().filter_map(|l| l.stats.as_ref()).any(|s| {

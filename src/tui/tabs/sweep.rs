@@ -202,6 +202,9 @@ fn row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a> {
     if wide {
         cells.push(Cell::from(num(l.accept_length_server)));
         cells.push(kv_cell(l));
+        if app.sweep_energy() {
+            cells.push(Cell::from(num(l.energy.output_tokens_per_joule)));
+        }
     }
     finish_row(cells, l, stats.is_some(), failed, running, th)
 }
@@ -245,6 +248,10 @@ fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool)
     if wide {
         header.extend(["srv", "KV%"]);
         widths.extend([Constraint::Length(5), Constraint::Length(4)]);
+        if app.sweep_energy() {
+            header.push("tok/J");
+            widths.push(Constraint::Length(6));
+        }
     }
     header.push("fail");
     widths.push(Constraint::Length(4));

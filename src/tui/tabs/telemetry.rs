@@ -45,12 +45,34 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
 }
 
 fn gpu_title(app: &App) -> String {
-    match app.session.latest_gpu.as_ref().map(|g| g.source) {
-        Some(GpuSource::Nvml) => " GPUs (NVML) ".into(),
-        Some(GpuSource::Dcgm) => " GPUs (DCGM exporter) ".into(),
-        Some(GpuSource::SimulatedDcgm) => " GPUs — SIMULATED by servetop-sim ".into(),
-        None => " GPUs ".into(),
-    }
+    let source = match app.session.latest_gpu.as_ref().map(|g| g.source) {
+        Some(GpuSource::Nvml) => " GPUs (NVML)",
+        Some(GpuSource::Dcgm) => " GPUs (DCGM exporter)",
+        Some(GpuSource::SimulatedDcgm) => " GPUs — SIMULATED by servetop-sim",
+        None => " GPUs",
+    };
+    // Energy: what the GPUs draw idle, and the latest finished level's energy per token.
+    let idle = app
+        .session
+        .summary
+        .telemetry
+        .idle_power_w
+        .map_or(String::new(), |w| format!(" · idle {w:.0} W"));
+    let level = app
+        .session
+        .summary
+        .levels()
+        .filter(|l| l.energy.joules_per_output_token.is_some())
+        .last()
+        .map_or(String::new(), |l| {
+            format!(
+                " · {} {} J/token, {} W",
+                l.label(),
+                crate::fmt::num(l.energy.joules_per_output_token),
+                crate::fmt::num(l.energy.mean_power_w)
+            )
+        });
+    format!("{source}{idle}{level} ")
 }
 
 fn render_gpus(app: &App, gpus: &[GpuReading], area: Rect, buf: &mut Buffer, th: &Theme) {

@@ -1,0 +1,92 @@
+//! The real-GPU check's readings (`scripts/gpu-check.sh`, run on a machine with NVIDIA GPUs)
+//! as servetop reads them: every fixture in tests/fixtures/gpu/ parses as `servetop gpu --json`
+//! writes it, and what it says holds together. None is committed until a GPU machine has run the
+//! script; then this file checks the real readings. On this machine, whatever it has, the
+//! binary's own reading must parse and either list GPUs or say why there are none.
+
+// Integration tests may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use std::path::PathBuf;
+
+use servetop::telemetry::GpuReading;
+
+#[derive(serde::Deserialize)]
+struct GpuJson {
+    available: bool,
+    reason: Option<String>,
+    source: String,
+    gpus: Vec<GpuReading>,
+}
+
+/// What a reading must say, whichever machine made it.
+fn check(what: &str, r: &GpuJson) {
+    assert_eq!(r.source, "nvml", "{what}");
+    if !r.available {
+        assert!(r.gpus.is_empty(), "{what}");
+        assert!(
+            r.reason.as_deref().is_some_and(|x| !x.is_empty()),
+            "{what}: no GPU and no reason"
+        );
+        return;
+    }
+    assert!(!r.gpus.is_empty(), "{what}: available with no GPU");
+    for g in &r.gpus {
+        let name = format!("{what} GPU {} ({})", g.index, g.name);
+        if let (Some(u), Some(t)) = (g.mem_used_bytes, g.mem_total_bytes) {
+            assert!(u <= t && t > 0, "{name}: memory {u} of {t}");
+        }
+        for (field, v, top) in [
+            ("util", g.util_gpu_pct, 100.0),
+            ("mem util", g.util_mem_pct, 100.0),
+            ("temperature", g.temp_c, 130.0),
+        ] {
+            assert!(
+                v.is_none_or(|v| (0.0..=top).contains(&v)),
+                "{name}: {field} {v:?}"
+            );
+        }
+        if let (Some(p), Some(l)) = (g.power_w, g.power_limit_w) {
+            assert!(p >= 0.0 && p <= l * 1.5, "{name}: power {p} W, limit {l} W");
+        }
+        // What the device did not support reads as null, and is said here.
+        let unsupported: Vec<&str> = [
+            ("memory", g.mem_used_bytes.is_none()),
+            ("utilization", g.util_gpu_pct.is_none()),
+            ("power", g.power_w.is_none()),
+            ("energy counter", g.energy_mj.is_none()),
+            ("SM clock", g.sm_clock_mhz.is_none()),
+        ]
+        .into_iter()
+        .filter_map(|(f, missing)| missing.then_some(f))
+        .collect();
+        println!("{name}: not supported: {unsupported:?}");
+    }
+}
+
+#[test]
+fn committed_gpu_fixtures_parse_and_hold_together() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gpu");
+    let mut seen = 0;
+    for e in std::fs::read_dir(&dir).unwrap().flatten() {
+        let p = e.path();
+        if p.extension().is_some_and(|x| x == "json") {
+            let r: GpuJson = serde_json::from_str(&std::fs::read_to_string(&p).unwrap())
+                .unwrap_or_else(|err| panic!("{}: {err}", p.display()));
+            check(&p.display().to_string(), &r);
+            seen += 1;
+        }
+    }
+    println!("{seen} GPU fixtures in {}", dir.display());
+}
+
+#[test]
+fn this_machines_reading_parses() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_servetop"))
+        .args(["gpu", "--once", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let r: GpuJson = serde_json::from_slice(&out.stdout).unwrap();
+    check("this machine", &r);
+}
