@@ -14,7 +14,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use real_server::llama::{ALIAS, Paths, paths};
-use real_server::{cores, first_level_running, pids_with, results, server_gone, temp_run_dir};
+use real_server::{
+    cores, first_level_running, measured_by, pids_with, results, server_contexts, server_gone,
+    temp_run_dir,
+};
 
 /// Tests that start a server take turns: they share one core.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -44,6 +47,28 @@ fn dir_arg(dir: &Path) -> &str {
     dir.to_str().unwrap()
 }
 
+/// What each test starts from: the binary and models (None, after saying why, when they are not
+/// built), its turn on the server's core, the command for `slots` slots, a fresh run directory.
+struct Setup {
+    p: Paths,
+    _turn: std::sync::MutexGuard<'static, ()>,
+    cmd: String,
+    dir: std::path::PathBuf,
+}
+
+fn setup(test: &str, name: &str, slots: u32) -> Option<Setup> {
+    let p = paths(test)?;
+    let turn = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    Some(Setup {
+        cmd: serve_command(&p, slots),
+        dir: temp_run_dir("llama-serve", name),
+        p,
+        _turn: turn,
+    })
+}
+
 /// servetop starts llama-server at `-c 1024`, and the ladder's 2000- and 4000-token lengths (16
 /// output tokens each) make it restart the server at the first `--context-steps` value that
 /// holds each: 2048, then 4096. Every length is measured, each by the server results.json
@@ -51,14 +76,16 @@ fn dir_arg(dir: &Path) -> &str {
 /// left when servetop exits.
 #[test]
 fn serve_restarts_the_server_for_a_longer_context() {
-    let Some(p) = paths("serve_restarts_the_server_for_a_longer_context") else {
+    let Some(Setup {
+        cmd, dir, _turn, ..
+    }) = setup(
+        "serve_restarts_the_server_for_a_longer_context",
+        "restart",
+        1,
+    )
+    else {
         return;
     };
-    let _turn = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let cmd = serve_command(&p, 1);
-    let dir = temp_run_dir("llama-serve", "restart");
     let out = servetop(&[
         "--serve",
         &cmd,
@@ -82,29 +109,9 @@ fn serve_restarts_the_server_for_a_longer_context() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let r = results(&dir);
-    let contexts: Vec<u64> = r["servers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["context_len"].as_u64().unwrap())
-        .collect();
-    assert_eq!(contexts, [1024, 2048, 4096], "{stderr}");
-    let measured: Vec<(&str, u64)> = r["long_context"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| {
-            (
-                l["status"].as_str().unwrap(),
-                l["server_index"].as_u64().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(
-        measured,
-        [("done", 0), ("done", 1), ("done", 2)],
-        "{stderr}"
-    );
+    assert_eq!(server_contexts(&r), [1024, 2048, 4096], "{stderr}");
+    let done = |i| ("done".to_string(), i);
+    assert_eq!(measured_by(&r), [done(0), done(1), done(2)], "{stderr}");
     // Read back from the last server's /props, not taken from the flag.
     assert_eq!(r["server"]["context_limit"].as_u64(), Some(4096));
     let port = r["servers"][0]["port"].as_u64().unwrap();
@@ -125,14 +132,13 @@ fn serve_restarts_the_server_for_a_longer_context() {
 /// by the new server.
 #[test]
 fn a_killed_server_is_classified_and_restarted_once() {
-    let Some(p) = paths("a_killed_server_is_classified_and_restarted_once") else {
+    let Some(Setup { p, cmd, dir, _turn }) = setup(
+        "a_killed_server_is_classified_and_restarted_once",
+        "crash",
+        1,
+    ) else {
         return;
     };
-    let _turn = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let cmd = serve_command(&p, 1);
-    let dir = temp_run_dir("llama-serve", "crash");
     let child = servetop(&[
         "--serve",
         &cmd,
@@ -233,14 +239,16 @@ fn overlap_share(dir: &Path) -> f64 {
 /// time, so at C=2 no two requests' generation overlaps; with two slots they run side by side.
 #[test]
 fn an_np_sweep_runs_each_slot_count_and_compares_them() {
-    let Some(p) = paths("an_np_sweep_runs_each_slot_count_and_compares_them") else {
+    let Some(Setup {
+        cmd, dir, _turn, ..
+    }) = setup(
+        "an_np_sweep_runs_each_slot_count_and_compares_them",
+        "np-sweep",
+        1,
+    )
+    else {
         return;
     };
-    let _turn = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let cmd = serve_command(&p, 1);
-    let dir = temp_run_dir("llama-serve", "np-sweep");
     let out = servetop(&[
         "--serve",
         &cmd,

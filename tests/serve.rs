@@ -4,16 +4,16 @@
 // Integration tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
 
+mod real_server;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use real_server::{first_level_running, pids_with, results, server_contexts};
+
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_servetop")
-}
-
-fn results(dir: &Path) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap()
 }
 
 /// The simulator as the command a user would give `--serve`, `{port}` and `{context_len}` in it.
@@ -33,13 +33,7 @@ fn listening(port: u64) -> bool {
 /// Whether a process whose command line holds `needle` still runs (read from /proc, so a
 /// server that accepts no connection counts too).
 fn running(needle: &str) -> bool {
-    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-        std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
-            String::from_utf8_lossy(&c)
-                .replace('\0', " ")
-                .contains(needle)
-        })
-    })
+    !pids_with(needle).is_empty()
 }
 
 /// Waits (for a state, not a duration) until no process of the server started on `port` runs
@@ -230,48 +224,31 @@ fn a_dashboard_whose_terminal_disappears_still_stops_the_server() {
     assert_eq!(results(&dir)["state"], "interrupted");
 }
 
-/// Waits for the first level of the run writing `dir` to be under way (a state, read from
-/// results.json); the port of the server it started.
-fn first_level_running(dir: &Path) -> u64 {
-    let t = Instant::now();
-    loop {
-        let r = std::fs::read(dir.join("results.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
-        if let Some(r) = r
-            && r["sweep"][0]["status"] == "running"
-        {
-            return r["servers"][0]["port"].as_u64().unwrap();
-        }
-        assert!(t.elapsed() < Duration::from_secs(60), "the level never ran");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Kills (SIGKILL, as the kernel's OOM killer does) every process of the simulator serving
 /// `port`: a crash servetop did not ask for.
 fn crash_server(port: u64) {
-    let needle = format!("sim --port {port} ");
-    let mut killed = 0;
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(c) = std::fs::read(e.path().join("cmdline")) else {
-            continue;
-        };
-        if String::from_utf8_lossy(&c)
-            .replace('\0', " ")
-            .contains(&needle)
-        {
-            let pid = e.file_name().to_string_lossy().into_owned();
-            if Command::new("kill")
-                .args(["-KILL", &pid])
-                .status()
-                .is_ok_and(|s| s.success())
-            {
-                killed += 1;
-            }
-        }
+    let pids = pids_with(&format!("sim --port {port} "));
+    assert!(!pids.is_empty(), "no process serves port {port}");
+    for pid in pids {
+        let _ = Command::new("kill").args(["-KILL", &pid]).status();
     }
-    assert!(killed > 0, "no process serves port {port}");
+}
+
+/// Runs the sweep (300 requests a level) with `extra` flags against the simulator, crashes the
+/// server once the first level is under way, and waits for servetop: what it printed, and the
+/// crashed server's port.
+fn crash_mid_level(dir: &Path, extra: &[&str]) -> (std::process::Output, u64) {
+    let _ = std::fs::remove_dir_all(dir);
+    let cmd = sim_command();
+    let child = Command::new(bin())
+        .args(run_args(&cmd, dir, "300", extra))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let port = first_level_running(dir);
+    crash_server(port);
+    (child.wait_with_output().unwrap(), port)
 }
 
 /// A crash mid-level: the level records how the server exited (with its last log lines) and
@@ -280,17 +257,7 @@ fn crash_server(port: u64) {
 #[test]
 fn a_crash_mid_level_is_recorded_and_restart_on_crash_goes_on() {
     let dir = std::env::temp_dir().join(format!("servetop-serve-crash-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let cmd = sim_command();
-    let child = Command::new(bin())
-        .args(run_args(&cmd, &dir, "300", &["--restart-on-crash"]))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let port = first_level_running(&dir);
-    crash_server(port);
-    let out = child.wait_with_output().unwrap();
+    let (out, port) = crash_mid_level(&dir, &["--restart-on-crash"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let r = results(&dir);
@@ -323,17 +290,7 @@ fn a_crash_mid_level_is_recorded_and_restart_on_crash_goes_on() {
 #[test]
 fn without_restart_on_crash_a_crash_stops_the_run_saying_how() {
     let dir = std::env::temp_dir().join(format!("servetop-serve-crash1-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let cmd = sim_command();
-    let child = Command::new(bin())
-        .args(run_args(&cmd, &dir, "300", &[]))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let port = first_level_running(&dir);
-    crash_server(port);
-    let out = child.wait_with_output().unwrap();
+    let (out, port) = crash_mid_level(&dir, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     let r = results(&dir);
@@ -419,13 +376,7 @@ fn lengths_that_do_not_fit_restart_the_server_with_a_larger_context() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let r = results(&dir);
-    let contexts: Vec<u64> = r["servers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["context_len"].as_u64().unwrap())
-        .collect();
-    assert_eq!(contexts, [4096, 8192, 16384], "{stderr}");
+    assert_eq!(server_contexts(&r), [4096, 8192, 16384], "{stderr}");
     let port = r["servers"][0]["port"].as_u64().unwrap();
     for s in r["servers"].as_array().unwrap() {
         // The same port each time: the run's URL stays the server's.

@@ -13,7 +13,7 @@ mod real_server;
 use std::process::Command;
 
 use real_server::vllm::{available, cache_dir, root};
-use real_server::{cores, results, server_gone, temp_run_dir};
+use real_server::{cores, measured_by, results, server_contexts, server_gone, temp_run_dir};
 
 #[test]
 fn serve_restarts_vllm_with_a_larger_max_model_len() {
@@ -69,29 +69,15 @@ fn serve_restarts_vllm_with_a_larger_max_model_len() {
     let r = results(&dir);
     assert_eq!(r["server"]["engine"], "vllm", "{stderr}");
     let servers = r["servers"].as_array().unwrap();
-    let contexts: Vec<u64> = servers
-        .iter()
-        .map(|s| s["context_len"].as_u64().unwrap())
-        .collect();
-    assert_eq!(contexts, [1024, 4096], "{stderr}");
+    assert_eq!(server_contexts(&r), [1024, 4096], "{stderr}");
     let port = servers[0]["port"].as_u64().unwrap();
     for s in servers {
         assert_eq!(s["port"].as_u64(), Some(port));
         // A cold start of a real engine: seconds, not the simulator's milliseconds.
         assert!(s["ready_s"].as_f64().unwrap() > 1.0, "{s}");
     }
-    let measured: Vec<(&str, u64)> = r["long_context"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| {
-            (
-                l["status"].as_str().unwrap(),
-                l["server_index"].as_u64().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(measured, [("done", 0), ("done", 1)], "{stderr}");
+    let done = |i| ("done".to_string(), i);
+    assert_eq!(measured_by(&r), [done(0), done(1)], "{stderr}");
     // Read back from the restarted vLLM (/v1/models max_model_len), not taken from the flag.
     assert_eq!(r["server"]["context_limit"].as_u64(), Some(4096));
     assert!(server_gone(port), "a vLLM on port {port} outlived servetop");

@@ -201,3 +201,28 @@ pub fn first_level_running(dir: &std::path::Path) -> u64 {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The context each server servetop started was given, in order (results.json `servers`).
+pub fn server_contexts(r: &serde_json::Value) -> Vec<u64> {
+    r["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["context_len"].as_u64().unwrap())
+        .collect()
+}
+
+/// Each long-context length's status and the index of the server that measured it.
+pub fn measured_by(r: &serde_json::Value) -> Vec<(String, u64)> {
+    r["long_context"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["status"].as_str().unwrap().to_string(),
+                l["server_index"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}

@@ -13,16 +13,8 @@ pub(super) fn throughput(
     size: (u32, u32),
     runs: &[ChartRun<'_>],
 ) -> Result<(), String> {
-    let panel = |title: &str, y: &str, f: fn(&LevelSummary) -> Option<f64>| Panel {
-        title: title.into(),
-        x: XKind::Concurrency,
-        y_desc: y.into(),
-        y_log_ok: false,
-        y_top: None,
-        lines: lines_per_run(runs, "", f, false),
-        marks: vec![],
-        limits: vec![],
-        empty: NO_SWEEP.to_string(),
+    let panel = |title: &str, y: &str, f: fn(&LevelSummary) -> Option<f64>| {
+        per_level_panel(runs, title, y, f, NO_SWEEP)
     };
     figure(
         path,
@@ -144,17 +136,7 @@ pub(super) fn energy(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Re
         .flat_map(|r| r.summary.sweep.iter())
         .find_map(|l| l.energy.energy_source.clone())
         .unwrap_or_else(|| NO_SWEEP.to_string());
-    let panel = |title: &str, y: &str, f: fn(&LevelSummary) -> Option<f64>, empty: &str| Panel {
-        title: title.into(),
-        x: XKind::Concurrency,
-        y_desc: y.into(),
-        y_log_ok: false,
-        y_top: None,
-        lines: lines_per_run(runs, "", f, false),
-        marks: vec![],
-        limits: vec![],
-        empty: empty.to_string(),
-    };
+    let panel = per_level_panel;
     figure(
         path,
         size,
@@ -162,12 +144,14 @@ pub(super) fn energy(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Re
         runs,
         &[
             panel(
+                runs,
                 "Output tokens per joule (all GPUs)",
                 "tokens / J",
                 |l| l.energy.output_tokens_per_joule,
                 &why,
             ),
             panel(
+                runs,
                 "Cost per million output tokens",
                 "USD / M tokens",
                 |l| l.energy.cost_per_million_output_tokens,
@@ -177,4 +161,26 @@ pub(super) fn energy(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Re
         2,
         &[],
     )
+}
+
+/// One figure of every run's sweep levels against concurrency, on a linear axis; `empty` says
+/// why a run without any value has no line.
+fn per_level_panel(
+    runs: &[ChartRun<'_>],
+    title: &str,
+    y: &str,
+    f: fn(&LevelSummary) -> Option<f64>,
+    empty: &str,
+) -> Panel {
+    Panel {
+        title: title.into(),
+        x: XKind::Concurrency,
+        y_desc: y.into(),
+        y_log_ok: false,
+        y_top: None,
+        lines: lines_per_run(runs, "", f, false),
+        marks: vec![],
+        limits: vec![],
+        empty: empty.to_string(),
+    }
 }
