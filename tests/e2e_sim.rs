@@ -14,13 +14,14 @@ use std::net::SocketAddr;
 use servetop::config::{BackendChoice, RunConfig};
 use servetop::event::RunState;
 use servetop::metrics::{CountSource, LevelStats};
+use servetop::run::run_headless;
 use servetop::run::session::Session;
-use servetop::run::{run_headless, run_prepared};
 use servetop::runner;
 use servetop::sim::{self, AcceptLength, SimConfig, SimHandle};
 use servetop::summary::LevelStatus;
 use servetop::workload::RequestCount;
-use tokio_util::sync::CancellationToken;
+
+mod sim_run;
 
 fn sim_config() -> SimConfig {
     let mut c = SimConfig::preset("fast").unwrap();
@@ -58,17 +59,7 @@ async fn run_with(
     edit(&mut cfg);
     let mut prepared = runner::prepare(&cfg, None).await.expect("prepare");
     edit_prepared(&mut prepared);
-    let (state, session) = run_prepared(
-        &cfg,
-        prepared,
-        servetop::summary::RunSummary::new(cfg.clone(), None),
-        None,
-        true,
-        CancellationToken::new(),
-    )
-    .await;
-    assert_eq!(state, RunState::Finished, "{:?}", session.summary.error);
-    session
+    sim_run::finish_prepared(&cfg, prepared).await
 }
 
 fn stats(s: &Session, i: usize) -> &LevelStats {

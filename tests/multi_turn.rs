@@ -19,14 +19,13 @@
 use std::net::SocketAddr;
 
 use servetop::config::{MultiTurn, RunConfig};
-use servetop::event::RunState;
 use servetop::metrics::LevelStats;
-use servetop::run::run_prepared;
 use servetop::run::session::Session;
-use servetop::runner;
 use servetop::sim::{self, AcceptLength, SimConfig, SimHandle};
 use servetop::workload::RequestCount;
-use tokio_util::sync::CancellationToken;
+
+mod sim_run;
+use sim_run::finished;
 
 const PREFILL: f64 = 20_000.0;
 const INPUT: u64 = 2000;
@@ -68,22 +67,6 @@ async fn run(h: &SimHandle, shared_prefix: u64) -> Session {
         ..RunConfig::minimal(&h.url())
     })
     .await
-}
-
-/// Runs `cfg` headless to the end, without files.
-async fn finished(cfg: RunConfig) -> Session {
-    let prepared = runner::prepare(&cfg, None).await.expect("prepare");
-    let (state, session) = run_prepared(
-        &cfg,
-        prepared,
-        servetop::summary::RunSummary::new(cfg.clone(), None),
-        None,
-        true,
-        CancellationToken::new(),
-    )
-    .await;
-    assert_eq!(state, RunState::Finished, "{:?}", session.summary.error);
-    session
 }
 
 fn level(s: &Session) -> &LevelStats {

@@ -20,14 +20,13 @@
 use std::net::SocketAddr;
 
 use servetop::config::{BackendChoice, ChatExtras, MultiTurn, RunConfig};
-use servetop::event::RunState;
 use servetop::metrics::LevelStats;
-use servetop::run::run_prepared;
 use servetop::run::session::Session;
-use servetop::runner;
 use servetop::sim::{self, AcceptLength, MetricsFlavor, SimConfig, SimHandle};
 use servetop::workload::RequestCount;
-use tokio_util::sync::CancellationToken;
+
+mod sim_run;
+use sim_run::finished;
 
 const STEP_MS: f64 = 4.0;
 const THINK: u64 = 200;
@@ -59,22 +58,6 @@ fn chat_config(h: &SimHandle, concurrency: Vec<u64>, requests: u32) -> RunConfig
         api_key_env: "SERVETOP_TEST_NO_KEY".into(),
         ..RunConfig::minimal(&h.url())
     }
-}
-
-/// Runs `cfg` headless to the end, without files.
-async fn finished(cfg: RunConfig) -> Session {
-    let prepared = runner::prepare(&cfg, None).await.expect("prepare");
-    let (state, session) = run_prepared(
-        &cfg,
-        prepared,
-        servetop::summary::RunSummary::new(cfg.clone(), None),
-        None,
-        true,
-        CancellationToken::new(),
-    )
-    .await;
-    assert_eq!(state, RunState::Finished, "{:?}", session.summary.error);
-    session
 }
 
 fn stats(s: &Session, i: usize) -> &LevelStats {

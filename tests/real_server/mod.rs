@@ -226,3 +226,23 @@ pub fn measured_by(r: &serde_json::Value) -> Vec<(String, u64)> {
         })
         .collect()
 }
+
+/// A run whose server was killed (SIGKILL) during its first sweep level and restarted with
+/// `--restart-on-crash`: that level says how the server died (with its last log lines) and kept
+/// fewer than its `requests`; the second was measured whole by the new server.
+pub fn assert_crash_recorded_and_restarted(r: &serde_json::Value, requests: u64) {
+    let first = &r["sweep"][0];
+    let crash = first["server_crash"].as_str().unwrap_or_default();
+    assert!(
+        crash.contains("killed by signal 9") || crash.contains("exited with code 137"),
+        "{crash}"
+    );
+    assert!(crash.contains("last log lines: "), "{crash}");
+    assert!(first["completed"].as_u64().unwrap() < requests, "{first}");
+    assert_eq!(first["server_index"].as_u64(), Some(0));
+    let second = &r["sweep"][1];
+    assert_eq!(second["status"], "done", "{second}");
+    assert_eq!(second["completed"].as_u64(), Some(requests), "{second}");
+    assert_eq!(second["server_index"].as_u64(), Some(1));
+    assert_eq!(r["servers"].as_array().unwrap().len(), 2);
+}
