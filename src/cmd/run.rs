@@ -284,26 +284,31 @@ async fn execute_with(
     }
 }
 
-/// The charts and CSV tables of a finished (or stopped) run, drawn off the async threads.
+/// The charts and CSV tables of a finished (or stopped) run, drawn off the async threads; one
+/// line names what was written.
 async fn write_charts(dir: &std::path::Path, summary: RunSummary, size: (u32, u32)) {
-    let has_rates = !summary.rates.is_empty();
-    let has_search = summary.search.is_some();
-    let has_turns = !summary.multi_turn.is_empty();
     let chart_dir = dir.to_path_buf();
     let charts = tokio::task::spawn_blocking(move || {
         crate::export::report::write_charts(&chart_dir, &summary, size)
     })
     .await;
     match charts {
-        Ok(Ok(_)) => say!(
-            "charts: {} (throughput, latency, long_context, spec_decoding, gpu_timeline{}{}{} .png); tables: sweep.csv, long_context.csv{}{}",
-            dir.join("charts").display(),
-            if has_rates { ", rates" } else { "" },
-            if has_turns { ", turns" } else { "" },
-            if has_search { ", slo_search" } else { "" },
-            if has_rates { ", rates.csv" } else { "" },
-            if has_turns { ", turns.csv" } else { "" },
-        ),
+        Ok(Ok(files)) => {
+            let names = |ext: &str| {
+                files
+                    .iter()
+                    .filter(|f| f.extension().is_some_and(|e| e == ext))
+                    .filter_map(|f| f.file_name()?.to_str().map(String::from))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            say!(
+                "charts: {} ({}); tables: {}",
+                dir.join("charts").display(),
+                names("png"),
+                names("csv")
+            );
+        }
         Ok(Err(e)) => say!("servetop: charts not written: {e}"),
         Err(e) => say!("servetop: charts not written: {e}"),
     }

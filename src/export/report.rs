@@ -33,10 +33,14 @@ pub fn load_telemetry(dir: &Path) -> Vec<TelemetryRecord> {
 }
 
 /// Charts and CSV for the run in `dir` from its summary in memory and the telemetry on file
-/// (the GPU timeline needs every sample, which only telemetry.jsonl keeps); returns how many
-/// files were written.
-pub fn write_charts(dir: &Path, summary: &RunSummary, size: (u32, u32)) -> Result<usize, String> {
-    export_run(dir, summary, &load_telemetry(dir), size).map(|f| f.len())
+/// (the GPU timeline needs every sample, which only telemetry.jsonl keeps); returns the files
+/// written.
+pub fn write_charts(
+    dir: &Path,
+    summary: &RunSummary,
+    size: (u32, u32),
+) -> Result<Vec<PathBuf>, String> {
+    export_run(dir, summary, &load_telemetry(dir), size)
 }
 
 /// Charts into `dir/charts/` and the CSV files into `dir` (`rates.csv` when the run has rate
