@@ -1,40 +1,16 @@
-//! The two transports: hyper over plain TCP with kernel receive timestamps (the benchmark's
-//! streams), reqwest for https and everything else; and their one response type.
+//! The two transports: servetop's own HTTP/1.1 client over plain TCP with kernel receive
+//! timestamps (the benchmark's streams, [`super::h1`]), reqwest for https and everything else;
+//! and their one response type.
 
 use std::time::Duration;
 
 use futures_util::StreamExt;
 
-use super::{error_chain, rxtime};
-
-/// hyper-util's pooled HTTP/1.1 client over plain TCP, its connections stamping arrivals with
-/// the kernel's receive time ([`rxtime`]).
-pub type PlainClient = hyper_util::client::legacy::Client<
-    rxtime::StampedConnector,
-    http_body_util::Full<bytes::Bytes>,
->;
-
-/// Largest read buffer of one streaming connection. hyper grows a connection's buffer while reads
-/// fill it, up to 400 KB: a client that falls behind a fast server (the point of a capacity test)
-/// then holds 400 KB per stream, 150 MB at 1000 streams. Reads of 16 KB already amortise the
-/// system call over dozens of SSE events.
-pub const STREAM_READ_BUF: usize = 16 * 1024;
-
-/// The client for streams to plain-http servers: the same pooling and timeouts as
-/// [`http_client`], with the read buffer capped at [`STREAM_READ_BUF`] and kernel receive
-/// timestamps on every connection.
-pub fn plain_client() -> PlainClient {
-    rxtime::keep_stamping_on();
-    hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .pool_timer(hyper_util::rt::TokioTimer::new())
-        .pool_idle_timeout(POOL_IDLE)
-        .http1_max_buf_size(STREAM_READ_BUF)
-        .build(rxtime::StampedConnector)
-}
+use super::{error_chain, h1};
 
 /// A response from either transport.
 pub(super) enum Resp {
-    Plain(hyper::Response<hyper::body::Incoming>),
+    Own(h1::Response),
     Reqwest(reqwest::Response),
 }
 
@@ -52,7 +28,7 @@ pub(super) type Chunks =
 impl Resp {
     pub(super) fn status(&self) -> u16 {
         match self {
-            Resp::Plain(r) => r.status().as_u16(),
+            Resp::Own(r) => r.status(),
             Resp::Reqwest(r) => r.status().as_u16(),
         }
     }
@@ -60,30 +36,55 @@ impl Resp {
     /// The whole body as text (error responses); empty when it cannot be read.
     pub(super) async fn text(self) -> String {
         match self {
-            Resp::Plain(r) => {
-                use http_body_util::BodyExt;
-                r.into_body()
-                    .collect()
-                    .await
-                    .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
-                    .unwrap_or_default()
-            }
+            Resp::Own(r) => r.body.text().await.unwrap_or_default(),
             Resp::Reqwest(r) => r.text().await.unwrap_or_default(),
         }
     }
 
     /// The body as it arrives.
-    pub(super) fn into_chunks(self) -> Chunks {
+    pub(super) fn into_body(self) -> Body {
         match self {
-            Resp::Plain(r) => {
-                use http_body_util::BodyExt;
-                Box::pin(
-                    r.into_body()
-                        .into_data_stream()
-                        .map(|c| c.map_err(|e| error_chain(&e))),
-                )
+            Resp::Own(r) => Body::Own(r.body),
+            Resp::Reqwest(r) => Body::Chunks(Box::pin(
+                r.bytes_stream().map(|c| c.map_err(|e| error_chain(&e))),
+            )),
+        }
+    }
+}
+
+/// A response body as it arrives.
+pub(super) enum Body {
+    /// Read from the socket in the request's own task, with kernel receive times.
+    Own(h1::Body),
+    Chunks(Chunks),
+}
+
+impl Body {
+    /// Waits for the body's next bytes and feeds them to `sse`, with the kernel's receive time
+    /// when known. Cancel-safe: what was read is fed.
+    pub(super) async fn read_into(
+        &mut self,
+        sse: &mut super::sse::SseDecoder,
+    ) -> Result<h1::Got, String> {
+        match self {
+            Body::Own(b) => {
+                std::future::poll_fn(|cx| b.poll_read(cx, &mut |d: &[u8]| sse.feed(d))).await
             }
-            Resp::Reqwest(r) => Box::pin(r.bytes_stream().map(|c| c.map_err(|e| error_chain(&e)))),
+            Body::Chunks(c) => match c.next().await {
+                None => Ok(h1::Got::End),
+                Some(Err(e)) => Err(e),
+                Some(Ok(bytes)) => {
+                    sse.feed(&bytes);
+                    Ok(h1::Got::Bytes(None))
+                }
+            },
+        }
+    }
+
+    /// The stream ended well: its connection may serve the next request.
+    pub(super) fn release(self) {
+        if let Body::Own(b) = self {
+            b.release();
         }
     }
 }

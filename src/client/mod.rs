@@ -8,6 +8,7 @@
 pub mod bursts;
 pub mod detect;
 pub mod dialect;
+mod h1;
 mod http;
 mod kinds;
 pub mod rxtime;
@@ -23,7 +24,8 @@ use serde_json::json;
 
 pub use detect::{Engine, ServerInfo};
 pub use dialect::{Dialect, is_context_error};
-pub use http::{POOL_IDLE, PlainClient, STREAM_READ_BUF, http_client, plain_client};
+pub use h1::STREAM_READ_BUF;
+pub use http::{POOL_IDLE, http_client};
 use http::{Resp, SendError};
 
 use crate::metrics::{CountSource, FailureKind, Outcome, RequestRecord};
@@ -148,9 +150,20 @@ pub struct Client {
     /// Tokens received so far by every request of this client (sampled by the dashboard for a
     /// live rate; one relaxed atomic add per chunk, no event).
     live_tokens: Arc<AtomicU64>,
-    /// Streams to a plain-http server (see [`plain_client`]); `None` for https, which goes
-    /// through reqwest.
-    plain: Option<PlainClient>,
+    /// Requests take turns to be written, one per pass of the runtime's scheduler, so that the
+    /// streams waiting to be read go first ([`Client::wait_turn`]).
+    write_turn: Arc<tokio::sync::Mutex<()>>,
+    /// Streams to a plain-http server, on servetop's own HTTP/1.1 connections ([`h1`]); `None`
+    /// for https, which goes through reqwest.
+    plain: Option<Arc<h1::Pool>>,
+}
+
+/// The path (and query) of an absolute `http(s)://` URL.
+fn path_of(url: &str) -> &str {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    url[after_scheme..]
+        .find('/')
+        .map_or("/", |i| &url[after_scheme + i..])
 }
 
 fn us_since(from: Instant, t: Instant) -> u64 {
@@ -200,7 +213,7 @@ impl Client {
     ) -> Self {
         let url = format!("{}{}", server.base_url, backend.path());
         Self {
-            plain: url.starts_with("http://").then(plain_client),
+            plain: h1::Pool::new(&server.base_url),
             base_url: server.base_url.clone(),
             url,
             chat_url: format!("{}{}", server.base_url, Backend::OpenaiChat.path()),
@@ -212,6 +225,7 @@ impl Client {
             api_key,
             opts,
             live_tokens: Arc::new(AtomicU64::new(0)),
+            write_turn: Arc::new(tokio::sync::Mutex::new(())),
         }
     }
 
@@ -313,16 +327,15 @@ impl Client {
     /// make it a no-op.
     pub async fn prewarm(&self, n: u32) {
         let url = format!("{}/v1/models", self.base_url);
+        let path = path_of(&url);
         let one = |_| async {
             if let Some(plain) = &self.plain {
-                let Ok(req) = hyper::Request::get(url.as_str())
-                    .body(http_body_util::Full::new(bytes::Bytes::new()))
-                else {
-                    return;
-                };
-                if let Ok(r) = plain.request(req).await {
+                let auth = self.api_key.as_ref().map(|k| format!("Bearer {k}"));
+                let headers: Vec<(&str, &str)> =
+                    auth.iter().map(|a| ("authorization", a.as_str())).collect();
+                if let Ok(r) = plain.send("GET", path, &headers, b"", false).await {
                     // Read to the end so the connection goes back to the pool.
-                    let _ = Resp::Plain(r).text().await;
+                    let _ = Resp::Own(r).text().await;
                 }
             } else if let Ok(r) = self.http.get(&url).send().await {
                 let _ = r.bytes().await;
@@ -332,38 +345,35 @@ impl Client {
         let _ = tokio::time::timeout(Duration::from_secs(5), all).await;
     }
 
-    /// Posts the request body, through hyper for plain http and reqwest otherwise.
+    /// Posts the request body, through servetop's own HTTP/1.1 client for plain http (on a new
+    /// connection when `fresh`) and reqwest otherwise.
     async fn post(
         &self,
         url: &str,
         request_id: &str,
         body: bytes::Bytes,
+        fresh: bool,
     ) -> Result<Resp, SendError> {
         if let Some(plain) = &self.plain {
-            let mut b = hyper::Request::post(url)
-                .header(hyper::header::CONTENT_TYPE, "application/json")
-                .header(
-                    hyper::header::USER_AGENT,
+            let auth = self.api_key.as_ref().map(|k| format!("Bearer {k}"));
+            let mut headers = vec![
+                ("content-type", "application/json"),
+                (
+                    "user-agent",
                     concat!("servetop/", env!("CARGO_PKG_VERSION")),
-                )
-                .header("x-request-id", request_id);
-            if let Some(k) = &self.api_key {
-                b = b.header(hyper::header::AUTHORIZATION, format!("Bearer {k}"));
+                ),
+                ("x-request-id", request_id),
+            ];
+            if let Some(a) = &auth {
+                headers.push(("authorization", a.as_str()));
             }
-            let req = b
-                .body(http_body_util::Full::new(body))
-                .map_err(|e| SendError {
-                    message: format!("bad request: {e}"),
-                    connect: true,
-                    timeout: false,
-                })?;
             return plain
-                .request(req)
+                .send("POST", path_of(url), &headers, &body, fresh)
                 .await
-                .map(Resp::Plain)
+                .map(Resp::Own)
                 .map_err(|e| SendError {
-                    message: format!("error sending request for url ({url}): {}", error_chain(&e)),
-                    connect: e.is_connect(),
+                    message: format!("error sending request for url ({url}): {}", e.message),
+                    connect: e.connect,
                     timeout: false,
                 });
         }

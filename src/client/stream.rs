@@ -4,11 +4,10 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
-
+use super::http::{Body, Resp};
 use super::{
-    Client, Failure, RequestSpec, RequestTag, Resp, bursts, dialect, failed_record, record_of,
-    rxtime, sse, us_since,
+    Client, Failure, RequestSpec, RequestTag, bursts, dialect, failed_record, record_of, rxtime,
+    sse, us_since,
 };
 use crate::client::dialect::{Dialect, is_context_error};
 use crate::metrics::{
@@ -72,6 +71,7 @@ impl Client {
                 );
             }
         };
+        self.wait_turn().await;
         let (t_send, resp, retries) = match self.post_retrying(url, body, tag).await {
             Ok(r) => r,
             Err((t_send, f, retries)) => return failed_record(spec, tag, t_send, f, retries),
@@ -82,8 +82,12 @@ impl Client {
             return failed_record(spec, tag, t_send, f, retries);
         }
         let mut fold = StreamFold::new(dialect, spec.max_tokens);
-        let failure = self.read_stream(resp, t_send, &mut fold, reply).await;
+        let mut body = resp.into_body();
+        let failure = self.read_stream(&mut body, t_send, &mut fold, reply).await;
         let end = Instant::now();
+        if failure.is_none() && (fold.done || fold.finished) {
+            body.release();
+        }
         let failure = failure.or_else(|| {
             (!fold.done && !fold.finished).then(|| {
                 Failure::new(
@@ -99,6 +103,17 @@ impl Client {
             return failed_record(spec, tag, t_send, f, retries);
         }
         self.ok_record(spec, tag, t_send, end, fold, retries)
+    }
+
+    /// Waits for this request's turn to be written: one request per pass of the scheduler, after
+    /// the tasks already waiting to run (streams with data to read). A thousand streams ending
+    /// together would otherwise write a thousand new requests in one burst while the other
+    /// streams' sockets wait; a token left unread until the next one arrives loses its own
+    /// arrival time (the kernel keeps one time for merged segments). When nothing else is
+    /// waiting the turn costs a few microseconds. Before `t_send`: the request is not sent yet.
+    async fn wait_turn(&self) {
+        let _turn = self.write_turn.lock().await;
+        tokio::task::yield_now().await;
     }
 
     /// Posts `body`: the send time and the response, or (with the send time) why there is
@@ -123,7 +138,7 @@ impl Client {
             let t_send = Instant::now();
             let sent = tokio::time::timeout(
                 self.opts.first_token_timeout,
-                self.post(url, &request_id, body.clone()),
+                self.post(url, &request_id, body.clone(), retries > 0),
             )
             .await;
             match sent {
@@ -159,18 +174,12 @@ impl Client {
     /// it early, if one did.
     async fn read_stream(
         &self,
-        resp: Resp,
+        body: &mut Body,
         t_send: Instant,
         fold: &mut StreamFold,
         mut reply: Option<&mut String>,
     ) -> Option<Failure> {
-        // Kernel receive times of this response's connection (plain http on Linux).
-        let rx = match &resp {
-            Resp::Plain(r) => r.extensions().get::<rxtime::RxClock>().cloned(),
-            Resp::Reqwest(_) => None,
-        };
         let mut last_arrival = t_send;
-        let mut body = resp.into_chunks();
         let mut sse = sse::SseDecoder::new();
         // One timer for the whole stream, moved only when it fires early: resetting a timer on
         // every read would cost more than the read at thousands of streams.
@@ -180,7 +189,7 @@ impl Client {
         loop {
             let next = tokio::select! {
                 biased;
-                n = body.next() => n,
+                n = body.read_into(&mut sse) => n,
                 () = &mut timer => {
                     if Instant::now() < deadline {
                         timer.as_mut().reset(deadline.into());
@@ -197,25 +206,26 @@ impl Client {
                     return Some(Failure::new(FailureKind::Timeout, msg));
                 }
             };
-            // Every event in this read arrived when the kernel received its last byte (or now,
-            // without a kernel timestamp): after the send and after the previous read.
-            let now = Instant::now();
-            let arrival = rx
-                .as_ref()
-                .and_then(|c| c.arrival(now, rxtime::unix_now_ns(), Duration::from_secs(5)))
-                .unwrap_or(now)
-                .max(last_arrival);
-            last_arrival = arrival;
-            match next {
-                None => return None,
-                Some(Err(e)) => {
+            let stamp = match next {
+                Ok(super::h1::Got::End) => return None,
+                Err(e) => {
                     return Some(Failure::new(
                         FailureKind::StreamCut,
                         format!("stream error: {e}"),
                     ));
                 }
-                Some(Ok(bytes)) => sse.feed(&bytes),
-            }
+                Ok(super::h1::Got::Bytes(stamp)) => stamp,
+            };
+            // Every event in this read arrived when the kernel received its last byte (or now,
+            // without a kernel timestamp): after the send and after the previous read.
+            let now = Instant::now();
+            let arrival = stamp
+                .and_then(|t| {
+                    rxtime::arrival(t, now, rxtime::unix_now_ns(), Duration::from_secs(5))
+                })
+                .unwrap_or(now)
+                .max(last_arrival);
+            last_arrival = arrival;
             let at_us = us_since(t_send, arrival);
             while let Some(raw) = sse.next_data() {
                 let Ok(data) = std::str::from_utf8(raw) else {
