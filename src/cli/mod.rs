@@ -78,6 +78,13 @@ pub struct BenchClientArgs {
     /// Accuracy cases: output tokens per request.
     #[arg(long, default_value = "50")]
     pub accuracy_output_len: u32,
+    /// Wave cases: concurrent streams paced like the accuracy cases, run for --waves closed-loop
+    /// waves that end and start together ("none" skips them).
+    #[arg(long, value_name = "LIST", default_value = "1000", value_parser = list)]
+    pub wave_concurrency: List,
+    /// Wave cases: waves per case.
+    #[arg(long, default_value = "3")]
+    pub waves: u32,
     /// Memory case: prompt tokens at C=100 (0 skips it).
     #[arg(long, default_value = "100000")]
     pub long_context_tokens: u64,

@@ -17,6 +17,7 @@
 
 mod report;
 pub mod soak;
+pub mod wave;
 
 pub use report::{medians, print};
 
@@ -69,6 +70,10 @@ pub struct CaseResult {
     pub ttft_error_p50_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ttft_error_p99_ms: Option<f64>,
+    /// Wave cases: each wave's start, how long it kept the client's core saturated, and its
+    /// first tokens' timing error.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waves: Vec<wave::Wave>,
 }
 
 /// User + system CPU seconds of this process (`/proc/self/stat`, in `USER_HZ` = 100 ticks).
@@ -137,6 +142,9 @@ pub async fn case(a: BenchCaseArgs) -> Result<CaseResult, String> {
             }
         })
     };
+    // Wave cases: this process's CPU clock every millisecond, for the parent to find how long
+    // each wave kept the core saturated.
+    let fine = (a.kind == "wave").then(|| wave::sample_cpu(stop.clone()));
     let cancel = tokio_util::sync::CancellationToken::new();
     let (_, session) = if a.ui == "dashboard" {
         crate::tui::run_offscreen(
@@ -155,6 +163,11 @@ pub async fn case(a: BenchCaseArgs) -> Result<CaseResult, String> {
     };
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = sampler.join();
+    if let Some(samples) = fine.and_then(|f| f.join().ok()) {
+        let json = serde_json::to_vec(&samples).map_err(|e| e.to_string())?;
+        std::fs::write(a.out.join("cpu-samples.json"), json)
+            .map_err(|e| format!("cpu-samples.json: {e}"))?;
+    }
     let level = session
         .summary
         .sweep
@@ -357,11 +370,12 @@ fn fetch_writes(url: &str) -> Result<HashMap<String, Vec<(u64, u32)>>, String> {
     serde_json::from_slice(body).map_err(|e| format!("firehose writes: {e}"))
 }
 
-/// Client arrival minus write time for every token event, and for each request's first.
+/// Client arrival minus write time for every token event and for each request's first, how many
+/// requests matched a write, and each request's index, send time and first error.
 fn timing_errors(
     dir: &Path,
     writes: &HashMap<String, Vec<(u64, u32)>>,
-) -> Result<(Dist, Dist, usize), String> {
+) -> Result<(Dist, Dist, usize, Vec<wave::Sent>), String> {
     let results: serde_json::Value = serde_json::from_slice(
         &std::fs::read(dir.join("results.json")).map_err(|e| format!("results.json: {e}"))?,
     )
@@ -373,15 +387,18 @@ fn timing_errors(
         .map_err(|e| format!("requests.jsonl: {e}"))?;
     let (mut all, mut first) = (Dist::new(), Dist::new());
     let mut matched = 0;
+    let mut sent = Vec::new();
     for line in text.lines() {
         let r: RequestRecord = serde_json::from_str(line).map_err(|e| e.to_string())?;
         if r.warmup || !r.is_ok() {
             continue;
         }
         let Some(w) = writes.get(&format!("servetop-{}-{}", r.level, r.index)) else {
+            sent.push((r.index, r.send_at_us, None));
             continue;
         };
         matched += 1;
+        let mut first_error = None;
         let written = w
             .iter()
             .flat_map(|&(t, n)| std::iter::repeat_n(t, n as usize));
@@ -396,10 +413,12 @@ fn timing_errors(
             all.record(e);
             if k == 0 {
                 first.record(e);
+                first_error = Some(e);
             }
         }
+        sent.push((r.index, r.send_at_us, first_error));
     }
-    Ok((all, first, matched))
+    Ok((all, first, matched, sent))
 }
 
 /// One case's line on stderr as it ends.
@@ -420,19 +439,31 @@ fn print_case(r: &CaseResult) {
             r.timing_error_p50_ms.unwrap_or(0.0)
         ))
     );
+    for w in &r.waves {
+        eprintln!(
+            "    wave {}: {} requests from {:.1} ms, written over {:.1} ms, core saturated {:.1} ms ({:.0} µs CPU per request), TTFT error p99 {:.3} ms",
+            w.wave,
+            w.requests,
+            w.start_ms,
+            w.write_span_ms,
+            w.saturated_ms,
+            w.cpu_us_per_request,
+            w.ttft_error_p99_ms.unwrap_or(f64::NAN)
+        );
+    }
 }
 
 /// An accuracy case's timing errors: the firehose's record of each write against the client's
 /// record of each token event (kept beside the case's requests.jsonl as
 /// `firehose-writes.json`, to look into the tail).
-fn add_timing_errors(r: &mut CaseResult, url: &str, d: &Path) -> Result<(), String> {
+fn add_timing_errors(r: &mut CaseResult, url: &str, d: &Path) -> Result<Vec<wave::Sent>, String> {
     let writes = fetch_writes(url)?;
     // Kept beside the case's requests.jsonl, to look into the tail.
     let _ = std::fs::write(
         d.join("firehose-writes.json"),
         serde_json::to_vec(&writes).unwrap_or_default(),
     );
-    let (all, first, matched) = timing_errors(d, &writes)?;
+    let (all, first, matched, sent) = timing_errors(d, &writes)?;
     if matched == 0 {
         return Err("no request matched the firehose's record (is X-Request-Id sent?)".into());
     }
@@ -442,7 +473,7 @@ fn add_timing_errors(r: &mut CaseResult, url: &str, d: &Path) -> Result<(), Stri
     r.timing_error_p99_ms = all.as_ref().map(|d| d.p99);
     r.ttft_error_p50_ms = first.as_ref().map(|d| d.p50);
     r.ttft_error_p99_ms = first.as_ref().map(|d| d.p99);
-    Ok(())
+    Ok(sent)
 }
 
 /// `servetop bench-client`.
@@ -524,6 +555,8 @@ pub fn bench_client(a: &BenchClientArgs) -> Result<Vec<CaseResult>, String> {
                 out.push(r);
             }
         }
+        // Waves: a closed loop at a realistic pace, C streams ending and starting together.
+        out.extend(wave::cases(a, (sim_cpu, client_cpu), &mut next_dir)?);
         // Memory with long prompts.
         if a.long_context_tokens > 0 {
             let fh = firehose(sim_cpu, 16, None)?;

@@ -48,7 +48,33 @@ pub fn medians(rows: &[CaseResult]) -> Vec<CaseResult> {
                 timing_error_p99_ms: mo(&|r| r.timing_error_p99_ms),
                 ttft_error_p50_ms: mo(&|r| r.ttft_error_p50_ms),
                 ttft_error_p99_ms: mo(&|r| r.ttft_error_p99_ms),
+                waves: wave_medians(&group),
                 ..group[0].clone()
+            }
+        })
+        .collect()
+}
+
+/// Each wave's figures, medians over the repeats of one wave case.
+fn wave_medians(group: &[&CaseResult]) -> Vec<super::wave::Wave> {
+    let n = group.iter().map(|r| r.waves.len()).max().unwrap_or(0);
+    (0..n)
+        .map(|i| {
+            let of: Vec<&super::wave::Wave> = group.iter().filter_map(|r| r.waves.get(i)).collect();
+            let m =
+                |f: &dyn Fn(&super::wave::Wave) -> f64| median(of.iter().map(|w| f(w)).collect());
+            let mo = |f: &dyn Fn(&super::wave::Wave) -> Option<f64>| {
+                let v: Vec<f64> = of.iter().filter_map(|w| f(w)).collect();
+                (!v.is_empty()).then(|| median(v))
+            };
+            super::wave::Wave {
+                start_ms: m(&|w| w.start_ms),
+                write_span_ms: m(&|w| w.write_span_ms),
+                saturated_ms: m(&|w| w.saturated_ms),
+                cpu_us_per_request: m(&|w| w.cpu_us_per_request),
+                ttft_error_p50_ms: mo(&|w| w.ttft_error_p50_ms),
+                ttft_error_p99_ms: mo(&|w| w.ttft_error_p99_ms),
+                ..of[0].clone()
             }
         })
         .collect()
@@ -91,5 +117,30 @@ pub fn print(rows: &[CaseResult], json: bool) {
             pair(r.ttft_error_p50_ms, r.ttft_error_p99_ms),
             r.failed
         );
+    }
+    let waves: Vec<&CaseResult> = rows.iter().filter(|r| !r.waves.is_empty()).collect();
+    if waves.is_empty() {
+        return;
+    }
+    println!();
+    println!(
+        "| wave case | C | ui | wave | requests | written over ms | core saturated ms | client CPU µs per request | TTFT error p50 / p99 ms |"
+    );
+    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|");
+    for r in waves {
+        for w in &r.waves {
+            println!(
+                "| {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.0} | {} |",
+                r.kind,
+                r.concurrency,
+                r.ui,
+                w.wave,
+                w.requests,
+                w.write_span_ms,
+                w.saturated_ms,
+                w.cpu_us_per_request,
+                pair(w.ttft_error_p50_ms, w.ttft_error_p99_ms)
+            );
+        }
     }
 }
