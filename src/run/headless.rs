@@ -360,8 +360,9 @@ pub async fn drive(
                 let mut batch = vec![ev];
                 while let Ok(more) = rx.try_recv() {
                     batch.push(more);
-                    if batch.len() >= 4096 { break; }
+                    if batch.len() >= super::EVENT_BATCH { break; }
                 }
+                let full = batch.len() >= super::EVENT_BATCH;
                 for ev in batch {
                     if let Event::RunFinished { state: st, .. } = &ev {
                         state = *st;
@@ -372,6 +373,10 @@ pub async fn drive(
                 }
                 if state != RunState::Running {
                     break;
+                }
+                // A full batch lets the streams' reads go first.
+                if full {
+                    tokio::task::yield_now().await;
                 }
             }
             _ = flush.tick() => sink.flush(session),

@@ -22,6 +22,12 @@ use crate::summary::{LevelStatus, RunSummary};
 use self::session::Session;
 use self::sink::Sink;
 
+/// Most events folded in one go by the headless loop or the dashboard before the streams' reads
+/// get the core back: at a thousand streams ending together, folding and logging every record
+/// in one go would leave sockets unread for longer than a decode step (a token left unread
+/// until the next one arrives loses its own arrival time).
+pub const EVENT_BATCH: usize = 128;
+
 /// A benchmark under way: its events, its pause/skip control and the live token counter.
 pub struct Started {
     /// The runner; it ends with the run's state.

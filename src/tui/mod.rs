@@ -241,11 +241,14 @@ impl Loop {
                     while let Ok(more) = rx.try_recv() {
                         app.apply(more);
                         n += 1;
-                        if n >= 4096 { break; }
+                        if n >= crate::run::EVENT_BATCH { break; }
                     }
                     // Statistics and file flushes wait for the next frame: at thousands of
                     // requests a second, doing them per batch would take the core from the
-                    // streams being timed.
+                    // streams being timed. A full batch lets the streams' reads go first.
+                    if n >= crate::run::EVENT_BATCH {
+                        tokio::task::yield_now().await;
+                    }
                 }
                 Some(term) = key => {
                     if let Ok(TermEvent::Key(k)) = term

@@ -231,15 +231,28 @@ impl Pool {
                     connect: true,
                 })?,
         };
-        let req = framing::request(method, path, &self.authority, headers, body);
+        let failed = |e: io::Error| SendError {
+            message: format!("writing the request: {e}"),
+            connect: false,
+        };
+        // One write for a typical request; a long prompt's body is written from where it is
+        // rather than copied behind the head (a hundred 100K-token prompts in flight would
+        // hold tens of MB of copies).
+        let one_write = body.len() <= STREAM_READ_BUF;
+        let room = if one_write { body.len() } else { 0 };
+        let mut head =
+            framing::request_head(method, path, &self.authority, headers, body.len(), room);
+        if one_write {
+            head.extend_from_slice(body);
+            conn.tcp.write_all(&head).await.map_err(failed)?;
+        } else {
+            conn.tcp.write_all(&head).await.map_err(failed)?;
+            conn.tcp.write_all(body).await.map_err(failed)?;
+        }
         let failed = |message: String| SendError {
             message,
             connect: false,
         };
-        conn.tcp
-            .write_all(&req)
-            .await
-            .map_err(|e| failed(format!("writing the request: {e}")))?;
         let head = conn.read_head().await.map_err(failed)?;
         Ok(Response {
             head,
@@ -456,6 +469,49 @@ mod tests {
         assert_eq!(pool.idle_count(), 0);
     }
 
+    /// A long prompt's body goes in its own write after the head; the server gets all of it.
+    #[tokio::test]
+    async fn a_body_longer_than_one_read_arrives_whole() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", l.local_addr().unwrap());
+        // Reads the head, then exactly content-length bytes, and answers with their sum.
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut got = Vec::new();
+            let mut b = vec![0u8; 65536];
+            let (head_end, len) = loop {
+                let k = s.read(&mut b).await.unwrap();
+                got.extend_from_slice(&b[..k]);
+                if let Some(i) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                    let head = String::from_utf8_lossy(&got[..i]).to_lowercase();
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length: "))
+                        .unwrap()
+                        .parse()
+                        .unwrap();
+                    break (i + 4, len);
+                }
+            };
+            while got.len() < head_end + len {
+                let k = s.read(&mut b).await.unwrap();
+                got.extend_from_slice(&b[..k]);
+            }
+            let sum: u64 = got[head_end..].iter().map(|&x| u64::from(x)).sum();
+            let text = sum.to_string();
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{text}",
+                text.len()
+            );
+            s.write_all(reply.as_bytes()).await.unwrap();
+        });
+        let body: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let want: u64 = body.iter().map(|&x| u64::from(x)).sum();
+        let pool = Pool::new(&url).unwrap();
+        let r = pool.send("POST", "/", &[], &body, false).await.unwrap();
+        assert_eq!(body_of(r).await, want.to_string());
+    }
+
     #[tokio::test]
     async fn a_server_that_closes_gets_a_new_connection_each_time() {
         let (url, conns) =
@@ -475,6 +531,7 @@ mod tests {
     async fn an_idle_connection_the_server_closed_is_not_reused() {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", l.local_addr().unwrap());
+        let (closed_tx, mut closed) = tokio::sync::mpsc::unbounded_channel();
         // Answers one request per connection, then closes it (without saying so).
         tokio::spawn(async move {
             while let Ok((mut s, _)) = l.accept().await {
@@ -483,14 +540,23 @@ mod tests {
                 let _ = s
                     .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nx")
                     .await;
+                drop(s);
+                let _ = closed_tx.send(());
             }
         });
         let pool = Pool::new(&url).unwrap();
         let r = pool.send("GET", "/", &[], b"", false).await.unwrap();
         assert_eq!(body_of(r).await, "x");
         assert_eq!(pool.idle_count(), 1);
-        // The server's FIN reaches the idle connection; the next request opens a new one.
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // Once the server's FIN has reached the idle connection, the next request opens a new
+        // one instead of failing on it.
+        closed.recv().await.unwrap();
+        let mut waits = 0;
+        while pool.idle.lock().unwrap()[0].0.idle_and_open() {
+            waits += 1;
+            assert!(waits < 100_000, "the close never reached the connection");
+            tokio::task::yield_now().await;
+        }
         let r = pool.send("GET", "/", &[], b"", false).await.unwrap();
         assert_eq!(body_of(r).await, "x");
     }
