@@ -8,7 +8,7 @@
 //! read-time stamps, against the firehose simulator's record of its own writes). The kernel
 //! stamps each segment as it is queued to the socket, whatever the client is doing.
 //!
-//! How: every streaming connection ([`super::h1`]) turns the option on and reads with `recvmsg`;
+//! How: every streaming connection (`client::h1`) turns the option on and reads with `recvmsg`;
 //! each read reports the latest timestamp of the segments it returned, so an event can only be
 //! stamped late, never early. Where the option is refused, reads carry no stamp and the client
 //! stamps at read time as before.
