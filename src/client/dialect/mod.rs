@@ -4,6 +4,8 @@
 //! so the worker's hot loop stays cheap (the per-chunk text is only looked at for its length,
 //! or counted with a tokenizer when one is configured).
 
+mod fast;
+
 use std::borrow::Cow;
 
 use serde::Deserialize;
@@ -184,7 +186,19 @@ struct MetaInfo {
 }
 
 /// Parses one `data:` payload (not `[DONE]`). `Err` carries a short description of bad JSON.
-pub fn parse<'a>(dialect: Dialect, data: &'a str) -> Result<ChunkData<'a>, String> {
+pub fn parse(dialect: Dialect, data: &str) -> Result<ChunkData<'_>, String> {
+    if dialect == Dialect::Completions
+        && let Some(c) = fast::completions(data)
+    {
+        return Ok(c);
+    }
+    parse_general(dialect, data)
+}
+
+/// [`parse`] through serde alone: every payload the fast path leaves goes here (public for the
+/// parse benchmark, which compares the two).
+#[doc(hidden)]
+pub fn parse_general<'a>(dialect: Dialect, data: &'a str) -> Result<ChunkData<'a>, String> {
     let w: Wire<'a> = serde_json::from_str(data).map_err(|e| {
         let head: String = data.chars().take(120).collect();
         format!("unparseable stream payload ({e}): {head}")
