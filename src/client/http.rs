@@ -14,7 +14,8 @@ pub(super) enum Resp {
     Reqwest(reqwest::Response),
 }
 
-/// Why a request got no response.
+/// Why a request got no response (from either transport).
+#[derive(Debug)]
 pub(super) struct SendError {
     pub(super) message: String,
     /// The connection could not be made (nothing was sent).

@@ -373,8 +373,7 @@ impl Client {
                 .map(Resp::Own)
                 .map_err(|e| SendError {
                     message: format!("error sending request for url ({url}): {}", e.message),
-                    connect: e.connect,
-                    timeout: false,
+                    ..e
                 });
         }
         let mut req = self

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
-use super::http::POOL_IDLE;
+use super::http::{POOL_IDLE, SendError};
 use super::rxtime;
 use framing::{Decoder, Head};
 
@@ -46,14 +46,6 @@ pub(crate) enum Got {
     Bytes(Option<u64>),
     /// The body has ended.
     End,
-}
-
-/// Why a request got no response head.
-#[derive(Debug)]
-pub(crate) struct SendError {
-    pub(crate) message: String,
-    /// The connection could not be made (nothing was sent).
-    pub(crate) connect: bool,
 }
 
 /// A plain-TCP connection stamping its reads, held by one request at a time.
@@ -229,11 +221,13 @@ impl Pool {
                 .map_err(|e| SendError {
                     message: format!("connect {}: {e}", self.authority),
                     connect: true,
+                    timeout: false,
                 })?,
         };
         let failed = |e: io::Error| SendError {
             message: format!("writing the request: {e}"),
             connect: false,
+            timeout: false,
         };
         // One write for a typical request; a long prompt's body is written from where it is
         // rather than copied behind the head (a hundred 100K-token prompts in flight would
@@ -252,6 +246,7 @@ impl Pool {
         let failed = |message: String| SendError {
             message,
             connect: false,
+            timeout: false,
         };
         let head = conn.read_head().await.map_err(failed)?;
         Ok(Response {
