@@ -11,6 +11,17 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// The median of `f` over `items`.
+fn median_of<T>(items: &[&T], f: impl Fn(&T) -> f64) -> f64 {
+    median(items.iter().map(|x| f(x)).collect())
+}
+
+/// The median of `f` over the items that have it, if any do.
+fn median_opt<T>(items: &[&T], f: impl Fn(&T) -> Option<f64>) -> Option<f64> {
+    let v: Vec<f64> = items.iter().filter_map(|x| f(x)).collect();
+    (!v.is_empty()).then(|| median(v))
+}
+
 /// Medians over repeats of the same case, in the order cases first ran.
 pub fn medians(rows: &[CaseResult]) -> Vec<CaseResult> {
     let key = |r: &CaseResult| {
@@ -31,23 +42,20 @@ pub fn medians(rows: &[CaseResult]) -> Vec<CaseResult> {
     keys.into_iter()
         .map(|k| {
             let group: Vec<&CaseResult> = rows.iter().filter(|r| key(r) == k).collect();
-            let m = |f: &dyn Fn(&CaseResult) -> f64| median(group.iter().map(|r| f(r)).collect());
-            let mo = |f: &dyn Fn(&CaseResult) -> Option<f64>| {
-                let v: Vec<f64> = group.iter().filter_map(|r| f(r)).collect();
-                (!v.is_empty()).then(|| median(v))
-            };
+            let m = |f: fn(&CaseResult) -> f64| median_of(&group, f);
+            let mo = |f: fn(&CaseResult) -> Option<f64>| median_opt(&group, f);
             CaseResult {
-                tokens_per_s: m(&|r| r.tokens_per_s),
-                chunks_per_s: m(&|r| r.chunks_per_s),
-                cpu_s: m(&|r| r.cpu_s),
-                cpu_s_per_million_tokens: m(&|r| r.cpu_s_per_million_tokens),
-                peak_rss_mb: m(&|r| r.peak_rss_mb),
-                server_cpu_pct: m(&|r| r.server_cpu_pct),
-                duration_s: m(&|r| r.duration_s),
-                timing_error_p50_ms: mo(&|r| r.timing_error_p50_ms),
-                timing_error_p99_ms: mo(&|r| r.timing_error_p99_ms),
-                ttft_error_p50_ms: mo(&|r| r.ttft_error_p50_ms),
-                ttft_error_p99_ms: mo(&|r| r.ttft_error_p99_ms),
+                tokens_per_s: m(|r| r.tokens_per_s),
+                chunks_per_s: m(|r| r.chunks_per_s),
+                cpu_s: m(|r| r.cpu_s),
+                cpu_s_per_million_tokens: m(|r| r.cpu_s_per_million_tokens),
+                peak_rss_mb: m(|r| r.peak_rss_mb),
+                server_cpu_pct: m(|r| r.server_cpu_pct),
+                duration_s: m(|r| r.duration_s),
+                timing_error_p50_ms: mo(|r| r.timing_error_p50_ms),
+                timing_error_p99_ms: mo(|r| r.timing_error_p99_ms),
+                ttft_error_p50_ms: mo(|r| r.ttft_error_p50_ms),
+                ttft_error_p99_ms: mo(|r| r.ttft_error_p99_ms),
                 waves: wave_medians(&group),
                 ..group[0].clone()
             }
@@ -61,19 +69,15 @@ fn wave_medians(group: &[&CaseResult]) -> Vec<super::wave::Wave> {
     (0..n)
         .map(|i| {
             let of: Vec<&super::wave::Wave> = group.iter().filter_map(|r| r.waves.get(i)).collect();
-            let m =
-                |f: &dyn Fn(&super::wave::Wave) -> f64| median(of.iter().map(|w| f(w)).collect());
-            let mo = |f: &dyn Fn(&super::wave::Wave) -> Option<f64>| {
-                let v: Vec<f64> = of.iter().filter_map(|w| f(w)).collect();
-                (!v.is_empty()).then(|| median(v))
-            };
+            let m = |f: fn(&super::wave::Wave) -> f64| median_of(&of, f);
+            let mo = |f: fn(&super::wave::Wave) -> Option<f64>| median_opt(&of, f);
             super::wave::Wave {
-                start_ms: m(&|w| w.start_ms),
-                write_span_ms: m(&|w| w.write_span_ms),
-                saturated_ms: m(&|w| w.saturated_ms),
-                cpu_us_per_request: m(&|w| w.cpu_us_per_request),
-                ttft_error_p50_ms: mo(&|w| w.ttft_error_p50_ms),
-                ttft_error_p99_ms: mo(&|w| w.ttft_error_p99_ms),
+                start_ms: m(|w| w.start_ms),
+                write_span_ms: m(|w| w.write_span_ms),
+                saturated_ms: m(|w| w.saturated_ms),
+                cpu_us_per_request: m(|w| w.cpu_us_per_request),
+                ttft_error_p50_ms: mo(|w| w.ttft_error_p50_ms),
+                ttft_error_p99_ms: mo(|w| w.ttft_error_p99_ms),
                 ..of[0].clone()
             }
         })
@@ -142,5 +146,50 @@ pub fn print(rows: &[CaseResult], json: bool) {
                 pair(w.ttft_error_p50_ms, w.ttft_error_p99_ms)
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::selfbench::wave::Wave;
+
+    /// Three repeats of one case become one row of medians, its waves too; another case stays.
+    #[test]
+    fn repeats_of_a_case_become_one_row_of_medians() {
+        let row = |tok: f64, p99: Option<f64>, sat: f64| CaseResult {
+            kind: "wave".into(),
+            concurrency: 1000,
+            tokens_per_s: tok,
+            ttft_error_p99_ms: p99,
+            waves: vec![Wave {
+                saturated_ms: sat,
+                ..Wave::default()
+            }],
+            ..CaseResult::default()
+        };
+        let other = CaseResult {
+            kind: "capacity".into(),
+            tokens_per_s: 7.0,
+            ..CaseResult::default()
+        };
+        let rows = [
+            row(1.0, Some(9.0), 30.0),
+            other,
+            row(3.0, None, 10.0),
+            row(2.0, Some(1.0), 20.0),
+        ];
+        let m = medians(&rows);
+        assert_eq!(m.len(), 2);
+        assert_eq!(
+            (m[0].kind.as_str(), m[1].kind.as_str()),
+            ("wave", "capacity")
+        );
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        assert!(close(m[0].tokens_per_s, 2.0));
+        // The median of the repeats that have the figure (9 and 1).
+        assert!(m[0].ttft_error_p99_ms.is_some_and(|p| close(p, 5.0)));
+        assert!(close(m[0].waves[0].saturated_ms, 20.0));
+        assert!(close(m[1].tokens_per_s, 7.0));
     }
 }
