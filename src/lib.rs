@@ -22,7 +22,8 @@
 //! - [`run`]: a running benchmark: [`run::start`] builds runner, telemetry and channel in one
 //!   place; [`run::session`] folds the events (no files), [`run::sink`] writes what the fold
 //!   hands back; the headless loop and its tables.
-//! - [`summary`]: the one summary type, what every output is written from.
+//! - [`summary`]: the one summary type, what every output is written from; [`baseline`]: a
+//!   previous run's levels and this run's change against them.
 //! - [`export`]: run directory, results.json, summary.md, CSV, PNG charts, screenshots, `report`.
 //! - [`runner`]: warmup, closed-loop and open-loop levels, chats, the SLO search driver,
 //!   cancellation, pause and skip.
@@ -38,6 +39,7 @@
 //!   the curves the charts plot.
 //! - [`fmt`]: numbers as written on screen and in files.
 
+pub mod baseline;
 pub mod cli;
 pub mod client;
 pub mod cmd;

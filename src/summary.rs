@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::baseline::{Baseline, BaselineLevel, LevelComparison, LevelKey};
 use crate::client::{Backend, ServerInfo};
 use crate::config::RunConfig;
 use crate::event::RunState;
@@ -178,6 +179,17 @@ impl LevelSummary {
     pub fn request_rate(&self) -> Option<f64> {
         self.arrival.map(|a| a.request_rate)
     }
+
+    /// What identifies the level across runs (for the baseline comparison).
+    pub fn key(&self) -> LevelKey {
+        LevelKey {
+            kind: self.kind,
+            concurrency: self.concurrency,
+            input_len: self.input_len,
+            output_len: self.output_len,
+            request_rate: self.request_rate(),
+        }
+    }
 }
 
 /// Name and version of the tool that wrote a file.
@@ -234,6 +246,9 @@ pub struct RunSummary {
     /// Whether GPU and engine telemetry were available, from where, or why not.
     #[serde(default)]
     pub telemetry: TelemetryStatus,
+    /// The previous run this one is compared against (`--baseline`), and each level's change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Baseline>,
 }
 
 /// What telemetry the run had.
@@ -284,6 +299,7 @@ impl RunSummary {
             error: None,
             servers: Vec::new(),
             telemetry: TelemetryStatus::default(),
+            baseline: None,
         }
     }
 
@@ -300,6 +316,79 @@ impl RunSummary {
     /// The level with run index `index`.
     pub fn level(&self, index: u32) -> Option<&LevelSummary> {
         self.levels().find(|l| l.index == index)
+    }
+
+    /// This run as a baseline for another: its levels with results (`source`: where it was
+    /// read from).
+    pub fn as_baseline(&self, source: String) -> Baseline {
+        let label = format!(
+            "{} · {} · {}",
+            self.server
+                .as_ref()
+                .map_or("unknown model", |s| s.model.as_str()),
+            self.server
+                .as_ref()
+                .map_or("unknown engine", |s| s.engine.name()),
+            self.started_at
+        );
+        Baseline {
+            source,
+            label,
+            simulated: self.simulated,
+            fail_on_regression_pct: None,
+            levels: self
+                .levels()
+                .filter_map(|l| BaselineLevel::new(l.key(), l.label(), l.stats.as_ref()))
+                .collect(),
+            comparisons: Vec::new(),
+        }
+    }
+
+    /// The baseline's level that measured what `l` measures.
+    pub fn baseline_for(&self, l: &LevelSummary) -> Option<&BaselineLevel> {
+        let key = l.key();
+        self.baseline
+            .as_ref()?
+            .levels
+            .iter()
+            .find(|b| b.matches(&key))
+    }
+
+    /// Compares every ended level that has a baseline match (called as levels end; the
+    /// comparisons are what results.json and the exit code read).
+    pub fn compare_to_baseline(&mut self) {
+        let Some(limit) = self.baseline.as_ref().map(|b| b.fail_on_regression_pct) else {
+            return;
+        };
+        let ended =
+            |l: &LevelSummary| !matches!(l.status, LevelStatus::Waiting | LevelStatus::Running);
+        let comparisons: Vec<LevelComparison> = self
+            .levels()
+            .filter(|l| ended(l))
+            .filter_map(|l| {
+                let base = self.baseline_for(l)?;
+                Some(crate::baseline::compare(
+                    l.index,
+                    l.label(),
+                    base,
+                    l.stats.as_ref(),
+                    limit,
+                ))
+            })
+            .collect();
+        if let Some(b) = self.baseline.as_mut() {
+            b.comparisons = comparisons;
+        }
+    }
+
+    /// The levels worse than the baseline by more than `--fail-on-regression`, each with why.
+    pub fn regressions(&self) -> Vec<&str> {
+        self.baseline.as_ref().map_or_else(Vec::new, |b| {
+            b.comparisons
+                .iter()
+                .filter_map(|c| c.regression.as_deref())
+                .collect()
+        })
     }
 
     /// Every level: the concurrency sweep, the rate levels, the long-context ladder, the

@@ -213,6 +213,22 @@ fn rates(s: &str) -> Result<Rates, String> {
     parse_rates(s).map(Rates)
 }
 
+/// A percentage limit: a finite number, zero or more (`5`, `2.5`, `10%`).
+fn percent(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("{s:?} is not a percentage (e.g. 5 or 2.5)"))?;
+    if v.is_finite() && v >= 0.0 {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{s:?}: the limit must be a percentage of 0 or more"
+        ))
+    }
+}
+
 fn count(s: &str) -> Result<u64, String> {
     parse_count(s)
 }
@@ -239,6 +255,17 @@ pub struct OutputArgs {
     /// Size of the PNG charts written into <run dir>/charts/.
     #[arg(long, value_name = "WxH", default_value = "1600x900", value_parser = parse_size)]
     pub chart_size: (u32, u32),
+    /// Compare against a previous run: its run directory or its results.json. Its curves are
+    /// drawn dimmed beside this run's, the tables get Δ% columns (out tok/s, TTFT p50, TPOT
+    /// p50) for the levels both runs measured, and results.json and summary.md keep each
+    /// level's change.
+    #[arg(long, value_name = "RUN_DIR_OR_RESULTS_JSON")]
+    pub baseline: Option<PathBuf>,
+    /// With --baseline: exit with code 3 when a level is worse than the baseline's by more
+    /// than PCT percent (out tok/s lower, or TTFT or TPOT p50 higher), or the baseline
+    /// measured it and this run did not.
+    #[arg(long, value_name = "PCT", requires = "baseline", value_parser = percent)]
+    pub fail_on_regression: Option<f64>,
 }
 
 // Each bool is an on/off command-line switch, not state.

@@ -1,6 +1,7 @@
 //! The commands, one file each: thin layers that turn parsed flags into a call on the library
 //! and its outcome into the process exit code: 0 finished (even with failed requests), 1
-//! aborted mid-run, 2 bad input, 130 interrupted. Nothing else in the crate imports this layer.
+//! aborted mid-run, 2 bad input, 3 worse than the baseline (`--fail-on-regression`), 130
+//! interrupted. Nothing else in the crate imports this layer.
 
 /// `eprintln!` that never panics: once the terminal is gone (a dropped SSH session) a failed
 /// write must not abort servetop before it has stopped its server and saved the run.
@@ -29,6 +30,9 @@ pub mod sim;
 
 /// Exit code for bad input.
 pub const EXIT_BAD_INPUT: i32 = 2;
+/// Exit code for a finished run with a level worse than `--baseline` by more than
+/// `--fail-on-regression` allows.
+pub const EXIT_REGRESSION: i32 = 3;
 /// Exit code for a run stopped by the user.
 pub const EXIT_INTERRUPTED: i32 = 130;
 

@@ -3,7 +3,7 @@
 
 use tokio_util::sync::CancellationToken;
 
-use super::{EXIT_INTERRUPTED, fail};
+use super::{EXIT_INTERRUPTED, EXIT_REGRESSION, fail};
 use crate::cli::config::run_config;
 use crate::cli::{OutputArgs, RunArgs};
 use crate::config::RunConfig;
@@ -164,6 +164,28 @@ async fn launch(cfg: &mut RunConfig, out: &OutputArgs) -> Result<Option<Served>,
     }))
 }
 
+/// A server servetop started, handed to its supervisor (which the runner may ask for a
+/// restart), with how it was launched, and the run directory its log went into.
+fn hand_over(
+    served: Option<Served>,
+) -> (
+    Option<(crate::serve::ServeHandle, crate::serve::ServerLaunch)>,
+    Option<std::path::PathBuf>,
+) {
+    let Some(s) = served else {
+        return (None, None);
+    };
+    let launch = s.server.launch.clone();
+    let handle = crate::serve::supervise(
+        s.server,
+        s.config.command,
+        std::time::Duration::from_secs_f64(s.config.timeout_s),
+        s.config.context_steps,
+        s.config.restart_on_crash,
+    );
+    (Some((handle, launch)), Some(s.dir))
+}
+
 /// Runs a configuration against its server, headless, and writes the run directory.
 pub async fn execute(cfg: RunConfig, simulator: Option<SimConfig>, out: &OutputArgs) -> i32 {
     Box::pin(execute_with(cfg, simulator, out, None, false)).await
@@ -183,6 +205,11 @@ async fn execute_with(
     previous: Option<RunSummary>,
     exit_when_done: bool,
 ) -> i32 {
+    // A baseline that cannot be read is bad input, found before any server is started.
+    let baseline = match read_baseline(out) {
+        Ok(b) => b,
+        Err(e) => return fail(&e),
+    };
     let mut served = match Box::pin(launch(&mut cfg, out)).await {
         Ok(s) => s,
         Err(e) => {
@@ -198,21 +225,13 @@ async fn execute_with(
         Ok(p) => p,
         Err(e) => return fail(&e),
     };
-    // From here the server belongs to its supervisor, which the runner may ask for a restart.
-    let (serve, served_dir) = match served.take() {
-        Some(s) => {
-            let launch = s.server.launch.clone();
-            let handle = crate::serve::supervise(
-                s.server,
-                s.config.command,
-                std::time::Duration::from_secs_f64(s.config.timeout_s),
-                s.config.context_steps,
-                s.config.restart_on_crash,
-            );
-            (Some((handle, launch)), Some(s.dir))
-        }
-        None => (None, None),
+    let baseline_warning = match baseline.as_ref().map(|b| check_baseline(b, &prepared, out)) {
+        Some(Err(e)) => return fail(&e),
+        Some(Ok(w)) => w,
+        None => None,
     };
+    // From here the server belongs to its supervisor, which the runner may ask for a restart.
+    let (serve, served_dir) = hand_over(served.take());
     prepared.serve = serve.as_ref().map(|(h, _)| h.clone());
     let dir = served_dir.unwrap_or_else(|| {
         out.out
@@ -227,6 +246,12 @@ async fn execute_with(
     let mut initial = initial_summary(&cfg, simulator, previous, &mut prepared);
     if let Some((_, launch)) = &serve {
         initial.servers.push(launch.clone());
+    }
+    if let Some(b) = baseline {
+        if let Some(w) = &baseline_warning {
+            initial.warnings.push(w.clone());
+        }
+        initial.baseline = Some(b);
     }
     let cancel = CancellationToken::new();
     let dashboard = !out.headless && crate::tui::available();
@@ -277,13 +302,72 @@ async fn execute_with(
     print_out!("{}", headless::final_tables(&session));
     write_charts(&dir, session.summary.clone(), out.chart_size).await;
     say!("results: {}", dir.display());
+    exit_code(state, &session.summary)
+}
+
+/// The process exit code of a run that ended in `state`: a finished run worse than its
+/// baseline (`--fail-on-regression`) gets its own, each regression named on stderr.
+fn exit_code(state: RunState, summary: &RunSummary) -> i32 {
+    let regressions = summary.regressions();
+    for r in &regressions {
+        say!("servetop: worse than the baseline: {r}");
+    }
     match state {
+        RunState::Finished | RunState::Running if !regressions.is_empty() => EXIT_REGRESSION,
         RunState::Finished | RunState::Running => 0,
         RunState::Interrupted => EXIT_INTERRUPTED,
         RunState::Aborted => 1,
     }
 }
 
+/// `--baseline`, read (with `--fail-on-regression`'s limit), or none.
+fn read_baseline(out: &OutputArgs) -> Result<Option<crate::baseline::Baseline>, String> {
+    let Some(p) = out.baseline.as_deref() else {
+        return Ok(None);
+    };
+    let mut b = crate::export::report::load_baseline(p)?;
+    b.fail_on_regression_pct = out.fail_on_regression;
+    Ok(Some(b))
+}
+
+/// Whether `b` can be compared with the plan: a baseline that shares no level with it
+/// compares nothing, which is bad input for a gate (`--fail-on-regression`) and a warning
+/// otherwise (returned, and said on stderr); so is a simulated run against a real one.
+fn check_baseline(
+    b: &crate::baseline::Baseline,
+    prepared: &runner::Prepared,
+    out: &OutputArgs,
+) -> Result<Option<String>, String> {
+    let shared = prepared
+        .levels
+        .iter()
+        .filter(|spec| {
+            let key = crate::summary::LevelSummary::planned(spec).key();
+            b.levels.iter().any(|l| l.matches(&key))
+        })
+        .count();
+    let warning = if shared == 0 {
+        let theirs: Vec<&str> = b.levels.iter().map(|l| l.label.as_str()).collect();
+        let msg = format!(
+            "--baseline {}: no level of this plan matches one of the baseline's ({}; levels match by kind, concurrency, context or rate, and input/output lengths)",
+            b.source,
+            theirs.join(", ")
+        );
+        if out.fail_on_regression.is_some() {
+            return Err(msg);
+        }
+        msg
+    } else if b.simulated != prepared.server.simulated {
+        format!(
+            "--baseline {}: one run is against servetop's simulator and the other is not",
+            b.source
+        )
+    } else {
+        return Ok(None);
+    };
+    say!("servetop: {warning}");
+    Ok(Some(warning))
+}
 /// The charts and CSV tables of a finished (or stopped) run, drawn off the async threads; one
 /// line names what was written.
 async fn write_charts(dir: &std::path::Path, summary: RunSummary, size: (u32, u32)) {

@@ -20,6 +20,38 @@ pub fn load_run(dir: &Path) -> Result<(RunSummary, Vec<TelemetryRecord>), String
     Ok((summary, load_telemetry(dir)))
 }
 
+/// A previous run to compare against (`--baseline`): a run directory (its results.json) or a
+/// results.json itself. It must have at least one level with results.
+pub fn load_baseline(path: &Path) -> Result<crate::baseline::Baseline, String> {
+    let file = if path.is_dir() {
+        path.join("results.json")
+    } else {
+        path.to_path_buf()
+    };
+    let bytes = std::fs::read(&file).map_err(|e| {
+        format!(
+            "--baseline {}: cannot read {}: {e}",
+            path.display(),
+            file.display()
+        )
+    })?;
+    let summary: RunSummary = serde_json::from_slice(&bytes).map_err(|e| {
+        format!(
+            "--baseline {}: {} is not a servetop results file: {e}",
+            path.display(),
+            file.display()
+        )
+    })?;
+    let b = summary.as_baseline(path.display().to_string());
+    if b.levels.is_empty() {
+        return Err(format!(
+            "--baseline {}: that run has no level with results to compare against",
+            path.display()
+        ));
+    }
+    Ok(b)
+}
+
 /// A run directory's telemetry.jsonl (none when it is missing; lines that do not parse are
 /// skipped).
 pub fn load_telemetry(dir: &Path) -> Vec<TelemetryRecord> {

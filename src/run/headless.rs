@@ -444,6 +444,10 @@ pub fn final_tables(s: &Session) -> String {
         out.push_str("\nMulti-turn chats\n\n");
         out.push_str(&markdown::turns_table(&s.summary));
     }
+    if let Some(b) = &s.summary.baseline {
+        let _ = write!(out, "\nAgainst the baseline {} ({})\n\n", b.source, b.label);
+        out.push_str(&markdown::baseline_table(&s.summary));
+    }
     let all: Vec<crate::summary::LevelSummary> = s.summary.levels().cloned().collect();
     if markdown::any_energy(&all) {
         out.push_str("\nEnergy and cost\n\n");

@@ -159,6 +159,7 @@ impl Session {
                     l.reason = Some(reason);
                     l.raise_flag = raise_flag;
                 }
+                self.summary.compare_to_baseline();
             }
             Event::ServerCrashed { index, message } => {
                 if let Some(l) = self.summary.level_mut(index) {
@@ -178,6 +179,7 @@ impl Session {
                 if self.current == Some(index) {
                     self.current = None;
                 }
+                self.summary.compare_to_baseline();
             }
             Event::Telemetry(rec) => {
                 self.telemetry(&rec);

@@ -192,6 +192,17 @@ fn sections(out: &mut String, s: &RunSummary) {
         out.push_str(&turns_table(s));
         out.push_str("\nEach turn sends the whole conversation so far (earlier messages and the server's real replies) plus a new message. cached: prompt tokens the server says it served from its prefix cache (usage.prompt_tokens_details.cached_tokens), over the requests that reported it; later turns should prefill little more than the new message.\n");
     }
+    if let Some(b) = &s.baseline {
+        let _ = writeln!(
+            out,
+            "\n## Against the baseline\n\nBaseline: `{}` ({}{}).\n",
+            b.source,
+            b.label,
+            if b.simulated { ", SIMULATED" } else { "" }
+        );
+        out.push_str(&baseline_table(s));
+        out.push_str("\nΔ: the change in percent of the baseline's value; levels match by kind, concurrency, context or offered rate, and input/output lengths. Worse is lower out tok/s or higher TTFT and TPOT p50; a level the baseline measured and this run did not counts as worse.\n");
+    }
     let crashes: Vec<&LevelSummary> = s.levels().filter(|l| l.server_crash.is_some()).collect();
     if !crashes.is_empty() {
         out.push_str("\n## Server crashes\n\n");

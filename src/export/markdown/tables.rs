@@ -462,3 +462,46 @@ fn done_cell(l: &LevelSummary, completed: u64) -> String {
         format!("{completed} ({})", l.status.name())
     }
 }
+
+/// This run's levels against the baseline's (`--baseline`): each value then and now, its
+/// change, and the verdict against `--fail-on-regression`. Empty without a baseline.
+pub fn baseline_table(s: &RunSummary) -> String {
+    use crate::metrics::curves::{self, at};
+    let Some(b) = &s.baseline else {
+        return String::new();
+    };
+    let mut out = String::from(
+        "| level | out tok/s: baseline → now | Δ | TTFT p50 ms: baseline → now | Δ | TPOT p50 ms: baseline → now | Δ | verdict |\n\
+         |---|---:|---:|---:|---:|---:|---:|---|\n",
+    );
+    let d = |x: Option<f64>| x.map_or("-".into(), crate::baseline::fmt_pct);
+    for c in &b.comparisons {
+        let (Some(l), Some(base)) = (
+            s.level(c.index),
+            s.level(c.index).and_then(|l| s.baseline_for(l)),
+        ) else {
+            continue;
+        };
+        let now = l.stats.as_ref();
+        let verdict = match (&c.regression, b.fail_on_regression_pct) {
+            (Some(_), Some(p)) => format!("**worse by more than {p}%**"),
+            (None, Some(p)) => format!("within {p}%"),
+            (_, None) => "-".into(),
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} → {} | {} | {} → {} | {} | {} → {} | {} | {verdict} |",
+            c.label,
+            num(base.output_throughput),
+            num(at(now, curves::OUTPUT_TOK_S)),
+            d(c.output_throughput_pct),
+            num(base.ttft_p50_ms),
+            num(at(now, curves::TTFT_MS.p50)),
+            d(c.ttft_p50_pct),
+            num(base.tpot_p50_ms),
+            num(at(now, curves::TPOT_MS.p50)),
+            d(c.tpot_p50_pct),
+        );
+    }
+    out
+}

@@ -1,0 +1,309 @@
+//! A baseline to beat (`--baseline`): a previous run's levels reduced to what the comparison
+//! reads, each level of this run matched to the baseline's level that measured the same thing,
+//! and the change against it (Δ%, docs/metrics.md) with the verdict `--fail-on-regression` gates
+//! on. Data and arithmetic only: which run it came from is the caller's business.
+
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::LevelStats;
+use crate::metrics::curves::{self, at};
+use crate::workload::LevelKind;
+
+/// The previous run compared against, as results.json records it under `baseline`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Baseline {
+    /// The run directory or results.json it was read from, as given.
+    pub source: String,
+    /// `model · engine · started_at` of the baseline run.
+    pub label: String,
+    /// The baseline's numbers came from servetop's simulator.
+    pub simulated: bool,
+    /// `--fail-on-regression`: the largest change for the worse, in %, a level may show.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fail_on_regression_pct: Option<f64>,
+    /// The baseline's levels that have results.
+    pub levels: Vec<BaselineLevel>,
+    /// This run's levels against their matches, filled in as they end.
+    #[serde(default)]
+    pub comparisons: Vec<LevelComparison>,
+}
+
+/// What one baseline level measured, and what identifies it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BaselineLevel {
+    pub kind: LevelKind,
+    pub label: String,
+    pub concurrency: u32,
+    pub input_len: u64,
+    pub output_len: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_rate: Option<f64>,
+    pub output_throughput: Option<f64>,
+    pub ttft_p50_ms: Option<f64>,
+    pub tpot_p50_ms: Option<f64>,
+    /// The chart values: mean decode and prefill speed, mean TTFT in seconds.
+    pub decode_tok_s: Option<f64>,
+    pub prefill_tok_s: Option<f64>,
+    pub ttft_mean_s: Option<f64>,
+}
+
+/// Identifies a level across runs: what it sent, not where it sat in the plan.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LevelKey {
+    pub kind: LevelKind,
+    pub concurrency: u32,
+    pub input_len: u64,
+    pub output_len: u32,
+    pub request_rate: Option<f64>,
+}
+
+impl BaselineLevel {
+    /// A level's key and results as a baseline level (`None` without a completed request).
+    pub fn new(key: LevelKey, label: String, stats: Option<&LevelStats>) -> Option<Self> {
+        stats.filter(|s| s.scalars.completed > 0)?;
+        Some(Self {
+            kind: key.kind,
+            label,
+            concurrency: key.concurrency,
+            input_len: key.input_len,
+            output_len: key.output_len,
+            request_rate: key.request_rate,
+            output_throughput: at(stats, curves::OUTPUT_TOK_S),
+            ttft_p50_ms: at(stats, curves::TTFT_MS.p50),
+            tpot_p50_ms: at(stats, curves::TPOT_MS.p50),
+            decode_tok_s: at(stats, curves::DECODE_TOK_S),
+            prefill_tok_s: at(stats, curves::PREFILL_TOK_S),
+            ttft_mean_s: at(stats, curves::TTFT_MEAN_S),
+        })
+    }
+
+    /// Whether this level measured what `key` describes: the same kind and lengths, and the
+    /// same concurrency (sweep), context (long context) or offered rate (rate levels).
+    /// Multi-turn levels are not compared.
+    pub fn matches(&self, key: &LevelKey) -> bool {
+        let same_lengths = self.kind == key.kind
+            && self.input_len == key.input_len
+            && self.output_len == key.output_len;
+        same_lengths
+            && match key.kind {
+                LevelKind::Sweep => self.concurrency == key.concurrency,
+                LevelKind::LongContext => true,
+                LevelKind::Rate => match (self.request_rate, key.request_rate) {
+                    (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * a.abs().max(b.abs()),
+                    _ => false,
+                },
+                LevelKind::MultiTurn => false,
+            }
+    }
+}
+
+/// One level of this run against its baseline level.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LevelComparison {
+    pub index: u32,
+    pub label: String,
+    /// Δ% of aggregate output tokens per second (positive: faster).
+    pub output_throughput_pct: Option<f64>,
+    /// Δ% of TTFT p50 (positive: slower).
+    pub ttft_p50_pct: Option<f64>,
+    /// Δ% of TPOT p50 (positive: slower).
+    pub tpot_p50_pct: Option<f64>,
+    /// Why the level is worse than the baseline by more than `--fail-on-regression`; none when
+    /// within it or when no limit was set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regression: Option<String>,
+}
+
+/// The change from `base` to `now` in percent of `base` (none when either is missing or the
+/// base is not positive).
+pub fn pct(base: Option<f64>, now: Option<f64>) -> Option<f64> {
+    match (base, now) {
+        (Some(b), Some(n)) if b > 0.0 && b.is_finite() && n.is_finite() => {
+            Some((n - b) / b * 100.0)
+        }
+        _ => None,
+    }
+}
+
+/// `stats` (a level of this run, `None` when it measured nothing) against `base`, judged against
+/// `limit` (%). A level the baseline measured and this run did not is a regression whenever a
+/// limit is set: a gate must not pass an engine that stopped answering at C=64.
+pub fn compare(
+    index: u32,
+    label: String,
+    base: &BaselineLevel,
+    stats: Option<&LevelStats>,
+    limit: Option<f64>,
+) -> LevelComparison {
+    let measured = stats.is_some_and(|s| s.scalars.completed > 0);
+    let throughput_d = pct(base.output_throughput, at(stats, curves::OUTPUT_TOK_S));
+    let first_token_d = pct(base.ttft_p50_ms, at(stats, curves::TTFT_MS.p50));
+    let per_token_d = pct(base.tpot_p50_ms, at(stats, curves::TPOT_MS.p50));
+    let regression = limit.and_then(|lim| {
+        if !measured {
+            return Some(format!("{label}: not measured (the baseline measured it)"));
+        }
+        // Worse is lower throughput, higher latency.
+        let worse: Vec<String> = [
+            ("out tok/s", throughput_d.map(|d| -d), throughput_d),
+            ("TTFT p50", first_token_d, first_token_d),
+            ("TPOT p50", per_token_d, per_token_d),
+        ]
+        .into_iter()
+        .filter_map(|(name, worse_by, d)| {
+            let (w, d) = (worse_by?, d?);
+            (w > lim).then(|| format!("{name} {}", fmt_pct(d)))
+        })
+        .collect();
+        (!worse.is_empty()).then(|| format!("{label}: {} (limit {lim}%)", worse.join(", ")))
+    });
+    LevelComparison {
+        index,
+        label,
+        output_throughput_pct: throughput_d,
+        ttft_p50_pct: first_token_d,
+        tpot_p50_pct: per_token_d,
+        regression,
+    }
+}
+
+/// A change as the tables write it: `+12%`, `-3.4%`, `0%` (two significant digits under 10).
+pub fn fmt_pct(d: f64) -> String {
+    let r = if d.abs() < 9.95 {
+        (d * 10.0).round() / 10.0
+    } else {
+        d.round()
+    };
+    if r == 0.0 {
+        "0%".into()
+    } else if r.abs() < 9.95 && r.fract() != 0.0 {
+        format!("{r:+.1}%")
+    } else {
+        format!("{r:+.0}%")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn level(tok_s: f64, ttft: f64, per_token: f64) -> BaselineLevel {
+        BaselineLevel {
+            kind: LevelKind::Sweep,
+            label: "C=8".into(),
+            concurrency: 8,
+            input_len: 1000,
+            output_len: 500,
+            request_rate: None,
+            output_throughput: Some(tok_s),
+            ttft_p50_ms: Some(ttft),
+            tpot_p50_ms: Some(per_token),
+            decode_tok_s: None,
+            prefill_tok_s: None,
+            ttft_mean_s: None,
+        }
+    }
+
+    fn stats(tok_s: f64, ttft: f64, per_token: f64) -> LevelStats {
+        let mut s = LevelStats::default();
+        s.scalars.completed = 10;
+        s.scalars.output_throughput = tok_s;
+        let d = |p50: f64| crate::metrics::DistStats {
+            count: 10,
+            mean: p50,
+            std: 0.0,
+            min: p50,
+            p50,
+            p90: p50,
+            p95: p50,
+            p99: p50,
+            p999: p50,
+            max: p50,
+        };
+        s.dists.ttft_ms = Some(d(ttft));
+        s.dists.tpot_ms = Some(d(per_token));
+        s
+    }
+
+    #[test]
+    fn deltas_are_percent_of_the_baseline() {
+        let c = compare(
+            3,
+            "C=8".into(),
+            &level(500.0, 200.0, 20.0),
+            Some(&stats(450.0, 250.0, 19.0)),
+            None,
+        );
+        assert_eq!(c.output_throughput_pct, Some(-10.0));
+        assert_eq!(c.ttft_p50_pct, Some(25.0));
+        assert!((c.tpot_p50_pct.unwrap() + 5.0).abs() < 1e-9);
+        assert_eq!(c.regression, None, "no limit, no verdict");
+    }
+
+    #[test]
+    fn a_level_worse_than_the_limit_is_a_regression_and_says_why() {
+        let base = level(500.0, 200.0, 20.0);
+        let now = stats(450.0, 250.0, 19.0);
+        // Throughput 10% down and TTFT 25% up: over a 20% limit only by TTFT.
+        let c = compare(3, "C=8".into(), &base, Some(&now), Some(20.0));
+        assert_eq!(
+            c.regression.as_deref(),
+            Some("C=8: TTFT p50 +25% (limit 20%)")
+        );
+        let c = compare(3, "C=8".into(), &base, Some(&now), Some(5.0));
+        assert_eq!(
+            c.regression.as_deref(),
+            Some("C=8: out tok/s -10%, TTFT p50 +25% (limit 5%)")
+        );
+        assert_eq!(
+            compare(3, "C=8".into(), &base, Some(&now), Some(30.0)).regression,
+            None
+        );
+        // Better is never a regression, however large the change.
+        let better = stats(5000.0, 20.0, 2.0);
+        assert_eq!(
+            compare(3, "C=8".into(), &base, Some(&better), Some(1.0)).regression,
+            None
+        );
+        // Measured before, not now: a regression.
+        assert!(
+            compare(3, "C=8".into(), &base, None, Some(50.0))
+                .regression
+                .is_some_and(|r| r.contains("not measured"))
+        );
+    }
+
+    #[test]
+    fn levels_match_by_what_they_sent() {
+        let base = level(1.0, 1.0, 1.0);
+        let key = LevelKey {
+            kind: LevelKind::Sweep,
+            concurrency: 8,
+            input_len: 1000,
+            output_len: 500,
+            request_rate: None,
+        };
+        assert!(base.matches(&key));
+        assert!(!base.matches(&LevelKey {
+            concurrency: 16,
+            ..key
+        }));
+        assert!(!base.matches(&LevelKey {
+            output_len: 128,
+            ..key
+        }));
+        assert!(!base.matches(&LevelKey {
+            kind: LevelKind::LongContext,
+            ..key
+        }));
+    }
+
+    #[test]
+    fn changes_print_compactly() {
+        assert_eq!(fmt_pct(0.04), "0%");
+        assert_eq!(fmt_pct(3.44), "+3.4%");
+        assert_eq!(fmt_pct(-3.0), "-3%");
+        assert_eq!(fmt_pct(-12.4), "-12%");
+        assert_eq!(fmt_pct(150.0), "+150%");
+    }
+}
