@@ -180,6 +180,20 @@ impl LevelSummary {
         self.arrival.map(|a| a.request_rate)
     }
 
+    /// The level in a few characters, for a tick on a chart's axis: `C=64`, `60K`, `2.5/s`,
+    /// `chats`.
+    pub fn short_label(&self) -> String {
+        match self.kind {
+            LevelKind::Sweep => format!("C={}", self.concurrency),
+            LevelKind::LongContext => crate::fmt::fmt_tokens(self.input_len),
+            LevelKind::Rate => format!(
+                "{}/s",
+                crate::fmt::fmt_rate(self.request_rate().unwrap_or(0.0))
+            ),
+            LevelKind::MultiTurn => "chats".into(),
+        }
+    }
+
     /// What identifies the level across runs (for the baseline comparison).
     pub fn key(&self) -> LevelKey {
         LevelKey {

@@ -145,7 +145,7 @@ impl App {
         }
         for l in &levels {
             if let Some(t) = l.started_at_unix_ms {
-                app.telemetry.level_marks.push((secs(t), l.label()));
+                app.telemetry.level_marks.push((secs(t), l.short_label()));
             }
         }
         let end = levels.iter().filter_map(|l| l.finished_at_unix_ms).max();
@@ -210,7 +210,7 @@ impl App {
                 .session
                 .summary
                 .level(*index)
-                .map(crate::summary::LevelSummary::label)
+                .map(crate::summary::LevelSummary::short_label)
                 .unwrap_or_default();
             self.telemetry
                 .level_marks

@@ -32,7 +32,7 @@ pub(super) struct Line {
 }
 
 /// What the x axis means.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum XKind {
     /// Concurrency, drawn at log2(C).
     Concurrency,
@@ -266,9 +266,13 @@ pub(super) fn draw_panel(area: &Area<'_>, p: &Panel) -> Result<(), String> {
 }
 
 /// The panel's vertical marks (level starts, skipped lengths) and horizontal limits (an SLO).
+/// On a time axis each mark starts a level: level spans are drawn as bands instead.
 fn draw_marks<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, p: &Panel, sc: Scale) -> Result<(), String> {
     let (x0, x1, y0, y1) = (sc.x0, sc.x1, sc.y0, sc.y1);
-    for (m, label) in &p.marks {
+    if p.x == XKind::Seconds {
+        draw_bands(chart, p, sc)?;
+    }
+    for (m, label) in p.marks.iter().filter(|_| p.x != XKind::Seconds) {
         let x = sc.tx(*m);
         chart
             .draw_series(DashedLineSeries::new(
@@ -306,6 +310,51 @@ fn draw_marks<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, p: &Panel, sc: Scale) -> Re
                 ("sans-serif", 17).into_font().color(&RGBColor(170, 30, 30)),
             )))
             .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// Each level's span on a time axis as a faint band behind the data (every other one shaded),
+/// its label along the bottom where the band is wide enough and a tick where it starts: the
+/// boundaries read without lines across the series.
+fn draw_bands<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, p: &Panel, sc: Scale) -> Result<(), String> {
+    let (x0, x1, y0, y1) = (sc.x0, sc.x1, sc.y0, sc.y1);
+    let px_w = f64::from(chart.plotting_area().dim_in_pixel().0.max(1));
+    let per_px = (x1 - x0) / px_w;
+    let tick = (y1 - y0) * 0.03;
+    for (i, (m, label)) in p.marks.iter().enumerate() {
+        let start = sc.tx(*m);
+        let end = p.marks.get(i + 1).map_or(x1, |n| sc.tx(n.0));
+        if i % 2 == 0 {
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(start, y0), (end, y1)],
+                    BLACK.mix(0.06).filled(),
+                )))
+                .map_err(err)?;
+        }
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(start, y0), (start, y0 + tick)],
+                BLACK.mix(0.6).stroke_width(2),
+            )))
+            .map_err(err)?;
+        // About 8 px a character at 15 px.
+        let needs = (label.chars().count() as f64 * 8.0 + 8.0) * per_px;
+        if end - start >= needs {
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    label.clone(),
+                    (start + 4.0 * per_px, y0 + tick * 1.3),
+                    ("sans-serif", 15).into_font().color(&BLACK.mix(0.7)).pos(
+                        plotters::style::text_anchor::Pos::new(
+                            plotters::style::text_anchor::HPos::Left,
+                            plotters::style::text_anchor::VPos::Bottom,
+                        ),
+                    ),
+                )))
+                .map_err(err)?;
+        }
     }
     Ok(())
 }

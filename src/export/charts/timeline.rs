@@ -85,6 +85,17 @@ impl Series {
     }
 }
 
+/// Each level's start (seconds on the timeline) and short label, in the order they ran.
+fn level_starts(r: &ChartRun<'_>, secs: impl Fn(i64) -> f64) -> Vec<(f64, String)> {
+    let mut marks: Vec<(f64, String)> = r
+        .summary
+        .levels()
+        .filter_map(|l| Some((secs(l.started_at_unix_ms?), l.short_label())))
+        .collect();
+    marks.sort_by(|a, b| a.0.total_cmp(&b.0));
+    marks
+}
+
 /// A panel over the run's seconds, with the level starts marked.
 fn time_panel(
     title: String,
@@ -122,13 +133,7 @@ pub(super) fn timeline_panels(runs: &[ChartRun<'_>]) -> (Vec<Panel>, Vec<String>
         simulated,
         total_gib,
     } = Series::of(r, secs);
-    let marks: Vec<(f64, String)> = r
-        .summary
-        .sweep
-        .iter()
-        .chain(&r.summary.long_context)
-        .filter_map(|l| Some((secs(l.started_at_unix_ms?), l.label())))
-        .collect();
+    let marks = level_starts(r, secs);
     let gpu_lines = |sets: &[Vec<(f64, f64)>]| -> Vec<Line> {
         sets.iter()
             .enumerate()

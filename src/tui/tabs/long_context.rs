@@ -195,11 +195,11 @@ fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     let empty = "no length finished yet";
     line_chart(
         "TTFT (s) vs context",
-        &[Series {
-            name: "TTFT s",
-            points: &v.ttft_s,
-            style: Style::default().fg(th.series[0]),
-        }],
+        &[Series::line(
+            "TTFT s",
+            &v.ttft_s,
+            Style::default().fg(th.series[0]),
+        )],
         x(),
         empty,
         a,
@@ -208,11 +208,11 @@ fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     );
     line_chart(
         "prefill tok/s vs context",
-        &[Series {
-            name: "prefill",
-            points: &v.prefill,
-            style: Style::default().fg(th.series[1]),
-        }],
+        &[Series::line(
+            "prefill",
+            &v.prefill,
+            Style::default().fg(th.series[1]),
+        )],
         x(),
         empty,
         b,
@@ -221,11 +221,11 @@ fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     );
     line_chart(
         "decode tok/s vs context",
-        &[Series {
-            name: "decode",
-            points: &v.decode,
-            style: Style::default().fg(th.series[2]),
-        }],
+        &[Series::line(
+            "decode",
+            &v.decode,
+            Style::default().fg(th.series[2]),
+        )],
         x(),
         empty,
         c,

@@ -181,16 +181,12 @@ pub(super) fn render_rate_charts(
     line_chart(
         "done req/s vs offered (dim: offered)",
         &[
-            Series {
-                name: "offered",
-                points: &v.rate_offered,
-                style: th.dim,
-            },
-            Series {
-                name: "done req/s",
-                points: &v.rate_done,
-                style: ratatui::style::Style::default().fg(th.series[0]),
-            },
+            Series::line("offered", &v.rate_offered, th.dim),
+            Series::line(
+                "done req/s",
+                &v.rate_done,
+                ratatui::style::Style::default().fg(th.series[0]),
+            ),
         ],
         x(),
         waiting,
@@ -201,11 +197,11 @@ pub(super) fn render_rate_charts(
     if let Some(b) = b {
         line_chart(
             "client queue p99 ms vs offered req/s",
-            &[Series {
-                name: "queue p99",
-                points: &v.rate_queue_p99,
-                style: ratatui::style::Style::default().fg(th.series[1]),
-            }],
+            &[Series::line(
+                "queue p99",
+                &v.rate_queue_p99,
+                ratatui::style::Style::default().fg(th.series[1]),
+            )],
             x(),
             waiting,
             b,
@@ -215,11 +211,11 @@ pub(super) fn render_rate_charts(
     }
     line_chart(
         "TTFT p99 ms vs offered req/s",
-        &[Series {
-            name: "TTFT p99",
-            points: &v.rate_ttft_p99,
-            style: ratatui::style::Style::default().fg(th.series[2]),
-        }],
+        &[Series::line(
+            "TTFT p99",
+            &v.rate_ttft_p99,
+            ratatui::style::Style::default().fg(th.series[2]),
+        )],
         x(),
         waiting,
         c,

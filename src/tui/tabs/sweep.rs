@@ -104,11 +104,11 @@ fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     }
     line_chart(
         "aggregate out tok/s vs C (log2)",
-        &[Series {
-            name: "out tok/s",
-            points: &v.aggregate,
-            style: ratatui::style::Style::default().fg(th.series[0]),
-        }],
+        &[Series::line(
+            "out tok/s",
+            &v.aggregate,
+            ratatui::style::Style::default().fg(th.series[0]),
+        )],
         c_labels(v.x_max),
         "waiting for the first level…",
         a,
@@ -118,11 +118,11 @@ fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     if let Some(b) = b {
         line_chart(
             "per-stream tok/s vs C (log2)",
-            &[Series {
-                name: "per-stream",
-                points: &v.per_stream,
-                style: ratatui::style::Style::default().fg(th.series[1]),
-            }],
+            &[Series::line(
+                "per-stream",
+                &v.per_stream,
+                ratatui::style::Style::default().fg(th.series[1]),
+            )],
             c_labels(v.x_max),
             "waiting for the first level…",
             b,
@@ -146,11 +146,11 @@ fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     };
     line_chart(
         &title,
-        &[Series {
-            name: "tok/s",
-            points: series,
-            style: ratatui::style::Style::default().fg(th.series[2]),
-        }],
+        &[Series::line(
+            "tok/s",
+            series,
+            ratatui::style::Style::default().fg(th.series[2]),
+        )],
         ([0.0, t_max], vec!["0 s".into(), format!("{t_max:.0} s")]),
         "sampled once a second while a level runs",
         c,

@@ -8,7 +8,7 @@ use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{LineGauge, Paragraph, Widget, Wrap};
 
-use super::{Series, line_chart_marked};
+use super::{LineChart, Series};
 use crate::fmt::num;
 use crate::telemetry::{GpuReading, GpuSource};
 use crate::tui::app::App;
@@ -164,11 +164,7 @@ fn gpu_series<'a>(
 ) -> Vec<Series<'a>> {
     sets.iter()
         .enumerate()
-        .map(|(i, points)| Series {
-            name: &names[i],
-            points,
-            style: Style::default().fg(colors[i % 3]),
-        })
+        .map(|(i, points)| Series::line(&names[i], points, Style::default().fg(colors[i % 3])))
         .collect()
 }
 
@@ -195,13 +191,6 @@ fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         .into_iter()
         .chain(v.gpu_util.iter().filter_map(|s| s.last().map(|p| p.0)))
         .fold(1.0f64, f64::max);
-    let x = || {
-        (
-            [0.0, t_max],
-            vec!["0 s".to_string(), format!("{t_max:.0} s")],
-        )
-    };
-    let marks: Vec<f64> = v.level_marks.iter().map(|m| m.0).collect();
     let colors = [th.series[0], th.series[1], th.series[2]];
     let names: Vec<String> = (0..v.gpu_mem_gib.len())
         .map(|i| format!("GPU{i}"))
@@ -209,69 +198,32 @@ fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     let mem = gpu_series(&v.gpu_mem_gib, &names, &colors);
     let util = gpu_series(&v.gpu_util, &names, &colors);
     let server = [
-        Series {
-            name: "running",
-            points: &v.running,
-            style: Style::default().fg(colors[0]),
-        },
-        Series {
-            name: "queued",
-            points: &v.queued,
-            style: Style::default().fg(colors[1]),
-        },
+        Series::line("running", &v.running, Style::default().fg(colors[0])),
+        Series::line("queued", &v.queued, Style::default().fg(colors[1])),
     ];
-    let kv = [Series {
-        name: "KV %",
-        points: &v.kv_pct,
-        style: Style::default().fg(colors[2]),
-    }];
+    let kv = [Series::line(
+        "KV %",
+        &v.kv_pct,
+        Style::default().fg(colors[2]),
+    )];
     let cells = chart_cells(area);
     let (no_gpu, no_srv) = ("no GPU samples", "no engine metrics");
     let mem_top = (v.gpu_mem_total_gib > 0.0).then_some(v.gpu_mem_total_gib);
-    line_chart_marked(
-        "GPU memory (GiB) · │ level starts",
-        &mem,
-        x(),
-        &marks,
-        mem_top,
-        no_gpu,
-        cells[0],
-        buf,
-        th,
-    );
-    line_chart_marked(
-        "GPU utilization (%)",
-        &util,
-        x(),
-        &marks,
-        Some(100.0),
-        no_gpu,
-        cells[1],
-        buf,
-        th,
-    );
-    line_chart_marked(
-        "server: running, queued",
-        &server,
-        x(),
-        &marks,
-        None,
-        no_srv,
-        cells[2],
-        buf,
-        th,
-    );
-    line_chart_marked(
-        "server KV-cache use (%)",
-        &kv,
-        x(),
-        &marks,
-        Some(100.0),
-        no_srv,
-        cells[3],
-        buf,
-        th,
-    );
+    // Level starts are ticks on the time axis, labelled where they fit: the data stays in view.
+    let chart = |title, series, y_fixed, empty| LineChart {
+        title,
+        series,
+        x: [0.0, t_max],
+        x_ends: ["0 s".to_string(), format!("{t_max:.0} s")],
+        ticks: &v.level_marks,
+        y_fixed,
+        highlight: None,
+        empty,
+    };
+    chart("GPU memory (GiB) · ┴ level starts", &mem, mem_top, no_gpu).render(cells[0], buf, th);
+    chart("GPU utilization (%)", &util, Some(100.0), no_gpu).render(cells[1], buf, th);
+    chart("server: running, queued", &server, None, no_srv).render(cells[2], buf, th);
+    chart("server KV-cache use (%)", &kv, Some(100.0), no_srv).render(cells[3], buf, th);
 }
 
 fn render_server(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
