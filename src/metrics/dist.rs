@@ -109,6 +109,33 @@ impl Dist {
         Some(self.max as f64)
     }
 
+    /// The values in `n` equal bins from the least to the greatest, multiplied by `scale`
+    /// (each HDR bucket counted at the middle of its bucket, in the exact observed range);
+    /// `None` if empty.
+    pub fn bins(&self, n: usize, scale: f64) -> Option<Bins> {
+        if self.count == 0 || n == 0 {
+            return None;
+        }
+        let (lo, hi) = (self.min as f64, self.max as f64);
+        let width = (hi - lo) / n as f64;
+        let mut counts = vec![0u64; n];
+        for v in self.hist.iter_recorded() {
+            let x = self.hist.median_equivalent(v.value_iterated_to()) as f64;
+            let x = x.clamp(lo, hi);
+            let i = if width > 0.0 {
+                (((x - lo) / width) as usize).min(n - 1)
+            } else {
+                0
+            };
+            counts[i] += v.count_at_value();
+        }
+        Some(Bins {
+            lo: lo * scale,
+            hi: hi * scale,
+            counts,
+        })
+    }
+
     /// Summary statistics multiplied by `scale` (e.g. 1e-3 to turn µs into ms); `None` if empty.
     pub fn stats(&self, scale: f64) -> Option<DistStats> {
         if self.count == 0 {
@@ -130,6 +157,14 @@ impl Dist {
             max: self.max as f64 * scale,
         })
     }
+}
+
+/// A distribution in equal bins from `lo` to `hi` (display units): the latency panel's bars.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Bins {
+    pub lo: f64,
+    pub hi: f64,
+    pub counts: Vec<u64>,
 }
 
 /// Summary statistics of one distribution, already in display units.
@@ -184,6 +219,27 @@ impl DistStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Bins span the exact least and greatest value, hold every value once, and put each where
+    /// it belongs: 1000 µs ×3 and 2000 ×1 in the first bin's and last bin's places.
+    #[test]
+    fn bins_hold_every_value_where_it_belongs() {
+        let mut d = Dist::new();
+        for v in [1000, 1000, 1000, 2000, 1500] {
+            d.record(v);
+        }
+        let b = d.bins(10, 1e-3).unwrap();
+        assert_eq!((b.lo, b.hi), (1.0, 2.0));
+        assert_eq!(b.counts.iter().sum::<u64>(), 5);
+        assert_eq!(b.counts[0], 3);
+        assert_eq!(b.counts[5], 1, "1500 sits half-way: {:?}", b.counts);
+        assert_eq!(b.counts[9], 1);
+        // One value only: everything in the first bin.
+        let mut one = Dist::new();
+        one.record(7);
+        assert_eq!(one.bins(4, 1.0).unwrap().counts, [1, 0, 0, 0]);
+        assert!(Dist::new().bins(4, 1.0).is_none());
+    }
 
     #[test]
     fn exact_mean_min_max_and_std() {

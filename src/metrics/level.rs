@@ -212,6 +212,11 @@ impl LevelAccumulator {
         self.in_flight.pending.len() + self.in_flight.open.len()
     }
 
+    /// The level's TTFT so far in `n` equal bins, in ms (the dashboard's latency panel).
+    pub fn ttft_bins(&self, n: usize) -> Option<super::dist::Bins> {
+        self.ttft.bins(n, 1e-3)
+    }
+
     /// The summary of everything folded so far (cheap enough to call for a live view).
     pub fn stats(&self) -> LevelStats {
         let start = self.window_start_us.unwrap_or(0);

@@ -100,6 +100,11 @@ impl Session {
         self.accs.get(&level).map(LevelAccumulator::stats)
     }
 
+    /// The TTFT of `level` so far in `n` equal bins, in ms.
+    pub fn live_ttft_bins(&self, level: u32, n: usize) -> Option<crate::metrics::dist::Bins> {
+        self.accs.get(&level)?.ttft_bins(n)
+    }
+
     /// A write to the run directory failed: the first failure becomes a warning in the
     /// summary and the message the dashboard shows; the run goes on.
     pub fn io_failed(&mut self, e: &std::io::Error) {

@@ -14,7 +14,9 @@ use crate::workload::LevelKind;
 use super::action::Action;
 pub use super::tab::Tab;
 use super::views::config_lines;
-pub use super::views::{LiveRate, LongView, Series, SweepView, TelemetryView, y_max};
+pub use super::views::{
+    Curve, LatencyView, LiveRate, LongView, Series, SweepView, TelemetryView, y_max,
+};
 
 /// What the event loop must do after a key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +55,9 @@ pub struct App {
     pub last_sent_at: Option<Duration>,
     /// Tokens received since the last request was sent (0: still prefilling).
     pub tokens_since_send: u64,
+    /// When the first of them was seen (a frame's precision: the live panel's, not a
+    /// measurement; the request's record has the TTFT).
+    pub first_token_seen_at: Option<Duration>,
     pub live: LiveRate,
     live_tokens: Arc<AtomicU64>,
     tokens_at_send: u64,
@@ -66,6 +71,10 @@ pub struct App {
     /// `(key, value)` lines of the run configuration (Log tab), built when the run starts.
     pub config_lines: Vec<(String, String)>,
     pub long_view: LongView,
+    /// The TTFT histogram of the level in progress (kept when it ends, until the next has one).
+    pub latency: Option<LatencyView>,
+    /// Each level with a baseline match against it (`--baseline`), live for the one running.
+    pub deltas: std::collections::BTreeMap<u32, crate::baseline::LevelComparison>,
     /// A short message shown in the footer until the given time.
     pub flash: Option<(String, Duration)>,
     pub no_color: bool,
@@ -86,6 +95,7 @@ impl App {
             now: Duration::ZERO,
             last_sent_at: None,
             tokens_since_send: 0,
+            first_token_seen_at: None,
             live: LiveRate::default(),
             live_tokens,
             tokens_at_send: 0,
@@ -96,6 +106,8 @@ impl App {
             telemetry: TelemetryView::default(),
             config_lines: Vec::new(),
             long_view: LongView::default(),
+            latency: None,
+            deltas: std::collections::BTreeMap::new(),
             flash: None,
             no_color,
         }
@@ -189,17 +201,26 @@ impl App {
     pub fn apply(&mut self, ev: Event) {
         match &ev {
             Event::LevelStarted { .. } => {
-                self.live = LiveRate {
-                    level_start: Some(self.now),
-                    last: Some((self.now, self.live_tokens.load(Ordering::Relaxed))),
-                    ..LiveRate::default()
-                };
+                self.live.series = Series::default();
+                self.live.current = 0.0;
+                self.live.level_start = Some(self.now);
+                self.live.last = Some((self.now, self.live_tokens.load(Ordering::Relaxed)));
                 self.current_stats = None;
+            }
+            Event::LevelFinished { index, .. } => {
+                let label = self
+                    .session
+                    .summary
+                    .level(*index)
+                    .map(crate::summary::LevelSummary::short_label)
+                    .unwrap_or_default();
+                self.live.level_ended(label);
             }
             Event::Sent { .. } => {
                 self.last_sent_at = Some(self.now);
                 self.tokens_at_send = self.live_tokens.load(Ordering::Relaxed);
                 self.tokens_since_send = 0;
+                self.first_token_seen_at = None;
             }
             Event::Request(r) if !r.warmup => self.stats_dirty = true,
             Event::Telemetry(rec) => self.telemetry.add(self.now.as_secs_f64(), rec),
@@ -278,21 +299,118 @@ impl App {
         })
     }
 
-    /// Recomputes the chart points from the summaries.
-    fn refresh_views(&mut self) {
+    /// The level whose points the charts label: the one running, else the last with results.
+    fn highlighted(&self, levels: &[crate::summary::LevelSummary]) -> Option<u32> {
+        levels
+            .iter()
+            .find(|l| self.session.current == Some(l.index))
+            .or_else(|| {
+                levels
+                    .iter()
+                    .rev()
+                    .find(|l| self.level_stats(l.index).is_some())
+            })
+            .map(|l| l.index)
+    }
+
+    /// Recomputes the chart points, the baseline deltas and the latency panel from the
+    /// summaries and the fold of the level in progress.
+    pub(super) fn refresh_views(&mut self) {
         use crate::metrics::curves::{self, at};
+        let s = &self.session.summary;
         let mut sv = SweepView::default();
-        for l in &self.session.summary.sweep {
+        let lit = self.highlighted(&s.sweep);
+        for l in &s.sweep {
             let x = f64::from(l.concurrency.max(1)).log2();
             sv.x_max = sv.x_max.max(x);
+            sv.ticks.push((x, l.concurrency.to_string()));
             let st = self.level_stats(l.index);
-            if let Some(y) = at(st, curves::OUTPUT_TOK_S) {
-                sv.aggregate.push((x, y));
-            }
-            if let Some(y) = at(st, curves::DECODE_TOK_S) {
-                sv.per_stream.push((x, y));
+            let base = s.baseline_for(l);
+            let on = lit == Some(l.index);
+            sv.aggregate.add(
+                x,
+                at(st, curves::OUTPUT_TOK_S),
+                base.and_then(|b| b.output_throughput),
+                on,
+            );
+            sv.per_stream.add(
+                x,
+                at(st, curves::DECODE_TOK_S),
+                base.and_then(|b| b.decode_tok_s),
+                on,
+            );
+            for (pts, y) in [
+                (&mut sv.ttft_p50, curves::TTFT_MS.p50),
+                (&mut sv.ttft_p99, curves::TTFT_MS.p99),
+            ] {
+                if let Some(y) = at(st, y) {
+                    pts.push((x, y));
+                }
             }
         }
+        self.rate_points(&mut sv);
+        let mut lv = LongView::default();
+        let lit = self.highlighted(&s.long_context);
+        for l in &s.long_context {
+            let x = l.input_len as f64 / 1000.0;
+            // Skipped lengths have no point; stretching the axis to them squeezes the others.
+            if l.status != crate::summary::LevelStatus::Skipped {
+                lv.x_max = lv.x_max.max(x);
+                lv.ticks.push((x, crate::fmt::fmt_tokens(l.input_len)));
+            }
+            let st = self.level_stats(l.index);
+            let base = s.baseline_for(l);
+            let on = lit == Some(l.index);
+            lv.ttft_s.add(
+                x,
+                at(st, curves::TTFT_MEAN_S),
+                base.and_then(|b| b.ttft_mean_s),
+                on,
+            );
+            lv.prefill.add(
+                x,
+                at(st, curves::PREFILL_TOK_S),
+                base.and_then(|b| b.prefill_tok_s),
+                on,
+            );
+            lv.decode.add(
+                x,
+                at(st, curves::DECODE_TOK_S),
+                base.and_then(|b| b.decode_tok_s),
+                on,
+            );
+        }
+        lv.prefill_estimate = prefill_estimate(s, |i| self.level_stats(i));
+        if let Some((rate, _)) = lv.prefill_estimate.as_ref().filter(|(r, _)| *r > 0.0) {
+            lv.expected_ttft_s = s
+                .long_context
+                .iter()
+                .filter(|l| l.status != crate::summary::LevelStatus::Skipped)
+                .map(|l| (l.input_len as f64 / 1000.0, l.input_len as f64 / rate))
+                .collect();
+        }
+        self.deltas = s
+            .levels()
+            .filter_map(|l| {
+                let base = s.baseline_for(l)?;
+                let limit = s.baseline.as_ref().and_then(|b| b.fail_on_regression_pct);
+                let c = crate::baseline::compare(
+                    l.index,
+                    l.label(),
+                    base,
+                    self.level_stats(l.index),
+                    limit,
+                );
+                Some((l.index, c))
+            })
+            .collect();
+        self.sweep_view = sv;
+        self.long_view = lv;
+    }
+
+    /// The rate levels' points, in rate order.
+    fn rate_points(&self, sv: &mut SweepView) {
+        use crate::metrics::curves::{self, at};
         for l in &self.session.summary.rates {
             let Some(x) = l.request_rate() else { continue };
             sv.rate_max = sv.rate_max.max(x);
@@ -317,26 +435,41 @@ impl App {
         ] {
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
         }
-        let mut lv = LongView::default();
-        for l in &self.session.summary.long_context {
-            let x = l.input_len as f64 / 1000.0;
-            // Skipped lengths have no point; stretching the axis to them squeezes the others.
-            if l.status != crate::summary::LevelStatus::Skipped {
-                lv.x_max = lv.x_max.max(x);
-            }
-            let st = self.level_stats(l.index);
-            for (points, y) in [
-                (&mut lv.ttft_s, curves::TTFT_MEAN_S),
-                (&mut lv.prefill, curves::PREFILL_TOK_S),
-                (&mut lv.decode, curves::DECODE_TOK_S),
-            ] {
-                if let Some(y) = at(st, y) {
-                    points.push((x, y));
-                }
-            }
-        }
-        self.sweep_view = sv;
-        self.long_view = lv;
+    }
+
+    /// Seconds a prompt of `tokens` should take to prefill, at the speed the run has seen.
+    pub fn expected_prefill_s(&self, tokens: u64) -> Option<f64> {
+        let (rate, _) = self.long_view.prefill_estimate.as_ref()?;
+        (*rate > 0.0).then(|| tokens as f64 / rate)
+    }
+
+    /// The latency panel: the TTFT histogram of the level in progress, as its fold has it.
+    fn refresh_latency(&mut self) {
+        let Some(i) = self.session.current else {
+            return;
+        };
+        let (Some(bins), Some(d)) = (
+            self.session.live_ttft_bins(i, super::views::LATENCY_BINS),
+            self.current_stats
+                .as_ref()
+                .and_then(|s| s.dists.ttft_ms.clone()),
+        ) else {
+            return;
+        };
+        let label = self
+            .session
+            .summary
+            .level(i)
+            .map(crate::summary::LevelSummary::short_label)
+            .unwrap_or_default();
+        self.latency = Some(LatencyView {
+            label,
+            bins,
+            p50: d.p50,
+            p90: d.p90,
+            p99: d.p99,
+            count: d.count,
+        });
     }
 
     /// Seconds left in the level in progress at its pace so far.
@@ -361,6 +494,7 @@ impl App {
                 .current
                 .and_then(|i| self.session.live_stats(i));
             self.stats_dirty = false;
+            self.refresh_latency();
             self.refresh_views();
         }
         self.sink.flush(&mut self.session);
@@ -371,6 +505,9 @@ impl App {
         self.now = now;
         let tokens = self.live_tokens.load(Ordering::Relaxed);
         self.tokens_since_send = tokens.saturating_sub(self.tokens_at_send);
+        if self.tokens_since_send > 0 && self.first_token_seen_at.is_none() {
+            self.first_token_seen_at = Some(now);
+        }
         if let (Some(start), Some((t0, n0))) = (self.live.level_start, self.live.last) {
             let dt = now.saturating_sub(t0);
             if dt >= Duration::from_secs(1) && self.session.current.is_some() {
@@ -460,6 +597,29 @@ impl App {
     }
 }
 
+/// The prefill speed to expect of the next long prompt, and where it was seen: the longest
+/// length done so far, else the concurrency sweep's single stream.
+fn prefill_estimate<'a>(
+    s: &crate::summary::RunSummary,
+    stats: impl Fn(u32) -> Option<&'a LevelStats>,
+) -> Option<(f64, String)> {
+    use crate::metrics::curves::{self, at};
+    let long = s
+        .long_context
+        .iter()
+        .filter_map(|l| Some((l, at(stats(l.index), curves::PREFILL_TOK_S)?)))
+        .filter(|(l, _)| l.status == crate::summary::LevelStatus::Done)
+        .max_by_key(|(l, _)| l.input_len);
+    if let Some((l, r)) = long {
+        return Some((r, format!("at {}", crate::fmt::fmt_tokens(l.input_len))));
+    }
+    s.sweep
+        .iter()
+        .filter(|l| l.concurrency == 1)
+        .find_map(|l| at(stats(l.index), curves::PREFILL_TOK_S))
+        .map(|r| (r, "at C=1".to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -547,5 +707,46 @@ mod tests {
         a.tick(Duration::from_millis(1500));
         assert_eq!(a.live.series.len(), 1);
         assert!((a.live.current - 200.0).abs() < 1e-9, "{}", a.live.current);
+    }
+
+    /// A level's live curve outlives the level: kept, labelled, when the next one starts.
+    #[test]
+    fn finished_levels_keep_their_live_curves() {
+        let counter = Arc::new(AtomicU64::new(0));
+        let mut cfg = crate::config::RunConfig::demo();
+        cfg.concurrency = (1..=8).collect();
+        let mut a = App::new(
+            Session::new(RunSummary::new(cfg.clone(), None)),
+            counter.clone(),
+            true,
+        );
+        a.session.summary.sweep = cfg
+            .levels()
+            .iter()
+            .filter(|l| l.kind == LevelKind::Sweep)
+            .map(crate::summary::LevelSummary::planned)
+            .collect();
+        let n = a.session.summary.sweep.len();
+        assert!(n > super::super::views::FINISHED_CURVES, "{n} levels");
+        for level in 0..n as u32 {
+            a.apply(Event::LevelStarted {
+                index: level,
+                origin_unix_us: 0,
+            });
+            assert!(a.live.series.is_empty(), "a new level starts a new curve");
+            for s in 1..=3u64 {
+                counter.fetch_add(100, Ordering::Relaxed);
+                a.tick(a.now + Duration::from_secs(1));
+                assert_eq!(a.live.series.len() as u64, s);
+            }
+            a.apply(Event::LevelFinished {
+                index: level,
+                interrupted: false,
+            });
+            let (label, pts) = a.live.finished.last().unwrap();
+            let want = a.session.summary.level(level).unwrap().short_label();
+            assert_eq!((label, pts.len()), (&want, 3));
+        }
+        assert_eq!(a.live.finished.len(), super::super::views::FINISHED_CURVES);
     }
 }

@@ -364,6 +364,58 @@ mod tests {
     }
 
     #[test]
+    fn a_baseline_draws_dotted_curves_and_delta_columns() {
+        let finished = fixtures::finished_run();
+        snap(
+            "baseline_finished",
+            &mut fixtures::with_baseline(finished),
+            Tab::Sweep,
+        );
+        let mid = fixtures::mid_sweep(vec![1, 4, 8, 16, 64, 100]);
+        snap(
+            "baseline_mid",
+            &mut fixtures::with_baseline(mid),
+            Tab::Sweep,
+        );
+        snap(
+            "baseline_long_context",
+            &mut fixtures::with_baseline(fixtures::finished_run()),
+            Tab::LongContext,
+        );
+    }
+
+    /// The levels from C=16 up regress against the baseline beyond its 10 % limit: what
+    /// summary.md and the exit code read.
+    #[test]
+    fn a_baseline_regression_is_named_level_by_level() {
+        let app = fixtures::with_baseline(fixtures::finished_run());
+        let s = &app.session.summary;
+        insta::assert_snapshot!(
+            "baseline_regressions",
+            format!(
+                "{}\n{}",
+                crate::export::markdown::baseline_table(s),
+                s.regressions().join("\n")
+            )
+        );
+        assert_eq!(s.regressions().len(), 3, "C=16, C=64, C=100");
+    }
+
+    #[test]
+    fn long_context_request_in_flight() {
+        snap(
+            "long_context_prefilling",
+            &mut fixtures::long_context_in_flight(false),
+            Tab::LongContext,
+        );
+        snap(
+            "long_context_decoding",
+            &mut fixtures::long_context_in_flight(true),
+            Tab::LongContext,
+        );
+    }
+
+    #[test]
     fn long_context_tab_with_multi_turn_chats() {
         snap(
             "multi_turn",

@@ -54,15 +54,66 @@ pub struct LiveRate {
     pub(super) last: Option<(Duration, u64)>,
     /// The latest one-second rate.
     pub current: f64,
+    /// The curves of the levels that ended, oldest first (the newest [`FINISHED_CURVES`]),
+    /// each with its level's short label: the panel shows them between levels and after.
+    pub finished: Vec<(String, Vec<(f64, f64)>)>,
+}
+
+/// Finished levels' live-rate curves kept for the panel.
+pub const FINISHED_CURVES: usize = 6;
+
+impl LiveRate {
+    /// The level in progress ended: its curve joins the finished ones.
+    pub(super) fn level_ended(&mut self, label: String) {
+        if !self.series.is_empty() {
+            self.finished.push((label, self.series.to_vec()));
+            let over = self.finished.len().saturating_sub(FINISHED_CURVES);
+            self.finished.drain(..over);
+        }
+        self.series = Series::default();
+        self.level_start = None;
+        self.last = None;
+    }
+}
+
+/// One curve of a chart over the levels: this run's points, the baseline's for the same
+/// levels (`--baseline`), and the highlighted level's point (the one running, else the last).
+#[derive(Clone, Debug, Default)]
+pub struct Curve {
+    pub points: Vec<(f64, f64)>,
+    pub base: Vec<(f64, f64)>,
+    pub highlight: Option<(f64, f64)>,
+}
+
+impl Curve {
+    /// Adds this run's value `y` (if any) and the baseline's `b` (if any) at `x`; `highlight`
+    /// marks the point as the highlighted level's.
+    pub(super) fn add(&mut self, x: f64, y: Option<f64>, b: Option<f64>, highlight: bool) {
+        if let Some(y) = y {
+            self.points.push((x, y));
+            if highlight {
+                self.highlight = Some((x, y));
+            }
+        }
+        if let Some(b) = b {
+            self.base.push((x, b));
+        }
+    }
 }
 
 /// Chart points of the sweep, computed in update.
 #[derive(Clone, Debug, Default)]
 pub struct SweepView {
     /// `(log2 C, output tok/s)` per level with results (the running level live).
-    pub aggregate: Vec<(f64, f64)>,
+    pub aggregate: Curve,
     /// `(log2 C, mean per-stream decode tok/s)`.
-    pub per_stream: Vec<(f64, f64)>,
+    pub per_stream: Curve,
+    /// `(log2 C, TTFT p50 ms)` and p99 (the live-rate panel of a saved run, which has no
+    /// live rate).
+    pub ttft_p50: Vec<(f64, f64)>,
+    pub ttft_p99: Vec<(f64, f64)>,
+    /// A tick at every planned level: `(log2 C, C)`.
+    pub ticks: Vec<(f64, String)>,
     /// Largest log2 C planned.
     pub x_max: f64,
     /// Rate levels: `(offered req/s, completed req/s)`.
@@ -81,14 +132,37 @@ pub struct SweepView {
 #[derive(Clone, Debug, Default)]
 pub struct LongView {
     /// `(context in K tokens, mean TTFT in s)`.
-    pub ttft_s: Vec<(f64, f64)>,
+    pub ttft_s: Curve,
     /// `(context in K tokens, prefill tok/s)`.
-    pub prefill: Vec<(f64, f64)>,
+    pub prefill: Curve,
     /// `(context in K tokens, decode tok/s)`.
-    pub decode: Vec<(f64, f64)>,
+    pub decode: Curve,
+    /// A tick at every planned length: `(K tokens, "30K")`.
+    pub ticks: Vec<(f64, String)>,
+    /// The prefill speed (tokens/s) to expect of the next length, and where it was seen.
+    pub prefill_estimate: Option<(f64, String)>,
+    /// `(context in K tokens, seconds)`: each length's TTFT at that speed.
+    pub expected_ttft_s: Vec<(f64, f64)>,
     /// Largest planned context in K tokens.
     pub x_max: f64,
 }
+
+/// The TTFT of a level in equal bins, with its percentiles, for the latency panel.
+#[derive(Clone, Debug, Default)]
+pub struct LatencyView {
+    /// The level's short label.
+    pub label: String,
+    pub bins: crate::metrics::dist::Bins,
+    /// p50, p90, p99 in ms.
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    /// Requests counted.
+    pub count: u64,
+}
+
+/// Bars in the latency panel's histogram.
+pub const LATENCY_BINS: usize = 40;
 
 /// The configuration as `(key, value)` lines, plus how prompts are sized.
 pub(super) fn config_lines(s: &crate::summary::RunSummary) -> Vec<(String, String)> {

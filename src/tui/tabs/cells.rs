@@ -97,3 +97,37 @@ pub(super) fn level_table<'a>(
         .block(th.panel(title))
         .render(area, buf);
 }
+
+/// The three Δ% cells of a level against the baseline (`--baseline`): out tok/s, TTFT p50,
+/// TPOT p50; a change for the worse beyond `--fail-on-regression` in the bad style, `-`
+/// without a match.
+pub(super) fn delta_cells(app: &App, l: &LevelSummary, th: &Theme) -> [Cell<'static>; 3] {
+    let c = app.deltas.get(&l.index);
+    let limit = app
+        .session
+        .summary
+        .baseline
+        .as_ref()
+        .and_then(|b| b.fail_on_regression_pct);
+    let cell = |d: Option<f64>, higher_is_worse: bool| {
+        let Some(d) = d else {
+            return Cell::from("-").style(th.dim);
+        };
+        let worse_by = if higher_is_worse { d } else { -d };
+        let style = match limit {
+            Some(lim) if worse_by > lim => th.bad,
+            _ if worse_by < 0.0 => th.ok,
+            _ => ratatui::style::Style::default(),
+        };
+        Cell::from(crate::baseline::fmt_pct(d)).style(style)
+    };
+    [
+        cell(c.and_then(|c| c.output_throughput_pct), false),
+        cell(c.and_then(|c| c.ttft_p50_pct), true),
+        cell(c.and_then(|c| c.tpot_p50_pct), true),
+    ]
+}
+
+/// The Δ% columns' headers and widths.
+pub(super) const DELTA_HEADERS: [&str; 3] = ["Δtok", "ΔTTFT", "ΔTPOT"];
+pub(super) const DELTA_WIDTH: u16 = 6;

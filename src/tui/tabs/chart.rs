@@ -86,6 +86,38 @@ pub fn line_chart(
     .render(area, buf, th);
 }
 
+/// One curve over the levels: the baseline's points dotted and dim behind this run's line,
+/// a tick at every level, the highlighted level's value written by its point.
+#[allow(clippy::too_many_arguments)]
+pub fn curve_chart(
+    title: &str,
+    name: &str,
+    curve: &crate::tui::views::Curve,
+    style: Style,
+    (x, x_ends, ticks): ([f64; 2], [String; 2], &[(f64, String)]),
+    empty: &str,
+    area: Rect,
+    buf: &mut Buffer,
+    th: &Theme,
+) {
+    let mut series = Vec::with_capacity(2);
+    if !curve.base.is_empty() {
+        series.push(Series::dotted("baseline", &curve.base, th.dim));
+    }
+    series.push(Series::line(name, &curve.points, style));
+    LineChart {
+        title,
+        series: &series,
+        x,
+        x_ends,
+        ticks,
+        y_fixed: None,
+        highlight: curve.highlight,
+        empty,
+    }
+    .render(area, buf, th);
+}
+
 impl LineChart<'_> {
     /// The top of the y axis.
     fn y_top(&self) -> f64 {

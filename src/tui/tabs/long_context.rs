@@ -8,7 +8,7 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, Widget, Wrap};
 
-use super::{Series, line_chart};
+use super::{LineChart, Series};
 use crate::fmt::fmt_tokens;
 use crate::fmt::num;
 use crate::summary::LevelStatus;
@@ -50,12 +50,27 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         (reasons.len() as u16 * if area.width < 120 { 3 } else { 2 }) + 2
     };
     let charts = area.width >= 100 && area.height >= table_h + reasons_h + turns_h + 12;
+    let has_points = !app.long_view.ttft_s.points.is_empty();
+    // Before any length has a point, the TTFT each should take at the prefill speed seen so
+    // far stands in for the charts.
+    let expected = !app.long_view.expected_ttft_s.is_empty();
+    let plot = charts && (has_points || expected);
+    // The request in flight (or the plan, before the ladder starts): a panel of its own when
+    // there is room, else one line at the bottom.
+    let rest = area.height.saturating_sub(table_h + reasons_h + turns_h);
+    let flight_h = if !plot {
+        rest
+    } else if rest >= 13 {
+        5
+    } else {
+        1
+    };
     let [table, why, turns, chart_area, timer] = Layout::vertical([
         Constraint::Length(table_h),
         Constraint::Length(reasons_h),
         Constraint::Length(turns_h),
-        Constraint::Min(if charts { 8 } else { 0 }),
-        Constraint::Length(1),
+        Constraint::Min(if plot { 8 } else { 0 }),
+        Constraint::Length(flight_h),
     ])
     .areas(area);
     if turns_h > 0 {
@@ -73,165 +88,215 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
             .wrap(Wrap { trim: true })
             .render(why, buf);
     }
-    if charts {
+    if charts && has_points {
         render_charts(app, chart_area, buf, th);
+    } else if plot {
+        render_expected(app, chart_area, buf, th);
     }
-    render_timer(app, timer, buf, th);
+    if timer.height >= 4 {
+        super::in_flight::render(app, timer, buf, th);
+    } else {
+        render_timer(app, timer, buf, th);
+    }
+}
+
+/// One length's row: the Δ columns with a baseline (narrow: TTFT and TPOT in place of input
+/// and done).
+fn row(
+    app: &App,
+    l: &crate::summary::LevelSummary,
+    base: bool,
+    narrow: bool,
+    th: &Theme,
+) -> Row<'static> {
+    let running = app.session.current == Some(l.index);
+    let s = app.level_stats(l.index).filter(|s| s.scalars.completed > 0);
+    let limit = app
+        .session
+        .summary
+        .server
+        .as_ref()
+        .and_then(|s| s.context_limit);
+    let wont_fit = limit.is_some_and(|n| l.input_len + u64::from(l.output_len) > n);
+    let status = if running {
+        "running"
+    } else if l.status == LevelStatus::Waiting && wont_fit {
+        "too long"
+    } else {
+        l.status.name()
+    };
+    let status_style = match l.status {
+        LevelStatus::Skipped | LevelStatus::Failed => th.warn,
+        LevelStatus::Done => th.ok,
+        _ => Style::default(),
+    };
+    let failed = app.level_stats(l.index).map_or(0, |s| s.scalars.failed);
+    let mut cells = vec![
+        Cell::from(fmt_tokens(l.input_len)),
+        Cell::from(status).style(status_style),
+        Cell::from(num(s.and_then(|s| s.scalars.mean_input_tokens))),
+        Cell::from(num(s
+            .and_then(|s| s.dists.ttft_ms.as_ref())
+            .map(|d| d.mean / 1000.0))),
+        Cell::from(num(s.and_then(|s| s.scalars.prefill_tokens_per_s))),
+        Cell::from(num(s
+            .and_then(|s| s.dists.decode_tokens_per_s.as_ref())
+            .map(|d| d.mean))),
+        Cell::from(format!(
+            "{}/{}",
+            s.map_or(0, |s| s.scalars.completed),
+            l.requests
+        )),
+    ];
+    if base {
+        let [tok, ttft, tpot] = super::cells::delta_cells(app, l, th);
+        if narrow {
+            // Room for the two that matter most here: input and done make way.
+            cells.remove(6);
+            cells.remove(2);
+            cells.extend([ttft, tpot]);
+        } else {
+            cells.extend([tok, ttft, tpot]);
+        }
+    }
+    cells.push(
+        Cell::from(if app.level_stats(l.index).is_some() {
+            failed.to_string()
+        } else {
+            "-".into()
+        })
+        .style(if failed > 0 { th.bad } else { th.dim }),
+    );
+    Row::new(cells).style(if running {
+        th.current
+    } else {
+        Style::default()
+    })
 }
 
 fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
+    let base = app.session.summary.baseline.is_some();
+    let narrow = area.width < 100;
     let rows: Vec<Row> = app
         .session
         .summary
         .long_context
         .iter()
-        .map(|l| {
-            let running = app.session.current == Some(l.index);
-            let s = app.level_stats(l.index).filter(|s| s.scalars.completed > 0);
-            let limit = app
-                .session
-                .summary
-                .server
-                .as_ref()
-                .and_then(|s| s.context_limit);
-            let wont_fit = limit.is_some_and(|n| l.input_len + u64::from(l.output_len) > n);
-            let status = if running {
-                "running"
-            } else if l.status == LevelStatus::Waiting && wont_fit {
-                "too long"
-            } else {
-                l.status.name()
-            };
-            let status_style = match l.status {
-                LevelStatus::Skipped | LevelStatus::Failed => th.warn,
-                LevelStatus::Done => th.ok,
-                _ => Style::default(),
-            };
-            let failed = app.level_stats(l.index).map_or(0, |s| s.scalars.failed);
-            Row::new(vec![
-                Cell::from(fmt_tokens(l.input_len)),
-                Cell::from(status).style(status_style),
-                Cell::from(num(s.and_then(|s| s.scalars.mean_input_tokens))),
-                Cell::from(num(s
-                    .and_then(|s| s.dists.ttft_ms.as_ref())
-                    .map(|d| d.mean / 1000.0))),
-                Cell::from(num(s.and_then(|s| s.scalars.prefill_tokens_per_s))),
-                Cell::from(num(s
-                    .and_then(|s| s.dists.decode_tokens_per_s.as_ref())
-                    .map(|d| d.mean))),
-                Cell::from(format!(
-                    "{}/{}",
-                    s.map_or(0, |s| s.scalars.completed),
-                    l.requests
-                )),
-                Cell::from(if app.level_stats(l.index).is_some() {
-                    failed.to_string()
-                } else {
-                    "-".into()
-                })
-                .style(if failed > 0 { th.bad } else { th.dim }),
-            ])
-            .style(if running {
-                th.current
-            } else {
-                Style::default()
-            })
-        })
+        .map(|l| row(app, l, base, narrow, th))
         .collect();
     let title = format!(
         " long context · {} output tokens · one request at a time ",
         app.session.summary.config.long_context_output_len
     );
-    Table::new(
-        rows,
-        [
-            Constraint::Length(8),
-            Constraint::Length(9),
-            Constraint::Length(9),
-            Constraint::Length(9),
-            Constraint::Length(13),
-            Constraint::Length(12),
-            Constraint::Length(6),
-            Constraint::Length(5),
-        ],
-    )
-    .header(
-        Row::new([
-            "context",
-            "status",
-            "input",
-            "TTFT s",
-            "prefill tok/s",
-            "decode tok/s",
-            "done",
-            "fail",
-        ])
-        .style(th.title),
-    )
-    .column_spacing(1)
-    .block(th.panel(title))
-    .render(area, buf);
+    let mut header = vec![
+        "context",
+        "status",
+        "input",
+        "TTFT s",
+        "prefill tok/s",
+        "decode tok/s",
+        "done",
+    ];
+    let mut widths = vec![8, 9, 9, 9, 13, 12, 6];
+    if base {
+        let [tok, ttft, tpot] = super::cells::DELTA_HEADERS;
+        if narrow {
+            header.remove(6);
+            header.remove(2);
+            widths.remove(6);
+            widths.remove(2);
+            header.extend([ttft, tpot]);
+            widths.extend([super::cells::DELTA_WIDTH; 2]);
+        } else {
+            header.extend([tok, ttft, tpot]);
+            widths.extend([super::cells::DELTA_WIDTH; 3]);
+        }
+    }
+    header.push("fail");
+    widths.push(5);
+    Table::new(rows, widths.into_iter().map(Constraint::Length))
+        .header(Row::new(header).style(th.title))
+        .column_spacing(1)
+        .block(th.panel(title))
+        .render(area, buf);
 }
 
 fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     let v = &app.long_view;
+    let top = v.x_max.max(1.0);
     let x = || {
-        let top = v.x_max.max(1.0);
         (
             [0.0, top],
-            vec![
-                "0".into(),
-                format!("{}K", (top / 2.0).round()),
-                format!("{}K", top.round()),
-            ],
+            ["0".to_string(), format!("{}K", top.round())],
+            v.ticks.as_slice(),
         )
     };
-    let [a, b, c] = Layout::horizontal([
-        Constraint::Ratio(1, 3),
-        Constraint::Ratio(1, 3),
-        Constraint::Ratio(1, 3),
-    ])
-    .areas(area);
+    let [a, b, c] = Layout::horizontal([Constraint::Ratio(1, 3); 3]).areas(area);
+    let base = if app.session.summary.baseline.is_some() {
+        " · ··· baseline"
+    } else {
+        ""
+    };
     let empty = "no length finished yet";
-    line_chart(
-        "TTFT (s) vs context",
-        &[Series::line(
-            "TTFT s",
-            &v.ttft_s,
-            Style::default().fg(th.series[0]),
-        )],
-        x(),
-        empty,
-        a,
-        buf,
-        th,
-    );
-    line_chart(
-        "prefill tok/s vs context",
-        &[Series::line(
-            "prefill",
-            &v.prefill,
-            Style::default().fg(th.series[1]),
-        )],
-        x(),
-        empty,
-        b,
-        buf,
-        th,
-    );
-    line_chart(
-        "decode tok/s vs context",
-        &[Series::line(
-            "decode",
-            &v.decode,
-            Style::default().fg(th.series[2]),
-        )],
-        x(),
-        empty,
-        c,
-        buf,
-        th,
-    );
+    for (title, name, curve, color, cell) in [
+        ("TTFT (s) vs context", "TTFT s", &v.ttft_s, 0, a),
+        ("prefill tok/s vs context", "prefill", &v.prefill, 1, b),
+        ("decode tok/s vs context", "decode", &v.decode, 2, c),
+    ] {
+        super::curve_chart(
+            &format!("{title}{base}"),
+            name,
+            curve,
+            Style::default().fg(th.series[color]),
+            x(),
+            empty,
+            cell,
+            buf,
+            th,
+        );
+    }
+}
+
+/// The TTFT each length should take at the prefill speed seen so far, dotted, with the
+/// request in flight's time so far written at its length.
+fn render_expected(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
+    let v = &app.long_view;
+    let top = v.x_max.max(1.0);
+    let now = app
+        .session
+        .current
+        .and_then(|i| app.session.summary.level(i))
+        .filter(|l| l.kind == crate::workload::LevelKind::LongContext)
+        .zip(app.last_sent_at)
+        .filter(|_| app.first_token_seen_at.is_none())
+        .map(|(l, sent)| {
+            (
+                l.input_len as f64 / 1000.0,
+                app.now.saturating_sub(sent).as_secs_f64(),
+            )
+        });
+    let title = v.prefill_estimate.as_ref().map_or(String::new(), |(r, at)| {
+        format!(
+            "TTFT (s) vs context: ··· expected at {} tok/s prefill (seen {at}); the number: this prefill so far",
+            num(Some(*r))
+        )
+    });
+    let series = [Series::dotted(
+        "expected",
+        &v.expected_ttft_s,
+        Style::default().fg(th.series[0]),
+    )];
+    LineChart {
+        title: &title,
+        series: &series,
+        x: [0.0, top],
+        x_ends: ["0".into(), format!("{}K", top.round())],
+        ticks: &v.ticks,
+        y_fixed: None,
+        highlight: now,
+        empty: "",
+    }
+    .render(area, buf, th);
 }
 
 fn render_timer(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {

@@ -2,6 +2,8 @@
 
 mod cells;
 mod chart;
+mod in_flight;
+mod latency;
 pub mod log;
 pub mod long_context;
 mod rates;
@@ -9,4 +11,4 @@ pub mod sweep;
 pub mod telemetry;
 pub mod turns;
 
-pub use chart::{LineChart, Series, line_chart};
+pub use chart::{LineChart, Series, curve_chart, line_chart};

@@ -8,13 +8,17 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Gauge, Row, Sparkline, Widget};
 
-use super::{Series, line_chart};
+use ratatui::style::Style;
+
+use super::{LineChart, Series};
 use crate::fmt::num;
 use crate::summary::LevelSummary;
 use crate::tui::app::App;
 use crate::tui::theme::Theme;
 
-use super::cells::{RowBasics, finish_row, kv_cell, ppp, row_basics};
+use super::cells::{
+    DELTA_HEADERS, DELTA_WIDTH, RowBasics, delta_cells, finish_row, kv_cell, ppp, row_basics,
+};
 use super::rates::{render_rate_charts, render_rate_table};
 
 /// Draws the tab: charts on top (when there is room), the level table sized to its rows, the
@@ -66,97 +70,150 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     render_progress(app, bottom, buf, th);
 }
 
-pub(super) fn c_labels(x_max: f64) -> ([f64; 2], Vec<String>) {
-    let top = x_max.max(1.0);
-    let mid = (top / 2.0).round();
-    (
-        [0.0, top],
-        vec![
-            "C=1".into(),
-            format!("{}", 2f64.powf(mid).round()),
-            format!("{}", 2f64.powf(top).round()),
-        ],
-    )
-}
-
 fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
-    // Three charts when wide; when narrow, aggregate vs C and the live rate.
-    let (a, b, c) = if area.width >= 120 {
-        let [a, b, c] = Layout::horizontal([
-            Constraint::Ratio(1, 3),
-            Constraint::Ratio(1, 3),
-            Constraint::Ratio(1, 3),
-        ])
-        .areas(area);
-        (a, Some(b), c)
+    // Wide: throughput and per-stream speed vs C, the live rate, the latency histogram.
+    // Narrow: throughput vs C and the latency histogram.
+    let cells: Vec<Rect> = if area.width >= 120 {
+        Layout::horizontal([Constraint::Ratio(1, 4); 4])
+            .split(area)
+            .to_vec()
     } else {
-        let [a, c] =
-            Layout::horizontal([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).areas(area);
-        (a, None, c)
+        Layout::horizontal([Constraint::Ratio(1, 2); 2])
+            .split(area)
+            .to_vec()
     };
     let v = &app.sweep_view;
     // An SLO search's one closed-loop level is its throughput probe: its rate probes are the
     // curve worth drawing.
     let rates_first = app.session.summary.sweep.is_empty() || app.session.summary.search.is_some();
     if rates_first && !app.session.summary.rates.is_empty() {
+        let (a, b, c) = match cells.as_slice() {
+            [a, b, c, _] => (*a, Some(*b), *c),
+            _ => (cells[0], None, cells[1]),
+        };
         render_rate_charts(app, (a, b, c), buf, th);
         return;
     }
-    line_chart(
-        "aggregate out tok/s vs C (log2)",
-        &[Series::line(
-            "out tok/s",
-            &v.aggregate,
-            ratatui::style::Style::default().fg(th.series[0]),
-        )],
-        c_labels(v.x_max),
-        "waiting for the first level…",
-        a,
+    let top = v.x_max.max(1.0);
+    let x = || {
+        (
+            [0.0, top],
+            ["C=1".to_string(), format!("C={}", 2f64.powf(top).round())],
+            v.ticks.as_slice(),
+        )
+    };
+    let base = if app.session.summary.baseline.is_some() {
+        " · ··· baseline"
+    } else {
+        ""
+    };
+    let waiting = "waiting for the first level…";
+    super::curve_chart(
+        &format!("out tok/s vs C{base}"),
+        "out tok/s",
+        &v.aggregate,
+        Style::default().fg(th.series[0]),
+        x(),
+        waiting,
+        cells[0],
         buf,
         th,
     );
-    if let Some(b) = b {
-        line_chart(
-            "per-stream tok/s vs C (log2)",
-            &[Series::line(
-                "per-stream",
-                &v.per_stream,
-                ratatui::style::Style::default().fg(th.series[1]),
-            )],
-            c_labels(v.x_max),
-            "waiting for the first level…",
-            b,
+    if let [_, b, c, d] = cells.as_slice() {
+        super::curve_chart(
+            &format!("per-stream tok/s vs C{base}"),
+            "per-stream",
+            &v.per_stream,
+            Style::default().fg(th.series[1]),
+            x(),
+            waiting,
+            *b,
             buf,
             th,
         );
+        render_live_rate(app, *c, buf, th);
+        super::latency::render(app, *d, buf, th);
+    } else {
+        super::latency::render(app, cells[1], buf, th);
     }
-    let series = &app.live.series;
-    let t_max = series.last().map_or(1.0, |p| p.0.max(1.0));
-    let title = match app
+}
+
+/// The output rate sampled each second: the level in progress bright, the levels before it
+/// dim. A saved run has no live rate: TTFT p50 and p99 against C take the place.
+fn render_live_rate(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
+    let live = &app.live;
+    let running = app
         .session
         .current
-        .and_then(|i| app.session.summary.level(i))
-    {
+        .and_then(|i| app.session.summary.level(i));
+    if live.series.is_empty() && live.finished.is_empty() {
+        let v = &app.sweep_view;
+        let top = v.x_max.max(1.0);
+        let series = [
+            Series::line("p50", &v.ttft_p50, Style::default().fg(th.series[2])),
+            Series::dotted("p99", &v.ttft_p99, Style::default().fg(th.series[2])),
+        ];
+        LineChart {
+            title: "TTFT ms vs C: p50 line, p99 dots",
+            series: &series,
+            x: [0.0, top],
+            x_ends: ["C=1".into(), format!("C={}", 2f64.powf(top).round())],
+            ticks: &v.ticks,
+            y_fixed: None,
+            highlight: None,
+            empty: "sampled once a second while a level runs",
+        }
+        .render(area, buf, th);
+        return;
+    }
+    let newest = live.finished.len().saturating_sub(1);
+    let mut series: Vec<Series> = live
+        .finished
+        .iter()
+        .enumerate()
+        .map(|(i, (label, pts))| {
+            // Between levels the one just ended stays bright.
+            let style = if running.is_none() && i == newest {
+                Style::default().fg(th.series[2])
+            } else {
+                th.dim
+            };
+            Series::line(label, pts, style)
+        })
+        .collect();
+    series.push(Series::line(
+        "now",
+        &live.series,
+        Style::default().fg(th.series[2]),
+    ));
+    let t_max = live
+        .finished
+        .iter()
+        .filter_map(|(_, p)| p.last().map(|p| p.0))
+        .chain(live.series.last().map(|p| p.0))
+        .fold(1.0, f64::max);
+    let title = match running {
         Some(l) => format!(
-            "out tok/s now, {} ({} tok/s)",
-            l.label(),
-            num(Some(app.live.current))
+            "out tok/s now, {} ({}) · dim: earlier",
+            l.short_label(),
+            num(Some(live.current))
         ),
-        None => "out tok/s over the level".into(),
+        None => format!(
+            "out tok/s over {} · dim: earlier",
+            live.finished.last().map_or("", |f| f.0.as_str())
+        ),
     };
-    line_chart(
-        &title,
-        &[Series::line(
-            "tok/s",
-            series,
-            ratatui::style::Style::default().fg(th.series[2]),
-        )],
-        ([0.0, t_max], vec!["0 s".into(), format!("{t_max:.0} s")]),
-        "sampled once a second while a level runs",
-        c,
-        buf,
-        th,
-    );
+    LineChart {
+        title: &title,
+        series: &series,
+        x: [0.0, t_max],
+        x_ends: ["0 s".into(), format!("{t_max:.0} s")],
+        ticks: &[],
+        y_fixed: None,
+        highlight: None,
+        empty: "",
+    }
+    .render(area, buf, th);
 }
 
 fn row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a> {
@@ -174,14 +231,19 @@ fn row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a> {
     ];
     let s = stats;
     let d = s.map(|s| &s.dists);
-    if wide {
+    // With a baseline the Δ columns take the place of req/s, server accept (wide), per-stream
+    // speed and client accept (narrow).
+    let base = app.session.summary.baseline.is_some();
+    if wide && !base {
         cells.push(Cell::from(num(s.map(|s| s.scalars.request_throughput))));
     }
-    cells.extend([
-        Cell::from(num(s.map(|s| s.scalars.output_throughput))),
-        Cell::from(num(d
+    cells.push(Cell::from(num(s.map(|s| s.scalars.output_throughput))));
+    if wide || !base {
+        cells.push(Cell::from(num(d
             .and_then(|d| d.decode_tokens_per_s.as_ref())
-            .map(|x| x.mean))),
+            .map(|x| x.mean))));
+    }
+    cells.extend([
         Cell::from(ppp(d.and_then(|d| d.ttft_ms.as_ref()), wide)),
         Cell::from(ppp(d.and_then(|d| d.itl_ms.as_ref()), wide)),
     ]);
@@ -196,11 +258,18 @@ fn row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a> {
         cells.push(Cell::from(ppp(last, true)));
     }
     // Tokens per chunk that are delivery bursts are no accept length (see `chunk_verdict`).
-    cells.push(Cell::from(num(s
-        .filter(|_| !l.delivery_bursts)
-        .and_then(|s| s.scalars.accept_length_client))));
+    if wide || !base {
+        cells.push(Cell::from(num(s
+            .filter(|_| !l.delivery_bursts)
+            .and_then(|s| s.scalars.accept_length_client))));
+    }
+    if base {
+        cells.extend(delta_cells(app, l, th));
+    }
     if wide {
-        cells.push(Cell::from(num(l.accept_length_server)));
+        if !base {
+            cells.push(Cell::from(num(l.accept_length_server)));
+        }
         cells.push(kv_cell(l));
         if app.sweep_energy() {
             cells.push(Cell::from(num(l.energy.output_tokens_per_joule)));
@@ -217,18 +286,23 @@ fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool)
         Constraint::Length(7),
         Constraint::Length(7),
     ];
-    if wide {
+    let base = app.session.summary.baseline.is_some();
+    if wide && !base {
         header.push("req/s");
         widths.push(Constraint::Length(6));
     }
+    header.push(if wide { "out tok/s" } else { "tok/s" });
+    widths.push(Constraint::Length(if wide { 9 } else { 6 }));
+    if wide || !base {
+        header.push("stream");
+        widths.push(Constraint::Length(6));
+    }
     header.extend(if wide {
-        ["out tok/s", "stream", "TTFT p50/90/99", "ITL p50/90/99"]
+        ["TTFT p50/90/99", "ITL p50/90/99"]
     } else {
-        ["tok/s", "stream", "TTFT p50/99", "ITL p50/99"]
+        ["TTFT p50/99", "ITL p50/99"]
     });
     widths.extend([
-        Constraint::Length(if wide { 9 } else { 6 }),
-        Constraint::Length(6),
         Constraint::Length(if wide { 19 } else { 12 }),
         Constraint::Length(if wide { 17 } else { 11 }),
     ]);
@@ -243,11 +317,21 @@ fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool)
         ]);
         widths.extend([Constraint::Length(16), Constraint::Length(19)]);
     }
-    header.push("acc");
-    widths.push(Constraint::Length(5));
+    if wide || !base {
+        header.push("acc");
+        widths.push(Constraint::Length(5));
+    }
+    if base {
+        header.extend(DELTA_HEADERS);
+        widths.extend([Constraint::Length(DELTA_WIDTH); 3]);
+    }
     if wide {
-        header.extend(["srv", "KV%"]);
-        widths.extend([Constraint::Length(5), Constraint::Length(4)]);
+        if !base {
+            header.push("srv");
+            widths.push(Constraint::Length(5));
+        }
+        header.push("KV%");
+        widths.push(Constraint::Length(4));
         if app.sweep_energy() {
             header.push("tok/J");
             widths.push(Constraint::Length(6));

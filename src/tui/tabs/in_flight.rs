@@ -1,0 +1,188 @@
+//! The long-context tab's request in flight: prefill progress against the time the run's
+//! prefill speed so far predicts, then the decode's tokens and live rate. Before the ladder
+//! starts, the plan and each length's expected TTFT. Live figures here are the screen's (a
+//! frame's precision); the request's record has the measured TTFT.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
+use ratatui::text::Line;
+use ratatui::widgets::{Gauge, Paragraph, Widget, Wrap};
+
+use crate::fmt::{fmt_tokens, num};
+use crate::summary::LevelSummary;
+use crate::tui::app::App;
+use crate::tui::text::fit;
+use crate::tui::theme::Theme;
+use crate::workload::LevelKind;
+
+/// Draws the panel into `area` (four rows or more).
+pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
+    let level = app
+        .session
+        .current
+        .and_then(|i| app.session.summary.level(i))
+        .filter(|l| l.kind == LevelKind::LongContext);
+    match (level, app.last_sent_at) {
+        (Some(l), Some(sent)) => render_request(app, l, sent, area, buf, th),
+        _ => render_plan(app, area, buf, th),
+    }
+}
+
+fn render_request(
+    app: &App,
+    l: &LevelSummary,
+    sent: std::time::Duration,
+    area: Rect,
+    buf: &mut Buffer,
+    th: &Theme,
+) {
+    let done = app.session.progress.get(&l.index).map_or(0, |p| p.finished);
+    let block = th.panel(format!(
+        " {} in flight · request {} of {} ",
+        l.label(),
+        (done + 1).min(u64::from(l.requests)),
+        l.requests
+    ));
+    let inner = block.inner(area);
+    block.render(area, buf);
+    let [prefill, decode, _] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(1),
+        Constraint::Min(0),
+    ])
+    .areas(inner);
+    let expected = app.expected_prefill_s(l.input_len);
+    let how = app
+        .long_view
+        .prefill_estimate
+        .as_ref()
+        .map_or(String::new(), |(r, at)| {
+            format!(" at {} tok/s (seen {at})", num(Some(*r)))
+        });
+    let first = app.first_token_seen_at.map(|t| t.saturating_sub(sent));
+    let elapsed = app.now.saturating_sub(sent).as_secs_f64();
+    let (ratio, text) = match (first, expected) {
+        (Some(t), Some(e)) => (
+            1.0,
+            format!(
+                "prefill {}: first token after {:.1} s · expected ~{:.1} s{how}",
+                fmt_tokens(l.input_len),
+                t.as_secs_f64(),
+                e
+            ),
+        ),
+        (Some(t), None) => (
+            1.0,
+            format!(
+                "prefill {}: first token after {:.1} s",
+                fmt_tokens(l.input_len),
+                t.as_secs_f64()
+            ),
+        ),
+        (None, Some(e)) => (
+            (elapsed / e).clamp(0.0, 1.0),
+            format!(
+                "prefilling {}: {elapsed:.1} s of ~{e:.1} s expected{how}",
+                fmt_tokens(l.input_len)
+            ),
+        ),
+        (None, None) => (
+            0.0,
+            format!(
+                "prefilling {}: {elapsed:.1} s so far (no earlier length to predict from)",
+                fmt_tokens(l.input_len)
+            ),
+        ),
+    };
+    gauge(ratio, &text, th.series[1], prefill, buf);
+    let tokens = app.tokens_since_send;
+    let (ratio, text) = match app.first_token_seen_at {
+        Some(t) if tokens > 0 => {
+            let secs = app.now.saturating_sub(t).as_secs_f64();
+            let rate = if secs > 0.0 {
+                format!(" · {} tok/s live", num(Some((tokens - 1) as f64 / secs)))
+            } else {
+                String::new()
+            };
+            (
+                (tokens as f64 / f64::from(l.output_len.max(1))).clamp(0.0, 1.0),
+                format!("decoding: {tokens} of {} tokens{rate}", l.output_len),
+            )
+        }
+        _ => (0.0, "decode: waiting for the first token".to_string()),
+    };
+    gauge(ratio, &text, th.series[2], decode, buf);
+    if let Some(line) = expected_line(app, |o| o.index != l.index)
+        && inner.height > 2
+    {
+        let row = Rect::new(inner.x, inner.y + 2, inner.width, 1);
+        Line::styled(fit(&format!("next: {line}"), row.width as usize), th.dim).render(row, buf);
+    }
+}
+
+/// `16K ~2.4 s · 30K ~4.5 s`: the expected TTFT of the waiting lengths `keep` admits.
+fn expected_line(app: &App, keep: impl Fn(&LevelSummary) -> bool) -> Option<String> {
+    let parts: Vec<String> = app
+        .session
+        .summary
+        .long_context
+        .iter()
+        .filter(|l| l.status == crate::summary::LevelStatus::Waiting && keep(l))
+        .filter_map(|l| {
+            let e = app.expected_prefill_s(l.input_len)?;
+            Some(format!("{} ~{e:.1} s", fmt_tokens(l.input_len)))
+        })
+        .collect();
+    (!parts.is_empty()).then(|| format!("expected TTFT {}", parts.join(" · ")))
+}
+
+fn gauge(ratio: f64, text: &str, color: ratatui::style::Color, area: Rect, buf: &mut Buffer) {
+    Gauge::default()
+        .ratio(ratio)
+        .label(fit(text, area.width as usize))
+        .gauge_style(Style::default().fg(color))
+        .render(area, buf);
+}
+
+/// Before (or between) the lengths: what is planned and what each should take.
+fn render_plan(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
+    let s = &app.session.summary;
+    let lengths: Vec<String> = s
+        .long_context
+        .iter()
+        .filter(|l| l.status == crate::summary::LevelStatus::Waiting)
+        .map(|l| fmt_tokens(l.input_len))
+        .collect();
+    let mut lines = Vec::new();
+    if lengths.is_empty() {
+        lines.push(Line::styled(
+            format!("every length has ended · {}", app.session.phase),
+            th.dim,
+        ));
+    } else {
+        lines.push(Line::raw(format!(
+            "to run: {} · {} output tokens · one request at a time · now: {}",
+            lengths.join(", "),
+            s.config.long_context_output_len,
+            app.session.phase
+        )));
+        match (
+            &app.long_view.prefill_estimate,
+            expected_line(app, |_| true),
+        ) {
+            (Some((r, at)), Some(line)) => lines.push(Line::styled(
+                format!("{line} (prefill {} tok/s, seen {at})", num(Some(*r))),
+                th.accent,
+            )),
+            _ => lines.push(Line::styled(
+                "expected TTFT: once a single stream has been measured",
+                th.dim,
+            )),
+        }
+    }
+    Paragraph::new(lines)
+        .block(th.panel(" long-context ladder "))
+        .wrap(Wrap { trim: true })
+        .render(area, buf);
+}
