@@ -157,6 +157,27 @@ fn a_run_worse_than_its_baseline_exits_3_and_one_better_exits_0() {
         assert!(c.get("regression").is_none(), "{c}");
     }
 
+    // The same comparison offline, of saved runs: `report --baseline`, the same verdicts.
+    let report = |dir: &Path, base: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_servetop"))
+            .arg("report")
+            .arg(dir)
+            .arg("--baseline")
+            .arg(base)
+            .args(["--fail-on-regression", "5"])
+            .output()
+            .unwrap()
+    };
+    let o = report(&worse, &fast);
+    assert_eq!(o.status.code(), Some(3));
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        table.matches("**worse by more than 5%**").count(),
+        2,
+        "{table}"
+    );
+    assert_eq!(report(&better, &slow).status.code(), Some(0));
+
     // A run directory works as well as its results.json; without a limit nothing is judged.
     let plain = tmp.join("plain");
     let (code, err) = run(&url, &plain, &["--baseline", first.to_str().unwrap()]);

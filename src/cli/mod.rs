@@ -178,6 +178,18 @@ pub struct ReportArgs {
     /// Terminal size of the screenshots, in cells.
     #[arg(long, value_name = "COLSxROWS", default_value = "160x48", value_parser = parse_cells)]
     pub screenshot_size: (u16, u16),
+    /// Compare the run (one directory) with a previous one instead: print each level's change
+    /// (out tok/s, TTFT p50, TPOT p50); nothing is rewritten.
+    #[arg(
+        long,
+        value_name = "RUN_DIR_OR_RESULTS_JSON",
+        conflicts_with = "screenshots"
+    )]
+    pub baseline: Option<PathBuf>,
+    /// With --baseline: exit with code 3 when a level is worse than the baseline's by more
+    /// than PCT percent.
+    #[arg(long, value_name = "PCT", requires = "baseline", value_parser = percent)]
+    pub fail_on_regression: Option<f64>,
 }
 
 fn parse_cells(s: &str) -> Result<(u16, u16), String> {

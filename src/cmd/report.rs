@@ -4,6 +4,9 @@ use super::fail;
 
 /// `servetop report`.
 pub fn report(a: &crate::cli::ReportArgs) -> i32 {
+    if let Some(b) = &a.baseline {
+        return compare(a, b);
+    }
     if a.screenshots && a.dirs.len() != 1 {
         return fail("--screenshots takes one run directory");
     }
@@ -28,5 +31,55 @@ pub fn report(a: &crate::cli::ReportArgs) -> i32 {
             0
         }
         Err(e) => fail(&e),
+    }
+}
+
+/// `servetop report DIR --baseline OTHER`: the run against the baseline, level by level, and
+/// with `--fail-on-regression` the exit code a gate reads.
+fn compare(a: &crate::cli::ReportArgs, baseline: &std::path::Path) -> i32 {
+    let [dir] = a.dirs.as_slice() else {
+        return fail("--baseline compares one run directory with the baseline");
+    };
+    let result = crate::export::report::load_baseline(baseline).and_then(|mut b| {
+        b.fail_on_regression_pct = a.fail_on_regression;
+        let (mut s, _) = crate::export::report::load_run(dir)?;
+        s.baseline = Some(b);
+        s.compare_to_baseline();
+        Ok(s)
+    });
+    let s = match result {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
+    };
+    let Some(b) = &s.baseline else {
+        return fail("no baseline");
+    };
+    if b.comparisons.is_empty() {
+        let msg = format!(
+            "--baseline {}: no level of {} matches one of the baseline's (levels match by kind, concurrency, context or rate, and input/output lengths)",
+            b.source,
+            dir.display()
+        );
+        if a.fail_on_regression.is_some() {
+            return fail(&msg);
+        }
+        say!("servetop: {msg}");
+        return 0;
+    }
+    print_out!(
+        "{} against the baseline {} ({})\n\n{}",
+        dir.display(),
+        b.source,
+        b.label,
+        crate::export::markdown::baseline_table(&s)
+    );
+    let regressions = s.regressions();
+    for r in &regressions {
+        say!("servetop: worse than the baseline: {r}");
+    }
+    if regressions.is_empty() {
+        0
+    } else {
+        super::EXIT_REGRESSION
     }
 }
