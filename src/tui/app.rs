@@ -208,13 +208,14 @@ impl App {
                 self.current_stats = None;
             }
             Event::LevelFinished { index, .. } => {
-                let label = self
+                // The sweep tab's curves are its own levels' (concurrency and rate levels).
+                let ended = self
                     .session
                     .summary
                     .level(*index)
-                    .map(crate::summary::LevelSummary::short_label)
-                    .unwrap_or_default();
-                self.live.level_ended(label);
+                    .filter(|l| matches!(l.kind, LevelKind::Sweep | LevelKind::Rate))
+                    .map(crate::summary::LevelSummary::short_label);
+                self.live.level_ended(ended);
             }
             Event::Sent { .. } => {
                 self.last_sent_at = Some(self.now);
@@ -444,24 +445,30 @@ impl App {
     }
 
     /// The latency panel: the TTFT histogram of the level in progress, as its fold has it.
+    /// Only the sweep tab's levels (concurrency and rate levels) feed it. Bins: about the
+    /// square root of the requests, from 4 to [`super::views::LATENCY_BINS`], so a level of a
+    /// dozen requests does not read as a barcode.
     fn refresh_latency(&mut self) {
-        let Some(i) = self.session.current else {
-            return;
-        };
-        let (Some(bins), Some(d)) = (
-            self.session.live_ttft_bins(i, super::views::LATENCY_BINS),
-            self.current_stats
-                .as_ref()
-                .and_then(|s| s.dists.ttft_ms.clone()),
-        ) else {
-            return;
-        };
-        let label = self
+        let Some(l) = self
             .session
-            .summary
-            .level(i)
-            .map(crate::summary::LevelSummary::short_label)
-            .unwrap_or_default();
+            .current
+            .and_then(|i| self.session.summary.level(i))
+            .filter(|l| matches!(l.kind, LevelKind::Sweep | LevelKind::Rate))
+        else {
+            return;
+        };
+        let Some(d) = self
+            .current_stats
+            .as_ref()
+            .and_then(|s| s.dists.ttft_ms.clone())
+        else {
+            return;
+        };
+        let n = ((d.count as f64).sqrt().ceil() as usize).clamp(4, super::views::LATENCY_BINS);
+        let Some(bins) = self.session.live_ttft_bins(l.index, n) else {
+            return;
+        };
+        let label = l.short_label();
         self.latency = Some(LatencyView {
             label,
             bins,

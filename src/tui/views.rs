@@ -63,9 +63,10 @@ pub struct LiveRate {
 pub const FINISHED_CURVES: usize = 6;
 
 impl LiveRate {
-    /// The level in progress ended: its curve joins the finished ones.
-    pub(super) fn level_ended(&mut self, label: String) {
-        if !self.series.is_empty() {
+    /// The level in progress ended: its curve joins the finished ones when it has a label
+    /// (a level of the sweep tab's).
+    pub(super) fn level_ended(&mut self, label: Option<String>) {
+        if let Some(label) = label.filter(|_| !self.series.is_empty()) {
             self.finished.push((label, self.series.to_vec()));
             let over = self.finished.len().saturating_sub(FINISHED_CURVES);
             self.finished.drain(..over);

@@ -194,12 +194,12 @@ fn render_live_rate(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         .fold(1.0, f64::max);
     let title = match running {
         Some(l) => format!(
-            "out tok/s now, {} ({}) · dim: earlier",
+            "out tok/s each second · {} now {}",
             l.short_label(),
             num(Some(live.current))
         ),
         None => format!(
-            "out tok/s over {} · dim: earlier",
+            "out tok/s each second · {} bright",
             live.finished.last().map_or("", |f| f.0.as_str())
         ),
     };
