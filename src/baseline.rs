@@ -36,6 +36,8 @@ pub struct BaselineLevel {
     pub concurrency: u32,
     pub input_len: u64,
     pub output_len: u32,
+    /// Measured requests the level planned.
+    pub requests: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_rate: Option<f64>,
     pub output_throughput: Option<f64>,
@@ -54,6 +56,9 @@ pub struct LevelKey {
     pub concurrency: u32,
     pub input_len: u64,
     pub output_len: u32,
+    /// Measured requests: a level's throughput over 8 requests is not its throughput over 10
+    /// (the last wave of a closed loop runs part-empty).
+    pub requests: u32,
     pub request_rate: Option<f64>,
 }
 
@@ -67,6 +72,7 @@ impl BaselineLevel {
             concurrency: key.concurrency,
             input_len: key.input_len,
             output_len: key.output_len,
+            requests: key.requests,
             request_rate: key.request_rate,
             output_throughput: at(stats, curves::OUTPUT_TOK_S),
             ttft_p50_ms: at(stats, curves::TTFT_MS.p50),
@@ -77,10 +83,15 @@ impl BaselineLevel {
         })
     }
 
-    /// Whether this level measured what `key` describes: the same kind and lengths, and the
-    /// same concurrency (sweep), context (long context) or offered rate (rate levels).
-    /// Multi-turn levels are not compared.
+    /// Whether this level measured what `key` describes: the same kind, lengths and number of
+    /// requests, and the same concurrency (sweep), context (long context) or offered rate (rate
+    /// levels). Multi-turn levels are not compared.
     pub fn matches(&self, key: &LevelKey) -> bool {
+        self.requests == key.requests && self.matches_but_requests(key)
+    }
+
+    /// [`matches`](Self::matches) but for the number of requests (to say why nothing matched).
+    pub fn matches_but_requests(&self, key: &LevelKey) -> bool {
         let same_lengths = self.kind == key.kind
             && self.input_len == key.input_len
             && self.output_len == key.output_len;
@@ -95,6 +106,25 @@ impl BaselineLevel {
                 LevelKind::MultiTurn => false,
             }
     }
+}
+
+/// Of `planned` (label and key of each level of this run), those that match a baseline level
+/// but for their number of requests, as `C=8: 8 there, 10 here`: why they are not compared.
+pub fn other_request_counts(
+    levels: &[BaselineLevel],
+    planned: &[(String, LevelKey)],
+) -> Vec<String> {
+    planned
+        .iter()
+        .filter(|(_, k)| !levels.iter().any(|b| b.matches(k)))
+        .filter_map(|(label, k)| {
+            let b = levels.iter().find(|b| b.matches_but_requests(k))?;
+            Some(format!(
+                "{label}: {} there, {} here",
+                b.requests, k.requests
+            ))
+        })
+        .collect()
 }
 
 /// One level of this run against its baseline level.
@@ -194,6 +224,7 @@ mod tests {
             concurrency: 8,
             input_len: 1000,
             output_len: 500,
+            requests: 24,
             request_rate: None,
             output_throughput: Some(tok_s),
             ttft_p50_ms: Some(ttft),
@@ -281,9 +312,15 @@ mod tests {
             concurrency: 8,
             input_len: 1000,
             output_len: 500,
+            requests: 24,
             request_rate: None,
         };
         assert!(base.matches(&key));
+        let fewer = LevelKey {
+            requests: 16,
+            ..key
+        };
+        assert!(!base.matches(&fewer) && base.matches_but_requests(&fewer));
         assert!(!base.matches(&LevelKey {
             concurrency: 16,
             ..key

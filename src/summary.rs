@@ -201,6 +201,7 @@ impl LevelSummary {
             concurrency: self.concurrency,
             input_len: self.input_len,
             output_len: self.output_len,
+            requests: self.requests,
             request_rate: self.request_rate(),
         }
     }

@@ -55,10 +55,11 @@ fn compare(a: &crate::cli::ReportArgs, baseline: &std::path::Path) -> i32 {
         return fail("no baseline");
     };
     if b.comparisons.is_empty() {
-        let msg = format!(
-            "--baseline {}: no level of {} matches one of the baseline's (levels match by kind, concurrency, context or rate, and input/output lengths)",
-            b.source,
-            dir.display()
+        let planned: Vec<(String, crate::baseline::LevelKey)> =
+            s.levels().map(|l| (l.label(), l.key())).collect();
+        let msg = super::run::no_match(
+            b,
+            &crate::baseline::other_request_counts(&b.levels, &planned),
         );
         if a.fail_on_regression.is_some() {
             return fail(&msg);

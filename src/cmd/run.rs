@@ -338,25 +338,31 @@ fn check_baseline(
     prepared: &runner::Prepared,
     out: &OutputArgs,
 ) -> Result<Option<String>, String> {
-    let shared = prepared
+    let planned: Vec<(String, crate::baseline::LevelKey)> = prepared
         .levels
         .iter()
-        .filter(|spec| {
-            let key = crate::summary::LevelSummary::planned(spec).key();
-            b.levels.iter().any(|l| l.matches(&key))
+        .map(|spec| {
+            let l = crate::summary::LevelSummary::planned(spec);
+            (l.label(), l.key())
         })
+        .collect();
+    let shared = planned
+        .iter()
+        .filter(|(_, key)| b.levels.iter().any(|l| l.matches(key)))
         .count();
+    let counts = crate::baseline::other_request_counts(&b.levels, &planned);
     let warning = if shared == 0 {
-        let theirs: Vec<&str> = b.levels.iter().map(|l| l.label.as_str()).collect();
-        let msg = format!(
-            "--baseline {}: no level of this plan matches one of the baseline's ({}; levels match by kind, concurrency, context or rate, and input/output lengths)",
-            b.source,
-            theirs.join(", ")
-        );
+        let msg = no_match(b, &counts);
         if out.fail_on_regression.is_some() {
             return Err(msg);
         }
         msg
+    } else if !counts.is_empty() {
+        format!(
+            "--baseline {}: not compared, other request counts ({}); a throughput over another number of requests is not the same measurement",
+            b.source,
+            counts.join("; ")
+        )
     } else if b.simulated != prepared.server.simulated {
         format!(
             "--baseline {}: one run is against servetop's simulator and the other is not",
@@ -368,6 +374,25 @@ fn check_baseline(
     say!("servetop: {warning}");
     Ok(Some(warning))
 }
+
+/// Why no level of the plan can be compared with the baseline's, in one line.
+pub(super) fn no_match(b: &crate::baseline::Baseline, counts: &[String]) -> String {
+    if counts.is_empty() {
+        let theirs: Vec<&str> = b.levels.iter().map(|l| l.label.as_str()).collect();
+        format!(
+            "--baseline {}: no level of this plan matches one of the baseline's ({}; levels match by kind, concurrency, context or rate, input/output lengths and number of requests)",
+            b.source,
+            theirs.join(", ")
+        )
+    } else {
+        format!(
+            "--baseline {}: the baseline's levels sent other numbers of requests ({}); run with the same --requests-per-level and --min-requests",
+            b.source,
+            counts.join("; ")
+        )
+    }
+}
+
 /// The charts and CSV tables of a finished (or stopped) run, drawn off the async threads; one
 /// line names what was written.
 async fn write_charts(dir: &std::path::Path, summary: RunSummary, size: (u32, u32)) {

@@ -201,7 +201,7 @@ fn sections(out: &mut String, s: &RunSummary) {
             if b.simulated { ", SIMULATED" } else { "" }
         );
         out.push_str(&baseline_table(s));
-        out.push_str("\nΔ: the change in percent of the baseline's value; levels match by kind, concurrency, context or offered rate, and input/output lengths. Worse is lower out tok/s or higher TTFT and TPOT p50; a level the baseline measured and this run did not counts as worse.\n");
+        out.push_str("\nΔ: the change in percent of the baseline's value; levels match by kind, concurrency, context or offered rate, input/output lengths and number of requests. Worse is lower out tok/s or higher TTFT and TPOT p50; a level the baseline measured and this run did not counts as worse.\n");
     }
     let crashes: Vec<&LevelSummary> = s.levels().filter(|l| l.server_crash.is_some()).collect();
     if !crashes.is_empty() {
