@@ -300,17 +300,14 @@ impl App {
         })
     }
 
-    /// The level whose points the charts label: the one running, else the last with results.
+    /// The level whose points the charts label: the one running once it has results, else
+    /// the last with results.
     fn highlighted(&self, levels: &[crate::summary::LevelSummary]) -> Option<u32> {
+        let has_results = |i: u32| self.level_stats(i).is_some_and(|s| s.scalars.completed > 0);
         levels
             .iter()
-            .find(|l| self.session.current == Some(l.index))
-            .or_else(|| {
-                levels
-                    .iter()
-                    .rev()
-                    .find(|l| self.level_stats(l.index).is_some())
-            })
+            .find(|l| self.session.current == Some(l.index) && has_results(l.index))
+            .or_else(|| levels.iter().rev().find(|l| has_results(l.index)))
             .map(|l| l.index)
     }
 
