@@ -5,13 +5,15 @@
 #![allow(rustdoc::invalid_html_tags, rustdoc::broken_intra_doc_links)]
 
 pub mod config;
+mod values;
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::BackendChoice;
-use crate::workload::{parse_count, parse_list, parse_rates};
+pub use values::{List, Rates, parse_pair, parse_size};
+use values::{count, count_u32, list, parse_cells, percent, rates};
 
 /// servetop: live dashboard and headless runner for LLM-serving benchmarks.
 #[derive(Debug, Parser)]
@@ -192,10 +194,6 @@ pub struct ReportArgs {
     pub fail_on_regression: Option<f64>,
 }
 
-fn parse_cells(s: &str) -> Result<(u16, u16), String> {
-    parse_pair(s, 10..=1000, "columns and rows")
-}
-
 #[derive(Debug, Args, Clone)]
 pub struct GpuArgs {
     /// One reading, then exit (otherwise one per --interval until Ctrl-C).
@@ -207,47 +205,6 @@ pub struct GpuArgs {
     /// Seconds between readings.
     #[arg(long, value_name = "S", default_value = "1")]
     pub interval: f64,
-}
-
-/// A parsed LIST flag (one value on the command line, many levels).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct List(pub Vec<u64>);
-
-fn list(s: &str) -> Result<List, String> {
-    parse_list(s).map(List)
-}
-
-/// A parsed `--request-rate` (requests/s).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Rates(pub Vec<f64>);
-
-fn rates(s: &str) -> Result<Rates, String> {
-    parse_rates(s).map(Rates)
-}
-
-/// A percentage limit: a finite number, zero or more (`5`, `2.5`, `10%`).
-fn percent(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .trim()
-        .trim_end_matches('%')
-        .parse()
-        .map_err(|_| format!("{s:?} is not a percentage (e.g. 5 or 2.5)"))?;
-    if v.is_finite() && v >= 0.0 {
-        Ok(v)
-    } else {
-        Err(format!(
-            "{s:?}: the limit must be a percentage of 0 or more"
-        ))
-    }
-}
-
-fn count(s: &str) -> Result<u64, String> {
-    parse_count(s)
-}
-
-fn count_u32(s: &str) -> Result<u32, String> {
-    let v = parse_count(s)?;
-    u32::try_from(v).map_err(|_| format!("'{s}' is too large"))
 }
 
 /// Options shared by `run` and `demo`.
@@ -611,29 +568,4 @@ pub struct SimArgs {
 pub struct DemoArgs {
     #[command(flatten)]
     pub output: OutputArgs,
-}
-
-/// Parses `AxB` into two numbers within `range` (`what` names them in errors).
-pub fn parse_pair<T: std::str::FromStr + PartialOrd + Copy + std::fmt::Display>(
-    s: &str,
-    range: std::ops::RangeInclusive<T>,
-    what: &str,
-) -> Result<(T, T), String> {
-    let (a, b) = s
-        .split_once(['x', 'X'])
-        .ok_or_else(|| format!("'{s}' must look like {}x{}", range.end(), range.start()))?;
-    let p = |v: &str| v.trim().parse::<T>().ok().filter(|n| range.contains(n));
-    match (p(a), p(b)) {
-        (Some(a), Some(b)) => Ok((a, b)),
-        _ => Err(format!(
-            "'{s}': {what} must be {} to {}",
-            range.start(),
-            range.end()
-        )),
-    }
-}
-
-/// Parses a chart size like `1600x900`.
-pub fn parse_size(s: &str) -> Result<(u32, u32), String> {
-    parse_pair(s, 200..=8000, "width and height in pixels")
 }

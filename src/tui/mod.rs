@@ -8,6 +8,7 @@ pub mod action;
 pub mod app;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
+mod refresh;
 pub mod tab;
 pub mod tabs;
 pub mod text;

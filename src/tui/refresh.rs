@@ -1,0 +1,210 @@
+//! The update step's views: what the charts, the baseline deltas and the latency panel show,
+//! computed from the summaries and the fold of the level in progress each time they change
+//! (never in render).
+
+use crate::metrics::LevelStats;
+use crate::workload::LevelKind;
+
+use super::app::App;
+use super::views::{LatencyView, LongView, SweepView};
+
+impl App {
+    /// The level whose points the charts label: the one running once it has results, else
+    /// the last with results.
+    fn highlighted(&self, levels: &[crate::summary::LevelSummary]) -> Option<u32> {
+        let has_results = |i: u32| self.level_stats(i).is_some_and(|s| s.scalars.completed > 0);
+        levels
+            .iter()
+            .find(|l| self.session.current == Some(l.index) && has_results(l.index))
+            .or_else(|| levels.iter().rev().find(|l| has_results(l.index)))
+            .map(|l| l.index)
+    }
+
+    /// Recomputes the chart points, the baseline deltas and the latency panel from the
+    /// summaries and the fold of the level in progress.
+    pub(super) fn refresh_views(&mut self) {
+        use crate::metrics::curves::{self, at};
+        let s = &self.session.summary;
+        let mut sv = SweepView::default();
+        let lit = self.highlighted(&s.sweep);
+        for l in &s.sweep {
+            let x = f64::from(l.concurrency.max(1)).log2();
+            sv.x_max = sv.x_max.max(x);
+            sv.ticks.push((x, l.concurrency.to_string()));
+            let st = self.level_stats(l.index);
+            let base = s.baseline_for(l);
+            let on = lit == Some(l.index);
+            sv.aggregate.add(
+                x,
+                at(st, curves::OUTPUT_TOK_S),
+                base.and_then(|b| b.output_throughput),
+                on,
+            );
+            sv.per_stream.add(
+                x,
+                at(st, curves::DECODE_TOK_S),
+                base.and_then(|b| b.decode_tok_s),
+                on,
+            );
+            for (pts, y) in [
+                (&mut sv.ttft_p50, curves::TTFT_MS.p50),
+                (&mut sv.ttft_p99, curves::TTFT_MS.p99),
+            ] {
+                if let Some(y) = at(st, y) {
+                    pts.push((x, y));
+                }
+            }
+        }
+        self.rate_points(&mut sv);
+        let mut lv = LongView::default();
+        let lit = self.highlighted(&s.long_context);
+        for l in &s.long_context {
+            let x = l.input_len as f64 / 1000.0;
+            // Skipped lengths have no point; stretching the axis to them squeezes the others.
+            if l.status != crate::summary::LevelStatus::Skipped {
+                lv.x_max = lv.x_max.max(x);
+                lv.ticks.push((x, crate::fmt::fmt_tokens(l.input_len)));
+            }
+            let st = self.level_stats(l.index);
+            let base = s.baseline_for(l);
+            let on = lit == Some(l.index);
+            lv.ttft_s.add(
+                x,
+                at(st, curves::TTFT_MEAN_S),
+                base.and_then(|b| b.ttft_mean_s),
+                on,
+            );
+            lv.prefill.add(
+                x,
+                at(st, curves::PREFILL_TOK_S),
+                base.and_then(|b| b.prefill_tok_s),
+                on,
+            );
+            lv.decode.add(
+                x,
+                at(st, curves::DECODE_TOK_S),
+                base.and_then(|b| b.decode_tok_s),
+                on,
+            );
+        }
+        lv.prefill_estimate = prefill_estimate(s, |i| self.level_stats(i));
+        if let Some((rate, _)) = lv.prefill_estimate.as_ref().filter(|(r, _)| *r > 0.0) {
+            lv.expected_ttft_s = s
+                .long_context
+                .iter()
+                .filter(|l| l.status != crate::summary::LevelStatus::Skipped)
+                .map(|l| (l.input_len as f64 / 1000.0, l.input_len as f64 / rate))
+                .collect();
+        }
+        self.deltas = s
+            .levels()
+            .filter_map(|l| {
+                let base = s.baseline_for(l)?;
+                let limit = s.baseline.as_ref().and_then(|b| b.fail_on_regression_pct);
+                let c = crate::baseline::compare(
+                    l.index,
+                    l.label(),
+                    base,
+                    self.level_stats(l.index),
+                    limit,
+                );
+                Some((l.index, c))
+            })
+            .collect();
+        self.sweep_view = sv;
+        self.long_view = lv;
+    }
+
+    /// The rate levels' points, in rate order.
+    fn rate_points(&self, sv: &mut SweepView) {
+        use crate::metrics::curves::{self, at};
+        for l in &self.session.summary.rates {
+            let Some(x) = l.request_rate() else { continue };
+            sv.rate_max = sv.rate_max.max(x);
+            sv.rate_offered.push((x, x));
+            let st = self.level_stats(l.index);
+            for (points, y) in [
+                (&mut sv.rate_done, curves::REQUESTS_S),
+                (&mut sv.rate_ttft_p99, curves::TTFT_MS.p99),
+                (&mut sv.rate_queue_p99, curves::CLIENT_QUEUE_MS.p99),
+            ] {
+                if let Some(y) = at(st, y) {
+                    points.push((x, y));
+                }
+            }
+        }
+        // Search probes run in bisection order; the charts draw lines in rate order.
+        for pts in [
+            &mut sv.rate_offered,
+            &mut sv.rate_done,
+            &mut sv.rate_ttft_p99,
+            &mut sv.rate_queue_p99,
+        ] {
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+    }
+
+    /// Seconds a prompt of `tokens` should take to prefill, at the speed the run has seen.
+    pub fn expected_prefill_s(&self, tokens: u64) -> Option<f64> {
+        let (rate, _) = self.long_view.prefill_estimate.as_ref()?;
+        (*rate > 0.0).then(|| tokens as f64 / rate)
+    }
+
+    /// The latency panel: the TTFT histogram of the level in progress, as its fold has it.
+    /// Only the sweep tab's levels (concurrency and rate levels) feed it. Bins: about the
+    /// square root of the requests, from 4 to [`super::views::LATENCY_BINS`], so a level of a
+    /// dozen requests does not read as a barcode.
+    pub(super) fn refresh_latency(&mut self) {
+        let Some(l) = self
+            .session
+            .current
+            .and_then(|i| self.session.summary.level(i))
+            .filter(|l| matches!(l.kind, LevelKind::Sweep | LevelKind::Rate))
+        else {
+            return;
+        };
+        let Some(d) = self
+            .current_stats
+            .as_ref()
+            .and_then(|s| s.dists.ttft_ms.clone())
+        else {
+            return;
+        };
+        let n = ((d.count as f64).sqrt().ceil() as usize).clamp(4, super::views::LATENCY_BINS);
+        let Some(bins) = self.session.live_ttft_bins(l.index, n) else {
+            return;
+        };
+        let label = l.short_label();
+        self.latency = Some(LatencyView {
+            label,
+            bins,
+            p50: d.p50,
+            p90: d.p90,
+            p99: d.p99,
+            count: d.count,
+        });
+    }
+}
+
+/// The prefill speed to expect of the next long prompt, and where it was seen: the longest
+/// length done so far, else the concurrency sweep's single stream.
+fn prefill_estimate<'a>(
+    s: &crate::summary::RunSummary,
+    stats: impl Fn(u32) -> Option<&'a LevelStats>,
+) -> Option<(f64, String)> {
+    use crate::metrics::curves::{self, at};
+    let long = s
+        .long_context
+        .iter()
+        .filter_map(|l| Some((l, at(stats(l.index), curves::PREFILL_TOK_S)?)))
+        .filter(|(l, _)| l.status == crate::summary::LevelStatus::Done)
+        .max_by_key(|(l, _)| l.input_len);
+    if let Some((l, r)) = long {
+        return Some((r, format!("at {}", crate::fmt::fmt_tokens(l.input_len))));
+    }
+    s.sweep
+        .iter()
+        .filter(|l| l.concurrency == 1)
+        .find_map(|l| at(stats(l.index), curves::PREFILL_TOK_S))
+        .map(|r| (r, "at C=1".to_string()))
+}
