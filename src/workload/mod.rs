@@ -6,6 +6,7 @@ pub mod dataset;
 pub mod prompt;
 pub mod requests;
 pub mod search;
+pub mod trace;
 
 use serde::{Deserialize, Serialize};
 
