@@ -89,12 +89,13 @@ impl App {
         }
         lv.prefill_estimate = prefill_estimate(s, |i| self.level_stats(i));
         if let Some((rate, _)) = lv.prefill_estimate.as_ref().filter(|(r, _)| *r > 0.0) {
-            lv.expected_ttft_s = s
-                .long_context
-                .iter()
-                .filter(|l| l.status != crate::summary::LevelStatus::Skipped)
-                .map(|l| (l.input_len as f64 / 1000.0, l.input_len as f64 / rate))
-                .collect();
+            for l in &s.long_context {
+                if l.status != crate::summary::LevelStatus::Skipped {
+                    let secs = l.input_len as f64 / rate;
+                    lv.expected_ttft_s.push((l.input_len as f64 / 1000.0, secs));
+                    lv.expected_by_level.insert(l.index, secs);
+                }
+            }
         }
         self.deltas = s
             .levels()
@@ -144,10 +145,10 @@ impl App {
         }
     }
 
-    /// Seconds a prompt of `tokens` should take to prefill, at the speed the run has seen.
-    pub fn expected_prefill_s(&self, tokens: u64) -> Option<f64> {
-        let (rate, _) = self.long_view.prefill_estimate.as_ref()?;
-        (*rate > 0.0).then(|| tokens as f64 / rate)
+    /// Seconds long-context level `index` should take to prefill, at the speed the run has
+    /// seen (computed with the views).
+    pub fn expected_prefill_s(&self, index: u32) -> Option<f64> {
+        self.long_view.expected_by_level.get(&index).copied()
     }
 
     /// The latency panel: the TTFT histogram of the level in progress, as its fold has it.

@@ -144,6 +144,8 @@ pub struct LongView {
     pub prefill_estimate: Option<(f64, String)>,
     /// `(context in K tokens, seconds)`: each length's TTFT at that speed.
     pub expected_ttft_s: Vec<(f64, f64)>,
+    /// The same seconds by level index.
+    pub expected_by_level: std::collections::BTreeMap<u32, f64>,
     /// Largest planned context in K tokens.
     pub x_max: f64,
 }

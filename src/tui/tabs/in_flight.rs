@@ -52,7 +52,7 @@ fn render_request(
         Constraint::Min(0),
     ])
     .areas(inner);
-    let expected = app.expected_prefill_s(l.input_len);
+    let expected = app.expected_prefill_s(l.index);
     let how = app
         .long_view
         .prefill_estimate
@@ -130,7 +130,7 @@ fn expected_line(app: &App, keep: impl Fn(&LevelSummary) -> bool) -> Option<Stri
         .iter()
         .filter(|l| l.status == crate::summary::LevelStatus::Waiting && keep(l))
         .filter_map(|l| {
-            let e = app.expected_prefill_s(l.input_len)?;
+            let e = app.expected_prefill_s(l.index)?;
             Some(format!("{} ~{e:.1} s", fmt_tokens(l.input_len)))
         })
         .collect();
