@@ -6,26 +6,12 @@
 // Integration tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
 
+mod sim_child;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
-
-/// A `servetop sim` child (the fast preset) on a free port; returns it and its URL.
-fn sim_child() -> (std::process::Child, String) {
-    use std::io::BufRead;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_servetop"))
-        .args(["sim", "--preset", "fast", "--port", "0"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    (child, line.trim().to_string())
-}
 
 /// A short headless run (C=1,2; 64 in / 16 out) into `out` with `extra` flags: exit code
 /// and stderr.
@@ -83,7 +69,7 @@ fn scaled(results: &Value, f: f64, to: &Path) -> PathBuf {
 
 #[test]
 fn a_run_worse_than_its_baseline_exits_3_and_one_better_exits_0() {
-    let (mut sim, url) = sim_child();
+    let (mut sim, url) = sim_child::spawn(&[], &[]);
     let tmp = std::env::temp_dir().join(format!("servetop-baseline-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).unwrap();

@@ -3,6 +3,8 @@
 // Integration tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
 
+mod sim_child;
+
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -180,30 +182,11 @@ fn sim_child() -> (std::process::Child, String) {
     sim_child_with(&[], &[])
 }
 
-/// A simulator child process with extra arguments and environment.
+/// A simulator child process at a 32K context, with extra arguments and environment.
 fn sim_child_with(args: &[&str], env: &[(&str, &str)]) -> (std::process::Child, String) {
-    use std::io::BufRead;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_servetop"))
-        .args([
-            "sim",
-            "--preset",
-            "fast",
-            "--port",
-            "0",
-            "--context-length",
-            "32768",
-        ])
-        .args(args)
-        .envs(env.iter().copied())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    (child, line.trim().to_string())
+    let mut all = vec!["--context-length", "32768"];
+    all.extend_from_slice(args);
+    sim_child::spawn(&all, env)
 }
 
 #[test]

@@ -1,0 +1,25 @@
+//! A `servetop sim` child process (the fast preset, a free port), for the suites that drive the
+//! binary against a simulator of its own; returns the child and the URL it printed.
+
+// Integration tests may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use std::process::{Child, Command, Stdio};
+
+/// `servetop sim --preset fast --port 0` with `args` added and `env` set.
+pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> (Child, String) {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_servetop"))
+        .args(["sim", "--preset", "fast", "--port", "0"])
+        .args(args)
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (child, line.trim().to_string())
+}
