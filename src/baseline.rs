@@ -85,7 +85,7 @@ impl BaselineLevel {
 
     /// Whether this level measured what `key` describes: the same kind, lengths and number of
     /// requests, and the same concurrency (sweep), context (long context) or offered rate (rate
-    /// levels). Multi-turn levels are not compared.
+    /// levels; a trace's mean rate). Multi-turn levels are not compared.
     pub fn matches(&self, key: &LevelKey) -> bool {
         self.requests == key.requests && self.matches_but_requests(key)
     }
@@ -99,7 +99,7 @@ impl BaselineLevel {
             && match key.kind {
                 LevelKind::Sweep => self.concurrency == key.concurrency,
                 LevelKind::LongContext => true,
-                LevelKind::Rate => match (self.request_rate, key.request_rate) {
+                LevelKind::Rate | LevelKind::Trace => match (self.request_rate, key.request_rate) {
                     (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * a.abs().max(b.abs()),
                     _ => false,
                 },

@@ -99,6 +99,9 @@ pub struct RunConfig {
     pub gpu_hour_cost: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_per_hour: Option<f64>,
+    /// The production trace to replay (`--trace`), alone: the run's one level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::workload::trace::TraceConfig>,
 }
 
 /// Fields added to every chat request: the tools offered and how the model may use them, and
@@ -326,6 +329,7 @@ impl RunConfig {
             chat: ChatExtras::default(),
             gpu_hour_cost: None,
             cost_per_hour: None,
+            trace: None,
         }
     }
 
@@ -361,7 +365,15 @@ impl RunConfig {
                     turns: mt.turns,
                     followup_tokens: mt.followup_len,
                 }),
+                trace: None,
             });
+        }
+        if let Some(t) = self
+            .trace
+            .as_ref()
+            .and_then(|t| t.level(levels.len() as u32, self.open_loop.max_concurrency))
+        {
+            levels.push(t);
         }
         levels
     }
@@ -378,6 +390,48 @@ impl RunConfig {
             ),
             None => format!("{} in / {} out tokens", self.input_len, self.output_len),
         }
+    }
+
+    /// The multi-turn level's sizes.
+    fn validate_multi_turn(&self) -> Result<(), String> {
+        let Some(mt) = self.multi_turn else {
+            return Ok(());
+        };
+        if mt.turns == 0 || mt.conversations == 0 || mt.concurrency == 0 {
+            return Err(
+                "--multi-turn, --conversations and --conversation-concurrency must be at least 1"
+                    .into(),
+            );
+        }
+        if mt.turns > 1000 {
+            return Err("--multi-turn must be at most 1000 turns".into());
+        }
+        if mt.followup_len == 0 {
+            return Err("--followup-len must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// A trace replays alone: flags that would add levels or shape its prompts are refused.
+    fn validate_trace(&self) -> Result<(), String> {
+        if self.trace.is_none() {
+            return Ok(());
+        }
+        let rates = &self.open_loop.request_rates;
+        for (set, flag) in [
+            (!rates.is_empty(), "--request-rate"),
+            (self.multi_turn.is_some(), "--multi-turn"),
+            (self.search.is_some(), "--search"),
+            (self.dataset.is_some(), "--dataset"),
+            (self.shared_prefix_len > 0, "--shared-prefix-len"),
+        ] {
+            if set {
+                return Err(format!(
+                    "--trace replays the trace alone (its requests set their own times, lengths and shared prefixes); leave out {flag}, or run it separately"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Checks what clap cannot.
@@ -415,23 +469,15 @@ impl RunConfig {
             && rates.is_empty()
             && self.search.is_none()
             && self.multi_turn.is_none()
+            && self.trace.is_none()
         {
             return Err(
-                "nothing to run: --concurrency and --long-context are none and there is no --request-rate or --multi-turn"
+                "nothing to run: --concurrency and --long-context are none and there is no --request-rate, --multi-turn or --trace"
                     .into(),
             );
         }
-        if let Some(mt) = self.multi_turn {
-            if mt.turns == 0 || mt.conversations == 0 || mt.concurrency == 0 {
-                return Err("--multi-turn, --conversations and --conversation-concurrency must be at least 1".into());
-            }
-            if mt.turns > 1000 {
-                return Err("--multi-turn must be at most 1000 turns".into());
-            }
-            if mt.followup_len == 0 {
-                return Err("--followup-len must be at least 1".into());
-            }
-        }
+        self.validate_trace()?;
+        self.validate_multi_turn()?;
         let uses_input = !(self.concurrency.is_empty() && rates.is_empty())
             || self.multi_turn.is_some()
             || self.search.is_some();

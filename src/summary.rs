@@ -66,6 +66,10 @@ pub struct LevelSummary {
     /// A multi-turn level's conversations: turns, and tokens per follow-up message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversation: Option<crate::workload::Conversation>,
+    /// The trace a trace level replays: file, format, speedup, duration, offered rate and the
+    /// prefix-cache hit rate its `hash_ids` imply (`input_len`/`output_len` are its means).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::workload::trace::TraceLevel>,
     pub status: LevelStatus,
     pub reason: Option<String>,
     /// The server flag that would let a skipped length run.
@@ -137,6 +141,7 @@ impl LevelSummary {
             requests: spec.requests,
             shared_prefix_tokens: spec.shared_prefix_tokens,
             conversation: spec.conversation,
+            trace: spec.trace.clone(),
             status: LevelStatus::Waiting,
             reason: None,
             server_crash: None,
@@ -172,12 +177,15 @@ impl LevelSummary {
                 self.conversation.map_or(0, |c| c.turns),
                 self.concurrency
             ),
+            LevelKind::Trace => crate::workload::trace_label(self.trace.as_ref()),
         }
     }
 
-    /// The configured request rate of a rate level.
+    /// The configured request rate of a rate level; a trace level's mean offered rate.
     pub fn request_rate(&self) -> Option<f64> {
-        self.arrival.map(|a| a.request_rate)
+        self.arrival
+            .map(|a| a.request_rate)
+            .or_else(|| self.trace.as_ref()?.offered_rate)
     }
 
     /// The level in a few characters, for a tick on a chart's axis: `C=64`, `60K`, `2.5/s`,
@@ -191,6 +199,7 @@ impl LevelSummary {
                 crate::fmt::fmt_rate(self.request_rate().unwrap_or(0.0))
             ),
             LevelKind::MultiTurn => "chats".into(),
+            LevelKind::Trace => "trace".into(),
         }
     }
 
@@ -251,6 +260,9 @@ pub struct RunSummary {
     /// The multi-turn level (`--multi-turn`), with its statistics per turn.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub multi_turn: Vec<LevelSummary>,
+    /// The replayed trace (`--trace`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub traces: Vec<LevelSummary>,
     pub warnings: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -310,6 +322,7 @@ impl RunSummary {
             long_context: Vec::new(),
             search: None,
             multi_turn: Vec::new(),
+            traces: Vec::new(),
             warnings: Vec::new(),
             error: None,
             servers: Vec::new(),
@@ -325,6 +338,7 @@ impl RunSummary {
             .chain(self.rates.iter_mut())
             .chain(self.long_context.iter_mut())
             .chain(self.multi_turn.iter_mut())
+            .chain(self.traces.iter_mut())
             .find(|l| l.index == index)
     }
 
@@ -407,12 +421,13 @@ impl RunSummary {
     }
 
     /// Every level: the concurrency sweep, the rate levels, the long-context ladder, the
-    /// multi-turn level.
+    /// multi-turn level, the trace.
     pub fn levels(&self) -> impl Iterator<Item = &LevelSummary> {
         self.sweep
             .iter()
             .chain(self.rates.iter())
             .chain(self.long_context.iter())
             .chain(self.multi_turn.iter())
+            .chain(self.traces.iter())
     }
 }

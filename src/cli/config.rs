@@ -89,9 +89,10 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         chat,
         gpu_hour_cost: a.gpu_hour_cost,
         cost_per_hour: a.cost_per_hour,
+        trace: trace_config(a)?,
     };
-    let cfg = if cfg.search.is_some() {
-        // The search runs alone: its probes are the run's levels.
+    let cfg = if cfg.search.is_some() || cfg.trace.is_some() {
+        // The search and the trace run alone: the run's levels are theirs.
         RunConfig {
             concurrency: Vec::new(),
             long_context: Vec::new(),
@@ -102,6 +103,22 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
     };
     cfg.validate()?;
     Ok(cfg)
+}
+
+/// `--trace` and its flags: the trace read and sliced (bad files are one-line errors here,
+/// before anything runs).
+fn trace_config(a: &RunArgs) -> Result<Option<crate::workload::trace::TraceConfig>, String> {
+    use crate::workload::trace::{TraceConfig, TraceFormat, parse_window};
+    let Some(path) = a.trace.clone() else {
+        return Ok(None);
+    };
+    let format = a
+        .trace_format
+        .as_deref()
+        .map(TraceFormat::parse)
+        .transpose()?;
+    let window = a.trace_window.as_deref().map(parse_window).transpose()?;
+    TraceConfig::load(path, format, a.trace_speedup, window, a.trace_limit).map(Some)
 }
 
 /// The `--search` flags, checked.

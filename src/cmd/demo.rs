@@ -43,6 +43,27 @@ pub async fn demo(a: DemoArgs) -> i32 {
     };
     let url = format!("http://127.0.0.1:{port}");
     let mut cfg = RunConfig::demo();
+    if let Some(path) = a.trace.clone() {
+        return match demo_trace(&a, path) {
+            Ok(t) => {
+                eprintln!(
+                    "servetop demo: starting the SIMULATED server (preset {preset}) at {url} and replaying {} requests of {} at their recorded times{}",
+                    t.loaded.as_ref().map_or(0, |l| l.requests.len()),
+                    t.path.display(),
+                    if (t.speedup - 1.0).abs() > 1e-9 {
+                        format!(", {}× faster", crate::fmt::fmt_rate(t.speedup))
+                    } else {
+                        String::new()
+                    }
+                );
+                cfg.concurrency = Vec::new();
+                cfg.long_context = Vec::new();
+                cfg.trace = Some(t);
+                Box::pin(finish(cfg, sim_cfg, &a, &exe, port, preset)).await
+            }
+            Err(e) => fail(&e),
+        };
+    }
     eprintln!(
         "servetop demo: starting the SIMULATED server (preset {preset}) at {url} with a {}-token context — sweep C={} ({} in / {} out), long context {} (servetop restarts the server at {} tokens for the lengths that need it), then {} chats of {} turns through the simulated prefix cache",
         DEMO_CONTEXT,
@@ -66,6 +87,36 @@ pub async fn demo(a: DemoArgs) -> i32 {
         DEMO_CHATS.conversations,
         DEMO_CHATS.turns
     );
+    // Last, a few chats: what the prefix cache saves turn by turn (the long-context tab's table,
+    // charts/turns.png). Here rather than in `demo_config`, which tests and benchmarks reuse.
+    cfg.multi_turn = Some(DEMO_CHATS);
+    Box::pin(finish(cfg, sim_cfg, &a, &exe, port, preset)).await
+}
+
+/// The demo's `--trace`, read (one-line errors, before anything starts).
+fn demo_trace(
+    a: &DemoArgs,
+    path: std::path::PathBuf,
+) -> Result<crate::workload::trace::TraceConfig, String> {
+    use crate::workload::trace::{TraceConfig, TraceFormat};
+    let format = a
+        .trace_format
+        .as_deref()
+        .map(TraceFormat::parse)
+        .transpose()?;
+    TraceConfig::load(path, format, a.trace_speedup, None, None)
+}
+
+/// Starts the simulator as the managed server at `port` and runs `cfg` against it.
+async fn finish(
+    mut cfg: RunConfig,
+    sim_cfg: SimConfig,
+    a: &DemoArgs,
+    exe: &std::path::Path,
+    port: u16,
+    preset: &str,
+) -> i32 {
+    let url = format!("http://127.0.0.1:{port}");
     cfg.base_url = String::new();
     cfg.serve = Some(ServeConfig {
         command: format!(
@@ -78,9 +129,6 @@ pub async fn demo(a: DemoArgs) -> i32 {
         restart_on_crash: false,
         params: Vec::new(),
     });
-    // Last, a few chats: what the prefix cache saves turn by turn (the long-context tab's table,
-    // charts/turns.png). Here rather than in `demo_config`, which tests and benchmarks reuse.
-    cfg.multi_turn = Some(DEMO_CHATS);
     // The simulator's GPUs stand in for the host's: the demo shows every panel filled.
     cfg.dcgm_url = Some(format!("{url}/dcgm/metrics"));
     let mut out = a.output.clone();

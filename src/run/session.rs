@@ -250,6 +250,7 @@ impl Session {
             self.summary.rates = of(LevelKind::Rate);
             self.summary.long_context = of(LevelKind::LongContext);
             self.summary.multi_turn = of(LevelKind::MultiTurn);
+            self.summary.traces = of(LevelKind::Trace);
         } else {
             // Resuming: the levels to run start again; finished ones keep their results.
             for spec in &levels {
@@ -319,6 +320,7 @@ impl Session {
             LevelKind::Rate => self.summary.rates.push(l),
             LevelKind::LongContext => self.summary.long_context.push(l),
             LevelKind::MultiTurn => self.summary.multi_turn.push(l),
+            LevelKind::Trace => self.summary.traces.push(l),
         }
         self.specs.push(spec);
         self.stamp()
@@ -482,6 +484,7 @@ mod tests {
             arrival: None,
             shared_prefix_tokens: 0,
             conversation: None,
+            trace: None,
         }
     }
 

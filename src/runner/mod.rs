@@ -69,6 +69,13 @@ pub struct Runner {
     gpus: Option<crate::telemetry::GpuProbe>,
 }
 
+/// The offered request rate of an open-loop level: a rate level's, a trace's mean.
+fn open_loop_rate(spec: &LevelSpec) -> Option<f64> {
+    spec.arrival
+        .map(|a| a.request_rate)
+        .or_else(|| spec.trace.as_ref()?.offered_rate)
+}
+
 /// Why a level ended.
 enum LevelEnd {
     Done,
@@ -195,9 +202,9 @@ impl Runner {
         let ahead = spec
             .requests
             .min(PROMPTS_AHEAD.max(spec.concurrency.saturating_mul(2)))
-            .min(PROMPTS_AHEAD.max(spec.arrival.map_or(0, |a| {
-                // A rate level: ten seconds of arrivals ahead.
-                (a.request_rate * 10.0).ceil().min(f64::from(u32::MAX)) as u32
+            .min(PROMPTS_AHEAD.max(open_loop_rate(spec).map_or(0, |rate| {
+                // A rate or trace level: ten seconds of arrivals ahead.
+                (rate * 10.0).ceil().min(f64::from(u32::MAX)) as u32
             })));
         self.emit(Event::Phase(format!(
             "preparing {ahead} prompts of {} tokens for {}{}",
@@ -466,6 +473,21 @@ impl Runner {
             .collect()
     }
 
+    /// When an open-loop level's requests are due: a rate level's seeded schedule, a trace's
+    /// recorded offsets (None: a closed-loop level).
+    fn times(&self, spec: &LevelSpec) -> Option<open_loop::Times> {
+        if let Some(a) = &spec.arrival {
+            let seed = Schedule::level_seed(self.prepared.seed, spec.index);
+            return Some(Box::new(Schedule::new(a, seed)));
+        }
+        spec.trace.as_ref()?;
+        let trace = self.prepared.factory.trace()?.clone();
+        let n = trace.requests.len();
+        Some(Box::new(
+            (0..n).map(move |i| trace.requests[i].at_ms / 1000.0),
+        ))
+    }
+
     async fn run_level(&self, spec: &LevelSpec, queue: Queue) -> LevelEnd {
         let level_cancel = self.cancel.child_token();
         let skip_watch = self.watch_for_skip(&level_cancel);
@@ -489,7 +511,7 @@ impl Runner {
             self.prepared.serve.clone(),
         ));
         let mut workers = Vec::new();
-        if let Some(arrival) = spec.arrival {
+        if let Some(times) = self.times(spec) {
             let ctx = Arc::new(OpenLoopCtx {
                 client: self.prepared.client.clone(),
                 watch: watch.clone(),
@@ -500,9 +522,7 @@ impl Runner {
                 cancel: level_cancel.clone(),
                 grace: self.grace,
             });
-            let seed = Schedule::level_seed(self.prepared.seed, spec.index);
-            self.open_loop(spec, &arrival, seed, queue.clone(), ctx)
-                .await;
+            self.open_loop(spec, times, queue.clone(), ctx).await;
         }
         let lanes = LaneCtx {
             queue: &queue,

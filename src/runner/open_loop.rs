@@ -1,5 +1,5 @@
-//! Open-loop levels: requests sent on a seeded schedule, each in its own task, under an
-//! optional cap in flight.
+//! Open-loop levels: requests sent on a schedule (a rate level's seeded one, a trace's
+//! recorded times), each in its own task, under an optional cap in flight.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -10,25 +10,26 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::{self, Client, RequestSpec, RequestTag};
 use crate::event::{Event, EventTx};
-use crate::workload::{Arrival, LevelSpec, Schedule};
+use crate::workload::LevelSpec;
 
 use super::{Queue, Runner, ServerWatch, deliver};
 
+/// When an open-loop level's requests are due, in seconds from its origin, in order.
+pub(super) type Times = Box<dyn Iterator<Item = f64> + Send>;
+
 impl Runner {
-    /// Sends a rate level's requests on their schedule, each in its own task, and waits for the
-    /// last one. Slots come from a pool (the one freed longest ago first; a new one only when
+    /// Sends an open-loop level's requests at their `times`, each in its own task, and waits
+    /// for the last one. Slots come from a pool (the one freed longest ago first; a new one only when
     /// none is free), so one slot's requests never overlap and the peak-in-flight fold stays
     /// exact with memory that follows the slots in use (`metrics::level::InFlight`).
     pub(super) async fn open_loop(
         &self,
         spec: &LevelSpec,
-        arrival: &Arrival,
-        seed: u64,
+        mut schedule: Times,
         queue: Queue,
         ctx: Arc<OpenLoopCtx>,
     ) {
-        let mut schedule = Schedule::new(arrival, seed);
-        let cap = arrival.max_concurrency.map_or(usize::MAX, |c| c as usize);
+        let cap = spec.max_in_flight().map_or(usize::MAX, |c| c as usize);
         let mut free: VecDeque<u32> = VecDeque::new();
         let mut next_slot = 0u32;
         let mut running: tokio::task::JoinSet<u32> = tokio::task::JoinSet::new();
@@ -83,7 +84,7 @@ impl Runner {
                 give_back(&mut free, r);
             }
             let next = tokio::select! {
-                // Jobs of one request (a rate level has no conversations).
+                // Jobs of one request (an open-loop level has no conversations).
                 n = queue.recv() => n.ok().and_then(|job| job.into_iter().next()),
                 () = cancel.cancelled() => None,
             };

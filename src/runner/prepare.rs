@@ -105,6 +105,9 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
         let d = crate::workload::dataset::Dataset::load(path)?;
         factory = factory.with_dataset(Arc::new(d));
     }
+    if let Some(t) = cfg.trace.as_ref().and_then(|t| t.loaded.clone()) {
+        factory = factory.with_trace(t);
+    }
     Ok(Prepared {
         server,
         backend,
@@ -160,6 +163,7 @@ pub(super) fn search_fits(server: &ServerInfo, cfg: &RunConfig) -> Option<String
         arrival: None,
         shared_prefix_tokens: 0,
         conversation: None,
+        trace: None,
     };
     nothing_fits(server, &[probe])
 }

@@ -199,6 +199,7 @@ fn throughput_probe_spec(plan: &SearchPlan, index: u32) -> LevelSpec {
         arrival: None,
         shared_prefix_tokens: plan.shared_prefix_tokens,
         conversation: None,
+        trace: None,
     }
 }
 
@@ -220,5 +221,6 @@ fn rate_probe_spec(plan: &SearchPlan, index: u32, rate: f64) -> LevelSpec {
         }),
         shared_prefix_tokens: plan.shared_prefix_tokens,
         conversation: None,
+        trace: None,
     }
 }

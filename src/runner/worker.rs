@@ -31,13 +31,14 @@ pub(super) struct LaneCtx<'a> {
     pub(super) cancel: &'a CancellationToken,
 }
 
-/// Connections to open before a level starts: its concurrency, or a rate level's second's
-/// worth of arrivals (at most its cap); never more than its requests.
+/// Connections to open before a level starts: its concurrency, or an open-loop level's
+/// second's worth of arrivals (at most its cap); never more than its requests.
 pub(super) fn prewarm_connections(spec: &LevelSpec) -> u32 {
-    let n = match spec.arrival {
-        Some(a) => (a.request_rate.ceil().min(f64::from(u32::MAX)) as u32)
+    let n = match super::open_loop_rate(spec) {
+        Some(rate) => (rate.ceil().min(f64::from(u32::MAX)) as u32)
             .max(1)
-            .min(a.max_concurrency.unwrap_or(u32::MAX)),
+            .min(spec.max_in_flight().unwrap_or(u32::MAX)),
+        None if spec.is_open_loop() => 1,
         None => spec.concurrency,
     };
     n.min(spec.requests)

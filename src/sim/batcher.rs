@@ -49,6 +49,8 @@ struct Active {
 /// Ground truth of one request as the simulator served it.
 #[derive(Clone, Debug)]
 pub struct SimRequestLog {
+    /// When the request reached the simulator (its HTTP request read).
+    pub arrived: Instant,
     pub input_tokens: u64,
     /// Prompt tokens served from the prefix cache.
     pub cached_tokens: u64,
@@ -222,6 +224,7 @@ pub fn spawn(
 fn finish(a: &Active, now: Instant, completed: bool, log: &Mutex<SimLog>) {
     if let Ok(mut l) = log.lock() {
         l.push(SimRequestLog {
+            arrived: a.req.arrived,
             input_tokens: a.req.input_tokens,
             cached_tokens: a.cached,
             output_tokens: a.generated,

@@ -393,6 +393,9 @@ fn fault_response(s: &Shared, f: FaultKind, ask: &Ask) -> Option<Response> {
 }
 
 fn serve(s: &Shared, kind: Kind, body: &Value) -> Response {
+    // Arrival: the request as read, before its prompt is tokenized (a long prompt takes a
+    // while, and that is the engine's time, not the client's lateness).
+    let arrived = Instant::now();
     let ask = match parse_ask(s, kind, body) {
         Ok(a) => a,
         Err(r) => return *r,
@@ -422,7 +425,6 @@ fn serve(s: &Shared, kind: Kind, body: &Value) -> Response {
     }
     let answer = answer_plan(&s.config, kind, &ask);
     let (tx, rx) = mpsc::unbounded_channel();
-    let arrived = Instant::now();
     let req = SimRequest {
         input_tokens: ask.input_tokens,
         max_tokens: ask.max_tokens,

@@ -25,6 +25,8 @@ pub enum LevelKind {
     Rate,
     /// Multi-turn chats: conversations whose history grows turn by turn.
     MultiTurn,
+    /// A production trace replayed at its recorded times (`--trace`).
+    Trace,
 }
 
 /// One planned level.
@@ -51,6 +53,9 @@ pub struct LevelSpec {
     /// The conversations of a multi-turn level (`input_tokens` is then the first turn's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversation: Option<Conversation>,
+    /// The trace a trace level replays (`input_tokens`, `output_tokens`: its means).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<trace::TraceLevel>,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)]
@@ -71,10 +76,26 @@ pub struct Conversation {
 impl LevelSpec {
     /// Closed-loop workers that send the level's requests (0 at a rate level: a pool of slots).
     pub fn workers(&self) -> u32 {
-        match (self.arrival, self.conversation) {
-            (Some(_), _) => 0,
-            (None, Some(c)) => self.concurrency.min(self.requests.div_ceil(c.turns.max(1))),
-            (None, None) => self.concurrency.min(self.requests),
+        if self.is_open_loop() {
+            return 0;
+        }
+        match self.conversation {
+            Some(c) => self.concurrency.min(self.requests.div_ceil(c.turns.max(1))),
+            None => self.concurrency.min(self.requests),
+        }
+    }
+
+    /// Whether requests go out on a schedule (a rate or trace level), not from workers.
+    pub fn is_open_loop(&self) -> bool {
+        self.arrival.is_some() || self.trace.is_some()
+    }
+
+    /// Most requests in flight at an open-loop level (`--max-concurrency`).
+    pub fn max_in_flight(&self) -> Option<u32> {
+        match (&self.arrival, &self.trace) {
+            (Some(a), _) => a.max_concurrency,
+            (None, Some(t)) => t.max_concurrency,
+            (None, None) => None,
         }
     }
 
@@ -100,7 +121,16 @@ impl LevelSpec {
                 self.conversation.map_or(0, |c| c.turns),
                 self.concurrency
             ),
+            LevelKind::Trace => trace_label(self.trace.as_ref()),
         }
+    }
+}
+
+/// `trace`, or `trace ×4` when sped up.
+pub fn trace_label(t: Option<&trace::TraceLevel>) -> String {
+    match t.map(|t| t.speedup) {
+        Some(x) if (x - 1.0).abs() > 1e-9 => format!("trace ×{}", fmt_rate(x)),
+        _ => "trace".into(),
     }
 }
 
@@ -328,6 +358,7 @@ pub fn build_plan(
             arrival: None,
             shared_prefix_tokens: 0,
             conversation: None,
+            trace: None,
         });
     }
     for &rate in &open_loop.request_rates {
@@ -346,6 +377,7 @@ pub fn build_plan(
             }),
             shared_prefix_tokens: 0,
             conversation: None,
+            trace: None,
         });
     }
     for &n in long_context {
@@ -359,6 +391,7 @@ pub fn build_plan(
             arrival: None,
             shared_prefix_tokens: 0,
             conversation: None,
+            trace: None,
         });
     }
     levels

@@ -5,6 +5,7 @@
 //! cache-hit test. Its length is settled with the server's own tokenizer (`/tokenize`), else a
 //! local `tokenizer.json`, else a linear calibration from probe requests' `usage.prompt_tokens`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use rand::rngs::SmallRng;
@@ -186,7 +187,15 @@ pub struct PromptFactory {
     prefix: Option<(u64, Prompt)>,
     /// Prompts from `--dataset` instead of random text.
     dataset: Option<Arc<super::dataset::Dataset>>,
+    /// The requests of `--trace`.
+    trace: Option<Arc<super::trace::Trace>>,
+    /// Texts of a trace's prefix blocks built so far, by hash id and tokens (bounded).
+    blocks: HashMap<(u64, u64), Prompt>,
 }
+
+/// Block texts kept at most (about 3 KB each at 512 tokens); past it the cache starts again
+/// (a block's text depends on its id only, so a block built again is the same text).
+const BLOCKS_KEPT: usize = 8192;
 
 impl PromptFactory {
     /// A factory over `counter`; `seed` makes the text reproducible.
@@ -203,7 +212,40 @@ impl PromptFactory {
             offset_tokens: 0,
             prefix: None,
             dataset: None,
+            trace: None,
+            blocks: HashMap::new(),
         }
+    }
+
+    /// Replays `t`'s requests at a trace level.
+    #[must_use]
+    pub fn with_trace(mut self, t: Arc<super::trace::Trace>) -> Self {
+        self.trace = Some(t);
+        self
+    }
+
+    /// The trace in use, if any.
+    pub fn trace(&self) -> Option<&Arc<super::trace::Trace>> {
+        self.trace.as_ref()
+    }
+
+    /// The text of a trace's prefix block `id`, `tokens` long by the counter (without the
+    /// server's own additions): the same for every request naming it, a shorter one the start
+    /// of the same words.
+    pub async fn block(&mut self, id: u64, tokens: u64) -> Result<Prompt, String> {
+        if let Some(p) = self.blocks.get(&(id, tokens)) {
+            return Ok(p.clone());
+        }
+        let seed = self.seed ^ 0xB10C_5EED_0000_0000 ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let offset = std::mem::take(&mut self.offset_tokens);
+        let p = self.make_seeded(tokens, seed).await;
+        self.offset_tokens = offset;
+        let p = p?;
+        if self.blocks.len() >= BLOCKS_KEPT {
+            self.blocks.clear();
+        }
+        self.blocks.insert((id, tokens), p.clone());
+        Ok(p)
     }
 
     /// Takes prompts from `d` where a dataset applies.
@@ -313,11 +355,15 @@ impl PromptFactory {
 
     /// A prompt of `target` tokens as the server will count them, unique to `(level, index)`.
     pub async fn make(&mut self, target: u64, level: u32, index: u32) -> Result<Prompt, String> {
-        let mut rng = SmallRng::seed_from_u64(
-            self.seed
-                ^ (u64::from(level) << 32)
-                ^ u64::from(index).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-        );
+        let seed = self.seed
+            ^ (u64::from(level) << 32)
+            ^ u64::from(index).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.make_seeded(target, seed).await
+    }
+
+    /// [`PromptFactory::make`] with words drawn from `seed`.
+    async fn make_seeded(&mut self, target: u64, seed: u64) -> Result<Prompt, String> {
+        let mut rng = SmallRng::seed_from_u64(seed);
         let want = (target as i64 - self.offset_tokens).max(1) as u64;
         let mut words: Vec<&'static str> = Vec::new();
         let mut n_words = ((want as f64 / self.tokens_per_word).floor() as usize).max(1);

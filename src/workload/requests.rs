@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::client::{ChatMessage, RequestSpec};
 
 use super::prompt::PromptFactory;
+use super::trace::BLOCK_TOKENS;
 use super::{LevelKind, LevelSpec};
 
 /// What one worker takes from a level's queue at a time: one request, or at a multi-turn level
@@ -56,6 +57,9 @@ pub async fn make_request(
     if let Some((_, turn)) = spec.turn_of(i) {
         return make_turn(factory, spec, i, turn).await;
     }
+    if spec.kind == LevelKind::Trace {
+        return trace_request(factory, spec, i).await;
+    }
     if spec.kind != LevelKind::LongContext
         && let Some(d) = factory.dataset().cloned()
     {
@@ -75,6 +79,52 @@ pub async fn make_request(
     );
     r.cache_prompt = spec.shared_prefix_tokens > 0;
     Ok(r)
+}
+
+/// Request `i` of the trace: its recorded prompt and output lengths, the prompt made of the
+/// texts of its `hash_ids` (512-token blocks, the last one cut to the prompt's length; the same
+/// text wherever a block is named) and unique text for the rest.
+pub async fn trace_request(
+    factory: &mut PromptFactory,
+    spec: &LevelSpec,
+    i: u32,
+) -> Result<RequestSpec, String> {
+    let trace = factory
+        .trace()
+        .cloned()
+        .ok_or("a trace level without its trace")?;
+    let r = trace
+        .requests
+        .get(i as usize)
+        .ok_or_else(|| format!("the trace has no request {}", i + 1))?;
+    let mut parts: Vec<Arc<str>> = Vec::with_capacity(r.hash_ids.len() + 1);
+    let (mut covered, mut counted) = (0u64, 0u64);
+    for &id in &r.hash_ids {
+        if covered >= r.input_len {
+            break;
+        }
+        let n = (r.input_len - covered).min(BLOCK_TOKENS);
+        let b = factory.block(id, n).await?;
+        counted += b.counted_tokens.unwrap_or(n);
+        covered += n;
+        parts.push(b.text);
+    }
+    if covered < r.input_len {
+        // `make` takes the server's own tokens off its target and counts them in.
+        let rest = factory.make(r.input_len - covered, spec.index, i).await?;
+        counted += rest.counted_tokens.unwrap_or(r.input_len - covered);
+        parts.push(rest.text);
+    } else {
+        counted = (counted as i64 + factory.offset_tokens).max(0) as u64;
+    }
+    let mut req = RequestSpec::prompt(
+        Arc::from(parts.join(" ")),
+        r.input_len,
+        Some((counted, factory.counter().source())),
+        r.output_len,
+    );
+    req.cache_prompt = !r.hash_ids.is_empty();
+    Ok(req)
 }
 
 /// A request for dataset entry `e`: its first user message (after the shared prefix, if any)

@@ -4,13 +4,17 @@
 //! requests at their offsets from the trace's first, in time order. The format is detected from
 //! the content unless given. Every error is one line naming the file, the line and the fix.
 
-use serde::Deserialize;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
 
 /// Tokens of one Mooncake prefix block (`hash_ids` name blocks of this size).
 pub const BLOCK_TOKENS: u64 = 512;
 
 /// How a trace file is written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum TraceFormat {
     Mooncake,
     Azure,
@@ -27,6 +31,39 @@ impl TraceFormat {
             )),
         }
     }
+
+    /// `mooncake` or `azure`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Mooncake => "mooncake",
+            Self::Azure => "azure",
+        }
+    }
+}
+
+/// What a trace level replays, as written into the plan and results.json.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceLevel {
+    /// The trace file's name.
+    pub source: String,
+    pub format: TraceFormat,
+    /// `--trace-speedup`: recorded time divided by this.
+    pub speedup: f64,
+    /// Seconds from the first request to the last, as replayed (after the speedup).
+    pub duration_s: f64,
+    /// Requests over `duration_s` (None for a single request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered_rate: Option<f64>,
+    /// The largest prompt and output of the replayed requests (their means are the level's
+    /// `input_len` and `output_len`).
+    pub max_input_len: u64,
+    pub max_output_len: u32,
+    /// The prefix-cache hit rate the `hash_ids` imply ([`Trace::expected_cache_hit_rate`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_prefix_cache_hit_rate: Option<f64>,
+    /// `--max-concurrency`: most requests in flight; later ones wait in the client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u32>,
 }
 
 /// One recorded request.
@@ -45,6 +82,111 @@ pub struct TraceRequest {
 pub struct Trace {
     pub format: TraceFormat,
     pub requests: Vec<TraceRequest>,
+}
+
+/// `--trace` and the flags that slice it: what to replay, read once as the run is configured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceConfig {
+    pub path: PathBuf,
+    pub format: TraceFormat,
+    /// `--trace-speedup`: recorded time is divided by this.
+    pub speedup: f64,
+    /// `--trace-window FROM:TO`: the requests recorded from FROM to TO seconds after the first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_s: Option<(f64, f64)>,
+    /// `--trace-limit N`: the first N requests (of the window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// The requests to replay, sliced and sped up; read from `path`, not written to files.
+    #[serde(skip)]
+    pub loaded: Option<Arc<Trace>>,
+}
+
+impl TraceConfig {
+    /// Reads the trace at `path` (in `format`, else the one its content shows) and slices it:
+    /// the window (recorded seconds), then the limit, then the speedup. One-line errors.
+    pub fn load(
+        path: PathBuf,
+        format: Option<TraceFormat>,
+        speedup: f64,
+        window_s: Option<(f64, f64)>,
+        limit: Option<u32>,
+    ) -> Result<Self, String> {
+        if !(speedup.is_finite() && speedup > 0.0 && speedup <= 1e6) {
+            return Err(format!(
+                "--trace-speedup {speedup}: a factor above 0 (2 replays twice as fast) and at most 10^6"
+            ));
+        }
+        if limit == Some(0) {
+            return Err("--trace-limit must be at least 1 request".into());
+        }
+        let source = path.display().to_string();
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("--trace {source}: cannot read it: {e}"))?;
+        let mut trace = parse(&text, format, &source)?;
+        if let Some((from, to)) = window_s {
+            trace.window(from, to);
+            if trace.requests.is_empty() {
+                return Err(format!(
+                    "--trace-window {from}:{to}: no request of {source} was recorded in it"
+                ));
+            }
+        }
+        if let Some(n) = limit {
+            trace.limit(n as usize);
+        }
+        if u32::try_from(trace.requests.len()).is_err() {
+            return Err(format!(
+                "--trace {source}: more than {} requests; take a slice with --trace-limit",
+                u32::MAX
+            ));
+        }
+        trace.speed_up(speedup);
+        Ok(Self {
+            path,
+            format: trace.format,
+            speedup,
+            window_s,
+            limit,
+            loaded: Some(Arc::new(trace)),
+        })
+    }
+
+    /// The trace level's plan (None before the trace is read).
+    pub fn level(&self, index: u32, max_concurrency: Option<u32>) -> Option<super::LevelSpec> {
+        let t = self.loaded.as_ref()?;
+        let (input, output) = t.mean_lengths();
+        let name = self.path.file_name().map_or_else(
+            || self.path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        Some(super::LevelSpec {
+            index,
+            kind: super::LevelKind::Trace,
+            concurrency: max_concurrency.unwrap_or(0),
+            input_tokens: input,
+            output_tokens: output,
+            requests: t.requests.len() as u32,
+            arrival: None,
+            shared_prefix_tokens: 0,
+            conversation: None,
+            trace: Some(t.level(&name, self.speedup, max_concurrency)),
+        })
+    }
+}
+
+/// Parses `--trace-window FROM:TO` (seconds of the recorded trace, FROM < TO).
+pub fn parse_window(s: &str) -> Result<(f64, f64), String> {
+    let bad = || format!("--trace-window {s:?}: seconds FROM:TO of the trace, like 0:600");
+    let (a, b) = s.split_once(':').ok_or_else(bad)?;
+    let (a, b): (f64, f64) = (
+        a.trim().parse().map_err(|_| bad())?,
+        b.trim().parse().map_err(|_| bad())?,
+    );
+    if !(a.is_finite() && b.is_finite() && a >= 0.0 && b > a) {
+        return Err(bad());
+    }
+    Ok((a, b))
 }
 
 #[derive(Deserialize)]
@@ -223,6 +365,55 @@ impl Trace {
         self.requests.truncate(n);
     }
 
+    /// Keeps the requests recorded from `from_s` (inclusive) to `to_s` (exclusive) seconds
+    /// after the first, their offsets counted again from the first kept.
+    pub fn window(&mut self, from_s: f64, to_s: f64) {
+        let (from, to) = (from_s * 1000.0, to_s * 1000.0);
+        self.requests.retain(|r| r.at_ms >= from && r.at_ms < to);
+        if let Some(t0) = self.requests.first().map(|r| r.at_ms) {
+            for r in &mut self.requests {
+                r.at_ms -= t0;
+            }
+        }
+    }
+
+    /// Mean prompt and output lengths, rounded (a level's `input_len` and `output_len`).
+    pub fn mean_lengths(&self) -> (u64, u32) {
+        let n = self.requests.len().max(1) as f64;
+        let input: f64 = self.requests.iter().map(|r| r.input_len as f64).sum();
+        let output: f64 = self.requests.iter().map(|r| f64::from(r.output_len)).sum();
+        (
+            (input / n).round().max(1.0) as u64,
+            (output / n).round().max(1.0) as u32,
+        )
+    }
+
+    /// The plan's description of replaying this trace, read from `source` at `speedup`.
+    pub fn level(&self, source: &str, speedup: f64, max_concurrency: Option<u32>) -> TraceLevel {
+        let duration_s = self.duration_s();
+        TraceLevel {
+            source: source.to_string(),
+            format: self.format,
+            speedup,
+            duration_s,
+            offered_rate: (duration_s > 0.0).then(|| self.requests.len() as f64 / duration_s),
+            max_input_len: self.requests.iter().map(|r| r.input_len).max().unwrap_or(0),
+            max_output_len: self
+                .requests
+                .iter()
+                .map(|r| r.output_len)
+                .max()
+                .unwrap_or(0),
+            expected_prefix_cache_hit_rate: self
+                .requests
+                .iter()
+                .any(|r| !r.hash_ids.is_empty())
+                .then(|| self.expected_cache_hit_rate())
+                .flatten(),
+            max_concurrency,
+        }
+    }
+
     /// Seconds from the first request to the last.
     pub fn duration_s(&self) -> f64 {
         self.requests.last().map_or(0.0, |r| r.at_ms / 1000.0)
@@ -283,15 +474,29 @@ mod tests {
         m.speed_up(2.0);
         assert!((m.requests[9].at_ms - last / 2.0).abs() < 1e-9);
         // Counted by hand over the sample: each request's leading blocks named before it, in
-        // 512-token blocks, capped at its prompt (request 5: two blocks, 700 tokens).
+        // 512-token blocks, capped at its prompt (a block used whole by one request is whole in
+        // every request naming it; a last, partial block is named by no other).
         let want = {
-            let hits: u64 = [0, 1536, 0, 2048, 700, 3072, 0, 1536, 512, 2200]
+            let hits: u64 = [0, 1536, 0, 2048, 512, 3072, 0, 1024, 512, 2048]
                 .iter()
                 .sum();
             let total: u64 = m.requests.iter().map(|r| r.input_len).sum();
             hits as f64 / total as f64
         };
         assert_eq!(m.expected_cache_hit_rate(), Some(want));
+        assert!((want - 10_752.0 / 17_432.0).abs() < 1e-12);
+        let l = m.level("t.jsonl", 2.0, Some(4));
+        assert_eq!((l.max_input_len, l.max_output_len), (3300, 256));
+        assert_eq!(l.expected_prefix_cache_hit_rate, Some(want));
+        assert!((l.duration_s - 2.0).abs() < 1e-9);
+        assert!((l.offered_rate.unwrap() - 5.0).abs() < 1e-9);
+        // 17432 / 10 prompt tokens, 792 / 10 output tokens.
+        assert_eq!(m.mean_lengths(), (1743, 79));
+        let mut w = m.clone();
+        // Offsets now halved: the requests at 0.5 s to 1.5 s, counted from 0 again.
+        w.window(0.5, 1.5);
+        let at: Vec<f64> = w.requests.iter().map(|r| r.at_ms).collect();
+        assert_eq!(at, [0.0, 100.0, 550.0, 575.0, 950.0]);
         m.limit(3);
         assert_eq!(m.requests.len(), 3);
     }
