@@ -380,6 +380,17 @@ impl RunConfig {
 
     /// `1000 in / 500 out tokens`, or where the prompts come from when a dataset sets them.
     pub fn lengths_label(&self) -> String {
+        if let Some(t) = &self.trace {
+            let name = t.path.file_name().map_or_else(
+                || t.path.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            );
+            // Read back from results.json, the trace itself is not there: its name only.
+            return match t.loaded.as_ref().map(|l| l.mean_lengths()) {
+                Some((i, o)) => format!("trace {name}: {i} in / {o} out tokens on average"),
+                None => format!("trace {name}"),
+            };
+        }
         match &self.dataset {
             Some(p) => format!(
                 "prompts from {}",

@@ -23,7 +23,7 @@ fn servetop(args: &[&str]) -> (i32, String, Duration) {
 const U: &str = "http://127.0.0.1:9";
 
 /// Bad input, and what its one-line error must say.
-const BAD_INPUTS: [(&[&str], &str); 15] = [
+const BAD_INPUTS: [(&[&str], &str); 23] = [
     (
         &["run", "--base-url", "http://127.0.0.1:9", "--headless"],
         "cannot reach http://127.0.0.1:9",
@@ -149,7 +149,91 @@ const BAD_INPUTS: [(&[&str], &str); 15] = [
         ],
         "--search-seconds must be a positive number of seconds",
     ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--trace",
+            "/nonexistent/trace.jsonl",
+        ],
+        "--trace /nonexistent/trace.jsonl: cannot read it",
+    ),
+    (
+        &["run", "--base-url", U, "--trace", "Cargo.toml"],
+        "--trace Cargo.toml: neither Mooncake JSONL",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--trace",
+            TRACE,
+            "--request-rate",
+            "2",
+        ],
+        "--trace replays the trace alone",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--trace",
+            TRACE,
+            "--trace-speedup",
+            "0",
+        ],
+        "--trace-speedup 0: a factor above 0",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--trace",
+            TRACE,
+            "--trace-window",
+            "5:1",
+        ],
+        "--trace-window \"5:1\": seconds FROM:TO",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--trace",
+            TRACE,
+            "--trace-window",
+            "100:200",
+        ],
+        "--trace-window 100:200: no request of",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--trace",
+            TRACE,
+            "--trace-format",
+            "csv",
+        ],
+        "--trace-format \"csv\": use mooncake",
+    ),
+    (
+        &["demo", "--trace", "/nonexistent/trace.csv"],
+        "--trace /nonexistent/trace.csv: cannot read it",
+    ),
 ];
+
+/// The Mooncake sample trace.
+const TRACE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/examples/data/trace-mooncake.jsonl"
+);
 
 #[test]
 fn bad_inputs_give_one_line_and_exit_2() {

@@ -1,5 +1,5 @@
 //! The CSV tables of a run (or of several, one column naming each): `sweep.csv`, `rates.csv`,
-//! `long_context.csv`, `turns.csv`.
+//! `long_context.csv`, `turns.csv`, `trace.csv`, `trace_timeline.csv`.
 
 use std::fmt::Write as _;
 
@@ -200,6 +200,86 @@ pub fn long_context_csv(runs: &[(String, &RunSummary)]) -> String {
                 l.stats.as_ref().map_or(0, |s| s.scalars.failed),
                 csv_text(l.reason.as_deref().unwrap_or("")),
             );
+        }
+    }
+    out
+}
+
+/// `trace.csv`: one row per replayed trace (and run): what was replayed, rates, latency, the
+/// client's lateness and the prefix cache against the trace's own figure.
+pub fn trace_csv(runs: &[(String, &RunSummary)]) -> String {
+    let mut out = String::from(
+        "run,simulated,source,format,speedup,requests,duration_s,offered_request_rate,max_concurrency,status,completed,failed,achieved_request_rate,request_throughput,output_throughput,median_ttft_ms,p99_ttft_ms,median_tpot_ms,p99_tpot_ms,median_e2el_ms,p99_e2el_ms,median_client_queue_ms,p99_client_queue_ms,max_concurrent_requests,prefix_cache_hit_rate,expected_prefix_cache_hit_rate\n",
+    );
+    for (label, s) in runs {
+        for l in &s.traces {
+            let Some(t) = &l.trace else { continue };
+            let st = l.stats.as_ref();
+            let d = |g: fn(&crate::metrics::LevelDists) -> Option<&crate::metrics::DistStats>,
+                     k: fn(&crate::metrics::DistStats) -> f64| {
+                f(st.and_then(|s| g(&s.dists)).map(k))
+            };
+            let _ = writeln!(
+                out,
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                csv_text(label),
+                s.simulated,
+                csv_text(&t.source),
+                t.format.name(),
+                t.speedup,
+                l.requests,
+                t.duration_s,
+                f(t.offered_rate),
+                t.max_concurrency.map_or(String::new(), |c| c.to_string()),
+                l.status.name(),
+                st.map_or(0, |s| s.scalars.completed),
+                st.map_or(0, |s| s.scalars.failed),
+                f(st.and_then(|s| s.scalars.achieved_request_rate)),
+                f(st.map(|s| s.scalars.request_throughput)),
+                f(st.map(|s| s.scalars.output_throughput)),
+                d(|x| x.ttft_ms.as_ref(), |x| x.p50),
+                d(|x| x.ttft_ms.as_ref(), |x| x.p99),
+                d(|x| x.tpot_ms.as_ref(), |x| x.p50),
+                d(|x| x.tpot_ms.as_ref(), |x| x.p99),
+                d(|x| x.e2el_ms.as_ref(), |x| x.p50),
+                d(|x| x.e2el_ms.as_ref(), |x| x.p99),
+                d(|x| x.client_queue_ms.as_ref(), |x| x.p50),
+                d(|x| x.client_queue_ms.as_ref(), |x| x.p99),
+                st.map_or(String::new(), |s| s
+                    .scalars
+                    .max_concurrent_requests
+                    .to_string()),
+                f(st.and_then(|s| s.scalars.prefix_cache_hit_rate)),
+                f(t.expected_prefix_cache_hit_rate),
+            );
+        }
+    }
+    out
+}
+
+/// `trace_timeline.csv`: a replayed trace's latency over its timeline, one row per bin of
+/// scheduled time (and run).
+pub fn trace_timeline_csv(runs: &[(String, &RunSummary)]) -> String {
+    let mut out = String::from(
+        "run,simulated,start_s,sent,failed,ttft_p50_ms,ttft_p99_ms,e2el_p50_ms,client_queue_p99_ms\n",
+    );
+    for (label, s) in runs {
+        for l in &s.traces {
+            for b in l.stats.iter().flat_map(|st| st.scalars.timeline.iter()) {
+                let _ = writeln!(
+                    out,
+                    "{},{},{},{},{},{},{},{},{}",
+                    csv_text(label),
+                    s.simulated,
+                    b.start_s,
+                    b.sent,
+                    b.failed,
+                    f(b.ttft_p50_ms),
+                    f(b.ttft_p99_ms),
+                    f(b.e2el_p50_ms),
+                    f(b.client_queue_p99_ms),
+                );
+            }
         }
     }
     out

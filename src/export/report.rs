@@ -5,7 +5,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::charts::{ChartRun, render_all};
-use super::csv::{long_context_csv, rates_csv, sweep_csv, turns_csv};
+use super::csv::{
+    long_context_csv, rates_csv, sweep_csv, trace_csv, trace_timeline_csv, turns_csv,
+};
 use super::markdown::summary_md;
 use super::write_atomic;
 use crate::summary::RunSummary;
@@ -76,7 +78,8 @@ pub fn write_charts(
 }
 
 /// Charts into `dir/charts/` and the CSV files into `dir` (`rates.csv` when the run has rate
-/// levels), for one finished (or stopped) run.
+/// levels, `trace.csv` and `trace_timeline.csv` with a trace), for one finished (or stopped)
+/// run.
 pub fn export_run(
     dir: &Path,
     summary: &RunSummary,
@@ -99,6 +102,10 @@ pub fn export_run(
     }
     if !summary.multi_turn.is_empty() {
         tables.push(("turns.csv", turns_csv(&labelled)));
+    }
+    if !summary.traces.is_empty() {
+        tables.push(("trace.csv", trace_csv(&labelled)));
+        tables.push(("trace_timeline.csv", trace_timeline_csv(&labelled)));
     }
     for (name, text) in tables {
         let p = dir.join(name);
@@ -177,6 +184,9 @@ pub fn report(
     ];
     if labelled.iter().any(|(_, s)| !s.rates.is_empty()) {
         tables.push(("rates.csv", rates_csv(&labelled)));
+    }
+    if labelled.iter().any(|(_, s)| !s.traces.is_empty()) {
+        tables.push(("trace.csv", trace_csv(&labelled)));
     }
     for (name, text) in tables {
         let p = out.join(name);

@@ -63,6 +63,8 @@ pub struct LevelAccumulator {
     cache: super::turns::CacheFold,
     turns: super::turns::TurnsFold,
     reasoning: super::reasoning::ReasoningFold,
+    /// Latency over the level's timeline (a trace level's).
+    timeline: Option<super::timeline::TimelineFold>,
 }
 
 impl LevelAccumulator {
@@ -72,6 +74,13 @@ impl LevelAccumulator {
             slo: slo.filter(|s| !s.is_empty()),
             ..Self::default()
         }
+    }
+
+    /// Also folds latency over the level's timeline, in bins of `bin_s` seconds.
+    #[must_use]
+    pub fn with_timeline(mut self, bin_s: f64) -> Self {
+        self.timeline = Some(super::timeline::TimelineFold::new(bin_s));
+        self
     }
 
     /// Folds one record. Warmup records are ignored; cancelled ones are only counted.
@@ -105,6 +114,9 @@ impl LevelAccumulator {
             .add(r.slot, r.send_at_us, end.max(r.send_at_us));
         self.busy_us += end.saturating_sub(r.send_at_us);
         self.client_queue.record(r.client_queue_us());
+        if let Some(t) = &mut self.timeline {
+            t.add(r);
+        }
 
         self.turns.add(r);
         if let Outcome::Failed { kind, message, .. } = &r.outcome {
@@ -293,6 +305,11 @@ impl LevelAccumulator {
             mean_content_tokens: reasoning.mean_content_tokens,
             reasoning_share: reasoning.reasoning_share,
             mean_tool_calls: reasoning.mean_tool_calls.filter(|&m| m > 0.0),
+            timeline: self
+                .timeline
+                .as_ref()
+                .map(super::timeline::TimelineFold::bins)
+                .unwrap_or_default(),
         };
         let dists = LevelDists {
             ttft_ms: self.ttft.stats(ms),

@@ -85,6 +85,9 @@ pub struct LevelScalars {
     /// Tool calls per completed request (absent when none was made).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mean_tool_calls: Option<f64>,
+    /// Latency over the level's timeline, by scheduled time (a trace level's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<super::timeline::TimelineBin>,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)]

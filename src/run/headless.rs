@@ -432,6 +432,18 @@ pub fn final_tables(s: &Session) -> String {
         out.push_str(&markdown::rate_table(&s.summary.rates));
         out.push('\n');
     }
+    if !s.summary.traces.is_empty() {
+        out.push_str("Trace replay\n\n");
+        out.push_str(&markdown::trace_table(&s.summary.traces));
+        for l in &s.summary.traces {
+            let t = markdown::timeline_table(l, 12);
+            if !t.is_empty() {
+                out.push_str("\nOver the trace's timeline\n\n");
+                out.push_str(&t);
+            }
+        }
+        out.push('\n');
+    }
     if !s.summary.long_context.is_empty() {
         let _ = write!(
             out,

@@ -267,13 +267,16 @@ impl Session {
         self.current = Some(index);
         // Closed loop: one slot per worker. A rate level's slots come from a pool that
         // grows as needed; each is announced by its `Sent` event.
-        let slots = self
-            .specs
-            .iter()
-            .find(|s| s.index == index)
-            .map_or(0, LevelSpec::workers);
-        self.accs
-            .insert(index, LevelAccumulator::new(self.slo).with_slots(slots));
+        let spec = self.specs.iter().find(|s| s.index == index);
+        let slots = spec.map_or(0, LevelSpec::workers);
+        let mut acc = LevelAccumulator::new(self.slo).with_slots(slots);
+        // A trace's latency over its timeline, about 60 bins of it.
+        if let Some(t) = spec.and_then(|s| s.trace.as_ref()) {
+            acc = acc.with_timeline(crate::metrics::timeline::TimelineFold::width_for(
+                t.duration_s,
+            ));
+        }
+        self.accs.insert(index, acc);
         self.level_telemetry.insert(
             index,
             LevelTelemetryAcc::new(self.latest_server.clone(), self.latest_gpu.clone()),

@@ -71,6 +71,8 @@ pub struct App {
     /// `(key, value)` lines of the run configuration (Log tab), built when the run starts.
     pub config_lines: Vec<(String, String)>,
     pub long_view: LongView,
+    /// A replayed trace's latency over its timeline.
+    pub trace_view: super::views::TraceView,
     /// The TTFT histogram of the level in progress (kept when it ends, until the next has one).
     pub latency: Option<LatencyView>,
     /// Each level with a baseline match against it (`--baseline`), live for the one running.
@@ -106,6 +108,7 @@ impl App {
             telemetry: TelemetryView::default(),
             config_lines: Vec::new(),
             long_view: LongView::default(),
+            trace_view: super::views::TraceView::default(),
             latency: None,
             deltas: std::collections::BTreeMap::new(),
             flash: None,
@@ -208,12 +211,17 @@ impl App {
                 self.current_stats = None;
             }
             Event::LevelFinished { index, .. } => {
-                // The sweep tab's curves are its own levels' (concurrency and rate levels).
+                // The sweep tab's curves are its own levels' (concurrency, rate, trace).
                 let ended = self
                     .session
                     .summary
                     .level(*index)
-                    .filter(|l| matches!(l.kind, LevelKind::Sweep | LevelKind::Rate))
+                    .filter(|l| {
+                        matches!(
+                            l.kind,
+                            LevelKind::Sweep | LevelKind::Rate | LevelKind::Trace
+                        )
+                    })
                     .map(crate::summary::LevelSummary::short_label);
                 self.live.level_ended(ended);
             }

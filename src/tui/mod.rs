@@ -323,6 +323,11 @@ mod tests {
     }
 
     #[test]
+    fn sweep_tab_replaying_a_trace() {
+        snap("trace_mid", &mut fixtures::mid_trace(), Tab::Sweep);
+    }
+
+    #[test]
     fn sweep_tab_mid_run() {
         snap(
             "sweep_mid",

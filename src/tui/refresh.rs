@@ -6,7 +6,7 @@ use crate::metrics::LevelStats;
 use crate::workload::LevelKind;
 
 use super::app::App;
-use super::views::{LatencyView, LongView, SweepView};
+use super::views::{LatencyView, LongView, SweepView, TraceView};
 
 impl App {
     /// The level whose points the charts label: the one running once it has results, else
@@ -114,6 +114,7 @@ impl App {
             .collect();
         self.sweep_view = sv;
         self.long_view = lv;
+        self.trace_view = self.trace_points();
     }
 
     /// The rate levels' points, in rate order.
@@ -145,6 +146,45 @@ impl App {
         }
     }
 
+    /// A replayed trace over its timeline: what the trace has due in each bin (from the trace
+    /// itself), and what has finished so far with its TTFT.
+    fn trace_points(&self) -> TraceView {
+        let s = &self.session.summary;
+        let mut tv = TraceView::default();
+        let Some(l) = s.traces.first() else {
+            return tv;
+        };
+        let span = l.trace.as_ref().map_or(0.0, |t| t.duration_s);
+        let width = crate::metrics::timeline::TimelineFold::width_for(span);
+        tv.x_max = span.max(width);
+        if let Some(t) = s.config.trace.as_ref().and_then(|t| t.loaded.as_ref()) {
+            let mut due = vec![0u64; (span / width).floor() as usize + 1];
+            for r in &t.requests {
+                let i = ((r.at_ms / 1000.0 / width) as usize).min(due.len() - 1);
+                due[i] += 1;
+            }
+            tv.due = due
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (i as f64 * width, *n as f64 / width))
+                .collect();
+        }
+        let Some(st) = self.level_stats(l.index) else {
+            return tv;
+        };
+        for b in &st.scalars.timeline {
+            tv.done
+                .push((b.start_s, (b.sent - b.failed) as f64 / width));
+            if let Some(v) = b.ttft_p50_ms {
+                tv.ttft_p50.push((b.start_s, v));
+            }
+            if let Some(v) = b.ttft_p99_ms {
+                tv.ttft_p99.push((b.start_s, v));
+            }
+        }
+        tv
+    }
+
     /// Seconds long-context level `index` should take to prefill, at the speed the run has
     /// seen (computed with the views).
     pub fn expected_prefill_s(&self, index: u32) -> Option<f64> {
@@ -152,7 +192,7 @@ impl App {
     }
 
     /// The latency panel: the TTFT histogram of the level in progress, as its fold has it.
-    /// Only the sweep tab's levels (concurrency and rate levels) feed it. Bins: about the
+    /// Only the sweep tab's levels (concurrency, rate and trace levels) feed it. Bins: about the
     /// square root of the requests, from 4 to [`super::views::LATENCY_BINS`], so a level of a
     /// dozen requests does not read as a barcode.
     pub(super) fn refresh_latency(&mut self) {
@@ -160,7 +200,12 @@ impl App {
             .session
             .current
             .and_then(|i| self.session.summary.level(i))
-            .filter(|l| matches!(l.kind, LevelKind::Sweep | LevelKind::Rate))
+            .filter(|l| {
+                matches!(
+                    l.kind,
+                    LevelKind::Sweep | LevelKind::Rate | LevelKind::Trace
+                )
+            })
         else {
             return;
         };

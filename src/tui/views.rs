@@ -129,6 +129,21 @@ pub struct SweepView {
     pub rate_max: f64,
 }
 
+/// Chart points of a replayed trace over its timeline (seconds into the trace, by when its
+/// requests were due), computed in update.
+#[derive(Clone, Debug, Default)]
+pub struct TraceView {
+    /// Requests/s the trace has due in each bin (from the trace itself: the whole replay).
+    pub due: Vec<(f64, f64)>,
+    /// Requests/s of each bin's requests that have finished, so far.
+    pub done: Vec<(f64, f64)>,
+    /// TTFT p50 and p99 of each bin's finished requests.
+    pub ttft_p50: Vec<(f64, f64)>,
+    pub ttft_p99: Vec<(f64, f64)>,
+    /// The trace's span in seconds.
+    pub x_max: f64,
+}
+
 /// Chart points of the long-context ladder, computed in update.
 #[derive(Clone, Debug, Default)]
 pub struct LongView {

@@ -51,7 +51,9 @@ pub struct TraceLevel {
     pub speedup: f64,
     /// Seconds from the first request to the last, as replayed (after the speedup).
     pub duration_s: f64,
-    /// Requests over `duration_s` (None for a single request).
+    /// Requests per second the trace offers: (requests − 1) / `duration_s`, the estimator of
+    /// the achieved `scheduled_request_rate` and `achieved_request_rate` (None for a single
+    /// request).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offered_rate: Option<f64>,
     /// The largest prompt and output of the replayed requests (their means are the level's
@@ -396,7 +398,8 @@ impl Trace {
             format: self.format,
             speedup,
             duration_s,
-            offered_rate: (duration_s > 0.0).then(|| self.requests.len() as f64 / duration_s),
+            offered_rate: (duration_s > 0.0 && self.requests.len() >= 2)
+                .then(|| (self.requests.len() - 1) as f64 / duration_s),
             max_input_len: self.requests.iter().map(|r| r.input_len).max().unwrap_or(0),
             max_output_len: self
                 .requests
@@ -489,7 +492,8 @@ mod tests {
         assert_eq!((l.max_input_len, l.max_output_len), (3300, 256));
         assert_eq!(l.expected_prefix_cache_hit_rate, Some(want));
         assert!((l.duration_s - 2.0).abs() < 1e-9);
-        assert!((l.offered_rate.unwrap() - 5.0).abs() < 1e-9);
+        // Nine gaps over the 2 s the sped-up trace spans.
+        assert!((l.offered_rate.unwrap() - 4.5).abs() < 1e-9);
         // 17432 / 10 prompt tokens, 792 / 10 output tokens.
         assert_eq!(m.mean_lengths(), (1743, 79));
         let mut w = m.clone();

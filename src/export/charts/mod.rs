@@ -11,6 +11,7 @@ mod rates;
 mod search;
 mod sweep;
 mod timeline;
+mod trace;
 mod turns;
 
 use std::path::{Path, PathBuf};
@@ -126,7 +127,7 @@ pub fn render_all(
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let any = |f: fn(&RunSummary) -> bool| runs.iter().any(|r| f(r.summary));
-    let figures: [(&str, Draw, bool); 9] = [
+    let figures: [(&str, Draw, bool); 10] = [
         ("throughput.png", sweep::throughput, true),
         ("latency.png", sweep::latency, true),
         (
@@ -155,6 +156,11 @@ pub fn render_all(
             "turns.png",
             turns::turns_figure,
             any(|s| !s.multi_turn.is_empty()),
+        ),
+        (
+            "trace.png",
+            trace::trace_figure,
+            any(|s| !s.traces.is_empty()),
         ),
         ("gpu_timeline.png", timeline::figure, true),
     ];

@@ -40,6 +40,8 @@ pub(super) enum XKind {
     ContextK,
     /// Seconds since the run started.
     Seconds,
+    /// Seconds into a replayed trace (when its requests were due), linear.
+    TraceSeconds,
     /// Offered request rate (requests/s), linear.
     Rate,
     /// Turn of a conversation (1, 2, …).
@@ -144,6 +146,7 @@ fn x_desc(x: XKind) -> &'static str {
         XKind::Concurrency => "concurrency (log2 scale)",
         XKind::ContextK => "input tokens (K)",
         XKind::Seconds => "seconds since the run started",
+        XKind::TraceSeconds => "seconds into the trace (when requests were due)",
         XKind::Rate => "offered request rate (req/s)",
         XKind::Turn => "turn of the conversation",
     }
@@ -162,7 +165,7 @@ fn x_label(x: XKind, v: f64) -> String {
         }
         XKind::ContextK => format!("{v:.0}K"),
         XKind::Seconds => format!("{v:.0}"),
-        XKind::Rate => fmt_num(v),
+        XKind::TraceSeconds | XKind::Rate => fmt_num(v),
         XKind::Turn if (v - v.round()).abs() < 0.01 && v >= 0.5 => format!("{}", v.round()),
         XKind::Turn => String::new(),
     }

@@ -8,8 +8,10 @@ use crate::fmt::num;
 use crate::summary::{LevelSummary, RunSummary};
 
 mod tables;
+mod trace;
 
 pub use tables::*;
+pub use trace::{timeline_table, trace_table};
 /// The whole `summary.md`.
 pub fn summary_md(s: &RunSummary) -> String {
     let mut out = run_header(s);
@@ -179,6 +181,7 @@ fn sections(out: &mut String, s: &RunSummary) {
         out.push_str("\nrate: requests/s the schedule was drawn for; sent req/s: the rate requests actually went out at; done req/s: completions over the level's window. client queue: how long a request waited in servetop past its scheduled time (a full --max-concurrency, or a client that fell behind); the server's own queueing shows up in TTFT.\n");
         out.push_str(&telemetry_table(&s.rates));
     }
+    trace::trace_section(out, s);
     if !s.long_context.is_empty() {
         let _ = writeln!(
             out,

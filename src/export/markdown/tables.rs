@@ -7,7 +7,11 @@ use crate::fmt::{fmt_tokens, num};
 use crate::metrics::DistStats;
 use crate::summary::{LevelStatus, LevelSummary, RunSummary};
 
-fn pair(d: Option<&DistStats>, a: fn(&DistStats) -> f64, b: fn(&DistStats) -> f64) -> String {
+pub(super) fn pair(
+    d: Option<&DistStats>,
+    a: fn(&DistStats) -> f64,
+    b: fn(&DistStats) -> f64,
+) -> String {
     match d {
         Some(d) => format!("{} / {}", num(Some(a(d))), num(Some(b(d)))),
         None => "-".into(),
@@ -455,7 +459,7 @@ pub fn turns_table(s: &RunSummary) -> String {
 }
 
 /// Completed requests, with the level's status when it did not finish normally.
-fn done_cell(l: &LevelSummary, completed: u64) -> String {
+pub(super) fn done_cell(l: &LevelSummary, completed: u64) -> String {
     if l.status == LevelStatus::Done {
         completed.to_string()
     } else {

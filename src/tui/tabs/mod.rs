@@ -9,6 +9,7 @@ pub mod long_context;
 mod rates;
 pub mod sweep;
 pub mod telemetry;
+mod trace;
 pub mod turns;
 
 pub use chart::{LineChart, Series, curve_chart, line_chart};

@@ -29,6 +29,13 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         app.session.summary.sweep.len() as u16,
         app.session.summary.rates.len() as u16,
     );
+    // A trace replays alone: its table stands in for the others.
+    let n_traces = app.session.summary.traces.len() as u16;
+    let (n_sweep, n_rates) = if n_traces > 0 {
+        (0, n_traces)
+    } else {
+        (n_sweep, n_rates)
+    };
     let wanted_table = match (n_sweep, n_rates) {
         (_, 0) => n_sweep + 3,
         (0, _) => n_rates + 3,
@@ -56,6 +63,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     // The wide table (p90s, TPOT, E2E, server accept, KV%) needs about 145 columns.
     let wide = area.width >= 148;
     match (n_sweep, n_rates) {
+        _ if n_traces > 0 => super::trace::render_trace_table(app, table, buf, th, wide),
         (_, 0) => render_table(app, table, buf, th, wide),
         (0, _) => render_rate_table(app, table, buf, th, wide),
         _ => {
@@ -83,6 +91,17 @@ fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
             .to_vec()
     };
     let v = &app.sweep_view;
+    if !app.session.summary.traces.is_empty() {
+        if let [a, b, c, d] = cells.as_slice() {
+            super::trace::render_trace_charts(app, *a, Some(*b), buf, th);
+            render_live_rate(app, *c, buf, th);
+            super::latency::render(app, *d, buf, th);
+        } else {
+            super::trace::render_trace_charts(app, cells[0], None, buf, th);
+            super::latency::render(app, cells[1], buf, th);
+        }
+        return;
+    }
     // An SLO search's one closed-loop level is its throughput probe: its rate probes are the
     // curve worth drawing.
     let rates_first = app.session.summary.sweep.is_empty() || app.session.summary.search.is_some();
@@ -146,6 +165,20 @@ fn render_live_rate(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         .session
         .current
         .and_then(|i| app.session.summary.level(i));
+    if live.series.is_empty() && live.finished.is_empty() && app.session.summary.sweep.is_empty() {
+        LineChart {
+            title: "out tok/s each second",
+            series: &[],
+            x: [0.0, 1.0],
+            x_ends: [String::new(), String::new()],
+            ticks: &[],
+            y_fixed: None,
+            highlight: None,
+            empty: "sampled once a second while a level runs",
+        }
+        .render(area, buf, th);
+        return;
+    }
     if live.series.is_empty() && live.finished.is_empty() {
         let v = &app.sweep_view;
         let top = v.x_max.max(1.0);
