@@ -102,6 +102,18 @@ pub struct RunConfig {
     /// The production trace to replay (`--trace`), alone: the run's one level.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<crate::workload::trace::TraceConfig>,
+    /// Runs of every level (`--repeat N`): the plan once, then again, N times in all.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub repeat: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_one(v: &u32) -> bool {
+    *v == 1
 }
 
 /// Fields added to every chat request: the tools offered and how the model may use them, and
@@ -330,6 +342,7 @@ impl RunConfig {
             gpu_hour_cost: None,
             cost_per_hour: None,
             trace: None,
+            repeat: 1,
         }
     }
 
@@ -366,6 +379,7 @@ impl RunConfig {
                     followup_tokens: mt.followup_len,
                 }),
                 trace: None,
+                repeat: None,
             });
         }
         if let Some(t) = self
@@ -375,7 +389,7 @@ impl RunConfig {
         {
             levels.push(t);
         }
-        levels
+        crate::workload::repeat_plan(levels, self.repeat)
     }
 
     /// `1000 in / 500 out tokens`, or where the prompts come from when a dataset sets them.
@@ -419,6 +433,23 @@ impl RunConfig {
         }
         if mt.followup_len == 0 {
             return Err("--followup-len must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// `--repeat`: at least 1, and not with the search (its probes are chosen as it goes).
+    fn validate_repeat(&self) -> Result<(), String> {
+        if !(1..=100).contains(&self.repeat) {
+            return Err(format!(
+                "--repeat {}: run each level 1 to 100 times",
+                self.repeat
+            ));
+        }
+        if self.repeat > 1 && self.search.is_some() {
+            return Err(
+                "--repeat with --search: the search picks each probe from the last; repeat the run instead"
+                    .into(),
+            );
         }
         Ok(())
     }
@@ -488,6 +519,7 @@ impl RunConfig {
             );
         }
         self.validate_trace()?;
+        self.validate_repeat()?;
         self.validate_multi_turn()?;
         let uses_input = !(self.concurrency.is_empty() && rates.is_empty())
             || self.multi_turn.is_some()

@@ -48,6 +48,7 @@ pub mod event;
 pub mod export;
 pub mod fmt;
 pub mod metrics;
+pub mod repeats;
 pub mod run;
 pub mod runner;
 pub mod selfbench;

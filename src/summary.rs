@@ -70,6 +70,18 @@ pub struct LevelSummary {
     /// prefix-cache hit rate its `hash_ids` imply (`input_len`/`output_len` are its means).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<crate::workload::trace::TraceLevel>,
+    /// Which of its level's `--repeat` runs this is (`n` of `of`; `first`: the first's index).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<crate::workload::Repeat>,
+    /// With `--repeat`: each figure's mean over the level's finished runs, its 95 % interval
+    /// (Student's t over the runs' values; two runs at least), and the figures whose runs
+    /// disagree beyond their own intervals. The same on every run of the level.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub repeat_mean: std::collections::BTreeMap<String, f64>,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub ci95: std::collections::BTreeMap<String, [f64; 2]>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeats_disagree: Vec<String>,
     pub status: LevelStatus,
     pub reason: Option<String>,
     /// The server flag that would let a skipped length run.
@@ -142,6 +154,10 @@ impl LevelSummary {
             shared_prefix_tokens: spec.shared_prefix_tokens,
             conversation: spec.conversation,
             trace: spec.trace.clone(),
+            repeat: spec.repeat,
+            repeat_mean: std::collections::BTreeMap::new(),
+            ci95: std::collections::BTreeMap::new(),
+            repeats_disagree: Vec::new(),
             status: LevelStatus::Waiting,
             reason: None,
             server_crash: None,
@@ -161,8 +177,13 @@ impl LevelSummary {
         }
     }
 
-    /// `C=8`, `4 req/s`, `30K ctx` or `4-turn chats, C=4`.
+    /// `C=8`, `4 req/s`, `30K ctx` or `4-turn chats, C=4`; `C=8 #2` for a second run.
     pub fn label(&self) -> String {
+        self.base_label() + &crate::workload::repeat_suffix(self.repeat)
+    }
+
+    /// The label without the repeat's number.
+    pub fn base_label(&self) -> String {
         match self.kind {
             LevelKind::Sweep => format!("C={}", self.concurrency),
             LevelKind::LongContext => {
@@ -418,6 +439,16 @@ impl RunSummary {
                 .filter_map(|c| c.regression.as_deref())
                 .collect()
         })
+    }
+
+    /// Every level, to change: in the order of [`RunSummary::levels`].
+    pub fn levels_mut(&mut self) -> impl Iterator<Item = &mut LevelSummary> {
+        self.sweep
+            .iter_mut()
+            .chain(self.rates.iter_mut())
+            .chain(self.long_context.iter_mut())
+            .chain(self.multi_turn.iter_mut())
+            .chain(self.traces.iter_mut())
     }
 
     /// Every level: the concurrency sweep, the rate levels, the long-context ladder, the

@@ -23,7 +23,7 @@ fn servetop(args: &[&str]) -> (i32, String, Duration) {
 const U: &str = "http://127.0.0.1:9";
 
 /// Bad input, and what its one-line error must say.
-const BAD_INPUTS: [(&[&str], &str); 23] = [
+const BAD_INPUTS: [(&[&str], &str); 25] = [
     (
         &["run", "--base-url", "http://127.0.0.1:9", "--headless"],
         "cannot reach http://127.0.0.1:9",
@@ -222,6 +222,24 @@ const BAD_INPUTS: [(&[&str], &str); 23] = [
             "csv",
         ],
         "--trace-format \"csv\": use mooncake",
+    ),
+    (
+        &["run", "--base-url", U, "--repeat", "0"],
+        "--repeat 0: run each level 1 to 100 times",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--slo",
+            "tpot:50",
+            "--search",
+            "rate",
+            "--repeat",
+            "3",
+        ],
+        "--repeat with --search",
     ),
     (
         &["demo", "--trace", "/nonexistent/trace.csv"],

@@ -90,6 +90,7 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         gpu_hour_cost: a.gpu_hour_cost,
         cost_per_hour: a.cost_per_hour,
         trace: trace_config(a)?,
+        repeat: a.repeat,
     };
     let cfg = if cfg.search.is_some() || cfg.trace.is_some() {
         // The search and the trace run alone: the run's levels are theirs.

@@ -309,6 +309,11 @@ pub struct RunArgs {
     /// that wait is measured as client queue time (`t_send - t_sched`) [default: no cap].
     #[arg(long, value_name = "N")]
     pub max_concurrency: Option<u32>,
+    /// Run every level N times, interleaved (the whole plan, then again), and report each
+    /// figure's mean and 95 % confidence interval across the runs (`ci95` in results.json, ±
+    /// in the tables); a level whose runs disagree beyond their own intervals is flagged.
+    #[arg(long, value_name = "N", default_value = "1")]
+    pub repeat: u32,
     /// Replay a production trace at its recorded times, alone (no sweep or ladder): Mooncake
     /// JSONL (`timestamp` ms, `input_length`, `output_length`, `hash_ids`) or the Azure LLM
     /// inference CSV (`TIMESTAMP`, `ContextTokens`, `GeneratedTokens`). Prompts have the recorded

@@ -432,6 +432,11 @@ pub fn final_tables(s: &Session) -> String {
         out.push_str(&markdown::rate_table(&s.summary.rates));
         out.push('\n');
     }
+    if markdown::any_repeats(&s.summary) {
+        out.push_str("Across repeats (mean ± 95 % interval)\n\n");
+        out.push_str(&markdown::repeats_table(&s.summary));
+        out.push('\n');
+    }
     if !s.summary.traces.is_empty() {
         out.push_str("Trace replay\n\n");
         out.push_str(&markdown::trace_table(&s.summary.traces));

@@ -185,6 +185,7 @@ impl Session {
                     self.current = None;
                 }
                 self.summary.compare_to_baseline();
+                self.summary.summarize_repeats();
             }
             Event::Telemetry(rec) => {
                 self.telemetry(&rec);
@@ -488,6 +489,7 @@ mod tests {
             shared_prefix_tokens: 0,
             conversation: None,
             trace: None,
+            repeat: None,
         }
     }
 

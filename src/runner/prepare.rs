@@ -164,6 +164,7 @@ pub(super) fn search_fits(server: &ServerInfo, cfg: &RunConfig) -> Option<String
         shared_prefix_tokens: 0,
         conversation: None,
         trace: None,
+        repeat: None,
     };
     nothing_fits(server, &[probe])
 }

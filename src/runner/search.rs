@@ -200,6 +200,7 @@ fn throughput_probe_spec(plan: &SearchPlan, index: u32) -> LevelSpec {
         shared_prefix_tokens: plan.shared_prefix_tokens,
         conversation: None,
         trace: None,
+        repeat: None,
     }
 }
 
@@ -222,5 +223,6 @@ fn rate_probe_spec(plan: &SearchPlan, index: u32, rate: f64) -> LevelSpec {
         shared_prefix_tokens: plan.shared_prefix_tokens,
         conversation: None,
         trace: None,
+        repeat: None,
     }
 }

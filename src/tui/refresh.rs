@@ -27,7 +27,14 @@ impl App {
         let s = &self.session.summary;
         let mut sv = SweepView::default();
         let lit = self.highlighted(&s.sweep);
+        // A repeated level is one point: its latest run with results (the running one live).
+        let latest = self.latest_runs(&s.sweep);
         for l in &s.sweep {
+            if let Some(r) = l.repeat
+                && latest.get(&r.first).is_some_and(|&i| i != l.index)
+            {
+                continue;
+            }
             let x = f64::from(l.concurrency.max(1)).log2();
             sv.x_max = sv.x_max.max(x);
             sv.ticks.push((x, l.concurrency.to_string()));
@@ -115,6 +122,24 @@ impl App {
         self.sweep_view = sv;
         self.long_view = lv;
         self.trace_view = self.trace_points();
+    }
+
+    /// Of each repeated level, the index of its latest run with results, else its first run.
+    fn latest_runs(
+        &self,
+        levels: &[crate::summary::LevelSummary],
+    ) -> std::collections::BTreeMap<u32, u32> {
+        let mut out = std::collections::BTreeMap::new();
+        for l in levels {
+            let Some(r) = l.repeat else { continue };
+            let has = self
+                .level_stats(l.index)
+                .is_some_and(|s| s.scalars.completed > 0);
+            if has || !out.contains_key(&r.first) {
+                out.insert(r.first, l.index);
+            }
+        }
+        out
     }
 
     /// The rate levels' points, in rate order.

@@ -56,6 +56,48 @@ pub struct LevelSpec {
     /// The trace a trace level replays (`input_tokens`, `output_tokens`: its means).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<trace::TraceLevel>,
+    /// Which run of its level this is (`--repeat N`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<Repeat>,
+}
+
+/// One of a level's `--repeat` runs: the plan runs every level once, then again, so drift over
+/// the run shows between the repeats of a level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Repeat {
+    /// This run, from 1.
+    pub n: u32,
+    /// Runs of the level in all.
+    pub of: u32,
+    /// The index of the level's first run: what its runs have in common.
+    pub first: u32,
+}
+
+/// ` #2` for the second run of a repeated level, nothing otherwise.
+pub fn repeat_suffix(r: Option<Repeat>) -> String {
+    r.map_or(String::new(), |r| format!(" #{}", r.n))
+}
+
+/// The plan run `n` times over (`--repeat`): every level once, then again, each run a level
+/// of its own (its own index, prompts and arrival draws), knowing which level it repeats.
+pub fn repeat_plan(levels: Vec<LevelSpec>, n: u32) -> Vec<LevelSpec> {
+    if n <= 1 {
+        return levels;
+    }
+    let per_pass = levels.len() as u32;
+    (0..n)
+        .flat_map(|pass| {
+            levels.iter().map(move |l| LevelSpec {
+                index: pass * per_pass + l.index,
+                repeat: Some(Repeat {
+                    n: pass + 1,
+                    of: n,
+                    first: l.index,
+                }),
+                ..l.clone()
+            })
+        })
+        .collect()
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)]
@@ -109,6 +151,11 @@ impl LevelSpec {
 impl LevelSpec {
     /// Short label: `C=8`, `4 req/s` or `30K ctx`.
     pub fn label(&self) -> String {
+        self.base_label() + &repeat_suffix(self.repeat)
+    }
+
+    /// The label without the repeat's number.
+    pub fn base_label(&self) -> String {
         match self.kind {
             LevelKind::Sweep => format!("C={}", self.concurrency),
             LevelKind::LongContext => format!("{} ctx", fmt_tokens(self.input_tokens)),
@@ -359,6 +406,7 @@ pub fn build_plan(
             shared_prefix_tokens: 0,
             conversation: None,
             trace: None,
+            repeat: None,
         });
     }
     for &rate in &open_loop.request_rates {
@@ -378,6 +426,7 @@ pub fn build_plan(
             shared_prefix_tokens: 0,
             conversation: None,
             trace: None,
+            repeat: None,
         });
     }
     for &n in long_context {
@@ -392,6 +441,7 @@ pub fn build_plan(
             shared_prefix_tokens: 0,
             conversation: None,
             trace: None,
+            repeat: None,
         });
     }
     levels

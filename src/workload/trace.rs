@@ -173,6 +173,7 @@ impl TraceConfig {
             shared_prefix_tokens: 0,
             conversation: None,
             trace: Some(t.level(&name, self.speedup, max_concurrency)),
+            repeat: None,
         })
     }
 }

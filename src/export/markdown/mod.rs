@@ -7,9 +7,11 @@ use std::fmt::Write;
 use crate::fmt::num;
 use crate::summary::{LevelSummary, RunSummary};
 
+mod repeats;
 mod tables;
 mod trace;
 
+pub use repeats::{any_repeats, repeats_table};
 pub use tables::*;
 pub use trace::{timeline_table, trace_table};
 /// The whole `summary.md`.
@@ -182,6 +184,7 @@ fn sections(out: &mut String, s: &RunSummary) {
         out.push_str(&telemetry_table(&s.rates));
     }
     trace::trace_section(out, s);
+    repeats::repeats_section(out, s);
     if !s.long_context.is_empty() {
         let _ = writeln!(
             out,

@@ -6,6 +6,7 @@ use std::fmt::Write;
 use crate::fmt::{fmt_tokens, num};
 use crate::metrics::DistStats;
 use crate::summary::{LevelStatus, LevelSummary, RunSummary};
+use crate::workload::repeat_suffix;
 
 pub(super) fn pair(
     d: Option<&DistStats>,
@@ -45,8 +46,9 @@ pub fn sweep_table(levels: &[LevelSummary]) -> String {
         let Some(s) = &l.stats else {
             let _ = writeln!(
                 out,
-                "| {} | {} | - | - | - | - | - | - | - | - | - |",
+                "| {}{} | {} | - | - | - | - | - | - | - | - | - |",
                 l.concurrency,
+                repeat_suffix(l.repeat),
                 l.status.name()
             );
             continue;
@@ -55,8 +57,9 @@ pub fn sweep_table(levels: &[LevelSummary]) -> String {
         let done = done_cell(l, sc.completed);
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             l.concurrency,
+            repeat_suffix(l.repeat),
             done,
             num(Some(sc.request_throughput)),
             num(Some(sc.output_throughput)),
@@ -190,7 +193,7 @@ pub fn rate_table(levels: &[LevelSummary]) -> String {
         (None, true) => " - |".into(),
     };
     for l in levels {
-        let rate = crate::fmt::fmt_rate(l.request_rate().unwrap_or(0.0));
+        let rate = crate::fmt::fmt_rate(l.request_rate().unwrap_or(0.0)) + &repeat_suffix(l.repeat);
         let Some(s) = &l.stats else {
             let _ = writeln!(
                 out,
@@ -330,8 +333,9 @@ pub fn long_context_table(levels: &[LevelSummary]) -> String {
         };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {}{} | {} | {} | {} | {} | {} |",
             fmt_tokens(l.input_len),
+            repeat_suffix(l.repeat),
             num(s.and_then(|s| s.scalars.mean_input_tokens)),
             num(s.and_then(|s| s.dists.ttft_ms.as_ref().map(|d| d.mean))),
             num(s.and_then(|s| s.dists.prefill_tokens_per_s.as_ref().map(|d| d.mean))),

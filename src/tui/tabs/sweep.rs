@@ -258,7 +258,7 @@ fn row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a> {
         failed,
     } = row_basics(app, l);
     let mut cells = vec![
-        Cell::from(format!("C={}", l.concurrency)),
+        Cell::from(l.label()),
         Cell::from(status_text),
         Cell::from(done),
     ];
@@ -314,8 +314,10 @@ fn row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a> {
 fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool) {
     // Narrow terminals get shorter headers and two percentiles, so nothing is cut mid-word.
     let mut header = vec!["C", "status", "done"];
+    // `C=100 #3` with --repeat.
+    let repeated = app.session.summary.sweep.iter().any(|l| l.repeat.is_some());
     let mut widths = vec![
-        Constraint::Length(6),
+        Constraint::Length(if repeated { 9 } else { 6 }),
         Constraint::Length(7),
         Constraint::Length(7),
     ];
@@ -383,8 +385,12 @@ fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool)
         .position(|l| app.session.current == Some(l.index))
         .unwrap_or(0);
     let skip = (current_pos + 1).saturating_sub(visible);
+    let repeats = match app.session.summary.config.repeat {
+        n if n > 1 => format!(" · each level {n} times, the plan over again (#2, #3…)"),
+        _ => String::new(),
+    };
     let title = format!(
-        " {} · {} · ms unless noted ",
+        " {} · {}{repeats} · ms unless noted ",
         if app.session.summary.search.is_some() {
             "SLO search: closed-loop throughput probe"
         } else {
