@@ -1,5 +1,5 @@
 //! The CSV tables of a run (or of several, one column naming each): `sweep.csv`, `rates.csv`,
-//! `long_context.csv`, `turns.csv`, `trace.csv`, `trace_timeline.csv`.
+//! `long_context.csv`, `turns.csv`, `trace.csv`, `trace_timeline.csv`, `repeats.csv`.
 
 use std::fmt::Write as _;
 
@@ -280,6 +280,52 @@ pub fn trace_timeline_csv(runs: &[(String, &RunSummary)]) -> String {
                     f(b.client_queue_p99_ms),
                 );
             }
+        }
+    }
+    out
+}
+
+/// `repeats.csv`: with `--repeat`, one row per level (and run): each figure's mean and 95 %
+/// interval across the level's runs (`repeat_mean`, `ci95`).
+pub fn repeats_csv(runs: &[(String, &RunSummary)]) -> String {
+    use crate::repeats::FIGURES;
+    let mut out = String::from("run,simulated,level,runs_done,runs,repeats_disagree");
+    for k in FIGURES {
+        let _ = write!(out, ",{k},{k}_ci95_low,{k}_ci95_high");
+    }
+    out.push('\n');
+    for (label, s) in runs {
+        for l in s
+            .levels()
+            .filter(|l| l.repeat.is_some_and(|r| r.n == 1 && r.of > 1))
+        {
+            let done = s
+                .levels()
+                .filter(|m| {
+                    m.repeat.is_some_and(|r| r.first == l.index)
+                        && m.status == crate::summary::LevelStatus::Done
+                })
+                .count();
+            let _ = write!(
+                out,
+                "{},{},{},{done},{},{}",
+                csv_text(label),
+                s.simulated,
+                csv_text(&l.base_label()),
+                l.repeat.map_or(1, |r| r.of),
+                csv_text(&l.repeats_disagree.join(" "))
+            );
+            for k in FIGURES {
+                let ci = l.ci95.get(k);
+                let _ = write!(
+                    out,
+                    ",{},{},{}",
+                    f(l.repeat_mean.get(k).copied()),
+                    f(ci.map(|c| c[0])),
+                    f(ci.map(|c| c[1]))
+                );
+            }
+            out.push('\n');
         }
     }
     out

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::charts::{ChartRun, render_all};
 use super::csv::{
-    long_context_csv, rates_csv, sweep_csv, trace_csv, trace_timeline_csv, turns_csv,
+    long_context_csv, rates_csv, repeats_csv, sweep_csv, trace_csv, trace_timeline_csv, turns_csv,
 };
 use super::markdown::summary_md;
 use super::write_atomic;
@@ -106,6 +106,9 @@ pub fn export_run(
     if !summary.traces.is_empty() {
         tables.push(("trace.csv", trace_csv(&labelled)));
         tables.push(("trace_timeline.csv", trace_timeline_csv(&labelled)));
+    }
+    if crate::export::markdown::any_repeats(summary) {
+        tables.push(("repeats.csv", repeats_csv(&labelled)));
     }
     for (name, text) in tables {
         let p = dir.join(name);

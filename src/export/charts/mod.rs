@@ -46,8 +46,41 @@ pub struct ChartRun<'a> {
 }
 
 fn sweep_points(l: &[LevelSummary], f: impl Fn(&LevelSummary) -> Option<f64>) -> Vec<(f64, f64)> {
-    l.iter()
-        .filter_map(|lv| Some((f64::from(lv.concurrency), f(lv)?)))
+    runs_by_level(l, f)
+        .into_iter()
+        .map(|(x, v)| (x, v.iter().sum::<f64>() / v.len() as f64))
+        .collect()
+}
+
+/// Each sweep level's values, its `--repeat` runs together (one value without repeats), at
+/// its concurrency, in plan order.
+fn runs_by_level(
+    l: &[LevelSummary],
+    f: impl Fn(&LevelSummary) -> Option<f64>,
+) -> Vec<(f64, Vec<f64>)> {
+    let mut out: Vec<(u32, f64, Vec<f64>)> = Vec::new();
+    for lv in l {
+        let key = lv.repeat.map_or(lv.index, |r| r.first);
+        let Some(v) = f(lv) else { continue };
+        match out.iter_mut().find(|(k, _, _)| *k == key) {
+            Some((_, _, vs)) => vs.push(v),
+            None => out.push((key, f64::from(lv.concurrency), vec![v])),
+        }
+    }
+    out.into_iter().map(|(_, x, v)| (x, v)).collect()
+}
+
+/// The 95 % interval across each sweep level's `--repeat` runs (levels with two runs or more).
+fn sweep_errors(
+    l: &[LevelSummary],
+    f: impl Fn(&LevelSummary) -> Option<f64>,
+) -> Vec<(f64, f64, f64)> {
+    runs_by_level(l, f)
+        .into_iter()
+        .filter_map(|(x, v)| {
+            let (_, [lo, hi]) = crate::repeats::interval(&v)?;
+            Some((x, lo, hi))
+        })
         .collect()
 }
 
@@ -70,6 +103,7 @@ fn run_lines(
             points: points(r.summary),
             color: color(i + color_offset),
             dashed,
+            errors: Vec::new(),
         })
         .collect()
 }
@@ -81,7 +115,11 @@ fn lines_per_run(
     f: impl Fn(&LevelSummary) -> Option<f64> + Copy,
     dashed: bool,
 ) -> Vec<Line> {
-    run_lines(runs, name, |s| sweep_points(&s.sweep, f), dashed, 0)
+    let mut lines = run_lines(runs, name, |s| sweep_points(&s.sweep, f), dashed, 0);
+    for (line, r) in lines.iter_mut().zip(runs) {
+        line.errors = sweep_errors(&r.summary.sweep, f);
+    }
+    lines
 }
 
 /// One line per run over its rate levels, at their configured rate.

@@ -1,6 +1,7 @@
 //! One figure of panels: the title band (run, engine, settings, SIMULATED when it was), a grid
 //! of panels each with its axes, lines, marks and legend, and a footer of notes.
 
+use std::fmt::Write as _;
 use std::path::Path;
 
 use super::{ChartRun, register_fonts};
@@ -29,6 +30,21 @@ pub(super) struct Line {
     pub(super) points: Vec<(f64, f64)>,
     pub(super) color: RGBColor,
     pub(super) dashed: bool,
+    /// Error bars: `(x, low, high)`, a 95 % interval across `--repeat` runs.
+    pub(super) errors: Vec<(f64, f64, f64)>,
+}
+
+impl Line {
+    /// A grey dashed reference line (`y = x`: where measured points should lie).
+    pub(super) fn reference(name: &str, points: Vec<(f64, f64)>) -> Self {
+        Self {
+            name: name.into(),
+            points,
+            color: RGBColor(130, 130, 130),
+            dashed: true,
+            errors: Vec::new(),
+        }
+    }
 }
 
 /// What the x axis means.
@@ -396,6 +412,28 @@ fn draw_line<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, l: &Line, sc: Scale) -> Resu
                 + PathElement::new(vec![(second.0, y), (second.1, y)], s)
         });
     }
+    // Each interval as a vertical bar with caps.
+    let bar = l.color.stroke_width(2);
+    for &(x, lo, hi) in l
+        .errors
+        .iter()
+        .filter(|e| e.1.is_finite() && e.2.is_finite())
+    {
+        let (x, lo, hi) = (sc.tx(x), sc.ty(lo), sc.ty(hi));
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(x, lo), (x, hi)],
+                bar,
+            )))
+            .map_err(err)?;
+        for y in [lo, hi] {
+            chart
+                .draw_series(std::iter::once(
+                    EmptyElement::at((x, y)) + PathElement::new(vec![(-7, 0), (7, 0)], bar),
+                ))
+                .map_err(err)?;
+        }
+    }
     // Markers on sparse series (levels); dense time series read better as plain lines.
     if pts.len() <= 40 {
         chart
@@ -418,11 +456,18 @@ pub(super) fn subtitle(runs: &[ChartRun<'_>]) -> String {
     } else {
         ""
     };
-    let more = if runs.len() > 1 {
+    let mut more = if runs.len() > 1 {
         format!(" · {} runs overlaid", runs.len())
     } else {
         String::new()
     };
+    if s.config.repeat > 1 {
+        let _ = write!(
+            more,
+            " · each level run {} times: its mean, bars the 95 % interval",
+            s.config.repeat
+        );
+    }
     format!(
         "{model} · {engine} · {date} · {} · host {}{more}{sim}",
         s.config.lengths_label(),

@@ -4,7 +4,6 @@ use super::panel::{Line, Panel, XKind, figure};
 use super::{ChartRun, rate_lines, stat};
 use crate::metrics::curves::{self, Percentiles};
 use crate::summary::LevelSummary;
-use plotters::prelude::*;
 use std::path::Path;
 
 /// The request-rate sweep: latency percentiles, achieved against offered rate, client queue.
@@ -50,12 +49,7 @@ pub(super) fn rates_figure(
         .map(|r| (r, r))
         .collect();
     if rate_lines_all.iter().any(|l| !l.points.is_empty()) {
-        rate_lines_all.push(Line {
-            name: "offered (y = x)".into(),
-            points: offered,
-            color: RGBColor(130, 130, 130),
-            dashed: true,
-        });
+        rate_lines_all.push(Line::reference("offered (y = x)", offered));
     }
     let panels = [
         pct_panel("Time to first token", curves::TTFT_MS),

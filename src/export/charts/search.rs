@@ -3,7 +3,6 @@
 use super::panel::{Line, Panel, XKind, figure, fmt_num};
 use super::{ChartRun, run_lines};
 use crate::summary::RunSummary;
-use plotters::prelude::*;
 use std::path::Path;
 
 /// A judged search probe: its rate, its check, its goodput.
@@ -60,12 +59,7 @@ pub(super) fn slo_search_figure(
         .flat_map(|s| judged(s).into_iter().map(|j| (j.0, j.0)))
         .collect();
     if good.iter().any(|l| !l.points.is_empty()) {
-        good.push(Line {
-            name: "all requests good (y = x)".into(),
-            points: all_good,
-            color: RGBColor(130, 130, 130),
-            dashed: true,
-        });
+        good.push(Line::reference("all requests good (y = x)", all_good));
     }
     let mut panels = vec![Panel {
         title: "Goodput vs offered rate".into(),

@@ -142,6 +142,7 @@ pub(super) fn timeline_panels(runs: &[ChartRun<'_>]) -> (Vec<Panel>, Vec<String>
                 points: p.clone(),
                 color: color(i),
                 dashed: false,
+                errors: Vec::new(),
             })
             .collect()
     };
@@ -180,6 +181,7 @@ pub(super) fn timeline_panels(runs: &[ChartRun<'_>]) -> (Vec<Panel>, Vec<String>
                 points: kv,
                 color: color(2),
                 dashed: false,
+                errors: Vec::new(),
             }],
             &marks,
             why_srv.clone(),
@@ -194,12 +196,14 @@ pub(super) fn timeline_panels(runs: &[ChartRun<'_>]) -> (Vec<Panel>, Vec<String>
                     points: running,
                     color: color(0),
                     dashed: false,
+                    errors: Vec::new(),
                 },
                 Line {
                     name: "queued".into(),
                     points: queued,
                     color: color(1),
                     dashed: true,
+                    errors: Vec::new(),
                 },
             ],
             &marks,

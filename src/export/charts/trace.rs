@@ -80,6 +80,7 @@ pub(super) fn trace_figure(
             points: bin_points(r.summary, |b| Some(b.failed as f64 / w)),
             color: color(i + 3),
             dashed: true,
+            errors: Vec::new(),
         }
     }));
     let queue = run_lines(
