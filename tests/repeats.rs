@@ -1,6 +1,7 @@
-//! `--repeat N` against the built-in simulator, whose decode step is a known constant: the
-//! 95 % intervals across repeats must contain the configured per-token time (docs/metrics.md
-//! "Repeated runs").
+//! `--repeat N` and the steady window against the built-in simulator, whose decode step is a
+//! known constant: the 95 % intervals across repeats must contain the configured per-token time
+//! (docs/metrics.md "Repeated runs"), and a closed loop of equal requests has a known number of
+//! steady requests (docs/metrics.md "Per level").
 //!
 //! The simulator here takes `STEP_MS` per decode step whatever the batch (no batch growth),
 //! one token a step, prefill at a million tokens a second: TPOT and ITL are `STEP_MS` and a
@@ -85,4 +86,66 @@ async fn three_repeats_give_intervals_that_hold_the_configured_step() {
             l.repeats_disagree
         );
     }
+}
+
+/// A closed loop of C workers sending N requests that all take the same time runs in waves:
+/// the first wave goes out before anything completes (ramp-up) and the last ends after the last
+/// send (drain), so exactly N − 2C requests are sent after the first completion and done by the
+/// last send, whatever the machine's timing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_loop_of_equal_requests_has_n_minus_2c_steady_requests() {
+    let mut c = SimConfig::preset("fast").unwrap();
+    c.decode_step_ms = STEP_MS;
+    c.batch_growth = 0.0;
+    c.accept_length = AcceptLength::Fixed(1);
+    let h = sim::start(c, SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .unwrap();
+    let cfg = RunConfig {
+        concurrency: vec![4],
+        output_len: 21,
+        requests_per_level: RequestCount::Fixed(16),
+        api_key_env: "SERVETOP_TEST_NO_KEY".into(),
+        ..RunConfig::minimal(&h.url())
+    };
+    let s = finished(cfg).await;
+    let st = s.summary.sweep[0].stats.as_ref().unwrap();
+    assert_eq!(st.scalars.steady_requests, Some(16 - 2 * 4));
+    let tpot = st.dists.steady_tpot_ms.as_ref().unwrap();
+    assert_eq!(tpot.count, 8);
+    let slip_ms = h.log.lock().unwrap().schedule_slip.as_secs_f64() * 1e3;
+    assert!(
+        (tpot.p50 - STEP_MS).abs() <= 0.05 * STEP_MS + slip_ms / 20.0,
+        "steady TPOT p50 {} ms",
+        tpot.p50
+    );
+    // Long enough: no warning about it.
+    assert!(
+        !s.summary
+            .warnings
+            .iter()
+            .any(|w| w.contains("steady state")),
+        "{:?}",
+        s.summary.warnings
+    );
+    // Half as many requests: 8 − 8 = 0 steady, and the run says so.
+    let mut cfg = RunConfig {
+        concurrency: vec![4],
+        output_len: 21,
+        requests_per_level: RequestCount::Fixed(8),
+        api_key_env: "SERVETOP_TEST_NO_KEY".into(),
+        ..RunConfig::minimal(&h.url())
+    };
+    cfg.warmup_requests = 0;
+    let s = finished(cfg).await;
+    let st = s.summary.sweep[0].stats.as_ref().unwrap();
+    assert_eq!(st.scalars.steady_requests, Some(0));
+    assert!(
+        s.summary
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("C=4: 0 of 8 requests at steady state")),
+        "{:?}",
+        s.summary.warnings
+    );
 }

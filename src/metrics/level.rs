@@ -65,6 +65,8 @@ pub struct LevelAccumulator {
     reasoning: super::reasoning::ReasoningFold,
     /// Latency over the level's timeline (a trace level's).
     timeline: Option<super::timeline::TimelineFold>,
+    /// Completed requests, for the steady window known at the end.
+    steady: super::steady::SteadyFold,
 }
 
 impl LevelAccumulator {
@@ -129,6 +131,7 @@ impl LevelAccumulator {
         }
 
         self.completed += 1;
+        self.steady.add(r, end);
         self.cache.add(r);
         self.reasoning.add(r);
         self.input_tokens += r.input_tokens;
@@ -230,14 +233,10 @@ impl LevelAccumulator {
     }
 
     /// The summary of everything folded so far (cheap enough to call for a live view).
-    pub fn stats(&self) -> LevelStats {
-        let start = self.window_start_us.unwrap_or(0);
-        let window_s = self.window_end_us.saturating_sub(start) as f64 * 1e-6;
-        let per_s = |x: f64| if window_s > 0.0 { x / window_s } else { 0.0 };
-        let ms = 1e-3;
-        // Steady state: from the first completion (ramp-up over) to the last send (drain starts),
-        // counted over whole 1 s bins inside that span.
-        let (steady_duration_s, steady_output_throughput) = match self.first_end_us {
+    /// Steady state: from the first completion (ramp-up over) to the last send (drain
+    /// starts), counted over whole 1 s bins inside that span: its seconds and output tok/s.
+    fn steady_throughput(&self) -> (Option<f64>, Option<f64>) {
+        match self.first_end_us {
             Some(first_end) if self.last_send_us > first_end => {
                 let lo = first_end.div_ceil(US_PER_S) as usize;
                 let hi = (self.last_send_us / US_PER_S) as usize;
@@ -252,8 +251,19 @@ impl LevelAccumulator {
                 }
             }
             _ => (None, None),
-        };
+        }
+    }
+
+    pub fn stats(&self) -> LevelStats {
+        let start = self.window_start_us.unwrap_or(0);
+        let window_s = self.window_end_us.saturating_sub(start) as f64 * 1e-6;
+        let per_s = |x: f64| if window_s > 0.0 { x / window_s } else { 0.0 };
+        let ms = 1e-3;
+        let (steady_duration_s, steady_output_throughput) = self.steady_throughput();
         let reasoning = self.reasoning.stats();
+        let steady = self
+            .first_end_us
+            .and_then(|f| self.steady.stats(f, self.last_send_us));
         let scalars = LevelScalars {
             completed: self.completed,
             failed: self.failed(),
@@ -269,6 +279,9 @@ impl LevelAccumulator {
             mean_concurrency: per_s(self.busy_us as f64 * 1e-6),
             steady_duration_s,
             steady_output_throughput,
+            steady_requests: steady.as_ref().map(|s| s.requests),
+            steady_from_s: steady.as_ref().map(|s| s.from_s),
+            steady_to_s: steady.as_ref().map(|s| s.to_s),
             achieved_request_rate: rate_over(
                 self.sent,
                 self.window_start_us.unwrap_or(0),
@@ -325,6 +338,9 @@ impl LevelAccumulator {
             thinking_ms: reasoning.thinking_ms,
             content_decode_tokens_per_s: reasoning.content_decode_tokens_per_s,
             first_tool_call_ms: reasoning.first_tool_call_ms,
+            steady_ttft_ms: steady.as_ref().and_then(|s| s.ttft_ms.clone()),
+            steady_tpot_ms: steady.as_ref().and_then(|s| s.tpot_ms.clone()),
+            steady_e2el_ms: steady.and_then(|s| s.e2el_ms),
         };
         LevelStats { scalars, dists }
     }

@@ -31,6 +31,14 @@ pub struct LevelScalars {
     pub mean_concurrency: f64,
     pub steady_duration_s: Option<f64>,
     pub steady_output_throughput: Option<f64>,
+    /// Requests wholly inside the steady window (sent at or after the first completion, done
+    /// by the last send), and the window in seconds from the level's origin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_requests: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_from_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_to_s: Option<f64>,
     /// Requests sent per second, `(n − 1) / (last t_send − first t_send)` over the requests
     /// that completed or failed: at a rate level, the rate achieved against the configured one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -113,11 +121,15 @@ pub struct LevelDists {
     pub thinking_ms: Option<DistStats>,
     pub content_decode_tokens_per_s: Option<DistStats>,
     pub first_tool_call_ms: Option<DistStats>,
+    /// TTFT, TPOT and E2E of the steady window's requests.
+    pub steady_ttft_ms: Option<DistStats>,
+    pub steady_tpot_ms: Option<DistStats>,
+    pub steady_e2el_ms: Option<DistStats>,
 }
 
 impl LevelDists {
     /// `(metric key, distribution)` in file order; the key already carries its unit.
-    fn fields(&self) -> [(&'static str, &Option<DistStats>); 13] {
+    fn fields(&self) -> [(&'static str, &Option<DistStats>); 16] {
         [
             ("ttft_ms", &self.ttft_ms),
             ("tpot_ms", &self.tpot_ms),
@@ -135,10 +147,13 @@ impl LevelDists {
                 &self.content_decode_tokens_per_s,
             ),
             ("first_tool_call_ms", &self.first_tool_call_ms),
+            ("steady_ttft_ms", &self.steady_ttft_ms),
+            ("steady_tpot_ms", &self.steady_tpot_ms),
+            ("steady_e2el_ms", &self.steady_e2el_ms),
         ]
     }
 
-    fn fields_mut(&mut self) -> [(&'static str, &mut Option<DistStats>); 13] {
+    fn fields_mut(&mut self) -> [(&'static str, &mut Option<DistStats>); 16] {
         [
             ("ttft_ms", &mut self.ttft_ms),
             ("tpot_ms", &mut self.tpot_ms),
@@ -156,6 +171,9 @@ impl LevelDists {
                 &mut self.content_decode_tokens_per_s,
             ),
             ("first_tool_call_ms", &mut self.first_tool_call_ms),
+            ("steady_ttft_ms", &mut self.steady_ttft_ms),
+            ("steady_tpot_ms", &mut self.steady_tpot_ms),
+            ("steady_e2el_ms", &mut self.steady_e2el_ms),
         ]
     }
 }

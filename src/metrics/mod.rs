@@ -10,6 +10,7 @@ mod level_stats;
 pub mod reasoning;
 pub mod record;
 pub mod slo;
+pub mod steady;
 pub mod timeline;
 pub mod turns;
 

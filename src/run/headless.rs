@@ -87,6 +87,12 @@ fn print_notice(n: Notice, s: &Session, dir: Option<&std::path::Path>) {
         Notice::Level(i) => {
             if let Some(l) = s.summary.level(i) {
                 level_ended(l);
+                // What the run noted of the level as it ended (too short for steady state,
+                // delivery bursts).
+                let mine = format!("{}: ", l.label());
+                for w in s.summary.warnings.iter().filter(|w| w.starts_with(&mine)) {
+                    say(&format!("    [warning] {w}"));
+                }
             }
         }
         Notice::Warning(w) => say(&format!("[warning] {w}")),

@@ -210,6 +210,31 @@ impl App {
         tv
     }
 
+    /// The running level's steady window for the live-rate panel (its statistics so far): the
+    /// first completion, and the last send once the level has sent every request.
+    fn refresh_steady_ticks(&mut self) {
+        let mut ticks = Vec::new();
+        let sc = self.current_stats.as_ref().map(|s| &s.scalars);
+        let level = self
+            .session
+            .current
+            .and_then(|i| self.session.summary.level(i));
+        if let (Some(sc), Some(l)) = (sc, level) {
+            if let Some(from) = sc.steady_from_s {
+                ticks.push((from, "steady".to_string()));
+            }
+            let all_sent = self
+                .session
+                .progress
+                .get(&l.index)
+                .is_some_and(|p| p.sent >= u64::from(l.requests));
+            if let Some(to) = sc.steady_to_s.filter(|_| all_sent) {
+                ticks.push((to, "drain".to_string()));
+            }
+        }
+        self.live.steady_ticks = ticks;
+    }
+
     /// Seconds long-context level `index` should take to prefill, at the speed the run has
     /// seen (computed with the views).
     pub fn expected_prefill_s(&self, index: u32) -> Option<f64> {
@@ -221,6 +246,7 @@ impl App {
     /// square root of the requests, from 4 to [`super::views::LATENCY_BINS`], so a level of a
     /// dozen requests does not read as a barcode.
     pub(super) fn refresh_latency(&mut self) {
+        self.refresh_steady_ticks();
         let Some(l) = self
             .session
             .current

@@ -57,6 +57,9 @@ pub struct LiveRate {
     /// The curves of the levels that ended, oldest first (the newest [`FINISHED_CURVES`]),
     /// each with its level's short label: the panel shows them between levels and after.
     pub finished: Vec<(String, Vec<(f64, f64)>)>,
+    /// The running level's steady window on the panel's time axis: `steady` at its first
+    /// completion, `drain` at its last send once every request is out.
+    pub steady_ticks: Vec<(f64, String)>,
 }
 
 /// Finished levels' live-rate curves kept for the panel.
@@ -72,6 +75,7 @@ impl LiveRate {
             self.finished.drain(..over);
         }
         self.series = Series::default();
+        self.steady_ticks.clear();
         self.level_start = None;
         self.last = None;
     }

@@ -8,6 +8,7 @@ use crate::fmt::num;
 use crate::summary::{LevelSummary, RunSummary};
 
 mod repeats;
+mod steady;
 mod tables;
 mod trace;
 
@@ -185,6 +186,7 @@ fn sections(out: &mut String, s: &RunSummary) {
     }
     trace::trace_section(out, s);
     repeats::repeats_section(out, s);
+    steady::steady_section(out, s);
     if !s.long_context.is_empty() {
         let _ = writeln!(
             out,

@@ -241,7 +241,11 @@ fn render_live_rate(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         series: &series,
         x: [0.0, t_max],
         x_ends: ["0 s".into(), format!("{t_max:.0} s")],
-        ticks: &[],
+        ticks: if running.is_some() {
+            &live.steady_ticks
+        } else {
+            &[]
+        },
         y_fixed: None,
         highlight: None,
         empty: "",
