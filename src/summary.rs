@@ -441,6 +441,23 @@ impl RunSummary {
         })
     }
 
+    /// Keeps the run's one warning about finished concurrency and rate levels too short to
+    /// reach steady state up to date, naming each (`C=8 (0 of 8)`).
+    pub fn warn_short_levels(&mut self) {
+        use crate::metrics::steady::{SHORT_LEVELS, short_level, short_levels_warning};
+        let short: Vec<String> = self
+            .sweep
+            .iter()
+            .chain(&self.rates)
+            .filter(|l| l.status == LevelStatus::Done)
+            .filter_map(|l| short_level(&l.label(), l.stats.as_ref()?))
+            .collect();
+        self.warnings.retain(|w| !w.starts_with(SHORT_LEVELS));
+        if !short.is_empty() {
+            self.warnings.push(short_levels_warning(&short));
+        }
+    }
+
     /// Every level, to change: in the order of [`RunSummary::levels`].
     pub fn levels_mut(&mut self) -> impl Iterator<Item = &mut LevelSummary> {
         self.sweep

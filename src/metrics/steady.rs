@@ -83,14 +83,21 @@ impl SteadyFold {
     }
 }
 
-/// What to say of a finished concurrency or rate level too short to reach steady state.
-pub fn short_level_warning(label: &str, s: &super::LevelStats) -> Option<String> {
+/// The run's one warning about levels too short to reach steady state starts so.
+pub const SHORT_LEVELS: &str = "levels too short for steady state";
+
+/// `C=8 (0 of 8)`: a finished concurrency or rate level too short to reach steady state.
+pub fn short_level(label: &str, s: &super::LevelStats) -> Option<String> {
     let (completed, steady) = (s.scalars.completed, s.scalars.steady_requests.unwrap_or(0));
-    too_short(steady, completed).then(|| {
-        format!(
-            "{label}: {steady} of {completed} requests at steady state, too few for its percentiles (ramp-up and drain dominate): run more a level (--requests-per-level 5x)"
-        )
-    })
+    too_short(steady, completed).then(|| format!("{label} ({steady} of {completed})"))
+}
+
+/// The warning naming every short level so far (`levels`: [`short_level`]'s).
+pub fn short_levels_warning(levels: &[String]) -> String {
+    format!(
+        "{SHORT_LEVELS} (requests sent after the first completion and done by the last send, of all): {}; ramp-up and drain dominate their latency: run more requests a level (--requests-per-level 5x)",
+        levels.join(", ")
+    )
 }
 
 /// Whether `steady` of `completed` requests is too few for steady-state percentiles: under 5,

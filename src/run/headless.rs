@@ -11,6 +11,7 @@ use crate::event::{Event, EventRx, RunState};
 use crate::export::markdown;
 use crate::fmt::num;
 use crate::summary::LevelStatus;
+use crate::workload::LevelKind;
 
 /// What to print about an event, captured before the session consumes it.
 enum Notice {
@@ -87,11 +88,21 @@ fn print_notice(n: Notice, s: &Session, dir: Option<&std::path::Path>) {
         Notice::Level(i) => {
             if let Some(l) = s.summary.level(i) {
                 level_ended(l);
-                // What the run noted of the level as it ended (too short for steady state,
-                // delivery bursts).
+                // What the run noted of the level as it ended (delivery bursts), and whether
+                // it reached a steady state.
                 let mine = format!("{}: ", l.label());
                 for w in s.summary.warnings.iter().filter(|w| w.starts_with(&mine)) {
                     say(&format!("    [warning] {w}"));
+                }
+                if let Some(st) = l.stats.as_ref().filter(|st| {
+                    matches!(l.kind, LevelKind::Sweep | LevelKind::Rate)
+                        && crate::metrics::steady::short_level("", st).is_some()
+                }) {
+                    say(&format!(
+                        "    [warning] too short for steady state: {} of {} requests sent after the first completion and done by the last send",
+                        st.scalars.steady_requests.unwrap_or(0),
+                        st.scalars.completed
+                    ));
                 }
             }
         }

@@ -186,6 +186,7 @@ impl Session {
                 }
                 self.summary.compare_to_baseline();
                 self.summary.summarize_repeats();
+                self.summary.warn_short_levels();
             }
             Event::Telemetry(rec) => {
                 self.telemetry(&rec);
@@ -430,10 +431,6 @@ impl Session {
                 .map(|s| s.tokens_per_step.unwrap_or(s.accept_length));
             let verdict = crate::metrics::chunk_verdict(&st.scalars, server);
             warning = verdict.warning.map(|w| format!("{}: {w}", l.label()));
-            if matches!(l.kind, LevelKind::Sweep | LevelKind::Rate) && !interrupted {
-                let short = crate::metrics::steady::short_level_warning(&l.label(), st);
-                self.summary.warnings.extend(short);
-            }
             if let Some(l) = self.summary.level_mut(index) {
                 l.delivery_bursts = verdict.delivery_bursts;
             }
