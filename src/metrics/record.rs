@@ -369,7 +369,7 @@ pub fn for_each_gap(chunks: &[TokenChunk], mut f: impl FnMut(u64, u32)) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn chunks(spec: &[(u64, u32)]) -> Vec<TokenChunk> {
@@ -378,7 +378,8 @@ mod tests {
             .collect()
     }
 
-    fn record(ttft: u64, e2e: u64, out: u64) -> RequestRecord {
+    /// A successful request: scheduled at 100 µs, sent at 350 µs, `out` tokens.
+    pub(crate) fn record(ttft: u64, e2e: u64, out: u64) -> RequestRecord {
         RequestRecord {
             level: 0,
             index: 0,

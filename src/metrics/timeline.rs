@@ -111,45 +111,21 @@ impl TimelineFold {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::{CountSource, FailureKind, Outcome};
+    use crate::metrics::{FailureKind, Outcome};
 
     fn rec(sched_ms: u64, ttft_ms: u64, ok: bool) -> RequestRecord {
-        let outcome = if ok {
-            Outcome::Ok
-        } else {
-            Outcome::Failed {
+        let mut r = crate::metrics::record::tests::record(ttft_ms * 1000, ttft_ms * 2000, 10);
+        r.sched_at_us = sched_ms * 1000;
+        r.send_at_us = sched_ms * 1000 + 500;
+        if !ok {
+            r.outcome = Outcome::Failed {
                 kind: FailureKind::HttpStatus,
                 message: "boom".into(),
                 http_status: Some(500),
-            }
-        };
-        RequestRecord {
-            level: 0,
-            index: 0,
-            warmup: false,
-            sched_at_us: sched_ms * 1000,
-            send_at_us: sched_ms * 1000 + 500,
-            end_at_us: sched_ms * 1000 + 500 + ttft_ms * 2000,
-            outcome,
-            planned_input_tokens: 100,
-            input_tokens: 100,
-            input_source: CountSource::Usage,
-            output_tokens: 10,
-            output_source: CountSource::Usage,
-            chunk_source: CountSource::PerChunkUsage,
-            ttft_us: ok.then_some(ttft_ms * 1000),
-            e2e_us: ok.then_some(ttft_ms * 2000),
-            chunks: vec![],
-            retries: 0,
-            slot: None,
-            cached_tokens: None,
-            turn: None,
-            ttfc_us: None,
-            reasoning_tokens: None,
-            reasoning_source: None,
-            first_tool_call_us: None,
-            tool_calls: 0,
+            };
+            (r.ttft_us, r.e2e_us) = (None, None);
         }
+        r
     }
 
     #[test]
