@@ -89,7 +89,7 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         chat,
         gpu_hour_cost: a.gpu_hour_cost,
         cost_per_hour: a.cost_per_hour,
-        trace: trace_config(a)?,
+        trace: a.trace.load()?,
         repeat: a.repeat,
     };
     let cfg = if cfg.search.is_some() || cfg.trace.is_some() {
@@ -104,22 +104,6 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
     };
     cfg.validate()?;
     Ok(cfg)
-}
-
-/// `--trace` and its flags: the trace read and sliced (bad files are one-line errors here,
-/// before anything runs).
-fn trace_config(a: &RunArgs) -> Result<Option<crate::workload::trace::TraceConfig>, String> {
-    use crate::workload::trace::{TraceConfig, TraceFormat, parse_window};
-    let Some(path) = a.trace.clone() else {
-        return Ok(None);
-    };
-    let format = a
-        .trace_format
-        .as_deref()
-        .map(TraceFormat::parse)
-        .transpose()?;
-    let window = a.trace_window.as_deref().map(parse_window).transpose()?;
-    TraceConfig::load(path, format, a.trace_speedup, window, a.trace_limit).map(Some)
 }
 
 /// The `--search` flags, checked.

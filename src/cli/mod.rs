@@ -5,6 +5,7 @@
 #![allow(rustdoc::invalid_html_tags, rustdoc::broken_intra_doc_links)]
 
 pub mod config;
+mod trace;
 mod values;
 
 use std::path::PathBuf;
@@ -12,6 +13,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::BackendChoice;
+pub use trace::TraceArgs;
 pub use values::{List, Rates, parse_pair, parse_size};
 use values::{count, count_u32, list, parse_cells, percent, rates};
 
@@ -314,25 +316,8 @@ pub struct RunArgs {
     /// in the tables); a level whose runs disagree beyond their own intervals is flagged.
     #[arg(long, value_name = "N", default_value = "1")]
     pub repeat: u32,
-    /// Replay a production trace at its recorded times, alone (no sweep or ladder): Mooncake
-    /// JSONL (`timestamp` ms, `input_length`, `output_length`, `hash_ids`) or the Azure LLM
-    /// inference CSV (`TIMESTAMP`, `ContextTokens`, `GeneratedTokens`). Prompts have the recorded
-    /// lengths; requests naming the same `hash_ids` share those 512-token blocks of text, so the
-    /// server's prefix cache sees what production did. --max-concurrency caps it.
-    #[arg(long, value_name = "FILE")]
-    pub trace: Option<PathBuf>,
-    /// The trace's format: mooncake or azure [default: detected from the content].
-    #[arg(long, value_name = "FORMAT", requires = "trace")]
-    pub trace_format: Option<String>,
-    /// Replay the trace X times faster (recorded gaps divided by X).
-    #[arg(long, value_name = "X", default_value = "1", requires = "trace")]
-    pub trace_speedup: f64,
-    /// Replay only the trace's first N requests (of the window, with --trace-window).
-    #[arg(long, value_name = "N", requires = "trace")]
-    pub trace_limit: Option<u32>,
-    /// Replay only the requests recorded FROM to TO seconds after the trace's first (0:600).
-    #[arg(long, value_name = "FROM:TO", requires = "trace")]
-    pub trace_window: Option<String>,
+    #[command(flatten)]
+    pub trace: TraceArgs,
     /// Input tokens per sweep request (exact, counted with the server's tokenizer).
     #[arg(long, value_name = "N", default_value = "1000", value_parser = count)]
     pub input_len: u64,
@@ -592,14 +577,8 @@ pub struct SimArgs {
 pub struct DemoArgs {
     #[command(flatten)]
     pub output: OutputArgs,
-    /// Replay this production trace against the simulator instead of the demo's plan
-    /// (Mooncake JSONL or Azure CSV, as `run --trace`; examples/data has one of each).
-    #[arg(long, value_name = "FILE")]
-    pub trace: Option<PathBuf>,
-    /// The trace's format: mooncake or azure [default: detected from the content].
-    #[arg(long, value_name = "FORMAT", requires = "trace")]
-    pub trace_format: Option<String>,
-    /// Replay the trace X times faster.
-    #[arg(long, value_name = "X", default_value = "1", requires = "trace")]
-    pub trace_speedup: f64,
+    /// `--trace` replays the trace against the simulator instead of the demo's plan
+    /// (examples/data has a Mooncake and an Azure sample).
+    #[command(flatten)]
+    pub trace: TraceArgs,
 }

@@ -43,26 +43,25 @@ pub async fn demo(a: DemoArgs) -> i32 {
     };
     let url = format!("http://127.0.0.1:{port}");
     let mut cfg = RunConfig::demo();
-    if let Some(path) = a.trace.clone() {
-        return match demo_trace(&a, path) {
-            Ok(t) => {
-                eprintln!(
-                    "servetop demo: starting the SIMULATED server (preset {preset}) at {url} and replaying {} requests of {} at their recorded times{}",
-                    t.loaded.as_ref().map_or(0, |l| l.requests.len()),
-                    t.path.display(),
-                    if (t.speedup - 1.0).abs() > 1e-9 {
-                        format!(", {}× faster", crate::fmt::fmt_rate(t.speedup))
-                    } else {
-                        String::new()
-                    }
-                );
-                cfg.concurrency = Vec::new();
-                cfg.long_context = Vec::new();
-                cfg.trace = Some(t);
-                Box::pin(finish(cfg, sim_cfg, &a, &exe, port, preset)).await
-            }
-            Err(e) => fail(&e),
-        };
+    match a.trace.load() {
+        Err(e) => return fail(&e),
+        Ok(Some(t)) => {
+            eprintln!(
+                "servetop demo: starting the SIMULATED server (preset {preset}) at {url} and replaying {} requests of {} at their recorded times{}",
+                t.loaded.as_ref().map_or(0, |l| l.requests.len()),
+                t.path.display(),
+                if (t.speedup - 1.0).abs() > 1e-9 {
+                    format!(", {}× faster", crate::fmt::fmt_rate(t.speedup))
+                } else {
+                    String::new()
+                }
+            );
+            cfg.concurrency = Vec::new();
+            cfg.long_context = Vec::new();
+            cfg.trace = Some(t);
+            return Box::pin(finish(cfg, sim_cfg, &a, &exe, port, preset)).await;
+        }
+        Ok(None) => {}
     }
     eprintln!(
         "servetop demo: starting the SIMULATED server (preset {preset}) at {url} with a {}-token context — sweep C={} ({} in / {} out), long context {} (servetop restarts the server at {} tokens for the lengths that need it), then {} chats of {} turns through the simulated prefix cache",
@@ -91,20 +90,6 @@ pub async fn demo(a: DemoArgs) -> i32 {
     // charts/turns.png). Here rather than in `demo_config`, which tests and benchmarks reuse.
     cfg.multi_turn = Some(DEMO_CHATS);
     Box::pin(finish(cfg, sim_cfg, &a, &exe, port, preset)).await
-}
-
-/// The demo's `--trace`, read (one-line errors, before anything starts).
-fn demo_trace(
-    a: &DemoArgs,
-    path: std::path::PathBuf,
-) -> Result<crate::workload::trace::TraceConfig, String> {
-    use crate::workload::trace::{TraceConfig, TraceFormat};
-    let format = a
-        .trace_format
-        .as_deref()
-        .map(TraceFormat::parse)
-        .transpose()?;
-    TraceConfig::load(path, format, a.trace_speedup, None, None)
 }
 
 /// Starts the simulator as the managed server at `port` and runs `cfg` against it.

@@ -1,0 +1,189 @@
+//! What clap cannot check of a run's configuration: values against each other, and the flags
+//! that do not go together. Every refusal is one line naming the flag.
+
+use super::{BackendChoice, RunConfig};
+
+impl RunConfig {
+    /// The multi-turn level's sizes.
+    fn validate_multi_turn(&self) -> Result<(), String> {
+        let Some(mt) = self.multi_turn else {
+            return Ok(());
+        };
+        if mt.turns == 0 || mt.conversations == 0 || mt.concurrency == 0 {
+            return Err(
+                "--multi-turn, --conversations and --conversation-concurrency must be at least 1"
+                    .into(),
+            );
+        }
+        if mt.turns > 1000 {
+            return Err("--multi-turn must be at most 1000 turns".into());
+        }
+        if mt.followup_len == 0 {
+            return Err("--followup-len must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// `--repeat`: at least 1, and not with the search (its probes are chosen as it goes).
+    fn validate_repeat(&self) -> Result<(), String> {
+        if !(1..=100).contains(&self.repeat) {
+            return Err(format!(
+                "--repeat {}: run each level 1 to 100 times",
+                self.repeat
+            ));
+        }
+        if self.repeat > 1 && self.search.is_some() {
+            return Err(
+                "--repeat with --search: the search picks each probe from the last; repeat the run instead"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// A trace replays alone: flags that would add levels or shape its prompts are refused.
+    fn validate_trace(&self) -> Result<(), String> {
+        if self.trace.is_none() {
+            return Ok(());
+        }
+        let rates = &self.open_loop.request_rates;
+        for (set, flag) in [
+            (!rates.is_empty(), "--request-rate"),
+            (self.multi_turn.is_some(), "--multi-turn"),
+            (self.search.is_some(), "--search"),
+            (self.dataset.is_some(), "--dataset"),
+            (self.shared_prefix_len > 0, "--shared-prefix-len"),
+        ] {
+            if set {
+                return Err(format!(
+                    "--trace replays the trace alone (its requests set their own times, lengths and shared prefixes); leave out {flag}, or run it separately"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks what clap cannot.
+    pub fn validate(&self) -> Result<(), String> {
+        let rates = &self.open_loop.request_rates;
+        for (flag, v) in [
+            ("--gpu-hour-cost", self.gpu_hour_cost),
+            ("--cost-per-hour", self.cost_per_hour),
+        ] {
+            if v.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
+                return Err(format!(
+                    "{flag} must be a price of 0 or more (USD per hour)"
+                ));
+            }
+        }
+        if !self.chat.is_empty()
+            && matches!(self.backend, BackendChoice::Openai | BackendChoice::Sglang)
+        {
+            return Err(
+                "--tools, --tool-choice and --chat-template-kwargs go with chat requests: use --backend openai-chat (or auto)"
+                    .into(),
+            );
+        }
+        if let Some(s) = &self.search {
+            s.validate()?;
+            if self.slo.is_none() {
+                return Err(
+                    "--search needs --slo: the objectives to search against (e.g. --slo ttft:2000,tpot:50)"
+                        .into(),
+                );
+            }
+        }
+        if self.concurrency.is_empty()
+            && self.long_context.is_empty()
+            && rates.is_empty()
+            && self.search.is_none()
+            && self.multi_turn.is_none()
+            && self.trace.is_none()
+        {
+            return Err(
+                "nothing to run: --concurrency and --long-context are none and there is no --request-rate, --multi-turn or --trace"
+                    .into(),
+            );
+        }
+        self.validate_trace()?;
+        self.validate_repeat()?;
+        self.validate_multi_turn()?;
+        let uses_input = !(self.concurrency.is_empty() && rates.is_empty())
+            || self.multi_turn.is_some()
+            || self.search.is_some();
+        if self.shared_prefix_len > 0 && uses_input && self.shared_prefix_len >= self.input_len {
+            return Err(format!(
+                "--shared-prefix-len {} must be less than --input-len {} (it is the shared part of each prompt)",
+                self.shared_prefix_len, self.input_len
+            ));
+        }
+        if rates.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
+            return Err("--request-rate values must be positive numbers of requests/s".into());
+        }
+        let ol = &self.open_loop;
+        if !(ol.burstiness.is_finite() && ol.burstiness > 0.0 && ol.burstiness <= 1000.0) {
+            return Err(
+                "--burstiness must be above 0 (1 is Poisson, below 1 burstier) and at most 1000"
+                    .into(),
+            );
+        }
+        if !(ol.ramp_up_s.is_finite() && ol.ramp_up_s >= 0.0) {
+            return Err("--ramp-up must be zero or more seconds".into());
+        }
+        if ol.max_concurrency == Some(0) {
+            return Err("--max-concurrency must be at least 1 (leave it out for no cap)".into());
+        }
+        if self.input_len == 0 && uses_input {
+            return Err("--input-len must be at least 1".into());
+        }
+        if self.output_len == 0 || self.long_context_output_len == 0 {
+            return Err("output lengths must be at least 1 token".into());
+        }
+        for (v, n) in [
+            (self.first_token_timeout_s, "--first-token-timeout"),
+            (self.idle_timeout_s, "--idle-timeout"),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(format!("{n} must be a positive number of seconds"));
+            }
+        }
+        if !(self.gpu_interval_s.is_finite() && self.gpu_interval_s >= 0.05) {
+            return Err("--gpu-interval must be at least 0.05 seconds".into());
+        }
+        if !(self.server_wait_s.is_finite() && self.server_wait_s >= 0.0) {
+            return Err("--server-wait must be zero or more seconds".into());
+        }
+        if !(self.grace_s.is_finite() && self.grace_s >= 0.0) {
+            return Err("--grace must be zero or more seconds".into());
+        }
+        self.validate_urls()
+    }
+
+    /// The server's URL (unless `--serve` gives it later) and the telemetry endpoints.
+    fn validate_urls(&self) -> Result<(), String> {
+        for (u, n) in [
+            (&self.metrics_url, "--metrics-url"),
+            (&self.dcgm_url, "--dcgm-url"),
+        ] {
+            if let Some(u) = u {
+                reqwest::Url::parse(u).map_err(|e| format!("{n} '{u}' is not a URL ({e})"))?;
+            }
+        }
+        if let Some(serve) = &self.serve {
+            serve.validate()?;
+            // The URL is the started server's, known once it has a port.
+            if self.base_url.is_empty() {
+                return Ok(());
+            }
+        }
+        let url = reqwest::Url::parse(&self.base_url)
+            .map_err(|e| format!("--base-url '{}' is not a URL ({e})", self.base_url))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(format!(
+                "--base-url '{}' must start with http:// or https://",
+                self.base_url
+            ));
+        }
+        Ok(())
+    }
+}
