@@ -30,8 +30,8 @@ impl App {
         // A repeated level is one point: its latest run with results (the running one live).
         let latest = self.latest_runs(&s.sweep);
         for l in &s.sweep {
-            if let Some(r) = l.repeat
-                && latest.get(&r.first).is_some_and(|&i| i != l.index)
+            if l.repeat
+                .is_some_and(|r| latest.get(&r.first).is_some_and(|&i| i != l.index))
             {
                 continue;
             }
@@ -63,9 +63,39 @@ impl App {
             }
         }
         self.rate_points(&mut sv);
+        self.deltas = s
+            .levels()
+            .filter_map(|l| {
+                let base = s.baseline_for(l)?;
+                let limit = s.baseline.as_ref().and_then(|b| b.fail_on_regression_pct);
+                let c = crate::baseline::compare(
+                    l.index,
+                    l.label(),
+                    base,
+                    self.level_stats(l.index),
+                    limit,
+                );
+                Some((l.index, c))
+            })
+            .collect();
+        self.sweep_view = sv;
+        self.long_view = self.long_points();
+        self.trace_view = self.trace_points();
+    }
+
+    /// The long-context ladder's points, and each length's expected prefill time.
+    fn long_points(&self) -> LongView {
+        use crate::metrics::curves::{self, at};
+        let s = &self.session.summary;
         let mut lv = LongView::default();
         let lit = self.highlighted(&s.long_context);
+        let latest = self.latest_runs(&s.long_context);
         for l in &s.long_context {
+            if l.repeat
+                .is_some_and(|r| latest.get(&r.first).is_some_and(|&i| i != l.index))
+            {
+                continue;
+            }
             let x = l.input_len as f64 / 1000.0;
             // Skipped lengths have no point; stretching the axis to them squeezes the others.
             if l.status != crate::summary::LevelStatus::Skipped {
@@ -99,29 +129,15 @@ impl App {
             for l in &s.long_context {
                 if l.status != crate::summary::LevelStatus::Skipped {
                     let secs = l.input_len as f64 / rate;
-                    lv.expected_ttft_s.push((l.input_len as f64 / 1000.0, secs));
+                    // A length's later runs are the same point on the chart.
+                    if l.repeat.is_none_or(|r| r.n == 1) {
+                        lv.expected_ttft_s.push((l.input_len as f64 / 1000.0, secs));
+                    }
                     lv.expected_by_level.insert(l.index, secs);
                 }
             }
         }
-        self.deltas = s
-            .levels()
-            .filter_map(|l| {
-                let base = s.baseline_for(l)?;
-                let limit = s.baseline.as_ref().and_then(|b| b.fail_on_regression_pct);
-                let c = crate::baseline::compare(
-                    l.index,
-                    l.label(),
-                    base,
-                    self.level_stats(l.index),
-                    limit,
-                );
-                Some((l.index, c))
-            })
-            .collect();
-        self.sweep_view = sv;
-        self.long_view = lv;
-        self.trace_view = self.trace_points();
+        lv
     }
 
     /// Of each repeated level, the index of its latest run with results, else its first run.
@@ -145,7 +161,13 @@ impl App {
     /// The rate levels' points, in rate order.
     fn rate_points(&self, sv: &mut SweepView) {
         use crate::metrics::curves::{self, at};
+        let latest = self.latest_runs(&self.session.summary.rates);
         for l in &self.session.summary.rates {
+            if l.repeat
+                .is_some_and(|r| latest.get(&r.first).is_some_and(|&i| i != l.index))
+            {
+                continue;
+            }
             let Some(x) = l.request_rate() else { continue };
             sv.rate_max = sv.rate_max.max(x);
             sv.rate_offered.push((x, x));

@@ -1,27 +1,28 @@
 //! `long_context.png`: TTFT, prefill and decode speed against input length.
 
 use super::panel::{Line, Panel, XKind, figure};
-use super::{ChartRun, run_lines, stat};
+use super::{ChartRun, grouped, run_lines, stat};
 use crate::metrics::curves;
 use crate::summary::{LevelStatus, LevelSummary, RunSummary};
 use std::path::Path;
 
 /// `long_context.png`, with skipped lengths marked and their reasons in the footer.
 pub(super) fn draw(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Result<(), String> {
+    let k = |l: &LevelSummary| l.input_len as f64 / 1000.0;
     let ctx_lines = |name: &str, f: fn(&LevelSummary) -> Option<f64>| -> Vec<Line> {
-        let points = |s: &RunSummary| {
-            s.long_context
-                .iter()
-                .filter_map(|l| Some((l.input_len as f64 / 1000.0, f(l)?)))
-                .collect()
-        };
-        run_lines(runs, name, points, false, 0)
+        let points = |s: &RunSummary| grouped::means(&grouped::by_level(&s.long_context, k, f));
+        let lines = run_lines(runs, name, points, false, 0);
+        let levels = runs.iter().map(|r| r.summary.long_context.as_slice());
+        grouped::with_errors(lines, levels, k, f)
     };
-    let skipped: Vec<&LevelSummary> = runs
+    // A length skipped in every `--repeat` run is marked once.
+    let mut skipped: Vec<&LevelSummary> = runs
         .iter()
         .flat_map(|r| r.summary.long_context.iter())
         .filter(|l| l.status == LevelStatus::Skipped)
         .collect();
+    let mut seen = std::collections::HashSet::new();
+    skipped.retain(|l| seen.insert((l.input_len, l.reason.clone())));
     let marks: Vec<(f64, String)> = skipped
         .iter()
         .map(|l| {

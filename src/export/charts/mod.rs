@@ -5,6 +5,7 @@
 //! Concurrency axes are log2 (1, 2, 4, … 100 spread evenly); latency axes switch to log10 when the
 //! values span more than 30×. Several runs overlay with one colour each (`servetop report A B`).
 
+mod grouped;
 mod long_context;
 mod panel;
 mod rates;
@@ -45,43 +46,13 @@ pub struct ChartRun<'a> {
     pub telemetry: &'a [TelemetryRecord],
 }
 
+/// A sweep level's concurrency, its x.
+fn concurrency(l: &LevelSummary) -> f64 {
+    f64::from(l.concurrency)
+}
+
 fn sweep_points(l: &[LevelSummary], f: impl Fn(&LevelSummary) -> Option<f64>) -> Vec<(f64, f64)> {
-    runs_by_level(l, f)
-        .into_iter()
-        .map(|(x, v)| (x, v.iter().sum::<f64>() / v.len() as f64))
-        .collect()
-}
-
-/// Each sweep level's values, its `--repeat` runs together (one value without repeats), at
-/// its concurrency, in plan order.
-fn runs_by_level(
-    l: &[LevelSummary],
-    f: impl Fn(&LevelSummary) -> Option<f64>,
-) -> Vec<(f64, Vec<f64>)> {
-    let mut out: Vec<(u32, f64, Vec<f64>)> = Vec::new();
-    for lv in l {
-        let key = lv.repeat.map_or(lv.index, |r| r.first);
-        let Some(v) = f(lv) else { continue };
-        match out.iter_mut().find(|(k, _, _)| *k == key) {
-            Some((_, _, vs)) => vs.push(v),
-            None => out.push((key, f64::from(lv.concurrency), vec![v])),
-        }
-    }
-    out.into_iter().map(|(_, x, v)| (x, v)).collect()
-}
-
-/// The 95 % interval across each sweep level's `--repeat` runs (levels with two runs or more).
-fn sweep_errors(
-    l: &[LevelSummary],
-    f: impl Fn(&LevelSummary) -> Option<f64>,
-) -> Vec<(f64, f64, f64)> {
-    runs_by_level(l, f)
-        .into_iter()
-        .filter_map(|(x, v)| {
-            let (_, [lo, hi]) = crate::repeats::interval(&v)?;
-            Some((x, lo, hi))
-        })
-        .collect()
+    grouped::means(&grouped::by_level(l, concurrency, f))
 }
 
 /// One line per run: its points, named by run when several are overlaid, coloured by run.
@@ -115,11 +86,9 @@ fn lines_per_run(
     f: impl Fn(&LevelSummary) -> Option<f64> + Copy,
     dashed: bool,
 ) -> Vec<Line> {
-    let mut lines = run_lines(runs, name, |s| sweep_points(&s.sweep, f), dashed, 0);
-    for (line, r) in lines.iter_mut().zip(runs) {
-        line.errors = sweep_errors(&r.summary.sweep, f);
-    }
-    lines
+    let lines = run_lines(runs, name, |s| sweep_points(&s.sweep, f), dashed, 0);
+    let levels = runs.iter().map(|r| r.summary.sweep.as_slice());
+    grouped::with_errors(lines, levels, concurrency, f)
 }
 
 /// One line per run over its rate levels, at their configured rate.
@@ -131,16 +100,19 @@ fn rate_lines(
     color_offset: usize,
 ) -> Vec<Line> {
     let points = |s: &RunSummary| {
-        let mut pts: Vec<(f64, f64)> = s
-            .rates
-            .iter()
-            .filter_map(|l| Some((l.request_rate()?, f(l)?)))
-            .collect();
+        let mut pts = grouped::means(&grouped::by_level(&s.rates, rate, f));
         // Search probes run in bisection order; a line goes in rate order.
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
         pts
     };
-    run_lines(runs, name, points, dashed, color_offset)
+    let lines = run_lines(runs, name, points, dashed, color_offset);
+    let levels = runs.iter().map(|r| r.summary.rates.as_slice());
+    grouped::with_errors(lines, levels, rate, f)
+}
+
+/// A rate level's offered rate, its x (not a number for a level without one: not drawn).
+fn rate(l: &LevelSummary) -> f64 {
+    l.request_rate().unwrap_or(f64::NAN)
 }
 
 /// A curve's value at a saved level (the dashboard reads the same curves live).

@@ -222,6 +222,14 @@ pub(super) fn draw_panel(area: &Area<'_>, p: &Panel) -> Result<(), String> {
     if all.is_empty() {
         return draw_empty(area, p);
     }
+    // The axes hold the error bars too (a low end below zero stays off a linear axis's floor).
+    let mut all = all;
+    all.extend(p.lines.iter().flat_map(|l| {
+        l.errors
+            .iter()
+            .flat_map(|&(x, lo, hi)| [(x, lo.max(0.0)), (x, hi)])
+            .filter(|(x, y)| x.is_finite() && y.is_finite())
+    }));
     let title_style = ("sans-serif", 24).into_font().style(FontStyle::Bold);
     let sc = Scale::of(p, &all);
     let (x0, x1, y0, y1, log_y) = (sc.x0, sc.x1, sc.y0, sc.y1, sc.log_y);
@@ -464,7 +472,7 @@ pub(super) fn subtitle(runs: &[ChartRun<'_>]) -> String {
     if s.config.repeat > 1 {
         let _ = write!(
             more,
-            " · each level run {} times: its mean, bars the 95 % interval",
+            " · {} runs a level: means, 95 % bars",
             s.config.repeat
         );
     }
