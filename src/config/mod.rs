@@ -403,7 +403,7 @@ impl RunConfig {
             );
             // Read back from results.json, the trace itself is not there: its name only.
             return match t.loaded.as_ref().map(|l| l.mean_lengths()) {
-                Some((i, o)) => format!("trace {name}: {i} in / {o} out tokens on average"),
+                Some((i, o)) => format!("trace {name}, mean {i} in / {o} out tokens"),
                 None => format!("trace {name}"),
             };
         }

@@ -459,8 +459,9 @@ pub(super) fn subtitle(runs: &[ChartRun<'_>]) -> String {
         .as_ref()
         .map_or(("?", "?"), |v| (v.engine.name(), v.model.as_str()));
     let date = s.started_at.get(..10).unwrap_or(&s.started_at);
+    // First, so a long subtitle cut at the chart's edge never cuts it.
     let sim = if runs.iter().any(|r| r.summary.simulated) {
-        " · SIMULATED SERVER (servetop-sim), not real hardware"
+        "SIMULATED SERVER (servetop-sim), not real hardware · "
     } else {
         ""
     };
@@ -477,7 +478,7 @@ pub(super) fn subtitle(runs: &[ChartRun<'_>]) -> String {
         );
     }
     format!(
-        "{model} · {engine} · {date} · {} · host {}{more}{sim}",
+        "{sim}{model} · {engine} · {date} · {} · host {}{more}",
         s.config.lengths_label(),
         s.host
     )
