@@ -106,6 +106,20 @@ pub fn across(runs: &[&LevelStats]) -> Across {
 }
 
 impl RunSummary {
+    /// The levels that ran more than once, each by its first run (which carries the level's
+    /// mean and interval, as every run does).
+    pub fn repeated_levels(&self) -> impl Iterator<Item = &crate::summary::LevelSummary> {
+        self.levels()
+            .filter(|l| l.repeat.is_some_and(|r| r.n == 1 && r.of > 1))
+    }
+
+    /// How many runs of the level whose first run is `first` finished.
+    pub fn runs_done(&self, first: u32) -> usize {
+        self.levels()
+            .filter(|m| m.repeat.is_some_and(|r| r.first == first) && m.status == LevelStatus::Done)
+            .count()
+    }
+
     /// Sets each repeated level's mean, interval and disagreement over its finished runs (on
     /// every one of its runs), after a level ends.
     pub fn summarize_repeats(&mut self) {

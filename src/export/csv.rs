@@ -295,17 +295,8 @@ pub fn repeats_csv(runs: &[(String, &RunSummary)]) -> String {
     }
     out.push('\n');
     for (label, s) in runs {
-        for l in s
-            .levels()
-            .filter(|l| l.repeat.is_some_and(|r| r.n == 1 && r.of > 1))
-        {
-            let done = s
-                .levels()
-                .filter(|m| {
-                    m.repeat.is_some_and(|r| r.first == l.index)
-                        && m.status == crate::summary::LevelStatus::Done
-                })
-                .count();
+        for l in s.repeated_levels() {
+            let done = s.runs_done(l.index);
             let _ = write!(
                 out,
                 "{},{},{},{done},{},{}",

@@ -4,18 +4,11 @@
 use std::fmt::Write;
 
 use crate::repeats::plus_minus;
-use crate::summary::{LevelSummary, RunSummary};
-
-/// The levels that ran more than once, each once (its first run carries the group's figures).
-fn groups(s: &RunSummary) -> Vec<&LevelSummary> {
-    s.levels()
-        .filter(|l| l.repeat.is_some_and(|r| r.n == 1 && r.of > 1))
-        .collect()
-}
+use crate::summary::RunSummary;
 
 /// Whether the run repeated its levels.
 pub fn any_repeats(s: &RunSummary) -> bool {
-    !groups(s).is_empty()
+    s.repeated_levels().next().is_some()
 }
 
 /// Each repeated level: its finished runs, then out tok/s, TTFT, TPOT, ITL and E2E as mean ±
@@ -24,15 +17,9 @@ pub fn repeats_table(s: &RunSummary) -> String {
     let mut out = String::from(
         "| level | runs done | out tok/s | TTFT p50 (ms) | TTFT p99 (ms) | TPOT p50 (ms) | ITL p50 (ms) | E2E p50 (ms) | runs disagree on |\n|---|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
-    for l in groups(s) {
+    for l in s.repeated_levels() {
         let of = l.repeat.map_or(1, |r| r.of);
-        let done = s
-            .levels()
-            .filter(|m| {
-                m.repeat.is_some_and(|r| r.first == l.index)
-                    && m.status == crate::summary::LevelStatus::Done
-            })
-            .count();
+        let done = s.runs_done(l.index);
         let cell = |k: &str| plus_minus(l.repeat_mean.get(k).copied(), l.ci95.get(k));
         let disagree = if l.repeats_disagree.is_empty() {
             "-".to_string()
