@@ -26,6 +26,18 @@ pub enum RunState {
     Aborted,
 }
 
+impl RunState {
+    /// The `snake_case` name results.json uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            RunState::Running => "running",
+            RunState::Finished => "finished",
+            RunState::Interrupted => "interrupted",
+            RunState::Aborted => "aborted",
+        }
+    }
+}
+
 /// Everything that happens during a run.
 #[derive(Clone, Debug)]
 pub enum Event {
@@ -73,6 +85,9 @@ pub enum Event {
     ServerCrashed { index: u32, message: String },
     /// Lines the server servetop started wrote to server.log since the last of these.
     ServerLog(Vec<String>),
+    /// The server's clock against this machine's, read from its `Date` headers before a
+    /// scheduled run (`--start-at`) starts.
+    Clock(crate::workload::clock::ClockOffset),
     /// Something the user should know that is not a request failure.
     Warning(String),
     /// The run is over.

@@ -47,6 +47,7 @@ pub mod config;
 pub mod event;
 pub mod export;
 pub mod fmt;
+pub mod merge;
 pub mod metrics;
 pub mod repeats;
 pub mod run;

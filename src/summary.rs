@@ -126,6 +126,16 @@ pub struct LevelSummary {
     /// The level against the SLO at its percentile (with `--slo`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo: Option<SloCheck>,
+    /// Seconds the level sent requests for (`--level-seconds`); `requests` is then what it
+    /// sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+    /// The share of the level this process ran (`--shard I/N`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<crate::workload::shard::Shard>,
+    /// How late the level started past its slot on the shared clock (`--start-at`), ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_late_ms: Option<i64>,
     #[serde(flatten)]
     pub stats: Option<LevelStats>,
 }
@@ -173,6 +183,9 @@ impl LevelSummary {
             server_metrics: None,
             gpus: Vec::new(),
             slo: None,
+            seconds: spec.seconds,
+            shard: spec.shard,
+            start_late_ms: None,
             stats: None,
         }
     }
@@ -285,6 +298,12 @@ pub struct RunSummary {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub traces: Vec<LevelSummary>,
     pub warnings: Vec<String>,
+    /// The server's clock minus this machine's, from its `Date` headers (scheduled runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_offset: Option<crate::workload::clock::ClockOffset>,
+    /// A run merged from shards (`report --merge`): which it had, which were missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<crate::merge::MergeInfo>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// The servers servetop started (`--serve`), in order: the command, its context and its
@@ -345,6 +364,8 @@ impl RunSummary {
             multi_turn: Vec::new(),
             traces: Vec::new(),
             warnings: Vec::new(),
+            clock_offset: None,
+            merged: None,
             error: None,
             servers: Vec::new(),
             telemetry: TelemetryStatus::default(),

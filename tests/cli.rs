@@ -23,7 +23,39 @@ fn servetop(args: &[&str]) -> (i32, String, Duration) {
 const U: &str = "http://127.0.0.1:9";
 
 /// Bad input, and what its one-line error must say.
-const BAD_INPUTS: [(&[&str], &str); 25] = [
+const BAD_INPUTS: [(&[&str], &str); 29] = [
+    (
+        &["run", "--base-url", U, "--shard", "4/4"],
+        "--shard 4/4: expected I/N with 0 ≤ I < N",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--shard",
+            "1/4",
+            "--level-seconds",
+            "30",
+        ],
+        "give every shard the same --start-at TIME and --level-seconds S",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--level-seconds",
+            "10",
+            "--start-at",
+            "noon",
+        ],
+        "--start-at noon: not a time",
+    ),
+    (
+        &["report", "--merge", "/nonexistent-shard-dir"],
+        "no shard could be read",
+    ),
     (
         &["run", "--base-url", "http://127.0.0.1:9", "--headless"],
         "cannot reach http://127.0.0.1:9",

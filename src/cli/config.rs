@@ -62,7 +62,8 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         seed: a.seed.unwrap_or_else(rand::random),
         out_dir: a.output.out.clone().unwrap_or_default(),
         api_key_env: a.api_key_env.clone(),
-        record_chunks: a.record_chunks,
+        // A shard keeps its chunks: the merge folds ITL and tokens per chunk from them.
+        record_chunks: a.record_chunks || a.clock.shard.is_some() || a.clock.shards.is_some(),
         metrics_url: a.metrics_url.clone(),
         no_metrics: a.no_metrics,
         dcgm_url: a.dcgm_url.clone(),
@@ -91,6 +92,8 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         cost_per_hour: a.cost_per_hour,
         trace: a.trace.load()?,
         repeat: a.repeat,
+        clock: a.clock.clock(crate::telemetry::now_unix_ms())?,
+        shard: a.clock.shard()?,
     };
     let cfg = if cfg.search.is_some() || cfg.trace.is_some() {
         // The search and the trace run alone: the run's levels are theirs.

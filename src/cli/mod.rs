@@ -5,6 +5,7 @@
 #![allow(rustdoc::invalid_html_tags, rustdoc::broken_intra_doc_links)]
 
 pub mod config;
+mod shard;
 mod trace;
 mod values;
 
@@ -13,6 +14,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::BackendChoice;
+pub use shard::ShardArgs;
 pub use trace::TraceArgs;
 pub use values::{List, Rates, parse_pair, parse_size};
 use values::{count, count_u32, list, parse_cells, percent, rates};
@@ -164,8 +166,13 @@ pub struct SoakArgs {
 #[derive(Debug, Args, Clone)]
 pub struct ReportArgs {
     /// Run directories (each with results.json).
-    #[arg(required = true, value_name = "DIR")]
+    #[arg(required_unless_present = "merge", value_name = "DIR")]
     pub dirs: Vec<std::path::PathBuf>,
+    /// Make one run of the shards of a sharded run (`run --shard I/N`), each one's run
+    /// directory: every level's percentiles from the union of their request records, its
+    /// throughput over their common window, into --out [default: runs/<time>-merged/].
+    #[arg(long, value_name = "DIR", num_args = 1.., conflicts_with_all = ["dirs", "baseline", "screenshots"])]
+    pub merge: Vec<std::path::PathBuf>,
     /// Legend label for each directory, in order [default: the directory name].
     #[arg(long = "label", value_name = "LABEL")]
     pub labels: Vec<String>,
@@ -318,6 +325,8 @@ pub struct RunArgs {
     pub repeat: u32,
     #[command(flatten)]
     pub trace: TraceArgs,
+    #[command(flatten)]
+    pub clock: ShardArgs,
     /// Input tokens per sweep request (exact, counted with the server's tokenizer).
     #[arg(long, value_name = "N", default_value = "1000", value_parser = count)]
     pub input_len: u64,

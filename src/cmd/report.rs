@@ -4,6 +4,9 @@ use super::fail;
 
 /// `servetop report`.
 pub fn report(a: &crate::cli::ReportArgs) -> i32 {
+    if !a.merge.is_empty() {
+        return merge(a);
+    }
     if let Some(b) = &a.baseline {
         return compare(a, b);
     }
@@ -83,4 +86,53 @@ fn compare(a: &crate::cli::ReportArgs, baseline: &std::path::Path) -> i32 {
     } else {
         super::EXIT_REGRESSION
     }
+}
+
+/// `servetop report --merge DIR... [--out DIR]`: the shards as one run; prints its tables and
+/// the files written, and says which shards were missing.
+fn merge(a: &crate::cli::ReportArgs) -> i32 {
+    let out = a.out.clone().unwrap_or_else(|| {
+        std::path::PathBuf::from("runs").join(format!(
+            "{}-merged",
+            jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S")
+        ))
+    });
+    let m = match crate::export::merged::merge_dirs(&a.merge, &out, a.chart_size) {
+        Ok(m) => m,
+        Err(e) => return fail(&e),
+    };
+    for s in &m.skipped {
+        say!("servetop: {s}");
+    }
+    if let Some(info) = &m.summary.merged {
+        say!(
+            "servetop: merged {} of {} shards into {}{}",
+            info.merged.len(),
+            info.shards,
+            out.display(),
+            if info.missing.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; missing: {}",
+                    info.missing
+                        .iter()
+                        .map(|i| format!("{i}/{}", info.shards))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        );
+        for n in &info.notes {
+            say!("servetop: {n}");
+        }
+    }
+    print_out!(
+        "{}",
+        crate::run::headless::final_tables(&crate::run::session::Session::new(m.summary.clone()))
+    );
+    for f in &m.files {
+        println!("{}", f.display());
+    }
+    0
 }

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::metrics::Slo;
+use crate::workload::clock::LevelClock;
 use crate::workload::search::SearchConfig;
+use crate::workload::shard::Shard;
 use crate::workload::{Conversation, LevelKind, LevelSpec, OpenLoop, RequestCount, build_plan};
 
 mod validate;
@@ -107,11 +109,21 @@ pub struct RunConfig {
     /// Runs of every level (`--repeat N`): the plan once, then again, N times in all.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub repeat: u32,
+    /// Time-bounded levels and when each starts (`--level-seconds`, `--drain-seconds`,
+    /// `--start-at`).
+    #[serde(default, skip_serializing_if = "LevelClock::is_off")]
+    pub clock: LevelClock,
+    /// This process's share of a run split over machines (`--shard I/N`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
 }
 
 fn one() -> u32 {
     1
 }
+
+/// The request ceiling of a time-bounded level: it ends at its time, long before this.
+pub const TIME_BOUND_CEILING: u32 = 1_000_000;
 
 #[allow(clippy::trivially_copy_pass_by_ref)]
 fn is_one(v: &u32) -> bool {
@@ -345,6 +357,8 @@ impl RunConfig {
             cost_per_hour: None,
             trace: None,
             repeat: 1,
+            clock: LevelClock::default(),
+            shard: None,
         }
     }
 
@@ -382,6 +396,8 @@ impl RunConfig {
                 }),
                 trace: None,
                 repeat: None,
+                shard: None,
+                seconds: None,
             });
         }
         if let Some(t) = self
@@ -391,7 +407,31 @@ impl RunConfig {
         {
             levels.push(t);
         }
-        crate::workload::repeat_plan(levels, self.repeat)
+        let mut levels = crate::workload::repeat_plan(levels, self.repeat);
+        for l in &mut levels {
+            self.bound_in_time(l);
+            if let Some(s) = self.shard {
+                s.share(l);
+            }
+        }
+        levels
+    }
+
+    /// With `--level-seconds`, a level sends for that long: the sweep, rate and multi-turn
+    /// levels until then (their request count is only a ceiling), a long-context length or
+    /// a trace its own requests, none after it.
+    fn bound_in_time(&self, l: &mut LevelSpec) {
+        let Some(s) = self.clock.level_seconds else {
+            return;
+        };
+        l.seconds = Some(s);
+        if matches!(
+            l.kind,
+            LevelKind::Sweep | LevelKind::Rate | LevelKind::MultiTurn
+        ) {
+            let turns = l.conversation.map_or(1, |c| c.turns.max(1));
+            l.requests = TIME_BOUND_CEILING / turns * turns;
+        }
     }
 
     /// `1000 in / 500 out tokens`, or where the prompts come from when a dataset sets them.

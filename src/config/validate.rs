@@ -41,6 +41,26 @@ impl RunConfig {
         Ok(())
     }
 
+    /// `--shard` needs the shared clock; the search cannot be time-bounded.
+    fn validate_clock(&self) -> Result<(), String> {
+        if let Some(s) = self.shard
+            && s.count > 1
+            && (self.clock.start_at_unix_ms.is_none() || self.clock.level_seconds.is_none())
+        {
+            return Err(format!(
+                "--shard {}: give every shard the same --start-at TIME and --level-seconds S, so they change levels together",
+                s.label()
+            ));
+        }
+        if !self.clock.is_off() && self.search.is_some() {
+            return Err(
+                "--search picks each probe from the last: it cannot run on --level-seconds or --start-at"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
     /// A trace replays alone: flags that would add levels or shape its prompts are refused.
     fn validate_trace(&self) -> Result<(), String> {
         if self.trace.is_none() {
@@ -107,6 +127,7 @@ impl RunConfig {
         }
         self.validate_trace()?;
         self.validate_repeat()?;
+        self.validate_clock()?;
         self.validate_multi_turn()?;
         let uses_input = !(self.concurrency.is_empty() && rates.is_empty())
             || self.multi_turn.is_some()

@@ -39,6 +39,15 @@ fn notice(ev: &Event) -> Notice {
             Notice::Level(*index)
         }
         Event::Warning(w) => Notice::Warning(w.clone()),
+        Event::Clock(c) if c.skewed() => Notice::Warning(format!(
+            "this machine's clock is {:.1} s off the server's (± {:.1} s): sync it before a sharded run",
+            -c.offset_ms / 1000.0,
+            c.uncertainty_ms / 1000.0
+        )),
+        Event::Clock(c) => Notice::Phase(format!(
+            "clock: the server's is {:+.0} ms from this machine's (± {:.0} ms, {} Date headers)",
+            c.offset_ms, c.uncertainty_ms, c.probes
+        )),
         Event::ServerCrashed { message, .. } => Notice::Warning(message.clone()),
         Event::ServerStarted { launch, .. } => Notice::ServerStarted(format!(
             "[server] restarted with context {} · ready after {:.1} s: {}",
@@ -158,10 +167,20 @@ fn run_started(s: &Session, dir: Option<&std::path::Path>) {
 fn level_started_line(s: &Session, l: &crate::summary::LevelSummary) -> String {
     let dataset =
         s.summary.config.dataset.is_some() && l.kind != crate::workload::LevelKind::LongContext;
+    let count = match l.seconds {
+        Some(secs) => format!("{secs} s of requests"),
+        None => format!("{} requests", l.requests),
+    };
+    let late = match l.start_late_ms {
+        Some(ms) if ms > 1000 => format!(
+            " (started {:.1} s after its slot: less time to send)",
+            ms as f64 / 1000.0
+        ),
+        _ => String::new(),
+    };
     format!(
-        "[{}] {} requests{}",
+        "[{}] {count}{late}{}",
         l.label(),
-        l.requests,
         if dataset && l.conversation.is_some() {
             format!(
                 ", user messages from the dataset, {} out tokens",
@@ -199,6 +218,12 @@ fn level_ended(l: &crate::summary::LevelSummary) {
         say(&format!(
             "    {k}: {} × first: {}",
             f.count, f.first_message
+        ));
+    }
+    if l.seconds.is_some() && sc.cancelled > 0 {
+        say(&format!(
+            "    {} requests still running at the end of the level's drain were cancelled (not counted; a longer --drain-seconds lets them finish)",
+            sc.cancelled
         ));
     }
     if l.kind != crate::workload::LevelKind::Rate {
@@ -346,11 +371,15 @@ fn progress_line(s: &Session) -> Option<String> {
     let l = s.summary.level(i)?;
     let p = s.progress.get(&i)?;
     let st = s.live_stats(i)?;
+    let of = match l.seconds {
+        // A time-bounded level has no count to reach.
+        Some(_) => String::new(),
+        None => format!("/{}", l.requests),
+    };
     Some(format!(
-        "[{}] {}/{} done, {} in flight · {} out tok/s so far",
+        "[{}] {}{of} done, {} in flight · {} out tok/s so far",
         l.label(),
         p.finished,
-        l.requests,
         s.in_flight(i),
         num(Some(st.scalars.output_throughput))
     ))

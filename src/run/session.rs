@@ -15,6 +15,8 @@ use crate::telemetry::per_level::LevelTelemetryAcc;
 use crate::telemetry::{GpuSample, ServerSample, TelemetryRecord};
 use crate::workload::{LevelKind, LevelSpec};
 
+mod telemetry;
+
 /// What folding one event changed on disk's side: the run directory's sink writes it.
 #[derive(Debug)]
 pub enum Persist {
@@ -207,6 +209,7 @@ impl Session {
                 self.server_log.drain(..over);
                 return Persist::Nothing;
             }
+            Event::Clock(c) => self.clock(c),
             Event::Warning(w) => {
                 if !self.summary.warnings.contains(&w) {
                     self.summary.warnings.push(w);
@@ -225,6 +228,18 @@ impl Session {
             }
         }
         self.stamp()
+    }
+
+    /// The server's clock against this machine's: kept, and a skewed one flagged.
+    fn clock(&mut self, c: crate::workload::clock::ClockOffset) {
+        if c.skewed() {
+            self.summary.warnings.push(format!(
+                "this machine's clock is {:.1} s off the server's (± {:.1} s, from its Date headers): its levels start that far from the other shards' slots; sync it (chrony, NTP) before a sharded run",
+                -c.offset_ms / 1000.0,
+                c.uncertainty_ms / 1000.0
+            ));
+        }
+        self.summary.clock_offset = Some(c);
     }
 
     /// The run has started: the server it found and the planned levels, as waiting rows (or,
@@ -286,15 +301,33 @@ impl Session {
         // GPU readings from here on are work, not idle.
         self.idle_open = false;
         self.progress.insert(index, LevelProgress::default());
+        // On the shared clock: how far past its slot's start the level began.
+        let late_ms = self
+            .summary
+            .config
+            .clock
+            .slot_start_unix_ms(index)
+            .map(|start| (origin_unix_us / 1000) as i64 - start);
         // The newest server servetop started is the one this level measures.
         let server = self.summary.servers.len().checked_sub(1).map(|i| i as u32);
+        let mut late_warning = None;
         if let Some(l) = self.summary.level_mut(index) {
             l.status = LevelStatus::Running;
             l.started_at_unix_ms = Some(crate::telemetry::now_unix_ms());
             l.origin_unix_us = Some(origin_unix_us);
             l.server_index = server;
+            l.start_late_ms = late_ms;
+            if let Some(ms) = late_ms.filter(|&ms| ms > 1000) {
+                let w = format!(
+                    "{}: started {:.1} s after its slot on the shared clock, so it sent for that much less; the run was not ready in time (give --start-at more lead, or a longer --drain-seconds for the prompts of the next level)",
+                    l.label(),
+                    ms as f64 / 1000.0
+                );
+                late_warning = Some(w);
+            }
             self.phase = format!("running {}", l.label());
         }
+        self.summary.warnings.extend(late_warning);
         // results.json says which level is under way (for anyone watching the file): the
         // caller saves after a level starts.
     }
@@ -329,82 +362,6 @@ impl Session {
         }
         self.specs.push(spec);
         self.stamp()
-    }
-
-    fn telemetry(&mut self, rec: &TelemetryRecord) {
-        let t = &mut self.summary.telemetry;
-        let current = self.current.and_then(|i| self.level_telemetry.get_mut(&i));
-        match rec {
-            TelemetryRecord::Gpu(g) => {
-                t.gpu_source = Some(g.source);
-                t.gpu_reason = None;
-                if let Some(acc) = current {
-                    acc.add_gpu(g);
-                }
-                let power: Vec<f64> = g.gpus.iter().filter_map(|r| r.power_w).collect();
-                if self.idle_open && !power.is_empty() {
-                    self.idle_power.0 += power.iter().sum::<f64>();
-                    self.idle_power.1 += 1;
-                    t.idle_power_w = Some(self.idle_power.0 / self.idle_power.1 as f64);
-                }
-                self.latest_gpu = Some(g.clone());
-            }
-            TelemetryRecord::Server(s) => {
-                t.server_flavor = Some(s.flavor.clone());
-                t.server_reason = None;
-                if let Some(acc) = current {
-                    acc.add_server(s);
-                }
-                self.latest_server = Some((**s).clone());
-            }
-            TelemetryRecord::GpuUnavailable { reason, .. } => t.gpu_reason = Some(reason.clone()),
-            TelemetryRecord::ServerUnavailable { reason, .. } => {
-                t.server_reason = Some(reason.clone());
-            }
-        }
-    }
-
-    /// The level's energy and cost (docs/metrics.md "Energy and cost"), or why there is none.
-    fn level_energy(
-        &mut self,
-        index: u32,
-        tel: Option<&LevelTelemetryAcc>,
-        stats: Option<&crate::metrics::LevelStats>,
-    ) {
-        use crate::telemetry::energy::{LevelEnergy, LevelWork, Price};
-        let energy = match tel.map(LevelTelemetryAcc::energy) {
-            Some(Ok(e)) => Ok(e),
-            // Why there were no readings at all says more than "no readings".
-            _ if self.summary.config.no_gpu => Err("GPU sampling is off (--no-gpu)".to_string()),
-            _ if self.summary.telemetry.gpu_reason.is_some() => Err(self
-                .summary
-                .telemetry
-                .gpu_reason
-                .clone()
-                .unwrap_or_default()),
-            Some(Err(e)) => Err(e),
-            None => Err("no GPU readings during the level".to_string()),
-        };
-        let work = stats.map_or(
-            LevelWork {
-                output_tokens: 0,
-                total_tokens: 0,
-                duration_s: 0.0,
-            },
-            |s| LevelWork {
-                output_tokens: s.scalars.total_output_tokens,
-                total_tokens: s.scalars.total_output_tokens + s.scalars.total_input_tokens,
-                duration_s: s.scalars.duration_s,
-            },
-        );
-        let c = &self.summary.config;
-        let price = (c.gpu_hour_cost.is_some() || c.cost_per_hour.is_some()).then_some(Price {
-            gpu_hour: c.gpu_hour_cost,
-            deployment_hour: c.cost_per_hour,
-        });
-        if let Some(l) = self.summary.level_mut(index) {
-            l.energy = LevelEnergy::of(&energy, &work, price);
-        }
     }
 
     fn finish_level(&mut self, index: u32, interrupted: bool) {
@@ -466,6 +423,13 @@ impl Session {
         } else {
             LevelStatus::Done
         };
+        // A time-bounded level's count is what it sent, not its ceiling.
+        if l.seconds.is_some()
+            && let Some(s) = &stats
+        {
+            let sent = s.scalars.completed + s.scalars.failed + s.scalars.cancelled;
+            l.requests = sent.min(u64::from(u32::MAX)) as u32;
+        }
         l.stats = stats;
         l.slo = slo_check;
     }
@@ -491,6 +455,8 @@ mod tests {
             conversation: None,
             trace: None,
             repeat: None,
+            shard: None,
+            seconds: None,
         }
     }
 

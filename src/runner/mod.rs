@@ -18,10 +18,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{RequestSpec, RequestTag};
 use crate::config::RunConfig;
 use crate::event::{Event, EventTx, RunState};
-use crate::metrics::{CountSource, FailureKind, Outcome};
 use crate::workload::{LevelKind, LevelSpec, Schedule};
 
 mod chat;
@@ -30,6 +28,8 @@ mod owned_server;
 mod prepare;
 mod search;
 mod server_watch;
+mod slot;
+mod warmup;
 mod worker;
 
 use crate::workload::requests::{Jobs, make_request};
@@ -67,6 +67,8 @@ pub struct Runner {
     crash_restarts: u32,
     /// The GPUs, read once more just before and at the end of each level (energy counters).
     gpus: Option<crate::telemetry::GpuProbe>,
+    /// Time-bounded levels and their slots on the wall clock.
+    clock: crate::workload::clock::LevelClock,
 }
 
 /// The offered request rate of an open-loop level: a rate level's, a trace's mean.
@@ -110,6 +112,7 @@ impl Runner {
             control,
             crash_restarts: 0,
             gpus: crate::telemetry::GpuProbe::of(cfg),
+            clock: cfg.clock,
         }
     }
 
@@ -163,6 +166,15 @@ impl Runner {
                 self.emit(Event::Warning(w));
             }
         }
+        if self.clock.start_at_unix_ms.is_some() {
+            let http = self.prepared.client.http();
+            match slot::probe_clock(&http, &self.prepared.server.base_url).await {
+                Some(c) => self.emit(Event::Clock(c)),
+                None => self.emit(Event::Warning(
+                    "the server's replies carry no usable Date header: this machine's clock could not be checked against it".into(),
+                )),
+            }
+        }
         // The GPUs before anything is asked of them: the run's idle power.
         self.read_gpus().await;
         self.warmup().await?;
@@ -199,9 +211,15 @@ impl Runner {
         // never runs while it is measured; a level longer than the lookahead gets the rest
         // from a producer that stays that far ahead, so memory follows the concurrency and
         // not the number of requests.
+        // A time-bounded level has no count to prepare: a few rounds of its workers ahead,
+        // the rest made while it runs, so preparing does not eat into its slot.
+        let most = match spec.seconds {
+            Some(_) => spec.concurrency.saturating_mul(4).clamp(64, PROMPTS_AHEAD),
+            None => PROMPTS_AHEAD.max(spec.concurrency.saturating_mul(2)),
+        };
         let ahead = spec
             .requests
-            .min(PROMPTS_AHEAD.max(spec.concurrency.saturating_mul(2)))
+            .min(most)
             .min(PROMPTS_AHEAD.max(open_loop_rate(spec).map_or(0, |rate| {
                 // A rate or trace level: ten seconds of arrivals ahead.
                 (rate * 10.0).ceil().min(f64::from(u32::MAX)) as u32
@@ -287,6 +305,25 @@ impl Runner {
         Ok(())
     }
 
+    /// Holds a scheduled level (`--start-at`) back until its slot starts; returns how many ms
+    /// late it is (0 when on time or unscheduled). The wait ends early if the level is
+    /// cancelled.
+    async fn wait_for_slot(&self, spec: &LevelSpec, level: &CancellationToken) -> i64 {
+        let (wait, late) = slot::wait_ms(&self.clock, spec, crate::telemetry::now_unix_ms());
+        if wait > 0 {
+            self.emit(Event::Phase(format!(
+                "waiting {} s for {}'s slot on the shared clock",
+                wait.div_ceil(1000),
+                spec.label()
+            )));
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(wait)) => {}
+                () = level.cancelled() => {}
+            }
+        }
+        late
+    }
+
     /// Holds the next level back while the user has paused.
     async fn wait_while_paused(&mut self) {
         let mut control = self.control.clone();
@@ -330,72 +367,6 @@ impl Runner {
                 self.prepared.server.engine.context_flag(),
             )
         })
-    }
-
-    async fn warmup(&mut self) -> Result<(), String> {
-        if self.warmup_requests == 0 {
-            return Ok(());
-        }
-        self.emit(Event::Phase("warming up".into()));
-        let origin = Instant::now();
-        let mut any_ok = false;
-        let mut last_err = String::new();
-        for i in 0..self.warmup_requests {
-            if self.cancel.is_cancelled() {
-                return Ok(());
-            }
-            let prompt = self
-                .prepared
-                .factory
-                .make(self.warmup_input_tokens, u32::MAX, i)
-                .await
-                .map_err(|e| format!("preparing the warmup prompt: {e}"))?;
-            let spec = RequestSpec::prompt(
-                prompt.text,
-                self.warmup_input_tokens,
-                prompt
-                    .counted_tokens
-                    .map(|n| (n, CountSource::ServerTokenize)),
-                self.warmup_output_tokens,
-            );
-            let tag = RequestTag {
-                level: 0,
-                index: i,
-                warmup: true,
-                origin,
-                sched: Instant::now(),
-            };
-            let rec = self.prepared.client.send(&spec, tag).await;
-            match &rec.outcome {
-                Outcome::Ok => {
-                    // Calibrate: tokens the server adds (BOS, chat template) to what we count.
-                    if !any_ok
-                        && rec.input_source == CountSource::Usage
-                        && self.prepared.factory.counter().is_exact()
-                        && let Some(counted) = prompt.counted_tokens
-                    {
-                        self.prepared.factory.offset_tokens =
-                            rec.input_tokens as i64 - counted as i64;
-                        self.emit(Event::Calibrated(self.prepared.factory.method()));
-                    }
-                    any_ok = true;
-                }
-                Outcome::Failed { kind, message, .. } => {
-                    last_err.clone_from(message);
-                    if *kind == FailureKind::Connect {
-                        return Err(format!("warmup request could not connect: {message}"));
-                    }
-                }
-                Outcome::Cancelled => {}
-            }
-            self.emit(Event::Request(Box::new(rec)));
-        }
-        if !any_ok {
-            self.emit(Event::Warning(format!(
-                "every warmup request failed: {last_err}"
-            )));
-        }
-        Ok(())
     }
 
     /// One scrape of the engine's counters, right at a level's start or end, so the level's
@@ -458,6 +429,7 @@ impl Runner {
             cancel: ctx.cancel.clone(),
             control: self.control.clone(),
             grace: self.grace,
+            send_until: ctx.send_until,
         };
         (0..spec.workers())
             .map(|slot| match spec.conversation {
@@ -477,15 +449,20 @@ impl Runner {
     /// recorded offsets (None: a closed-loop level).
     fn times(&self, spec: &LevelSpec) -> Option<open_loop::Times> {
         if let Some(a) = &spec.arrival {
-            let seed = Schedule::level_seed(self.prepared.seed, spec.index);
+            // A shard draws arrivals of its own: N shards at rate/N add up to the rate.
+            let seed = Schedule::level_seed(self.prepared.seed, spec.index)
+                ^ spec
+                    .shard
+                    .map_or(0, crate::workload::shard::Shard::seed_mix);
             return Some(Box::new(Schedule::new(a, seed)));
         }
         spec.trace.as_ref()?;
         let trace = self.prepared.factory.trace()?.clone();
-        let n = trace.requests.len();
-        Some(Box::new(
-            (0..n).map(move |i| trace.requests[i].at_ms / 1000.0),
-        ))
+        let spec = spec.clone();
+        Some(Box::new((0..spec.requests).map_while(move |i| {
+            let r = trace.requests.get(spec.global_index(i) as usize)?;
+            Some(r.at_ms / 1000.0)
+        })))
     }
 
     async fn run_level(&self, spec: &LevelSpec, queue: Queue) -> LevelEnd {
@@ -498,11 +475,14 @@ impl Runner {
             .await;
         self.scrape_engine().await;
         self.read_gpus().await;
+        let late_ms = self.wait_for_slot(spec, &level_cancel).await;
         let origin = Instant::now();
         self.emit(Event::LevelStarted {
             index: spec.index,
             origin_unix_us: crate::metrics::unix_us(),
         });
+        let bounds = slot::bounds(&self.clock, spec, origin, late_ms, self.grace);
+        let (clock_cut, cut_task) = slot::cut_when_due(bounds.cut_at, &level_cancel);
         let stop = Arc::new(AtomicBool::new(false));
         let watch = Arc::new(ServerWatch::new(
             &self.prepared.server.base_url,
@@ -521,6 +501,7 @@ impl Runner {
                 tx: self.tx.clone(),
                 cancel: level_cancel.clone(),
                 grace: self.grace,
+                send_until: bounds.send_until,
             });
             self.open_loop(spec, times, queue.clone(), ctx).await;
         }
@@ -530,15 +511,21 @@ impl Runner {
             watch: &watch,
             origin,
             cancel: &level_cancel,
+            send_until: bounds.send_until,
         };
         workers.extend(self.spawn_workers(spec, &lanes));
         for w in workers {
             let _ = w.await;
         }
         skip_watch.abort();
+        if let Some(t) = cut_task {
+            t.abort();
+        }
         self.scrape_engine().await;
         self.read_gpus().await;
-        let interrupted = level_cancel.is_cancelled();
+        // A level cut at its slot's end ran its time: not interrupted, unless the user quit.
+        let interrupted = level_cancel.is_cancelled()
+            && (self.cancel.is_cancelled() || !clock_cut.load(Ordering::Relaxed));
         tracing::info!(level = spec.index, interrupted, "level finished");
         self.emit(Event::LevelFinished {
             index: spec.index,

@@ -62,6 +62,10 @@ impl Runner {
                     continue;
                 }
                 let due = origin_plus(ctx.origin, offset + held);
+                // A time-bounded level sends nothing due after its time.
+                if ctx.send_until.is_some_and(|t| due >= t) {
+                    break 'requests;
+                }
                 if Instant::now() >= due {
                     break;
                 }
@@ -121,6 +125,8 @@ pub(super) struct OpenLoopCtx {
     pub(super) tx: EventTx,
     pub(super) cancel: CancellationToken,
     pub(super) grace: Duration,
+    /// A time-bounded level sends nothing due from here on.
+    pub(super) send_until: Option<Instant>,
 }
 
 /// One open-loop request: sends it, records it, and gives its slot back. A request that cannot

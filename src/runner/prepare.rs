@@ -165,6 +165,8 @@ pub(super) fn search_fits(server: &ServerInfo, cfg: &RunConfig) -> Option<String
         conversation: None,
         trace: None,
         repeat: None,
+        shard: None,
+        seconds: None,
     };
     nothing_fits(server, &[probe])
 }

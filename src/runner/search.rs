@@ -201,6 +201,8 @@ fn throughput_probe_spec(plan: &SearchPlan, index: u32) -> LevelSpec {
         conversation: None,
         trace: None,
         repeat: None,
+        shard: None,
+        seconds: None,
     }
 }
 
@@ -224,5 +226,7 @@ fn rate_probe_spec(plan: &SearchPlan, index: u32, rate: f64) -> LevelSpec {
         conversation: None,
         trace: None,
         repeat: None,
+        shard: None,
+        seconds: None,
     }
 }

@@ -29,6 +29,8 @@ pub(super) struct LaneCtx<'a> {
     pub(super) watch: &'a Arc<ServerWatch>,
     pub(super) origin: Instant,
     pub(super) cancel: &'a CancellationToken,
+    /// A time-bounded level sends nothing from here on.
+    pub(super) send_until: Option<Instant>,
 }
 
 /// Connections to open before a level starts: its concurrency, or an open-loop level's
@@ -59,12 +61,16 @@ pub(super) struct Lane {
     pub(super) cancel: CancellationToken,
     pub(super) control: watch::Receiver<Control>,
     pub(super) grace: Duration,
+    /// A time-bounded level sends nothing from here on.
+    pub(super) send_until: Option<Instant>,
 }
 
 impl Lane {
-    /// The level was cancelled or stopped: send nothing more.
+    /// The level was cancelled or stopped, or its time is up: send nothing more.
     pub(super) fn halted(&self) -> bool {
-        self.cancel.is_cancelled() || self.stop.load(Ordering::Relaxed)
+        self.cancel.is_cancelled()
+            || self.stop.load(Ordering::Relaxed)
+            || self.send_until.is_some_and(|t| Instant::now() >= t)
     }
 
     pub(super) async fn wait_while_paused(&mut self) {

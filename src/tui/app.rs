@@ -318,6 +318,10 @@ impl App {
         if p.finished == 0 || elapsed <= 0.0 {
             return None;
         }
+        if let Some(secs) = l.seconds {
+            // A time-bounded level ends when its time is up (its drain aside).
+            return Some((secs - elapsed).max(0.0));
+        }
         let left = u64::from(l.requests).saturating_sub(p.finished) as f64;
         Some(left * elapsed / p.finished as f64)
     }

@@ -2,10 +2,12 @@
 //! prompts of exact length.
 
 pub mod arrivals;
+pub mod clock;
 pub mod dataset;
 pub mod prompt;
 pub mod requests;
 pub mod search;
+pub mod shard;
 pub mod trace;
 
 use serde::{Deserialize, Serialize};
@@ -59,6 +61,12 @@ pub struct LevelSpec {
     /// Which run of its level this is (`--repeat N`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat: Option<Repeat>,
+    /// This process's share of the level when the run is split over machines (`--shard`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<shard::Shard>,
+    /// Seconds the level sends requests for (`--level-seconds`); None: until its request count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
 }
 
 /// One of a level's `--repeat` runs: the plan runs every level once, then again, so drift over
@@ -407,6 +415,8 @@ pub fn build_plan(
             conversation: None,
             trace: None,
             repeat: None,
+            shard: None,
+            seconds: None,
         });
     }
     for &rate in &open_loop.request_rates {
@@ -427,6 +437,8 @@ pub fn build_plan(
             conversation: None,
             trace: None,
             repeat: None,
+            shard: None,
+            seconds: None,
         });
     }
     for &n in long_context {
@@ -442,6 +454,8 @@ pub fn build_plan(
             conversation: None,
             trace: None,
             repeat: None,
+            shard: None,
+            seconds: None,
         });
     }
     levels

@@ -54,6 +54,8 @@ pub async fn make_request(
     spec: &LevelSpec,
     i: u32,
 ) -> Result<RequestSpec, String> {
+    // A shard's request i is the plan's request g: the same prompt one process would send.
+    let i = spec.global_index(i);
     if let Some((_, turn)) = spec.turn_of(i) {
         return make_turn(factory, spec, i, turn).await;
     }

@@ -174,6 +174,8 @@ impl TraceConfig {
             conversation: None,
             trace: Some(t.level(&name, self.speedup, max_concurrency)),
             repeat: None,
+            shard: None,
+            seconds: None,
         })
     }
 }

@@ -73,6 +73,8 @@ mod tests {
             conversation: None,
             trace: None,
             repeat: None,
+            shard: None,
+            seconds: None,
         };
         let plan = repeat_plan(vec![spec(0, 1), spec(1, 8)], 3);
         assert_eq!(

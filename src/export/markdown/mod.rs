@@ -8,6 +8,7 @@ use crate::fmt::num;
 use crate::summary::{LevelSummary, RunSummary};
 
 mod repeats;
+mod shards;
 mod steady;
 mod tables;
 mod trace;
@@ -136,11 +137,13 @@ fn run_header(s: &RunSummary) -> String {
     if !sources.is_empty() {
         let _ = writeln!(out, "- token counts: {sources}");
     }
+    shards::clock_lines(&mut out, s);
     out
 }
 
 /// One section for each part of the run that has levels, then warnings and the error.
 fn sections(out: &mut String, s: &RunSummary) {
+    shards::shards_section(out, s);
     if let Some(search) = &s.search {
         let _ = writeln!(
             out,

@@ -68,7 +68,11 @@ pub(super) fn row_basics<'a>(app: &'a App, l: &LevelSummary) -> RowBasics<'a> {
     let running = app.session.current == Some(l.index);
     let progress = app.session.progress.get(&l.index);
     let done = match (stats, progress) {
-        (_, Some(p)) if running => format!("{}/{}", p.finished, l.requests),
+        (_, Some(p)) if running => match l.seconds {
+            // A time-bounded level has no count to reach: what finished, and its time.
+            Some(secs) => format!("{} in {}s", p.finished, secs.round()),
+            None => format!("{}/{}", p.finished, l.requests),
+        },
         (Some(s), _) => s.scalars.completed.to_string(),
         _ => "-".into(),
     };

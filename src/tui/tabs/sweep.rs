@@ -433,7 +433,9 @@ fn render_progress(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
                 .get(&l.index)
                 .cloned()
                 .unwrap_or_default();
-            let ratio = if l.requests > 0 {
+            let ratio = if let (Some(secs), Some(e)) = (l.seconds, app.eta_s()) {
+                (1.0 - e / secs).clamp(0.0, 1.0)
+            } else if l.requests > 0 {
                 (p.finished as f64 / f64::from(l.requests)).clamp(0.0, 1.0)
             } else {
                 0.0
