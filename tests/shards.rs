@@ -123,6 +123,8 @@ struct Runs {
     shards: Vec<String>,
     single: String,
     merged: String,
+    /// Shard 0's `/metrics` page mid-level (`--metrics-listen`).
+    page: String,
 }
 
 impl Runs {
@@ -145,11 +147,16 @@ fn run_all() -> Runs {
             let label = format!("{i}/4");
             let mut a = run_args(&url, &shard_dirs[i], &at);
             a.extend(["--shard", &label]);
+            if i == 0 {
+                a.extend(["--metrics-listen", "127.0.0.1:0"]);
+            }
             spawn(&a)
         })
         .collect();
-    for (i, c) in shards.into_iter().enumerate() {
-        finished(c, &format!("shard {i}"));
+    let mut shards = shards.into_iter();
+    let page = scrape_mid_run(shards.next().unwrap());
+    for (i, c) in shards.enumerate() {
+        finished(c, &format!("shard {}", i + 1));
     }
     let single = dir("single");
     let at = start_in(3);
@@ -170,7 +177,69 @@ fn run_all() -> Runs {
         shards: shard_dirs,
         single,
         merged,
+        page,
     }
+}
+
+/// `GET /metrics` of the shard at `addr` (host:port).
+fn get_metrics(addr: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(addr).ok()?;
+    write!(
+        c,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    c.read_to_string(&mut text).ok()?;
+    text.split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+}
+
+/// A value of the page (`name` with its labels, as written).
+fn metric(page: &str, name: &str) -> Option<f64> {
+    page.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Shard 0's `/metrics` while its level runs (requests done, level under way), and after
+/// the shard has ended: the page it served last.
+fn scrape_mid_run(mut c: Child) -> String {
+    use std::io::BufRead;
+    let stderr = c.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if let Some(url) = line.split("http://").nth(1) {
+                let _ = tx.send(url.trim_end_matches("/metrics").to_string());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let addr = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the shard says where its metrics are");
+    let mut mid = None;
+    while c.try_wait().unwrap().is_none() {
+        if let Some(p) = get_metrics(&addr)
+            && metric(&p, "servetop_requests_total{outcome=\"ok\"}").unwrap_or(0.0) > 0.0
+            && metric(&p, "servetop_level{kind=\"sweep\",label=\"C=16\"}") == Some(0.0)
+        {
+            mid = Some(p);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    let status = c.wait().unwrap();
+    let log = reader.join().unwrap();
+    assert!(status.success(), "shard 0 failed: {log}");
+    mid.unwrap_or_else(|| panic!("no /metrics page mid-level from shard 0: {log}"))
 }
 
 /// The merged level against the one process's: the same load, the same figures within 5 %.
@@ -299,9 +368,41 @@ fn missing_and_refused(r: &Runs) {
     );
 }
 
+/// The live page mid-level: Prometheus text, every name `servetop_`, counts no more than the
+/// shard's final ones, histograms whose `+Inf` bucket is their count.
+fn live_page(r: &Runs) {
+    let p = &r.page;
+    for l in p.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+        assert!(l.starts_with("servetop_"), "{l}");
+        let v = l.rsplit(' ').next().unwrap();
+        assert!(v.parse::<f64>().is_ok(), "{l}");
+    }
+    assert!(p.contains("shard=\"0/4\",simulated=\"true\""), "{p}");
+    let ok = metric(p, "servetop_requests_total{outcome=\"ok\"}").unwrap();
+    let done = f(&results(Path::new(&r.shards[0]))["sweep"][0], "completed");
+    assert!(
+        ok > 0.0 && ok <= done,
+        "{ok} mid-level of {done} in the end"
+    );
+    for h in ["ttft", "itl", "tpot", "e2e"] {
+        let inf = metric(p, &format!("servetop_{h}_seconds_bucket{{le=\"+Inf\"}}")).unwrap();
+        let count = metric(p, &format!("servetop_{h}_seconds_count")).unwrap();
+        assert_eq!(inf, count, "{h}");
+    }
+    assert_eq!(metric(p, "servetop_ttft_seconds_count"), Some(ok));
+    eprintln!(
+        "shard 0 mid-level:\n{}",
+        p.lines()
+            .filter(|l| !l.starts_with('#') && !l.contains("_bucket"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
 #[test]
 fn four_shards_merge_into_the_run_one_process_makes() {
     let runs = run_all();
+    live_page(&runs);
     matches_one_process(&runs);
     percentiles_of_the_union(&runs);
     missing_and_refused(&runs);

@@ -230,6 +230,11 @@ pub struct OutputArgs {
     /// Dashboard frames per second (lower it over a slow link).
     #[arg(long, default_value = "10")]
     pub fps: f64,
+    /// Serve servetop's own Prometheus metrics at `http://ADDR/metrics` while the run goes
+    /// (`servetop_` requests by outcome, tokens, TTFT/ITL/TPOT/E2E histograms, in flight,
+    /// level), e.g. 0.0.0.0:9464 or just 9464.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
     /// Size of the PNG charts written into <run dir>/charts/.
     #[arg(long, value_name = "WxH", default_value = "1600x900", value_parser = parse_size)]
     pub chart_size: (u32, u32),

@@ -210,6 +210,11 @@ async fn execute_with(
         Ok(b) => b,
         Err(e) => return fail(&e),
     };
+    // So is an address servetop cannot serve its metrics on.
+    let page = match out.metrics_listen.as_deref().map(serve_metrics).transpose() {
+        Ok(p) => p,
+        Err(e) => return fail(&e),
+    };
     let mut served = match Box::pin(launch(&mut cfg, out)).await {
         Ok(s) => s,
         Err(e) => {
@@ -239,7 +244,10 @@ async fn execute_with(
             .unwrap_or_else(|| default_run_dir(&prepared.server.model))
     });
     let files = match RunFiles::create(&dir) {
-        Ok(f) => f,
+        Ok(f) => match page {
+            Some(p) => f.with_metrics_page(p),
+            None => f,
+        },
         Err(e) => return fail(&e),
     };
     cfg.out_dir = dir.clone();
@@ -318,6 +326,23 @@ fn exit_code(state: RunState, summary: &RunSummary) -> i32 {
         RunState::Interrupted => EXIT_INTERRUPTED,
         RunState::Aborted => 1,
     }
+}
+
+/// `--metrics-listen ADDR` (`HOST:PORT`, or a port on every interface): listening, with the
+/// page it serves.
+fn serve_metrics(addr: &str) -> Result<crate::export::prometheus::Page, String> {
+    let full = if addr.contains(':') {
+        addr.to_string()
+    } else {
+        format!("0.0.0.0:{addr}")
+    };
+    let listener = std::net::TcpListener::bind(&full)
+        .map_err(|e| format!("--metrics-listen {addr}: cannot listen there: {e}"))?;
+    let bound = listener.local_addr().map_or(full, |a| a.to_string());
+    let page = crate::export::prometheus::Page::default();
+    crate::export::prometheus::serve(listener, page.clone())?;
+    say!("[metrics] servetop's own Prometheus metrics at http://{bound}/metrics");
+    Ok(page)
 }
 
 /// `--baseline`, read (with `--fail-on-regression`'s limit), or none.

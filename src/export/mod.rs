@@ -5,6 +5,7 @@ pub mod charts;
 pub mod csv;
 pub mod markdown;
 pub mod merged;
+pub mod prometheus;
 pub mod report;
 pub mod screenshot;
 
@@ -21,6 +22,8 @@ pub struct RunFiles {
     dir: PathBuf,
     jsonl: BufWriter<File>,
     telemetry: Option<BufWriter<File>>,
+    /// servetop's own Prometheus page (`--metrics-listen`), rewritten as the files are flushed.
+    page: Option<prometheus::Page>,
 }
 
 /// Writes `bytes` to `path` through a temporary file and a rename, so a reader (or a crash)
@@ -50,7 +53,20 @@ impl RunFiles {
             dir: dir.to_path_buf(),
             jsonl: BufWriter::new(jsonl),
             telemetry: None,
+            page: None,
         })
+    }
+
+    /// Also keeps `page` (served at `/metrics` with `--metrics-listen`) up to date.
+    #[must_use]
+    pub fn with_metrics_page(mut self, page: prometheus::Page) -> Self {
+        self.page = Some(page);
+        self
+    }
+
+    /// The live metrics page, if one is served.
+    pub fn metrics_page(&self) -> Option<&prometheus::Page> {
+        self.page.as_ref()
     }
 
     /// The run directory.

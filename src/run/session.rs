@@ -57,10 +57,23 @@ pub struct Session {
     level_telemetry: BTreeMap<u32, LevelTelemetryAcc>,
     /// The latest lines of the server servetop started (server.log holds them all).
     pub server_log: std::collections::VecDeque<String>,
+    /// servetop's own counters and histograms for `--metrics-listen`.
+    prom: crate::export::prometheus::PromFold,
     /// GPU readings still count as idle: the runner has not begun to work (no phase yet).
     idle_open: bool,
     /// Σ over idle readings of all GPUs' power, and how many readings.
     idle_power: (f64, u64),
+}
+
+/// A level kind's name in files (`sweep`, `long_context`, …).
+fn level_kind_name(k: LevelKind) -> &'static str {
+    match k {
+        LevelKind::Sweep => "sweep",
+        LevelKind::LongContext => "long_context",
+        LevelKind::Rate => "rate",
+        LevelKind::MultiTurn => "multi_turn",
+        LevelKind::Trace => "trace",
+    }
 }
 
 /// Server log lines a session keeps for the Log tab.
@@ -87,6 +100,27 @@ impl Session {
             server_log: std::collections::VecDeque::new(),
             idle_open: true,
             idle_power: (0.0, 0),
+            prom: crate::export::prometheus::PromFold::default(),
+        }
+    }
+
+    /// What the `/metrics` page shows now (`--metrics-listen`).
+    pub fn prometheus(&self) -> crate::export::prometheus::Live<'_> {
+        let level = self.current.and_then(|i| {
+            let l = self.summary.level(i)?;
+            Some((i, level_kind_name(l.kind), l.label()))
+        });
+        crate::export::prometheus::Live {
+            fold: &self.prom,
+            in_flight: self.current.map_or(0, |i| self.in_flight(i)),
+            level,
+            shard: self
+                .summary
+                .config
+                .shard
+                .map_or_else(String::new, crate::workload::shard::Shard::label),
+            simulated: self.summary.simulated,
+            finished: self.summary.state != RunState::Running,
         }
     }
 
@@ -335,6 +369,7 @@ impl Session {
     /// A request ended: folded into its level (warmups are not), then handed on for
     /// requests.jsonl.
     fn request(&mut self, mut r: Box<RequestRecord>) -> Persist {
+        self.prom.observe(&r);
         if !r.warmup {
             self.progress.entry(r.level).or_default().finished += 1;
             if let Some(acc) = self.accs.get_mut(&r.level) {

@@ -51,6 +51,12 @@ impl Sink {
         {
             session.io_failed(&e);
         }
+        if let Some(page) = self.files.as_ref().and_then(RunFiles::metrics_page) {
+            let text = crate::export::prometheus::render(&session.prometheus());
+            if let Ok(mut p) = page.lock() {
+                *p = text;
+            }
+        }
     }
 
     fn write(&mut self, session: &mut Session, w: &Persist) {
