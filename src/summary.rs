@@ -475,7 +475,8 @@ impl RunSummary {
             .collect();
         self.warnings.retain(|w| !w.starts_with(SHORT_LEVELS));
         if !short.is_empty() {
-            self.warnings.push(short_levels_warning(&short));
+            let timed = self.config.clock.level_seconds.is_some();
+            self.warnings.push(short_levels_warning(&short, timed));
         }
     }
 

@@ -23,7 +23,20 @@ fn servetop(args: &[&str]) -> (i32, String, Duration) {
 const U: &str = "http://127.0.0.1:9";
 
 /// Bad input, and what its one-line error must say.
-const BAD_INPUTS: [(&[&str], &str); 29] = [
+const BAD_INPUTS: [(&[&str], &str); 30] = [
+    (
+        &[
+            "run",
+            "--serve",
+            "true {port}",
+            "--serve-param=--a=1,2",
+            "--level-seconds",
+            "5",
+            "--start-at",
+            "+10",
+        ],
+        "--start-at with --serve-param",
+    ),
     (
         &["run", "--base-url", U, "--shard", "4/4"],
         "--shard 4/4: expected I/N with 0 ≤ I < N",

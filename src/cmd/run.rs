@@ -25,6 +25,9 @@ pub async fn run(a: RunArgs) -> i32 {
         Err(e) => return fail(&e),
     };
     match run_config(&a) {
+        Ok(cfg) if !combos.is_empty() && cfg.clock.start_at_unix_ms.is_some() => fail(
+            "--start-at with --serve-param: every configuration would take the same slots; run one configuration per machine (or Job) on the shared clock instead",
+        ),
         Ok(cfg) if !combos.is_empty() => {
             Box::pin(super::serve_sweep::serve_sweep(cfg, combos, &a.output)).await
         }
@@ -53,7 +56,14 @@ async fn resume(dir: &std::path::Path, out: &OutputArgs) -> i32 {
     }
     let mut out = out.clone();
     out.out = Some(dir.to_path_buf());
-    let cfg = summary.config.clone();
+    let mut cfg = summary.config.clone();
+    if cfg.clock.start_at_unix_ms.take().is_some() {
+        // Its slots are past: the levels still to run start as soon as it is ready.
+        say!(
+            "servetop: resuming off the shared clock (--start-at): the remaining levels start one after another, each still {} s",
+            cfg.clock.level_seconds.unwrap_or(0.0)
+        );
+    }
     if let Err(e) = cfg.validate() {
         return fail(&e);
     }

@@ -92,11 +92,17 @@ pub fn short_level(label: &str, s: &super::LevelStats) -> Option<String> {
     too_short(steady, completed).then(|| format!("{label} ({steady} of {completed})"))
 }
 
-/// The warning naming every short level so far (`levels`: [`short_level`]'s).
-pub fn short_levels_warning(levels: &[String]) -> String {
+/// The warning naming every short level so far (`levels`: [`short_level`]'s); `timed`: the
+/// levels are time-bounded (`--level-seconds`), which is then what to lengthen.
+pub fn short_levels_warning(levels: &[String], timed: bool) -> String {
     format!(
-        "{SHORT_LEVELS} (requests sent after the first completion and done by the last send, of all): {}; ramp-up and drain dominate their latency: run more requests a level (--requests-per-level 5x)",
-        levels.join(", ")
+        "{SHORT_LEVELS} (requests sent after the first completion and done by the last send, of all): {}; ramp-up and drain dominate their latency: run more requests a level ({})",
+        levels.join(", "),
+        if timed {
+            "a longer --level-seconds"
+        } else {
+            "--requests-per-level 5x"
+        }
     )
 }
 

@@ -100,6 +100,8 @@ pub fn initial_summary(
             prepared.levels.retain(|l| !settled(l.index));
             s.state = RunState::Running;
             s.error = None;
+            // The configuration it resumes with (a resumed run leaves the shared clock).
+            s.config.clock = cfg.clock;
             s.warnings.push(format!(
                 "resumed at {} with {} levels left",
                 crate::summary::now_rfc3339(),

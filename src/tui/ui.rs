@@ -62,6 +62,11 @@ fn render_header(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         spans.push(Span::styled(format!(" {label} "), th.badge));
         spans.push(Span::raw(" "));
     }
+    // One shard of a run split over machines: each level here is its share.
+    if let Some(sh) = s.config.shard {
+        spans.push(Span::styled(format!(" shard {} ", sh.label()), th.badge));
+        spans.push(Span::raw(" "));
+    }
     let (engine, model, url) = s
         .server
         .as_ref()

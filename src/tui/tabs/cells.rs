@@ -69,8 +69,9 @@ pub(super) fn row_basics<'a>(app: &'a App, l: &LevelSummary) -> RowBasics<'a> {
     let progress = app.session.progress.get(&l.index);
     let done = match (stats, progress) {
         (_, Some(p)) if running => match l.seconds {
-            // A time-bounded level has no count to reach: what finished, and its time.
-            Some(secs) => format!("{} in {}s", p.finished, secs.round()),
+            // A time-bounded level has no count to reach: what finished (the progress bar
+            // shows its time).
+            Some(_) => p.finished.to_string(),
             None => format!("{}/{}", p.finished, l.requests),
         },
         (Some(s), _) => s.scalars.completed.to_string(),

@@ -468,11 +468,13 @@ fn render_progress(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
                         num(s.dists.ttfc_ms.as_ref().map(|d| d.p50))
                     )
                 });
+            let done = match l.seconds {
+                Some(secs) => format!("{} done · level of {secs} s", p.finished),
+                None => format!("{}/{} done", p.finished, l.requests),
+            };
             let label = format!(
-                "{} · {}/{} done · {} in flight{queue}{thinking} · {} tok/s now{eta}{paused}",
+                "{} · {done} · {} in flight{queue}{thinking} · {} tok/s now{eta}{paused}",
                 l.label(),
-                p.finished,
-                l.requests,
                 app.session.in_flight(l.index),
                 num(Some(app.live.current))
             );
