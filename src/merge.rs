@@ -49,6 +49,10 @@ pub struct MergeInfo {
     /// What stands out: late starts, skewed clocks, a shard that did not finish.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The shard whose engine metrics, GPU readings and energy the levels carry (every shard
+    /// watches the same server and GPUs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry_from: Option<u32>,
 }
 
 /// A level started this much past its slot is named as late.
@@ -194,6 +198,7 @@ fn merge_info(runs: &[ShardRun], count: u32) -> MergeInfo {
         merged,
         missing: (0..count).filter(|i| !present.contains(i)).collect(),
         notes,
+        telemetry_from: present.first().copied(),
     }
 }
 

@@ -86,6 +86,13 @@ pub fn shards_section(out: &mut String, s: &RunSummary) {
             m.shards
         );
     }
+    if let Some(t) = m.telemetry_from {
+        let _ = writeln!(
+            out,
+            "\nEngine metrics, GPU readings and energy are shard {t}/{}'s (every shard watches the same server and GPUs); latency, throughput and failures are all the shards'.",
+            m.shards
+        );
+    }
     for n in &m.notes {
         let _ = writeln!(out, "\n- {n}");
     }
