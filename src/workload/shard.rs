@@ -134,6 +134,64 @@ mod tests {
         assert!(Shard::from_env(4, None).is_err());
     }
 
+    /// A level of the plan, `C` workers and `n` requests (`turns` a conversation).
+    fn level(c: u32, n: u32, turns: Option<u32>) -> LevelSpec {
+        LevelSpec {
+            index: 0,
+            kind: if turns.is_some() {
+                super::super::LevelKind::MultiTurn
+            } else {
+                super::super::LevelKind::Sweep
+            },
+            concurrency: c,
+            input_tokens: 100,
+            output_tokens: 10,
+            requests: n,
+            arrival: None,
+            shared_prefix_tokens: 0,
+            conversation: turns.map(|turns| super::super::Conversation {
+                turns,
+                followup_tokens: 8,
+            }),
+            trace: None,
+            repeat: None,
+            shard: None,
+            seconds: None,
+        }
+    }
+
+    #[test]
+    fn shares_of_a_level_are_the_level() {
+        // C=1 over 4 shards: shard 0 sends every request, the others none.
+        let shares: Vec<LevelSpec> = (0..4)
+            .map(|i| {
+                let mut l = level(1, 3, None);
+                Shard { index: i, count: 4 }.share(&mut l);
+                l
+            })
+            .collect();
+        assert_eq!(
+            shares.iter().map(|l| l.concurrency).collect::<Vec<_>>(),
+            [1, 0, 0, 0]
+        );
+        assert_eq!(
+            shares.iter().map(|l| l.requests).collect::<Vec<_>>(),
+            [3, 0, 0, 0]
+        );
+        // 5 chats of 3 turns at C=2 over 2 shards: whole conversations, each turn sent once.
+        let mut all: Vec<u32> = (0..2)
+            .flat_map(|i| {
+                let mut l = level(2, 15, Some(3));
+                Shard { index: i, count: 2 }.share(&mut l);
+                assert_eq!(l.requests % 3, 0, "whole conversations");
+                (0..l.requests).map(move |r| l.global_index(r))
+            })
+            .collect();
+        all.sort_unstable();
+        let want: Vec<u32> = (0..15).collect();
+        assert_eq!(all, want);
+    }
+
     #[test]
     fn parts_add_up_and_globals_cover_once() {
         for n in 1..6 {
