@@ -45,7 +45,7 @@ impl ChatWorker {
                 return;
             }
             // A conversation's turns come as one job, so no other worker gets one of them.
-            let Ok(turns) = self.lane.queue.recv().await else {
+            let Some(turns) = self.lane.next_job().await else {
                 return;
             };
             self.conversation(turns).await;

@@ -78,6 +78,28 @@ fn open_loop_rate(spec: &LevelSpec) -> Option<f64> {
         .or_else(|| spec.trace.as_ref()?.offered_rate)
 }
 
+/// Prompts to prepare before a level starts. Prompts are prepared ahead of the level, so
+/// sizing them (a /tokenize call each) never runs while it is measured; a level longer than
+/// the lookahead gets the rest from a producer that stays that far ahead, so memory follows
+/// the concurrency (a rate or trace level: ten seconds of arrivals), not the number of
+/// requests. A time-bounded level has no count to prepare: a few rounds of its workers (or
+/// its ten seconds of arrivals) ahead, the rest made while it runs, so preparing does not eat
+/// into its slot.
+fn prompts_ahead(spec: &LevelSpec) -> u32 {
+    let arrivals = open_loop_rate(spec).map_or(0, |rate| {
+        (rate * 10.0).ceil().min(f64::from(u32::MAX)) as u32
+    });
+    let most = match spec.seconds {
+        Some(_) => spec
+            .concurrency
+            .saturating_mul(4)
+            .max(arrivals)
+            .clamp(64, PROMPTS_AHEAD),
+        None => PROMPTS_AHEAD.max(spec.concurrency.saturating_mul(2)),
+    };
+    spec.requests.min(most).min(PROMPTS_AHEAD.max(arrivals))
+}
+
 /// Why a level ended.
 enum LevelEnd {
     Done,
@@ -207,23 +229,7 @@ impl Runner {
         if let Some(w) = self.chat_growth_warning(spec) {
             self.emit(Event::Warning(w));
         }
-        // Prompts are prepared ahead of the level, so sizing them (a /tokenize call each)
-        // never runs while it is measured; a level longer than the lookahead gets the rest
-        // from a producer that stays that far ahead, so memory follows the concurrency and
-        // not the number of requests.
-        // A time-bounded level has no count to prepare: a few rounds of its workers ahead,
-        // the rest made while it runs, so preparing does not eat into its slot.
-        let most = match spec.seconds {
-            Some(_) => spec.concurrency.saturating_mul(4).clamp(64, PROMPTS_AHEAD),
-            None => PROMPTS_AHEAD.max(spec.concurrency.saturating_mul(2)),
-        };
-        let ahead = spec
-            .requests
-            .min(most)
-            .min(PROMPTS_AHEAD.max(open_loop_rate(spec).map_or(0, |rate| {
-                // A rate or trace level: ten seconds of arrivals ahead.
-                (rate * 10.0).ceil().min(f64::from(u32::MAX)) as u32
-            })));
+        let ahead = prompts_ahead(spec);
         self.emit(Event::Phase(format!(
             "preparing {ahead} prompts of {} tokens for {}{}",
             spec.input_tokens,

@@ -77,11 +77,20 @@ impl Runner {
                 }
             }
             let sched = origin_plus(ctx.origin, offset + held);
+            // A time-bounded level's end, for the waits below: nothing is sent after it.
+            let until = ctx.send_until;
+            let time_up = || async move {
+                match until {
+                    Some(t) => tokio::time::sleep_until(t.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
             // Over the cap it waits for a slot: that wait is client queue time.
             while running.len() >= cap {
                 tokio::select! {
                     Some(r) = running.join_next() => give_back(&mut free, r),
                     () = cancel.cancelled() => break 'requests,
+                    () = time_up() => break 'requests,
                 }
             }
             while let Some(r) = running.try_join_next() {
@@ -91,8 +100,12 @@ impl Runner {
                 // Jobs of one request (an open-loop level has no conversations).
                 n = queue.recv() => n.ok().and_then(|job| job.into_iter().next()),
                 () = cancel.cancelled() => None,
+                () = time_up() => None,
             };
             let Some((i, req)) = next else { break };
+            if until.is_some_and(|t| Instant::now() >= t) {
+                break;
+            }
             let slot = free.pop_front().unwrap_or_else(|| {
                 next_slot += 1;
                 next_slot - 1

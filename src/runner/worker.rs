@@ -73,6 +73,23 @@ impl Lane {
             || self.send_until.is_some_and(|t| Instant::now() >= t)
     }
 
+    /// The level's next job, unless the level is cancelled or its time is up first (a
+    /// time-bounded level's prompts are made while it runs, so a worker can wait here).
+    pub(super) async fn next_job(&self) -> Option<crate::workload::requests::Job> {
+        let until = self.send_until;
+        let job = tokio::select! {
+            j = self.queue.recv() => j.ok(),
+            () = self.cancel.cancelled() => None,
+            () = async move {
+                match until {
+                    Some(t) => tokio::time::sleep_until(t.into()).await,
+                    None => std::future::pending().await,
+                }
+            } => None,
+        };
+        job.filter(|_| !self.halted())
+    }
+
     pub(super) async fn wait_while_paused(&mut self) {
         while self.control.borrow().paused && !self.cancel.is_cancelled() {
             tokio::select! {
@@ -138,7 +155,7 @@ impl Worker {
             if self.lane.halted() {
                 return;
             }
-            let Ok(job) = self.lane.queue.recv().await else {
+            let Some(job) = self.lane.next_job().await else {
                 return;
             };
             // One request a job outside multi-turn levels.
