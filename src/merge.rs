@@ -270,11 +270,16 @@ fn merge_level(
     let mut mine: Vec<RequestRecord> = Vec::new();
     for (run, l) in &ran {
         let shift = l.origin_unix_us.unwrap_or(origin) - origin;
+        let turns = l.conversation.map(|c| c.turns);
         mine.extend(
             run.records
                 .iter()
                 .filter(|r| r.level == index && !r.warmup)
                 .map(|r| RequestRecord {
+                    // The plan's number of the request, unique across the shards.
+                    index: l
+                        .shard
+                        .map_or(r.index, |s| s.global_request(r.index, turns)),
                     sched_at_us: r.sched_at_us + shift,
                     send_at_us: r.send_at_us + shift,
                     end_at_us: r.end_at_us + shift,
@@ -338,9 +343,20 @@ fn totals(parts: &[(&ShardRun, &LevelSummary)]) -> Option<LevelSummary> {
         .filter_map(|(_, l)| l.finished_at_unix_ms)
         .max();
     out.start_late_ms = parts.iter().filter_map(|(_, l)| l.start_late_ms).max();
-    out.status = parts
+    // The status of the shards that reached the level (one that stopped earlier left it
+    // waiting; the merge says so of the shard); of all of them when none did.
+    let reached: Vec<LevelStatus> = parts
         .iter()
+        .filter(|(_, l)| l.origin_unix_us.is_some() || l.status == LevelStatus::Skipped)
         .map(|(_, l)| l.status)
+        .collect();
+    let statuses = if reached.is_empty() {
+        parts.iter().map(|(_, l)| l.status).collect()
+    } else {
+        reached
+    };
+    out.status = statuses
+        .into_iter()
         .max_by_key(|s| status_rank(*s))
         .unwrap_or(LevelStatus::Done);
     let reasons: Vec<String> = parts.iter().filter_map(|(_, l)| l.reason.clone()).collect();

@@ -68,10 +68,12 @@ pub fn merge_dirs(dirs: &[PathBuf], out: &Path, size: (u32, u32)) -> Result<Merg
     if runs.is_empty() {
         return Err(format!("no shard could be read: {}", skipped.join("; ")));
     }
+    // The lowest shard's telemetry, as the merged levels carry (`merged.telemetry_from`).
+    runs.sort_by_key(|r| r.summary.config.shard.map_or(0, |s| s.index));
     let telemetry_from = runs
-        .iter()
+        .first()
         .map(|r| PathBuf::from(&r.source))
-        .find(|d| d.join("telemetry.jsonl").exists());
+        .filter(|d| d.join("telemetry.jsonl").exists());
     let (mut summary, records) = crate::merge::merge(runs)?;
     summary.config.out_dir = out.to_path_buf();
     summary.warnings.extend(skipped.iter().cloned());

@@ -61,7 +61,9 @@ pub struct LevelSpec {
     /// Which run of its level this is (`--repeat N`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat: Option<Repeat>,
-    /// This process's share of the level when the run is split over machines (`--shard`).
+    /// This process's share of the level when the run is split over machines (`--shard`):
+    /// which of the shards the level is dealt over it is (a closed-loop level with fewer
+    /// workers than shards is dealt over the first C only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<shard::Shard>,
     /// Seconds the level sends requests for (`--level-seconds`); None: until its request count.

@@ -60,6 +60,19 @@ impl Shard {
         i.saturating_mul(self.count).saturating_add(self.index)
     }
 
+    /// [`Shard::global`] at a level whose conversations have `turns` turns (None: single
+    /// requests): whole conversations are dealt, so turn `t` of this shard's conversation `c`
+    /// is turn `t` of the plan's conversation `global(c)`.
+    pub fn global_request(self, i: u32, turns: Option<u32>) -> u32 {
+        match turns {
+            Some(k) => {
+                let k = k.max(1);
+                self.global(i / k).saturating_mul(k).saturating_add(i % k)
+            }
+            None => self.global(i),
+        }
+    }
+
     /// Mixed into a rate level's arrival seed: each shard draws its own arrivals.
     pub fn seed_mix(self) -> u64 {
         u64::from(self.index).wrapping_mul(0xD1B5_4A32_D192_ED03)
@@ -86,6 +99,13 @@ impl Shard {
             let active = spec.concurrency.min(self.count);
             spec.concurrency = self.part(spec.concurrency);
             spec.requests = share_among(spec.requests / turns, self.index, active) * turns;
+            if self.index < active {
+                // Dealt over the first `active` shards: their requests interleave by that.
+                spec.shard = Some(Shard {
+                    index: self.index,
+                    count: active,
+                });
+            }
             return;
         }
         spec.requests = self.part(spec.requests);
@@ -105,14 +125,9 @@ impl LevelSpec {
     /// At a multi-turn level whole conversations are dealt: turn `t` of this shard's
     /// conversation `c` is turn `t` of the plan's conversation `global(c)`.
     pub fn global_index(&self, i: u32) -> u32 {
-        let Some(s) = self.shard else { return i };
-        match self.turn_of(i) {
-            Some((c, t)) => {
-                let k = self.conversation.map_or(1, |c| c.turns.max(1));
-                s.global(c).saturating_mul(k).saturating_add(t)
-            }
-            None => s.global(i),
-        }
+        self.shard.map_or(i, |s| {
+            s.global_request(i, self.conversation.map(|c| c.turns))
+        })
     }
 }
 
@@ -178,6 +193,23 @@ mod tests {
             shares.iter().map(|l| l.requests).collect::<Vec<_>>(),
             [3, 0, 0, 0]
         );
+        assert_eq!(
+            (0..3)
+                .map(|i| shares[0].global_index(i))
+                .collect::<Vec<_>>(),
+            [0, 1, 2],
+            "the prompts one process would send"
+        );
+        // C=2 over 4 shards: two shards send, interleaved by two, every request once.
+        let mut sent: Vec<u32> = (0..4)
+            .flat_map(|i| {
+                let mut l = level(2, 7, None);
+                Shard { index: i, count: 4 }.share(&mut l);
+                (0..l.requests).map(move |r| l.global_index(r))
+            })
+            .collect();
+        sent.sort_unstable();
+        assert_eq!(sent, (0..7).collect::<Vec<_>>());
         // 5 chats of 3 turns at C=2 over 2 shards: whole conversations, each turn sent once.
         let mut all: Vec<u32> = (0..2)
             .flat_map(|i| {
