@@ -23,7 +23,35 @@ fn servetop(args: &[&str]) -> (i32, String, Duration) {
 const U: &str = "http://127.0.0.1:9";
 
 /// Bad input, and what its one-line error must say.
-const BAD_INPUTS: [(&[&str], &str); 30] = [
+const BAD_INPUTS: [(&[&str], &str); 32] = [
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--shard",
+            "0/2",
+            "--level-seconds",
+            "9",
+            "--start-at",
+            "+30",
+        ],
+        "+S counts from each machine's own start",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--level-seconds",
+            "9",
+            "--drain-seconds",
+            "1",
+            "--start-at",
+            "+30",
+        ],
+        "--drain-seconds 1 is shorter than --grace 3",
+    ),
     (
         &[
             "run",

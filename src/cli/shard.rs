@@ -6,6 +6,9 @@ use clap::Args;
 use crate::workload::clock::{DEFAULT_DRAIN_S, LevelClock, parse_start_at};
 use crate::workload::shard::Shard;
 
+/// The longest a level or its drain may be, seconds.
+const WEEK_S: f64 = 604_800.0;
+
 /// How long levels last, when they start, and which share of the run this process sends.
 #[derive(Debug, Args, Clone, Default)]
 pub struct ShardArgs {
@@ -39,14 +42,16 @@ impl ShardArgs {
     /// The level clock, checked (`now_ms`: this machine's clock, for `+S`).
     pub fn clock(&self, now_ms: i64) -> Result<LevelClock, String> {
         if let Some(s) = self.level_seconds
-            && !(s.is_finite() && s > 0.0)
+            && !(s.is_finite() && s > 0.0 && s <= WEEK_S)
         {
-            return Err(format!("--level-seconds {s}: must be more than 0 seconds"));
+            return Err(format!(
+                "--level-seconds {s}: must be more than 0 seconds and at most a week ({WEEK_S})"
+            ));
         }
         let drain_s = self.drain_seconds.unwrap_or(DEFAULT_DRAIN_S);
-        if !(drain_s.is_finite() && drain_s >= 0.0) {
+        if !(drain_s.is_finite() && (0.0..=WEEK_S).contains(&drain_s)) {
             return Err(format!(
-                "--drain-seconds {drain_s}: must be 0 seconds or more"
+                "--drain-seconds {drain_s}: must be 0 seconds or more, at most a week ({WEEK_S})"
             ));
         }
         Ok(LevelClock {
@@ -60,8 +65,22 @@ impl ShardArgs {
         })
     }
 
-    /// The shard this process is (None: the whole run).
+    /// The shard this process is (None: the whole run). Shards need one absolute start:
+    /// `+S` counts from each machine's own start.
     pub fn shard(&self) -> Result<Option<Shard>, String> {
+        let shard = self.parse_shard()?;
+        if let (Some(sh), Some(at)) = (shard, self.start_at.as_deref())
+            && sh.count > 1
+            && at.trim().starts_with('+')
+        {
+            return Err(format!(
+                "--start-at {at} with --shard: +S counts from each machine's own start; give every shard the same absolute time (2026-12-02T10:00:00Z or @unix seconds)"
+            ));
+        }
+        Ok(shard)
+    }
+
+    fn parse_shard(&self) -> Result<Option<Shard>, String> {
         match (&self.shard, self.shards) {
             (Some(s), _) => Shard::parse(s).map(Some),
             (None, Some(n)) => {

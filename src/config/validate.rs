@@ -52,6 +52,13 @@ impl RunConfig {
                 s.label()
             ));
         }
+        let c = &self.clock;
+        if c.start_at_unix_ms.is_some() && c.level_seconds.is_some() && c.drain_s < self.grace_s {
+            return Err(format!(
+                "--drain-seconds {} is shorter than --grace {}: requests still running at a slot's end take --grace to be cancelled, so every level would overrun its slot; give --drain-seconds at least {}",
+                c.drain_s, self.grace_s, self.grace_s
+            ));
+        }
         if !self.clock.is_off() && self.search.is_some() {
             return Err(
                 "--search picks each probe from the last: it cannot run on --level-seconds or --start-at"
