@@ -55,6 +55,17 @@ pub struct MergeInfo {
     pub telemetry_from: Option<u32>,
 }
 
+impl MergeInfo {
+    /// The missing shards as `2/4, 3/4`.
+    pub fn missing_labels(&self) -> String {
+        self.missing
+            .iter()
+            .map(|i| format!("{i}/{}", self.shards))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
 /// A level started this much past its slot is named as late.
 const LATE_MS: i64 = 1000;
 
@@ -225,11 +236,7 @@ fn merged_warnings(runs: &[ShardRun], info: &MergeInfo) -> Vec<String> {
             "merged {} of {} shards: shard {} missing, so every level holds only part of its load",
             info.merged.len(),
             info.shards,
-            info.missing
-                .iter()
-                .map(|i| format!("{i}/{}", info.shards))
-                .collect::<Vec<_>>()
-                .join(", ")
+            info.missing_labels()
         ));
     }
     warnings.extend(info.notes.iter().cloned());

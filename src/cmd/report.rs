@@ -113,14 +113,7 @@ fn merge(a: &crate::cli::ReportArgs) -> i32 {
             if info.missing.is_empty() {
                 String::new()
             } else {
-                format!(
-                    "; missing: {}",
-                    info.missing
-                        .iter()
-                        .map(|i| format!("{i}/{}", info.shards))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
+                format!("; missing: {}", info.missing_labels())
             }
         );
         for n in &info.notes {

@@ -45,14 +45,7 @@ pub fn clock_lines(out: &mut String, s: &RunSummary) {
             if m.missing.is_empty() {
                 String::new()
             } else {
-                format!(
-                    "; **missing: shard {}**",
-                    m.missing
-                        .iter()
-                        .map(|i| format!("{i}/{}", m.shards))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
+                format!("; **missing: shard {}**", m.missing_labels())
             }
         );
     }
