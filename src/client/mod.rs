@@ -74,6 +74,9 @@ pub struct ClientOptions {
     pub temperature: f64,
     /// Fields every chat request carries besides its messages (tools, template switches).
     pub chat_extras: Arc<serde_json::Map<String, serde_json::Value>>,
+    /// How every request's `X-Request-Id` begins: `servetop`, or `servetop-shardIofN` on a
+    /// shard, so that the shards of one run never send the same id to one server.
+    pub request_id_prefix: Arc<str>,
 }
 
 /// One message of a chat history.

@@ -128,10 +128,11 @@ impl Client {
     ) -> Result<(Instant, Resp, u32), (Instant, Failure, u32)> {
         // Engines log it (vLLM and SGLang take it as the request's id), and the firehose keys
         // its record of write times by it.
+        let prefix = &self.opts.request_id_prefix;
         let request_id = if tag.warmup {
-            format!("servetop-warmup-{}", tag.index)
+            format!("{prefix}-warmup-{}", tag.index)
         } else {
-            format!("servetop-{}-{}", tag.level, tag.index)
+            format!("{prefix}-{}-{}", tag.level, tag.index)
         };
         let mut retries = 0u32;
         loop {

@@ -73,13 +73,7 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
         BackendChoice::OpenaiChat => Backend::OpenaiChat,
         BackendChoice::Sglang => Backend::Sglang,
     };
-    let opts = ClientOptions {
-        first_token_timeout: Duration::from_secs_f64(cfg.first_token_timeout_s),
-        idle_timeout: Duration::from_secs_f64(cfg.idle_timeout_s),
-        tokenizer: tokenizer.clone(),
-        temperature: cfg.temperature,
-        chat_extras: std::sync::Arc::new(cfg.chat.fields()),
-    };
+    let opts = client_options(cfg, tokenizer.clone());
     let client = Client::new(http.clone(), &server, backend, api_key.clone(), opts);
     let counter = match tokenizer {
         Some(t) => Counter::Local(t),
@@ -176,5 +170,23 @@ pub fn warmup_input(cfg: &RunConfig, prepared: &Prepared) -> u64 {
     match prepared.server.context_limit {
         Some(limit) => cfg.input_len.min(limit / 2).max(1),
         None => cfg.input_len.max(1),
+    }
+}
+
+/// The client's timeouts, counting and request ids, from the run's configuration.
+fn client_options(
+    cfg: &RunConfig,
+    tokenizer: Option<std::sync::Arc<tokenizers::Tokenizer>>,
+) -> ClientOptions {
+    ClientOptions {
+        first_token_timeout: Duration::from_secs_f64(cfg.first_token_timeout_s),
+        idle_timeout: Duration::from_secs_f64(cfg.idle_timeout_s),
+        tokenizer,
+        temperature: cfg.temperature,
+        chat_extras: std::sync::Arc::new(cfg.chat.fields()),
+        request_id_prefix: cfg.shard.map_or_else(
+            || "servetop".into(),
+            |s| format!("servetop-shard{}of{}", s.index, s.count).into(),
+        ),
     }
 }

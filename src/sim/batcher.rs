@@ -24,6 +24,8 @@ pub struct Emit {
     pub last: bool,
     /// Prompt tokens served from the prefix cache (set on the first emit).
     pub cached: u64,
+    /// When the engine admitted the request (set on the first emit).
+    pub admitted: Option<Instant>,
 }
 
 /// A request handed to the engine.
@@ -44,6 +46,8 @@ struct Active {
     generated: u64,
     first_token_at: Option<Instant>,
     steps: u32,
+    /// When its prefill began.
+    admitted: Option<Instant>,
 }
 
 /// Ground truth of one request as the simulator served it.
@@ -123,6 +127,8 @@ pub struct SimLog {
     pub streams: VecDeque<SimStreamLog>,
     /// The assistant messages chat requests sent back in their history (bounded).
     pub received_assistant: VecDeque<String>,
+    /// Every request's own record, on the Unix clock (bounded, as `requests`).
+    pub traces: VecDeque<super::truth::SimRequestTrace>,
 }
 
 impl SimLog {
@@ -193,6 +199,14 @@ impl SimLog {
             self.streams.pop_front();
         }
         self.streams.push_back(s);
+    }
+
+    /// Notes what the simulator did with one request.
+    pub fn push_trace(&mut self, t: super::truth::SimRequestTrace) {
+        if self.traces.len() >= LOG_CAP {
+            self.traces.pop_front();
+        }
+        self.traces.push_back(t);
     }
 
     /// Notes an assistant message a chat request sent back.
@@ -398,6 +412,7 @@ async fn prefill_step(
             tokens: 1,
             last,
             cached: a.cached,
+            admitted: a.admitted,
         });
         if last {
             finish(&a, now, true, log);
@@ -449,6 +464,7 @@ async fn decode_step(
             tokens: k as u32,
             last,
             cached: 0,
+            admitted: None,
         });
         if last {
             finish(a, now, true, log);
@@ -492,6 +508,7 @@ fn admit(a: &mut Active, cache: Option<&Mutex<PrefixCache>>, log: &Mutex<SimLog>
         .min(a.req.input_tokens.saturating_sub(1));
     a.cached = cached;
     a.prefilled = cached;
+    a.admitted = Some(Instant::now());
     if let Ok(mut l) = log.lock() {
         l.total_cached_tokens += cached;
         l.total_cache_queries += a.req.input_tokens;
@@ -513,5 +530,6 @@ fn new_active(req: SimRequest, log: &Mutex<SimLog>) -> Active {
         generated: 0,
         first_token_at: None,
         steps: 0,
+        admitted: None,
     }
 }

@@ -10,7 +10,7 @@ use axum::Json;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use rand::rngs::SmallRng;
@@ -53,6 +53,7 @@ pub fn router(state: Shared) -> Router {
         .route("/server_info", get(server_info))
         .route("/get_server_info", get(server_info))
         .route("/dcgm/metrics", get(dcgm_metrics))
+        .route("/sim/requests", get(sim_requests))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             require_key,
@@ -351,16 +352,39 @@ fn answer_plan(cfg: &super::SimConfig, kind: Kind, ask: &Ask) -> AnswerPlan {
     }
 }
 
-async fn completions(State(s): State<Shared>, Json(body): Json<Value>) -> Response {
-    serve(&s, Kind::Completions, &body)
+async fn completions(
+    State(s): State<Shared>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    serve(&s, Kind::Completions, &body, request_id(&headers))
 }
 
-async fn chat(State(s): State<Shared>, Json(body): Json<Value>) -> Response {
-    serve(&s, Kind::Chat, &body)
+async fn chat(State(s): State<Shared>, headers: HeaderMap, Json(body): Json<Value>) -> Response {
+    serve(&s, Kind::Chat, &body, request_id(&headers))
 }
 
-async fn generate(State(s): State<Shared>, Json(body): Json<Value>) -> Response {
-    serve(&s, Kind::Native, &body)
+async fn generate(
+    State(s): State<Shared>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    serve(&s, Kind::Native, &body, request_id(&headers))
+}
+
+fn request_id(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+/// The simulator's record of every request it streamed ([`super::truth`]).
+async fn sim_requests(State(s): State<Shared>) -> Response {
+    match s.log.lock() {
+        Ok(l) => Json(super::truth::SimTruth::of(&l)).into_response(),
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "simulator log poisoned"),
+    }
 }
 
 /// The whole answer of an injected fault that answers at once (500, 429, a context error);
@@ -392,10 +416,11 @@ fn fault_response(s: &Shared, f: FaultKind, ask: &Ask) -> Option<Response> {
     }
 }
 
-fn serve(s: &Shared, kind: Kind, body: &Value) -> Response {
+fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Response {
     // Arrival: the request as read, before its prompt is tokenized (a long prompt takes a
     // while, and that is the engine's time, not the client's lateness).
     let arrived = Instant::now();
+    let received_unix_us = crate::metrics::unix_us();
     let ask = match parse_ask(s, kind, body) {
         Ok(a) => a,
         Err(r) => return *r,
@@ -464,6 +489,11 @@ fn serve(s: &Shared, kind: Kind, body: &Value) -> Response {
         answer,
         log: s.log.clone(),
         arrived,
+        trace: super::truth::SimRequestTrace {
+            request_id,
+            received_unix_us,
+            ..super::truth::SimRequestTrace::default()
+        },
     };
     if ask.stream {
         let stream = futures_util::stream::unfold(st, |mut st| async move {

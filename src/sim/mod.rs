@@ -20,6 +20,7 @@ mod metrics;
 pub mod prefix_cache;
 mod stream;
 pub mod tokenizer;
+pub mod truth;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -27,6 +28,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 pub use batcher::{SimLog, SimRequestLog, SimStreamLog};
+pub use truth::{SimRequestTrace, SimTruth};
 
 /// Tokens emitted per decode step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

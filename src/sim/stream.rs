@@ -69,6 +69,17 @@ pub(super) struct StreamState {
     /// Where the simulator keeps its ground truth of each stream.
     pub(super) log: Arc<Mutex<super::batcher::SimLog>>,
     pub(super) arrived: std::time::Instant,
+    /// What was done with the request, kept in the log when the stream is dropped.
+    pub(super) trace: super::truth::SimRequestTrace,
+}
+
+impl Drop for StreamState {
+    fn drop(&mut self) {
+        let trace = std::mem::take(&mut self.trace);
+        if let Ok(mut l) = self.log.lock() {
+            l.push_trace(trace);
+        }
+    }
 }
 
 /// How a chat answer is made up: `think` reasoning tokens, then content, or `calls` tool calls
@@ -211,7 +222,11 @@ impl StreamState {
             tokens: n,
             last,
             cached,
+            admitted,
         } = emit;
+        if let Some(t) = admitted {
+            self.trace.admitted_unix_us = Some(super::truth::unix_of(t));
+        }
         self.cached = self.cached.max(cached);
         if self.kind != Kind::Chat {
             self.generated += u64::from(n);
@@ -379,6 +394,8 @@ impl StreamState {
                     };
                     // After the first token, up to `write_batch` steps go out in one write.
                     let batch = if self.sent_first { self.write_batch } else { 1 };
+                    let answered = self.answer.first_content.is_some();
+                    let mut tokens = emit.tokens;
                     let mut frame = self.token_event(emit);
                     for _ in 1..batch {
                         if self.phase != Phase::Tokens {
@@ -388,8 +405,15 @@ impl StreamState {
                         let Some(emit) = self.rx.recv().await else {
                             break;
                         };
+                        tokens += emit.tokens;
                         frame.extend_from_slice(&self.token_event(emit));
                     }
+                    let at = crate::metrics::unix_us();
+                    self.trace.writes.push((at, tokens));
+                    if !answered && self.answer.first_content.is_some() {
+                        self.trace.first_content_unix_us = Some(at);
+                    }
+                    self.trace.completed = self.phase != Phase::Tokens;
                     return Some(Bytes::from(frame));
                 }
                 Phase::Usage => {
@@ -418,6 +442,7 @@ impl StreamState {
             tokens,
             last,
             cached,
+            ..
         }) = self.rx.recv().await
         {
             self.generated += u64::from(tokens);

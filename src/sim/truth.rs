@@ -1,0 +1,89 @@
+//! The simulator's own record of every streamed request, on the Unix clock: when it read the
+//! request, when its engine admitted it, and when each frame of token events went to the
+//! connection. Served at `GET /sim/requests` (and kept in [`super::SimLog::traces`] for an
+//! in-process simulator), so a test checks each request a client measured against what the
+//! server really did, with a fixed tolerance, whatever the machine's load; and says how far the
+//! simulator fell behind its own step schedule, so a test can tell a starved machine from a
+//! wrong measurement.
+
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::unix_us;
+
+/// What the simulator did with one request that reached its engine.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SimRequestTrace {
+    /// The request's `X-Request-Id`, if it sent one (servetop sends `servetop-LEVEL-INDEX`).
+    pub request_id: Option<String>,
+    /// The request read, before its prompt is tokenized (µs since the Unix epoch).
+    pub received_unix_us: u64,
+    /// The engine admitted it: its prefill began (none if it never did).
+    pub admitted_unix_us: Option<u64>,
+    /// Each frame of token events as it was handed to the connection: µs since the Unix epoch,
+    /// taken just before, and the tokens the frame carried. A frame holds one decode step's
+    /// events, or several with `--write-batch`.
+    pub writes: Vec<(u64, u32)>,
+    /// The frame with the first answer token (after any thinking) was written then; none for a
+    /// stream that is not a chat answer, or that never began its answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_content_unix_us: Option<u64>,
+    /// The frame with the last token was written.
+    pub completed: bool,
+}
+
+impl SimRequestTrace {
+    /// Tokens written in all.
+    pub fn tokens(&self) -> u64 {
+        self.writes.iter().map(|&(_, n)| u64::from(n)).sum()
+    }
+
+    /// When the first and the last token went out.
+    pub fn first_write_unix_us(&self) -> Option<u64> {
+        self.writes.first().map(|w| w.0)
+    }
+
+    pub fn last_write_unix_us(&self) -> Option<u64> {
+        self.writes.last().map(|w| w.0)
+    }
+}
+
+/// The page `GET /sim/requests` serves.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SimTruth {
+    /// Always true: this is a simulated server's record.
+    pub simulated: bool,
+    /// Time the engine fell behind its own step schedule and did not make up, since it started
+    /// ([`super::SimLog::schedule_slip`]).
+    pub schedule_slip_ms: f64,
+    /// When the simulator started (µs since the Unix epoch).
+    pub started_unix_us: u64,
+    /// The most recent requests (at most 100,000), oldest first.
+    pub requests: Vec<SimRequestTrace>,
+}
+
+impl SimTruth {
+    /// The record of the simulator behind `log`, now.
+    pub fn of(log: &super::SimLog) -> Self {
+        Self {
+            simulated: true,
+            schedule_slip_ms: log.schedule_slip.as_secs_f64() * 1e3,
+            started_unix_us: log.started.map_or(0, unix_of),
+            requests: log.traces.iter().cloned().collect(),
+        }
+    }
+
+    /// The request sent with this `X-Request-Id`.
+    pub fn request(&self, id: &str) -> Option<&SimRequestTrace> {
+        self.requests
+            .iter()
+            .find(|r| r.request_id.as_deref() == Some(id))
+    }
+}
+
+/// An instant of this process on the Unix clock, in µs.
+pub fn unix_of(t: Instant) -> u64 {
+    let ago = Instant::now().saturating_duration_since(t).as_micros() as u64;
+    unix_us().saturating_sub(ago)
+}
