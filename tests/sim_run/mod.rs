@@ -31,3 +31,36 @@ pub async fn finished(cfg: RunConfig) -> Session {
     let prepared = runner::prepare(&cfg, None).await.expect("prepare");
     finish_prepared(&cfg, prepared).await
 }
+
+/// [`finish_prepared`], writing the run's directory at `dir` (requests.jsonl and results.json,
+/// for the suites that check each record against the simulator's own).
+pub async fn finish_prepared_into(
+    cfg: &RunConfig,
+    prepared: Prepared,
+    dir: &std::path::Path,
+) -> Session {
+    let _ = std::fs::remove_dir_all(dir);
+    let files = servetop::export::RunFiles::create(dir).expect("a run directory");
+    let (state, session) = run_prepared(
+        cfg,
+        prepared,
+        servetop::summary::RunSummary::new(cfg.clone(), None),
+        Some(files),
+        true,
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(state, RunState::Finished, "{:?}", session.summary.error);
+    session
+}
+
+/// [`finished`], writing the run's directory at `dir`.
+pub async fn finished_into(cfg: RunConfig, dir: &std::path::Path) -> Session {
+    let prepared = runner::prepare(&cfg, None).await.expect("prepare");
+    finish_prepared_into(&cfg, prepared, dir).await
+}
+
+/// A fresh directory under the temp dir for this process's run `name`.
+pub fn temp_run_dir(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("servetop-{name}-{}", std::process::id()))
+}
