@@ -11,8 +11,9 @@
 //! - the reasoning share = THINK / OUTPUT, exactly; the mean token counts exactly THINK and
 //!   OUTPUT − THINK.
 //!
-//! Timing tolerance: 5 % of the known value, plus the time the simulator's own step schedule
-//! slipped (a busy machine wakes it late; it says how much, `SimLog::schedule_slip`).
+//! Timings are checked against the simulator's own record of each request (`tests/sim_truth`):
+//! when it wrote the first token, the first answer token and the last, within fixed tolerances;
+//! the counts against the known ones exactly. A starved machine fails the test naming the slip.
 
 // Integration tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -26,6 +27,7 @@ use servetop::sim::{self, AcceptLength, MetricsFlavor, SimConfig, SimHandle};
 use servetop::workload::RequestCount;
 
 mod sim_run;
+mod sim_truth;
 use sim_run::finished;
 
 const STEP_MS: f64 = 4.0;
@@ -64,21 +66,37 @@ fn stats(s: &Session, i: usize) -> &LevelStats {
     s.summary.sweep[i].stats.as_ref().expect("level has stats")
 }
 
-/// `got` is within 5 % of `want` plus `slip` (the simulator's schedule slip, in `want`'s unit).
-fn near(what: &str, got: f64, want: f64, slip: f64) {
-    let tol = 0.05 * want.abs() + slip;
+/// `got` within `tol` of `want` (ms).
+fn near(what: &str, got: f64, want: f64, tol: f64) {
     assert!(
         (got - want).abs() <= tol,
-        "{what}: {got:.2}, expected {want:.2} ± {tol:.2}"
+        "{what}: {got:.3} ms, the server's record says {want:.3} ms (± {tol} ms)"
     );
+}
+
+/// The median over `records` of what `f` computes from one (ms).
+fn server_median(
+    records: &[&servetop::sim::SimRequestTrace],
+    f: impl Fn(&servetop::sim::SimRequestTrace) -> Option<f64>,
+) -> f64 {
+    let v: Vec<f64> = records.iter().filter_map(|r| f(r)).collect();
+    assert_eq!(v.len(), records.len(), "every request has the figure");
+    sim_truth::nearest_rank(&v, 50.0)
 }
 
 async fn known_figures(flavor: MetricsFlavor, concurrency: Vec<u64>) {
     let h = start(sim_config(flavor, THINK)).await;
     let levels = concurrency.len();
-    let s = finished(chat_config(&h, concurrency, 8)).await;
-    let slip_ms = h.log.lock().unwrap().schedule_slip.as_secs_f64() * 1e3;
-    let think_ms = THINK as f64 * STEP_MS;
+    let started = std::time::Instant::now();
+    let dir = sim_run::temp_run_dir(&format!("reasoning-{flavor:?}"));
+    let s = sim_run::finished_into(chat_config(&h, concurrency, 8), &dir).await;
+    let (records, origins) = sim_truth::run_records(&dir);
+    let truth = sim_truth::of(&h);
+    sim_truth::guard(&truth, started.elapsed().as_secs_f64());
+    sim_truth::agree_all(&records, &origins, &truth);
+    let ms = |a: u64, b: u64| (a as f64 - b as f64) / 1e3;
+    // Both ends of a span move by at most the delivery tolerance; a median by the medians'.
+    let span_tol = 2.0 * sim_truth::MEDIAN_TOL_MS;
     for i in 0..levels {
         let st = stats(&s, i);
         let label = s.summary.sweep[i].label();
@@ -98,48 +116,65 @@ async fn known_figures(flavor: MetricsFlavor, concurrency: Vec<u64>) {
             Some(THINK as f64 / f64::from(OUTPUT)),
             "{label}"
         );
+        let server = sim_truth::of_level(&truth, s.summary.sweep[i].index);
+        assert_eq!(server.len(), 8, "{label}: the server's record");
         let first_token = st.dists.ttft_ms.as_ref().unwrap();
         let first_answer = st.dists.ttfc_ms.as_ref().unwrap();
         let thinking = st.dists.thinking_ms.as_ref().unwrap();
         let answer = st.dists.content_decode_tokens_per_s.as_ref().unwrap();
+        let whole = st.dists.decode_tokens_per_s.as_ref().unwrap();
         println!(
-            "{label}: TTFT p50 {:.1} ms, TTFC p50 {:.1} ms, thinking p50 {:.1} ms, answer {:.1} tok/s (slip {slip_ms:.1} ms)",
+            "{label}: TTFT p50 {:.1} ms, TTFC p50 {:.1} ms, thinking p50 {:.1} ms, answer {:.1} tok/s",
             first_token.p50, first_answer.p50, thinking.p50, answer.p50
         );
+        // Thinking: from the first token's frame to the first answer token's.
         near(
             &format!("{label} thinking p50"),
             thinking.p50,
-            think_ms,
-            slip_ms,
+            server_median(&server, |r| {
+                Some(ms(r.first_content_unix_us?, r.first_write_unix_us()?))
+            }),
+            span_tol,
+        );
+        // TTFC: from servetop's send to the server's frame with the first answer token.
+        let level = s.summary.sweep[i].index;
+        let mine: Vec<_> = records
+            .iter()
+            .filter(|r| r.level == level)
+            .cloned()
+            .collect();
+        let ttfc = sim_truth::nearest_rank(
+            &sim_truth::server_seen_ms(&mine, &origins, &truth, |r| r.first_content_unix_us),
+            50.0,
         );
         near(
-            &format!("{label} thinking mean"),
-            thinking.mean,
-            think_ms,
-            slip_ms,
+            &format!("{label} TTFC p50"),
+            first_answer.p50,
+            ttfc,
+            span_tol + ttfc * 1e-3,
         );
+        // The answer's and the whole output's decode speed: the median of the server's own
+        // speeds (tokens after the first over its frames' span), compared as the time that
+        // speed gives those tokens, so the tolerance is in ms.
+        let answer_tokens = (f64::from(OUTPUT) - THINK as f64) - 1.0;
+        let answer_speed = server_median(&server, |r| {
+            Some(answer_tokens / ms(r.last_write_unix_us()?, r.first_content_unix_us?) * 1e3)
+        });
         near(
-            &format!("{label} TTFC mean"),
-            first_answer.mean,
-            first_token.mean + think_ms,
-            slip_ms,
+            &format!("{label} answer decode time at the median speed"),
+            answer_tokens / answer.p50 * 1e3,
+            answer_tokens / answer_speed * 1e3,
+            span_tol,
         );
-        // A speed slows by the simulator's recorded slip as a share of one request's decode
-        // (the slip's whereabouts in the run are not recorded: at worst all in one request).
-        let pace = 1000.0 / STEP_MS;
-        let slip_share = slip_ms / (f64::from(OUTPUT) * STEP_MS);
+        let tokens = f64::from(OUTPUT - 1);
+        let speed = server_median(&server, |r| {
+            Some(tokens / ms(r.last_write_unix_us()?, r.first_write_unix_us()?) * 1e3)
+        });
         near(
-            &format!("{label} answer decode speed"),
-            answer.p50,
-            pace,
-            pace * slip_share,
-        );
-        // The whole output's speed counts the thinking too: the same pace here.
-        near(
-            &format!("{label} decode speed"),
-            st.dists.decode_tokens_per_s.as_ref().unwrap().p50,
-            pace,
-            pace * slip_share,
+            &format!("{label} decode time at the median speed"),
+            tokens / whole.p50 * 1e3,
+            tokens / speed * 1e3,
+            span_tol,
         );
     }
     // What the simulator streamed, after the warmup (64 tokens, all thinking).
