@@ -173,6 +173,7 @@ fn a_run_worse_than_its_baseline_exits_3_and_one_better_exits_0() {
 
     bad_baselines_are_one_line_errors(&url, &tmp, &first);
     let _ = sim.kill();
+    the_limits_edge_and_one_figure_alone(&tmp, &first, &base);
     let _ = std::fs::remove_dir_all(&tmp);
 }
 
@@ -214,4 +215,58 @@ fn bad_baselines_are_one_line_errors(url: &str, tmp: &Path, first: &Path) {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("no level of this plan matches"), "{err}");
     assert!(!other_lengths.exists());
+}
+
+/// The limit's edge, one figure at a time, offline (`report --baseline`, no timing involved): a
+/// baseline whose one figure makes this run 4.9 % worse passes a 5 % gate, one that makes it
+/// 5.1 % worse fails it, naming that figure and no other, for throughput, TTFT and TPOT alike.
+fn the_limits_edge_and_one_figure_alone(tmp: &Path, run: &Path, now: &Value) {
+    // (key, name on stderr, the baseline value that makes this run worse by `w`).
+    type Make = fn(f64, f64) -> f64;
+    let figures: [(&str, &str, Make); 3] = [
+        // Lower throughput is worse: now = base · (1 − w).
+        ("output_throughput", "out tok/s", |n, w| n / (1.0 - w)),
+        // Higher latency is worse: now = base · (1 + w).
+        ("median_ttft_ms", "TTFT p50", |n, w| n / (1.0 + w)),
+        ("median_tpot_ms", "TPOT p50", |n, w| n / (1.0 + w)),
+    ];
+    for (key, name, make) in figures {
+        for (worse, fails) in [(0.049, false), (0.051, true)] {
+            let mut v = now.clone();
+            for l in v["sweep"].as_array_mut().unwrap() {
+                let n = l[key].as_f64().unwrap();
+                l[key] = serde_json::json!(make(n, worse));
+            }
+            let path = tmp.join(format!("{key}-{worse}.json"));
+            std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+            let o = Command::new(env!("CARGO_BIN_EXE_servetop"))
+                .arg("report")
+                .arg(run)
+                .arg("--baseline")
+                .arg(&path)
+                .args(["--fail-on-regression", "5"])
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            let what = format!("{name} {:.1} % worse", worse * 100.0);
+            if fails {
+                assert_eq!(o.status.code(), Some(3), "{what}: {err}");
+                let lines: Vec<&str> = err
+                    .lines()
+                    .filter(|l| l.starts_with("servetop: worse than the baseline: "))
+                    .collect();
+                assert_eq!(lines.len(), 2, "{what}: both levels named: {err}");
+                for l in lines {
+                    assert!(l.contains(name), "{what}: {l}");
+                    for other in ["out tok/s", "TTFT p50", "TPOT p50"] {
+                        assert!(other == name || !l.contains(other), "{what}: {l}");
+                    }
+                    assert!(l.ends_with("(limit 5%)"), "{what}: {l}");
+                }
+            } else {
+                assert_eq!(o.status.code(), Some(0), "{what}: {err}");
+                assert!(!err.contains("worse than the baseline"), "{what}: {err}");
+            }
+        }
+    }
 }

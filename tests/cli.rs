@@ -346,9 +346,15 @@ fn help_lists_the_three_commands() {
         .arg("--help")
         .output()
         .unwrap();
+    assert_eq!(out.status.code(), Some(0), "--help is not an error");
     let s = String::from_utf8_lossy(&out.stdout);
+    // Each command on a line of its own in the Commands list, with its description.
     for c in ["run", "sim", "demo"] {
-        assert!(s.contains(c), "{s}");
+        assert!(
+            s.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{c} "))),
+            "{s}"
+        );
     }
 }
 
@@ -555,8 +561,16 @@ fn the_api_key_is_sent_and_never_written() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_ne!(out.status.code(), Some(0), "{err}");
-    assert!(err.contains("401"), "{err}");
+    // Bad input: exit 2, one line naming the status and the variable to fix, the key itself
+    // never printed, nothing written.
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("HTTP 401") && err.contains("$SERVETOP_API_KEY"),
+        "{err}"
+    );
+    assert!(!err.contains("sk-wrong"), "{err}");
+    assert!(!wrong_dir.exists(), "a refused key writes no run");
     let _ = std::fs::remove_dir_all(&wrong_dir);
     let results = std::fs::read_to_string(dir.join("results.json")).unwrap();
     assert!(
