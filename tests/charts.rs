@@ -285,3 +285,362 @@ fn tab_screenshots_are_pngs_of_the_terminal_grid() {
     assert!(colours_in(&sweep, (0, 0, 40 * cw, ch)).contains(&[200, 90, 200]));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Okabe–Ito blue: the first run's colour on every chart.
+const BLUE: [u8; 3] = [0, 114, 178];
+
+/// The centres of the markers drawn in `colour` between columns `x0..x1`: a marker is a filled
+/// disc of radius 5, so its centre is where a disc of radius 4 fits in that colour (a 3 px
+/// line, a 2 px error bar, a legend key or two lines crossing hold no such disc). Neighbouring
+/// fits are one marker, at their mean: (column, row), left to right.
+fn markers(img: &image::RgbImage, colour: [u8; 3], x0: u32, x1: u32) -> Vec<(f64, f64)> {
+    let (_, h) = img.dimensions();
+    let is = |x: i64, y: i64| img.get_pixel(x as u32, y as u32).0 == colour;
+    let disc = |x: i64, y: i64| {
+        (-4i64..=4).all(|dy| {
+            (-4i64..=4)
+                .filter(|dx| dx * dx + dy * dy <= 16)
+                .all(|dx| is(x + dx, y + dy))
+        })
+    };
+    let mut groups: Vec<Vec<(i64, i64)>> = Vec::new();
+    for x in i64::from(x0) + 4..i64::from(x1) - 4 {
+        for y in 4..i64::from(h) - 4 {
+            if !is(x, y) || !disc(x, y) {
+                continue;
+            }
+            match groups.iter_mut().find(|g| {
+                g.iter()
+                    .any(|&(a, b)| (a - x).abs() <= 2 && (b - y).abs() <= 2)
+            }) {
+                Some(g) => g.push((x, y)),
+                None => groups.push(vec![(x, y)]),
+            }
+        }
+    }
+    groups
+        .iter()
+        .map(|g| {
+            let n = g.len() as f64;
+            (
+                g.iter().map(|p| p.0 as f64).sum::<f64>() / n,
+                g.iter().map(|p| p.1 as f64).sum::<f64>() / n,
+            )
+        })
+        .collect()
+}
+
+/// The row of the x axis of the panel spanning columns `x0..x1`: the lowest row dark across
+/// half the panel.
+fn x_axis_row(img: &image::RgbImage, x0: u32, x1: u32) -> f64 {
+    let dark = |x: u32, y: u32| img.get_pixel(x, y).0.iter().all(|v| *v < 80);
+    let row = (0..img.height())
+        .rev()
+        .find(|&y| (x0..x1).filter(|&x| dark(x, y)).count() as u32 > (x1 - x0) / 2)
+        .expect("an x axis");
+    f64::from(row)
+}
+
+/// The column of the y axis of the panel spanning columns `x0..x1`: the leftmost column dark
+/// down a third of the figure's height.
+fn y_axis_column(img: &image::RgbImage, x0: u32, x1: u32) -> f64 {
+    let dark = |x: u32, y: u32| img.get_pixel(x, y).0.iter().all(|v| *v < 80);
+    let h = img.height();
+    let col = (x0..x1)
+        .find(|&x| (0..h).filter(|&y| dark(x, y)).count() as u32 > h / 3)
+        .expect("a y axis");
+    f64::from(col)
+}
+
+/// How far each of `drawn` (pixels from an axis) is from the line through the origin that
+/// best fits it against `want` (the summary's values): on an axis from 0, a drawn distance is
+/// the value times one scale, so every residual is a rounding error.
+fn residuals(drawn: &[f64], want: &[f64]) -> (f64, Vec<f64>) {
+    let scale = drawn.iter().zip(want).map(|(d, w)| d * w).sum::<f64>()
+        / want.iter().map(|w| w * w).sum::<f64>();
+    let res = drawn.iter().zip(want).map(|(d, w)| d - scale * w).collect();
+    (scale, res)
+}
+
+/// A marker's centre is a whole pixel (plotters rounds a point to one) and sits within half a
+/// pixel of its exact place; the axis line is one pixel off the row of 0 at most. So a marker
+/// stands within 2 px of where its value puts it, and a fitted scale cannot hide a wrong value
+/// that moves a marker further.
+const PX: f64 = 2.0;
+
+/// Sets a latency distribution's percentiles to `p50` and `p99`, with p90 (and the rest)
+/// far from p99: a chart that drew p90 as its p99 line would draw it at half the height.
+fn set_dist(d: &mut Option<servetop::metrics::DistStats>, p50: f64, p99: f64) {
+    *d = Some(servetop::metrics::DistStats {
+        count: 100,
+        mean: p50 * 1.1,
+        std: p50 * 0.3,
+        min: p50 * 0.8,
+        p50,
+        p90: p50 * 1.25,
+        p95: p50 * 1.5,
+        p99,
+        p999: p99 * 1.02,
+        max: p99 * 1.05,
+    });
+}
+
+/// `latency.png` draws each level's p50 and p99 (both in the run's blue) at their heights: the
+/// synthetic run, its latency percentiles set to values whose p90 is far from its p99 (the
+/// fixture's own requests spread too little to tell them apart), on a linear axis from 0
+/// (they span less than the 30× that turns the axis to log10). In each panel (TTFT, ITL,
+/// TPOT) every level has two markers at its concurrency, the upper one at p99; every marker
+/// is within 2 px of its value's height on one scale.
+#[test]
+fn the_latency_chart_draws_p50_and_p99_at_their_heights() {
+    let app = fixtures::finished_run();
+    let mut summary = app.session.summary.clone();
+    // p50 rises 200 → 400 ms over the six levels, p99 from 2.5× to 3× p50.
+    let p50 = |i: usize| 200.0 + 40.0 * i as f64;
+    let p99 = |i: usize| p50(i) * (2.5 + 0.1 * i as f64);
+    let panels = [1.0, 0.05, 0.06];
+    for (i, l) in summary.sweep.iter_mut().enumerate() {
+        let s = l.stats.as_mut().unwrap();
+        assert!(
+            s.scalars.reasoning_share.is_none_or(|x| x <= 0.0),
+            "no TTFC panel"
+        );
+        let d = &mut s.dists;
+        set_dist(&mut d.ttft_ms, p50(i) * panels[0], p99(i) * panels[0]);
+        set_dist(&mut d.itl_ms, p50(i) * panels[1], p99(i) * panels[1]);
+        set_dist(&mut d.tpot_ms, p50(i) * panels[2], p99(i) * panels[2]);
+    }
+    let n = summary.sweep.len();
+    assert_eq!(n, 6);
+    // Linear: the values span 6×, under the 30× of a log10 axis.
+    assert!(p99(n - 1) / p50(0) < 30.0);
+    let dir = tmp("latency");
+    let runs = [ChartRun {
+        label: "synthetic".into(),
+        summary: &summary,
+        telemetry: &[],
+    }];
+    render_all(&runs, &dir, (1200, 700)).unwrap();
+    let img = image::open(dir.join("latency.png")).unwrap().to_rgb8();
+    for (k, name) in ["TTFT", "ITL", "TPOT"].into_iter().enumerate() {
+        let x0 = 400 * k as u32;
+        let found = markers(&img, BLUE, x0, x0 + 400);
+        assert_eq!(found.len(), 2 * n, "{name}: markers at {found:?}");
+        let axis = x_axis_row(&img, x0, x0 + 400);
+        let y_axis = y_axis_column(&img, x0, x0 + 400);
+        let (mut drawn, mut want, mut across, mut log2c) = (vec![], vec![], vec![], vec![]);
+        for (i, pair) in found.chunks(2).enumerate() {
+            // One column a level: its two markers within a pixel of each other across, at
+            // log2 of its concurrency from the y axis.
+            assert!((pair[0].0 - pair[1].0).abs() <= 1.0, "{name}: {pair:?}");
+            across.push(f64::midpoint(pair[0].0, pair[1].0) - y_axis);
+            log2c.push(f64::from(summary.sweep[i].concurrency).log2());
+            let (upper, lower) = if pair[0].1 < pair[1].1 {
+                (pair[0], pair[1])
+            } else {
+                (pair[1], pair[0])
+            };
+            // p99 over p50 at this level, free of any scale: each height within PX of its
+            // place, the ratio within PX · (1 + ratio) / (p50's height) of the summary's.
+            let (l, u) = (axis - lower.1, axis - upper.1);
+            let ratio = p99(i) / p50(i);
+            assert!(
+                (u / l - ratio).abs() <= PX * (1.0 + ratio) / l,
+                "{name} C={}: the p99 marker stands {:.2}× as high as the p50 one ({u:.0} and \
+                 {l:.0} px over the axis); the summary's p99 is {ratio:.2}× its p50 (its p90 \
+                 1.25×)",
+                summary.sweep[i].concurrency,
+                u / l,
+            );
+            drawn.extend([l, u]);
+            want.extend([p50(i) * panels[k], p99(i) * panels[k]]);
+        }
+        let (_, res) = residuals(&across, &log2c);
+        assert!(
+            res.iter().all(|r| r.abs() <= PX),
+            "{name}: levels drawn {across:.1?} px right of the y axis, off log2(C) {log2c:.2?} \
+             by {res:.1?} px"
+        );
+        let (scale, res) = residuals(&drawn, &want);
+        // The marker furthest from its value's height names the failure.
+        let j = (0..res.len())
+            .max_by(|&a, &b| res[a].abs().total_cmp(&res[b].abs()))
+            .unwrap();
+        let at = |v: &[f64]| v.iter().map(|w| scale * w).collect::<Vec<_>>();
+        assert!(
+            res[j].abs() <= PX,
+            "{name} C={} {}: drawn {:.1} px over the axis, its value {:.2} ms puts it at {:.1} px \
+             ({:+.1} px off). Drawn (p50, p99 a level): {drawn:.1?}; where the values put them: \
+             {:.1?}; where the p90s would be: {:.1?}",
+            summary.sweep[j / 2].concurrency,
+            ["p50", "p99"][j % 2],
+            drawn[j],
+            want[j],
+            scale * want[j],
+            res[j],
+            at(&want),
+            at(&(0..n)
+                .map(|i| p50(i) * 1.25 * panels[k])
+                .collect::<Vec<_>>()),
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `long_context.png` draws each finished length at its input length and its value: the
+/// synthetic run's 8K, 16K and 30K lengths (60K and 100K skipped, so the axis runs to 105K),
+/// in each panel (TTFT, prefill, decode, all on linear axes from 0) one marker a length,
+/// within 2 px of where its length and its value put it.
+#[test]
+fn the_long_context_chart_draws_each_length_at_its_place() {
+    let app = fixtures::finished_run();
+    let s = &app.session.summary;
+    let dir = tmp("long-context");
+    let runs = [ChartRun {
+        label: "synthetic".into(),
+        summary: s,
+        telemetry: &[],
+    }];
+    render_all(&runs, &dir, (1200, 700)).unwrap();
+    let img = image::open(dir.join("long_context.png")).unwrap().to_rgb8();
+    let done: Vec<_> = s
+        .long_context
+        .iter()
+        .filter(|l| l.stats.is_some())
+        .collect();
+    let k: Vec<f64> = done.iter().map(|l| l.input_len as f64 / 1000.0).collect();
+    assert_eq!(k, [8.0, 16.0, 30.0]);
+    let stats = |f: &dyn Fn(&servetop::metrics::LevelStats) -> Option<f64>| -> Vec<f64> {
+        done.iter()
+            .map(|l| f(l.stats.as_ref().unwrap()).unwrap())
+            .collect()
+    };
+    let panels = [
+        (
+            "TTFT",
+            stats(&|s| s.dists.ttft_ms.as_ref().map(|d| d.mean / 1000.0)),
+        ),
+        ("prefill", stats(&|s| s.scalars.prefill_tokens_per_s)),
+        (
+            "decode",
+            stats(&|s| s.dists.decode_tokens_per_s.as_ref().map(|d| d.mean)),
+        ),
+    ];
+    // TTFT grows 3.4× from 8K to 30K: its markers far apart in height as well.
+    assert!(panels[0].1[2] / panels[0].1[0] > 3.0, "{:?}", panels[0].1);
+    for (p, (name, want)) in panels.iter().enumerate() {
+        let x0 = 400 * p as u32;
+        let found = markers(&img, BLUE, x0, x0 + 400);
+        assert_eq!(found.len(), 3, "{name}: markers at {found:?}");
+        let (axis, y_axis) = (
+            x_axis_row(&img, x0, x0 + 400),
+            y_axis_column(&img, x0, x0 + 400),
+        );
+        let across: Vec<f64> = found.iter().map(|m| m.0 - y_axis).collect();
+        let up: Vec<f64> = found.iter().map(|m| axis - m.1).collect();
+        for (what, drawn, want) in [("input length", &across, &k), ("value", &up, want)] {
+            let (scale, res) = residuals(drawn, want);
+            assert!(
+                res.iter().all(|r| r.abs() <= PX),
+                "{name}: drawn {drawn:.1?} px from the axis, where each {what} of {want:.2?} puts \
+                 them is {:.1?} px",
+                want.iter().map(|w| scale * w).collect::<Vec<_>>()
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--repeat`: `throughput.png` draws each level's mean output tokens/s with an error bar
+/// from the low to the high end of the summary's `ci95` for it. Three runs of three levels,
+/// their values set 0, ± 10, 15, 20 % about 300, 500 and 400 tok/s: Student's t puts the
+/// ends ± 25 to 50 % out, 50 to 135 px from the marker. A marker is within 2 px of its mean's
+/// height, a bar's cap (14 px wide, 2 px thick: its centre half a pixel off its row at most)
+/// within 2 px of its end's.
+#[test]
+fn repeat_error_bars_span_the_summarys_interval() {
+    let app = fixtures::finished_run_with(&[1, 8, 64]);
+    let mut s = app.session.summary.clone();
+    let base = s.sweep.clone();
+    let mean = [300.0, 500.0, 400.0];
+    s.config.repeat = 3;
+    s.sweep = (0..3u32)
+        .flat_map(|pass| base.iter().enumerate().map(move |(i, l)| (pass, i, l)))
+        .map(|(pass, i, l)| {
+            let mut l = l.clone();
+            l.index = pass * 3 + i as u32;
+            l.repeat = Some(servetop::workload::Repeat {
+                n: pass + 1,
+                of: 3,
+                first: i as u32,
+            });
+            let spread = 0.1 + 0.05 * i as f64;
+            l.stats.as_mut().unwrap().scalars.output_throughput =
+                mean[i] * (1.0 + (f64::from(pass) - 1.0) * spread);
+            l
+        })
+        .collect();
+    s.summarize_repeats();
+    let first: Vec<_> = s.repeated_levels().filter(|l| l.stats.is_some()).collect();
+    assert_eq!(first.len(), 3);
+    let mut want = Vec::new();
+    for (i, l) in first.iter().enumerate() {
+        let m = l.repeat_mean["output_throughput"];
+        let [lo, hi] = l.ci95["output_throughput"];
+        assert!(
+            (m - mean[i]).abs() < 1e-9 && lo > 0.0 && (hi - m) > 0.2 * m,
+            "{l:?}"
+        );
+        want.push([lo, m, hi]);
+    }
+    let dir = tmp("repeat-bars");
+    let runs = [ChartRun {
+        label: "synthetic".into(),
+        summary: &s,
+        telemetry: &[],
+    }];
+    render_all(&runs, &dir, (1200, 700)).unwrap();
+    let img = image::open(dir.join("throughput.png")).unwrap().to_rgb8();
+    let found = markers(&img, BLUE, 0, 400);
+    assert_eq!(found.len(), 3, "markers at {found:?}");
+    let axis = x_axis_row(&img, 0, 400);
+    let mut drawn = Vec::new();
+    for &(cx, cy) in &found {
+        // A cap: a row blue across 13 columns about the marker, clear of the marker itself (a
+        // line through it is that wide only where it is nearly flat: within 2 px of it).
+        let cx = cx.round() as u32;
+        let caps: Vec<u32> = (0..img.height())
+            .filter(|&y| (f64::from(y) - cy).abs() > 6.0)
+            .filter(|&y| (cx - 6..=cx + 6).all(|x| img.get_pixel(x, y).0 == BLUE))
+            .collect();
+        let mean_of = |rows: Vec<u32>| {
+            assert!(
+                !rows.is_empty() && rows.len() <= 3,
+                "caps at {caps:?} about {cy}"
+            );
+            f64::from(rows.iter().sum::<u32>()) / rows.len() as f64
+        };
+        let high = mean_of(
+            caps.iter()
+                .copied()
+                .filter(|&y| f64::from(y) < cy)
+                .collect(),
+        );
+        let low = mean_of(
+            caps.iter()
+                .copied()
+                .filter(|&y| f64::from(y) > cy)
+                .collect(),
+        );
+        drawn.extend([axis - low, axis - cy, axis - high]);
+    }
+    let want: Vec<f64> = want.into_iter().flatten().collect();
+    let (scale, res) = residuals(&drawn, &want);
+    assert!(
+        res.iter().all(|r| r.abs() <= PX),
+        "(low end, mean, high end) a level drawn {drawn:.1?} px over the axis; the summary's \
+         ci95 and means put them at {:.1?} px",
+        want.iter().map(|w| scale * w).collect::<Vec<_>>()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
