@@ -614,6 +614,17 @@ fn steady_window_and_its_latency_follow_from_the_records() {
         1e-9,
     );
 
+    // The steady throughput counts whole seconds of the level's output inside that span: from
+    // the first whole second after the first completion to the last whole second before the
+    // last send (docs/metrics.md "Per level"); none when no whole second fits.
+    let (lo, hi) = (first_done.div_ceil(1_000_000), last_send / 1_000_000);
+    let want_secs = (hi > lo).then(|| (hi - lo) as f64);
+    assert_eq!(
+        l["steady_duration_s"].as_f64(),
+        want_secs,
+        "steady_duration_s for the span {first_done}–{last_send} µs"
+    );
+
     let ms = |f: fn(&Rec) -> f64| steady.iter().map(f).collect::<Vec<f64>>();
     let series = [
         ("ttft", ms(|r| r.ttft as f64 * 1e-3)),
