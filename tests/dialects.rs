@@ -31,7 +31,7 @@ use servetop::client::detect::{self, Engine};
 use servetop::client::dialect::{self, Dialect};
 use servetop::config::{BackendChoice, RunConfig};
 use servetop::event::RunState;
-use servetop::metrics::{CountSource, LevelStats};
+use servetop::metrics::{CountSource, LevelStats, RequestRecord};
 use servetop::run::run_headless;
 use servetop::run::session::Session;
 use servetop::workload::RequestCount;
@@ -331,6 +331,25 @@ async fn run(url: &str, backend: BackendChoice) -> Session {
     session
 }
 
+/// [`run`] with the automatic backend, keeping every chunk: the session and its measured
+/// records.
+async fn run_recorded(url: &str, name: &str) -> (Session, Vec<RequestRecord>) {
+    let dir = std::env::temp_dir().join(format!("servetop-dialects-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut cfg = run_config(url);
+    cfg.record_chunks = true;
+    let (state, session) = run_headless(cfg, Some(dir.clone())).await.unwrap();
+    assert_eq!(state, RunState::Finished, "{:?}", session.summary.error);
+    let records = std::fs::read_to_string(dir.join("requests.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<RequestRecord>(l).unwrap())
+        .filter(|r| !r.warmup && r.is_ok())
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    (session, records)
+}
+
 fn stats(s: &Session) -> &LevelStats {
     s.summary.sweep[0].stats.as_ref().expect("level has stats")
 }
@@ -397,7 +416,8 @@ struct Expect {
     continuous_usage: bool,
     /// Mean tokens per chunk after the first, from the fixture's cumulative counts (exact
     /// engines) or one per event (the others).
-    tokens_per_chunk: f64,
+    /// Tokens per token-carrying event after the first, as the fixture has them.
+    tokens_per_event: f64,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -410,7 +430,7 @@ async fn auto_backend_counts_each_engines_completions_stream() {
             continuous_usage: true,
             // completions.sse's cumulative completion_tokens: 1, 3, 6, 7 (then a usage-only
             // chunk at 7): chunks of 2, 3 and 1 after the first.
-            tokens_per_chunk: 6.0 / 3.0,
+            tokens_per_event: 6.0 / 3.0,
         },
         Expect {
             engine: "sglang",
@@ -419,28 +439,28 @@ async fn auto_backend_counts_each_engines_completions_stream() {
             continuous_usage: true,
             // completions.sse's cumulative completion_tokens: 1, 4, 7, 8 (then a usage-only
             // chunk at 8): chunks of 3, 3 and 1 after the first.
-            tokens_per_chunk: 7.0 / 3.0,
+            tokens_per_event: 7.0 / 3.0,
         },
         Expect {
             engine: "llamacpp",
             output_tokens: 16,
             chunk_source: CountSource::ChunkEstimate,
             continuous_usage: false,
-            tokens_per_chunk: 1.0,
+            tokens_per_event: 1.0,
         },
         Expect {
             engine: "tgi",
             output_tokens: 5,
             chunk_source: CountSource::ChunkEstimate,
             continuous_usage: false,
-            tokens_per_chunk: 1.0,
+            tokens_per_event: 1.0,
         },
     ];
     // The exact engines' fixtures carry several tokens in some chunks: a client that counted
     // events instead of tokens would fail here.
     for e in cases {
         let srv = serve(e.engine).await;
-        let s = run(&srv.url, BackendChoice::Auto).await;
+        let (s, records) = run_recorded(&srv.url, e.engine).await;
         let st = stats(&s);
         let sc = &st.scalars;
         let name = e.engine;
@@ -460,11 +480,28 @@ async fn auto_backend_counts_each_engines_completions_stream() {
         );
         // Prompts of exactly 64 tokens as the engine counts them (usage.prompt_tokens).
         assert_eq!(sc.mean_input_tokens, Some(64.0), "{name}");
+        // Per event, the fixture's tokens whatever the load (a client that counted events
+        // instead of tokens fails here); per delivery, the mean over the chunks the run saw:
+        // events the kernel handed over together (a busy machine reads late) are one delivery.
+        let (mut tokens, mut events, mut per_delivery) = (0u64, 0u64, Vec::new());
+        for r in &records {
+            for c in r.chunks.iter().skip(1) {
+                tokens += u64::from(c.tokens);
+                events += u64::from(c.events);
+                per_delivery.push(f64::from(c.tokens));
+            }
+        }
+        let per_event = tokens as f64 / events as f64;
+        assert!(
+            (per_event - e.tokens_per_event).abs() < 1e-9,
+            "{name}: tokens per event {per_event}, fixture says {}",
+            e.tokens_per_event
+        );
+        let want = per_delivery.iter().sum::<f64>() / per_delivery.len() as f64;
         let tpc = sc.accept_length_client.unwrap();
         assert!(
-            (tpc - e.tokens_per_chunk).abs() < 1e-9,
-            "{name}: tokens per chunk {tpc}, fixture says {}",
-            e.tokens_per_chunk
+            (tpc - want).abs() < 1e-9,
+            "{name}: tokens per chunk {tpc}, the records' deliveries {want}"
         );
         // The summary names the engine it identified.
         assert_eq!(
