@@ -35,8 +35,10 @@ pub const MEDIAN_TOL_MS: f64 = 1.0;
 pub const READ_TOL_MS: f64 = 200.0;
 
 /// The share of a run the simulator may fall behind its own schedule before a test calls the
-/// machine starved instead of judging servetop. A busy second core costs well under 1 %.
-pub const MAX_SLIP_SHARE: f64 = 0.05;
+/// machine starved instead of judging servetop. A busy second core costs up to 7 % of a short
+/// in-process run (seen: 127 ms of 1.8 s, its 4 ms steps woken late); the simulator stopped for
+/// 6 s of a 24 s run is 25 %.
+pub const MAX_SLIP_SHARE: f64 = 0.2;
 
 /// The record of a simulator child at `url` (`http://host:port`).
 pub fn fetch(url: &str) -> SimTruth {
