@@ -304,10 +304,213 @@ async fn plain_server_end_to_end() {
     let _turn = SERIAL.lock().await;
     let mut srv = VllmServer::start("plain", &[]);
     sweep_and_ladder_agree_with_vllms_own_counters(&srv).await;
+    vllms_own_benchmark_agrees(&srv).await;
     context_limits_as_vllm_0_32_behaves(&srv).await;
     chat_streams_with_exact_prompts(&srv).await;
     a_server_that_dies_and_comes_back(&mut srv).await;
     a_server_that_stays_away_aborts_cleanly(&mut srv).await;
+}
+
+/// What one client reported of its run, and what vLLM's own timers say of the same requests.
+#[derive(Debug)]
+struct ClientView {
+    completed: u64,
+    input_tokens: u64,
+    output_tokens: u64,
+    /// Means over the run's requests, in ms: TTFT, E2E to the last token, TPOT.
+    ttft_ms: f64,
+    e2e_ms: f64,
+    tpot_ms: f64,
+    /// The server's growth of `vllm:prompt_tokens_total` and `generation_tokens_total`, and its
+    /// own mean TTFT, E2E and time per output token over the run.
+    server_input: u64,
+    server_output: u64,
+    server_ttft_ms: f64,
+    server_e2e_ms: f64,
+    server_tpot_ms: f64,
+}
+
+impl ClientView {
+    fn server(mut self, before: &Counters, after: &Counters) -> Self {
+        self.server_input = after.delta(before, "vllm:prompt_tokens_total").round() as u64;
+        self.server_output = after.delta(before, "vllm:generation_tokens_total").round() as u64;
+        self.server_ttft_ms = after.mean_ms(before, "vllm:time_to_first_token_seconds");
+        self.server_e2e_ms = after.mean_ms(before, "vllm:e2e_request_latency_seconds");
+        self.server_tpot_ms = after.mean_ms(before, "vllm:request_time_per_output_token_seconds");
+        self
+    }
+}
+
+/// vLLM's own benchmark (`vllm bench serve`, its module as the CPU build installs it, through
+/// `scripts/vllm/bench_serve.py`) and servetop, the same plan (16 requests, C=4, 128 in / 64 out,
+/// `ignore_eos`, no warmup or ready check) one after the other on this server. Token counts are
+/// exact: 1024 out each, and each tool's input total is the server's. Times: the server's speed
+/// moves by a third between two runs a minute apart on this machine, so each client's means are
+/// taken against vLLM's own timers for the same requests, and the two clients' distances from
+/// them must agree within 20 ms (TTFT, E2E) and 1 ms (TPOT). vLLM's E2E is taken to its last
+/// token here; where it ends (the finish event after it) and how it counts ITL are measured and
+/// printed (docs/metrics.md "Against vLLM's own benchmark").
+async fn vllms_own_benchmark_agrees(srv: &VllmServer) {
+    let dir = temp_run_dir("bench");
+    let before = srv.counters();
+    let (v, finish_gaps, vb) = vllm_bench(srv, &dir.join("vllm-bench"));
+    let mid = srv.counters();
+    let vb = vb.server(&before, &mid);
+    let mut cfg = run_config(&srv.url());
+    cfg.concurrency = vec![4];
+    cfg.requests_per_level = RequestCount::Fixed(16);
+    cfg.input_len = 128;
+    cfg.output_len = 64;
+    cfg.warmup_requests = 0;
+    cfg.long_context = vec![];
+    let s = run(cfg, &dir.join("servetop")).await;
+    let after = srv.counters();
+    let st = stats(&s.summary.sweep[0]);
+    let d = &st.dists;
+    let sv = ClientView {
+        completed: st.scalars.completed,
+        input_tokens: st.scalars.total_input_tokens,
+        output_tokens: st.scalars.total_output_tokens,
+        ttft_ms: d.ttft_ms.as_ref().unwrap().mean,
+        e2e_ms: d.e2el_ms.as_ref().unwrap().mean,
+        tpot_ms: d.tpot_ms.as_ref().unwrap().mean,
+        server_input: 0,
+        server_output: 0,
+        server_ttft_ms: 0.0,
+        server_e2e_ms: 0.0,
+        server_tpot_ms: 0.0,
+    }
+    .server(&mid, &after);
+    eprintln!("vLLM bench serve: {vb:?}\nservetop:         {sv:?}");
+    let med = |k: &str| v[k].as_f64().unwrap();
+    eprintln!(
+        "medians, vLLM bench / servetop: TTFT {:.1} / {:.1} ms, TPOT {:.2} / {:.2} ms, ITL {:.2} / {:.2} ms, E2E {:.1} / {:.1} ms; vLLM's E2E ends {:.2} ms (median) after the last token, at the finish event",
+        med("median_ttft_ms"),
+        d.ttft_ms.as_ref().unwrap().p50,
+        med("median_tpot_ms"),
+        d.tpot_ms.as_ref().unwrap().p50,
+        med("median_itl_ms"),
+        d.itl_ms.as_ref().unwrap().p50,
+        med("median_e2el_ms"),
+        d.e2el_ms.as_ref().unwrap().p50,
+        {
+            let mut g = finish_gaps.clone();
+            g.sort_by(f64::total_cmp);
+            g[g.len() / 2]
+        }
+    );
+    for c in [&vb, &sv] {
+        assert_eq!((c.completed, c.output_tokens), (16, 1024), "{c:?}");
+        assert_eq!(c.output_tokens, c.server_output, "{c:?}");
+        assert_eq!(c.input_tokens, c.server_input, "{c:?}");
+    }
+    assert_eq!(sv.input_tokens, 16 * 128, "servetop's prompts are exact");
+    for (what, a, b, tol) in [
+        (
+            "TTFT",
+            vb.ttft_ms - vb.server_ttft_ms,
+            sv.ttft_ms - sv.server_ttft_ms,
+            20.0,
+        ),
+        (
+            "E2E",
+            vb.e2e_ms - vb.server_e2e_ms,
+            sv.e2e_ms - sv.server_e2e_ms,
+            20.0,
+        ),
+        (
+            "TPOT",
+            vb.tpot_ms - vb.server_tpot_ms,
+            sv.tpot_ms - sv.server_tpot_ms,
+            1.0,
+        ),
+    ] {
+        assert!(
+            (a - b).abs() <= tol,
+            "{what}: vLLM's benchmark is {a:+.2} ms from vLLM's own timers, servetop {b:+.2} ms (allowed {tol} ms apart)"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs vLLM's benchmark into `out`: its saved result, the gap from each request's last token
+/// to its finish event (ms), and what it measured (the server's side still to fill in).
+fn vllm_bench(srv: &VllmServer, out: &Path) -> (serde_json::Value, Vec<f64>, ClientView) {
+    std::fs::create_dir_all(out).unwrap();
+    let bench = Command::new(cache_dir().join("venv/bin/python"))
+        .arg(root().join("scripts/vllm/bench_serve.py"))
+        .args([
+            "--backend",
+            "vllm",
+            "--base-url",
+            &srv.url(),
+            "--model",
+            MODEL,
+        ])
+        .arg("--tokenizer")
+        .arg(cache_dir().join("model"))
+        .args(["--dataset-name", "random", "--random-input-len", "128"])
+        .args(["--random-output-len", "64", "--random-range-ratio", "0"])
+        .args(["--num-prompts", "16", "--max-concurrency", "4"])
+        .args(["--request-rate", "inf", "--ignore-eos", "--seed", "1"])
+        .args(["--num-warmups", "0", "--ready-check-timeout-sec", "0"])
+        .args(["--disable-tqdm", "--save-result", "--save-detailed"])
+        .arg("--result-dir")
+        .arg(out)
+        .args(["--result-filename", "bench.json"])
+        .args(["--percentile-metrics", "ttft,tpot,itl,e2el"])
+        .args(["--metric-percentiles", "50,99"])
+        .envs([
+            ("HF_HUB_OFFLINE", "1"),
+            ("TRANSFORMERS_OFFLINE", "1"),
+            ("VLLM_NO_USAGE_STATS", "1"),
+            ("DO_NOT_TRACK", "1"),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        bench.status.success(),
+        "vLLM's benchmark failed: {}{}",
+        String::from_utf8_lossy(&bench.stdout),
+        String::from_utf8_lossy(&bench.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("bench.json")).unwrap()).unwrap();
+    let ms = |x: &serde_json::Value| x.as_f64().unwrap() * 1e3;
+    let arr = |k: &str| v[k].as_array().unwrap().clone();
+    let (ttfts, lats, itls) = (arr("ttfts"), arr("latencies"), arr("itls"));
+    let n = ttfts.len() as f64;
+    // vLLM's E2E ends at the last event that has `choices`: the finish event after the last
+    // token, which carries none. Its last ITL is the gap to it; without it, E2E to the last
+    // token, as servetop's.
+    let finish_gaps: Vec<f64> = itls
+        .iter()
+        .map(|i| ms(i.as_array().unwrap().last().unwrap()))
+        .collect();
+    let e2e_last: Vec<f64> = lats
+        .iter()
+        .zip(&finish_gaps)
+        .map(|(l, g)| ms(l) - g)
+        .collect();
+    let vb = ClientView {
+        completed: v["completed"].as_u64().unwrap(),
+        input_tokens: v["total_input_tokens"].as_u64().unwrap(),
+        output_tokens: v["total_output_tokens"].as_u64().unwrap(),
+        ttft_ms: ttfts.iter().map(ms).sum::<f64>() / n,
+        e2e_ms: e2e_last.iter().sum::<f64>() / n,
+        tpot_ms: e2e_last
+            .iter()
+            .zip(&ttfts)
+            .map(|(e, t)| (e - ms(t)) / 63.0)
+            .sum::<f64>()
+            / n,
+        server_input: 0,
+        server_output: 0,
+        server_ttft_ms: 0.0,
+        server_e2e_ms: 0.0,
+        server_tpot_ms: 0.0,
+    };
+    (v, finish_gaps, vb)
 }
 
 /// The ladder: 1K and 2K fit; 8K cannot, and the skip names vLLM's flag.
