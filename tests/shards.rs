@@ -286,8 +286,8 @@ fn shards_against_the_server(r: &Runs) {
 }
 
 /// The merged level against answers computed here from the shards' records themselves:
-/// throughput over the window from the first send to the last end of any shard (on the Unix
-/// clock), and TTFT, TPOT, E2E and ITL percentiles as the nearest rank of all the records'
+/// throughput over the window from the first send to the last completion of any shard (on the
+/// Unix clock), and TTFT, TPOT, E2E and ITL percentiles as the nearest rank of all the records'
 /// values together, within the histogram's 0.1 %.
 fn merged_against_the_union(r: &Runs) {
     let m = results(Path::new(&r.merged));
@@ -305,7 +305,13 @@ fn merged_against_the_union(r: &Runs) {
         for rec in records.into_iter().filter(|x| !x.warmup && x.level == 0) {
             let o = origins[&0];
             first_send = first_send.min(o + rec.send_at_us);
-            last_end = last_end.max(o + rec.end_at_us);
+            // A request completes at its last token (send + E2E); one that did not, when its
+            // exchange ended (docs/metrics.md "Per level", window).
+            let end = match (rec.is_ok(), rec.e2e_us) {
+                (true, Some(e2e)) => rec.send_at_us + e2e,
+                _ => rec.end_at_us,
+            };
+            last_end = last_end.max(o + end);
             if rec.is_ok() {
                 ok.push(rec);
             }

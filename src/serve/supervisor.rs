@@ -105,6 +105,23 @@ pub fn supervise(
     }
 }
 
+/// Longest wait for a stopped server's port to be free again before its successor starts.
+const PORT_WAIT: Duration = Duration::from_secs(10);
+
+/// Waits until nothing listens on `port` of the loopback (at most `limit`). The server runs
+/// under `sh -c` in a group of its own: the shell is reaped at once, but the engine beneath it
+/// may close its socket a moment later on a busy machine, and a successor started before that
+/// fails with "Address already in use". A bind test, not the group's processes: a killed engine
+/// can stay a zombie, socket long closed, where nothing reaps orphans.
+async fn port_freed(port: u16, limit: Duration) {
+    let until = tokio::time::Instant::now() + limit;
+    while std::net::TcpListener::bind(("127.0.0.1", port)).is_err()
+        && tokio::time::Instant::now() < until
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Stops the server (if it still runs) and starts its successor on the same port with
 /// `context_len` (or its predecessor's), waiting until it is ready.
 async fn restart(
@@ -119,6 +136,7 @@ async fn restart(
     let (port, log): (u16, PathBuf) = (old.launch.port, old.log.clone());
     let context_len = context_len.or(old.launch.context_len);
     old.stop(GRACE).await;
+    port_freed(port, PORT_WAIT).await;
     let mut next = ManagedServer::start_on(template, port, context_len, &log)?;
     let ready = next
         .wait_ready(&reqwest::Client::new(), timeout, |_| {})

@@ -127,8 +127,12 @@ pub struct SimLog {
     pub streams: VecDeque<SimStreamLog>,
     /// The assistant messages chat requests sent back in their history (bounded).
     pub received_assistant: VecDeque<String>,
-    /// Every request's own record, on the Unix clock (bounded, as `requests`).
+    /// Every request's own record, on the Unix clock: the most recent, at most `LOG_CAP`
+    /// requests and `TRACE_FRAMES` frames between them (about 16 MB), so a simulator serving
+    /// for hours stays bounded.
     pub traces: VecDeque<super::truth::SimRequestTrace>,
+    /// Frames held in `traces`.
+    pub trace_frames: usize,
 }
 
 impl SimLog {
@@ -185,6 +189,9 @@ const RECENT_ACCEPT: usize = 256;
 
 const LOG_CAP: usize = 100_000;
 
+/// Token frames kept in [`SimLog::traces`], over all its requests (16 bytes each).
+const TRACE_FRAMES: usize = 1_000_000;
+
 impl SimLog {
     fn push(&mut self, r: SimRequestLog) {
         if self.requests.len() >= LOG_CAP {
@@ -203,10 +210,14 @@ impl SimLog {
 
     /// Notes what the simulator did with one request.
     pub fn push_trace(&mut self, t: super::truth::SimRequestTrace) {
-        if self.traces.len() >= LOG_CAP {
-            self.traces.pop_front();
-        }
+        self.trace_frames += t.writes.len();
         self.traces.push_back(t);
+        while self.traces.len() > LOG_CAP || self.trace_frames > TRACE_FRAMES {
+            let Some(old) = self.traces.pop_front() else {
+                break;
+            };
+            self.trace_frames -= old.writes.len();
+        }
     }
 
     /// Notes an assistant message a chat request sent back.
@@ -531,5 +542,31 @@ fn new_active(req: SimRequest, log: &Mutex<SimLog>) -> Active {
         first_token_at: None,
         steps: 0,
         admitted: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::truth::SimRequestTrace;
+
+    #[test]
+    fn the_request_record_keeps_the_newest_within_its_frame_bound() {
+        let mut log = SimLog::default();
+        // 2,500 requests of 1,000 frames: 2.5 million frames offered, a million kept.
+        for i in 0..2_500u64 {
+            log.push_trace(SimRequestTrace {
+                received_unix_us: i,
+                writes: vec![(i, 1); 1_000],
+                ..SimRequestTrace::default()
+            });
+        }
+        assert_eq!(log.trace_frames, TRACE_FRAMES);
+        assert_eq!(log.traces.len(), TRACE_FRAMES / 1_000);
+        assert_eq!(log.traces.back().map(|t| t.received_unix_us), Some(2_499));
+        assert_eq!(
+            log.trace_frames,
+            log.traces.iter().map(|t| t.writes.len()).sum::<usize>()
+        );
     }
 }

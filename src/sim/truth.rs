@@ -59,7 +59,8 @@ pub struct SimTruth {
     pub schedule_slip_ms: f64,
     /// When the simulator started (µs since the Unix epoch).
     pub started_unix_us: u64,
-    /// The most recent requests (at most 100,000), oldest first.
+    /// The most recent requests (at most 100,000, and a million frames between them), oldest
+    /// first.
     pub requests: Vec<SimRequestTrace>,
 }
 
