@@ -37,9 +37,11 @@ use std::process::Command;
 use serde_json::Value;
 use servetop::sim::{self, AcceptLength, SimConfig};
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_servetop")
-}
+mod run_files;
+use run_files::{
+    Rec, bin, cell_f64, close, csv, hdr_close, md_row, nearest_rank, num, plus_minus, printed,
+    read, records, results, window_s,
+};
 
 // ---------------------------------------------------------------------------------------------
 // Running and reading
@@ -91,174 +93,6 @@ fn run(name: &str, sim: SimConfig, args: &[&str]) -> PathBuf {
         String::from_utf8_lossy(&out.stderr)
     );
     dir
-}
-
-fn read(dir: &Path, name: &str) -> String {
-    std::fs::read_to_string(dir.join(name))
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.join(name).display()))
-}
-
-fn results(dir: &Path) -> Value {
-    serde_json::from_str(&read(dir, "results.json")).unwrap()
-}
-
-fn num(v: &Value, k: &str) -> f64 {
-    v[k].as_f64()
-        .unwrap_or_else(|| panic!("no number {k} in {v}"))
-}
-
-/// One measured, completed request of requests.jsonl (times in µs from its level's origin).
-#[derive(Clone, Copy, Debug)]
-struct Rec {
-    send: u64,
-    /// `t_last` = `t_send` + E2E: the completion (docs/metrics.md: E2E is `t_last − t_send`).
-    done: u64,
-    ttft: u64,
-    e2e: u64,
-    input: u64,
-    output: u64,
-}
-
-impl Rec {
-    /// TPOT in µs: `(E2E − TTFT) / (output − 1)`.
-    fn tpot_us(&self) -> f64 {
-        (self.e2e - self.ttft) as f64 / (self.output - 1) as f64
-    }
-}
-
-/// The measured (not warmup) requests of `level`; every one must have completed.
-fn records(dir: &Path, level: u64) -> Vec<Rec> {
-    read(dir, "requests.jsonl")
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|r| r["level"].as_u64() == Some(level) && r["warmup"] != Value::Bool(true))
-        .map(|r| {
-            assert_eq!(r["status"], "ok", "{r}");
-            let u = |k: &str| {
-                r[k].as_u64()
-                    .unwrap_or_else(|| panic!("no integer {k} in {r}"))
-            };
-            Rec {
-                send: u("send_at_us"),
-                done: u("send_at_us") + u("e2e_us"),
-                ttft: u("ttft_us"),
-                e2e: u("e2e_us"),
-                input: u("input_tokens"),
-                output: u("output_tokens"),
-            }
-        })
-        .collect()
-}
-
-/// The level's window from its records: first send to last completion, in seconds.
-fn window_s(rs: &[Rec]) -> f64 {
-    let first = rs.iter().map(|r| r.send).min().unwrap();
-    let last = rs.iter().map(|r| r.done).max().unwrap();
-    (last - first) as f64 * 1e-6
-}
-
-/// A CSV file as rows of column → cell (servetop's CSV quotes only cells with commas or
-/// quotes; none of the files read here has one, which is checked).
-fn csv(dir: &Path, name: &str) -> Vec<HashMap<String, String>> {
-    let text = read(dir, name);
-    assert!(!text.contains('"'), "{name} has quoted cells:\n{text}");
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    lines
-        .map(|l| {
-            let cells: Vec<&str> = l.split(',').collect();
-            assert_eq!(cells.len(), header.len(), "{name}: {l}");
-            header
-                .iter()
-                .zip(cells)
-                .map(|(h, c)| ((*h).to_string(), c.to_string()))
-                .collect()
-        })
-        .collect()
-}
-
-fn cell_f64(row: &HashMap<String, String>, k: &str) -> f64 {
-    row.get(k)
-        .unwrap_or_else(|| panic!("no column {k}"))
-        .parse()
-        .unwrap_or_else(|e| panic!("{k}: {e}"))
-}
-
-/// The cells of the row of summary.md's `## {section}` table whose first cell is `label`.
-fn md_row(dir: &Path, section: &str, label: &str) -> Vec<String> {
-    let md = read(dir, "summary.md");
-    let start = md
-        .find(&format!("\n## {section}\n"))
-        .unwrap_or_else(|| panic!("no {section} section in summary.md:\n{md}"));
-    let body = &md[start + 4..];
-    let body = &body[..body.find("\n## ").unwrap_or(body.len())];
-    let line = body
-        .lines()
-        .find(|l| l.starts_with(&format!("| {label} |")))
-        .unwrap_or_else(|| panic!("no {label} row under {section}:\n{body}"));
-    line.trim_matches('|')
-        .split('|')
-        .map(|c| c.trim().to_string())
-        .collect()
-}
-
-// ---------------------------------------------------------------------------------------------
-// Comparisons
-// ---------------------------------------------------------------------------------------------
-
-/// `got` equals `want` within `rel` of `want` (and `abs`).
-fn close(what: &str, got: f64, want: f64, rel: f64, abs: f64) {
-    assert!(
-        (got - want).abs() <= rel * want.abs() + abs,
-        "{what}: file says {got}, computed {want} (tolerance {rel:e} relative + {abs:e})"
-    );
-}
-
-/// A number as summary.md prints it (docs: 3 significant figures or so): no decimals from 100
-/// up, one from 10, two below. `cell` must be `want` so rounded, with `rel` of leeway for
-/// what `want` itself may be off by.
-fn printed(what: &str, cell: &str, want: f64, rel: f64) {
-    let decimals = if want.abs() >= 100.0 {
-        0
-    } else if want.abs() >= 10.0 {
-        1
-    } else {
-        2
-    };
-    let shown = cell.split_once('.').map_or(0, |(_, f)| f.len());
-    assert_eq!(
-        shown, decimals,
-        "{what}: `{cell}` should show {want} with {decimals} decimals"
-    );
-    let got: f64 = cell
-        .parse()
-        .unwrap_or_else(|e| panic!("{what}: `{cell}`: {e}"));
-    let half_unit = 0.5 * 10f64.powi(-(decimals as i32));
-    assert!(
-        (got - want).abs() <= half_unit + rel * want.abs() + 1e-9,
-        "{what}: `{cell}` is not {want} rounded to {decimals} decimals"
-    );
-}
-
-/// `"a ± b"` → (a, b).
-fn plus_minus(cell: &str) -> (&str, &str) {
-    cell.split_once(" ± ")
-        .unwrap_or_else(|| panic!("`{cell}` is not mean ± half width"))
-}
-
-/// The value of nearest rank ⌈q·n⌉ among `xs` (the percentile definition the HDR histograms
-/// follow, docs/metrics.md "Per level").
-fn nearest_rank(xs: &[f64], q: f64) -> f64 {
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    let rank = ((q * v.len() as f64).ceil() as usize).max(1);
-    v[rank - 1]
-}
-
-/// A histogram percentile against the exact nearest-rank value: within the 3-significant-digit
-/// bucket (0.1 %), plus 1 µs (1e-3 ms) for TPOT, which is kept in whole µs.
-fn hdr_close(what: &str, got_ms: f64, want_ms: f64) {
-    close(what, got_ms, want_ms, 1e-3, 1e-3);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 // numbers compare exactly.
 #![allow(clippy::unwrap_used, clippy::float_cmp)]
 
+mod run_files;
 mod sim_child;
 mod sim_truth;
 
@@ -289,7 +290,7 @@ fn shards_against_the_server(r: &Runs) {
 /// throughput over the window from the first send to the last completion of any shard (on the
 /// Unix clock), and TTFT, TPOT, E2E and ITL percentiles as the nearest rank of all the records'
 /// values together, within the histogram's 0.1 %.
-fn merged_against_the_union(r: &Runs) {
+fn merged_against_the_union(r: &Runs) -> Vec<(String, f64)> {
     let m = results(Path::new(&r.merged));
     let ml = &m["sweep"][0];
     assert_eq!(
@@ -346,6 +347,7 @@ fn merged_against_the_union(r: &Runs) {
         }
     }
     let mut report = Vec::new();
+    let mut wants = vec![("output_throughput".to_string(), want_tput)];
     for (name, values) in [
         ("ttft", &ttft),
         ("tpot", &tpot),
@@ -355,6 +357,7 @@ fn merged_against_the_union(r: &Runs) {
         for (key, p) in [("median", 50.0), ("p90", 90.0), ("p99", 99.0)] {
             let key = format!("{key}_{name}_ms");
             let want = sim_truth::nearest_rank(values, p);
+            wants.push((key.clone(), want));
             let got = f(ml, &key);
             report.push(format!(
                 "{key}: merged {got:.3}, the records' own {want:.3}"
@@ -367,6 +370,79 @@ fn merged_against_the_union(r: &Runs) {
         }
     }
     eprintln!("{}", report.join("\n"));
+    wants
+}
+
+/// The merged run's files read back: sweep.csv's level row holds the figures computed from the
+/// union of the shards' records (`wants`, as in `merged_against_the_union`), and summary.md's
+/// Shards table names each shard with its run directory, host, requests (its requests.jsonl's
+/// measured lines, counted here), clock against the server, latest start and state (each
+/// shard's own results.json).
+fn merged_files_read_back(r: &Runs, wants: &[(String, f64)]) {
+    let merged = Path::new(&r.merged);
+    let rows = run_files::csv(merged, "sweep.csv");
+    assert_eq!(rows.len(), 1, "one level");
+    let row = &rows[0];
+    assert_eq!(row["concurrency"], "64");
+    for (key, want) in wants {
+        if let Some(cell) = row.get(key) {
+            run_files::close(
+                &format!("sweep.csv {key}"),
+                cell.parse().unwrap(),
+                *want,
+                1e-3,
+                1e-3,
+            );
+        }
+    }
+    assert!(
+        [
+            "output_throughput",
+            "median_ttft_ms",
+            "p99_itl_ms",
+            "p99_e2el_ms"
+        ]
+        .iter()
+        .all(|k| row.contains_key(*k)),
+        "sweep.csv columns"
+    );
+    let table = run_files::md_rows(merged, "## Shards");
+    assert_eq!(table.len(), 4, "a row a shard: {table:?}");
+    for (i, (cells, d)) in table.iter().zip(&r.shards).enumerate() {
+        let own = results(Path::new(d));
+        let measured = run_files::read(Path::new(d), "requests.jsonl")
+            .lines()
+            .filter(|l| !l.contains("\"warmup\":true"))
+            .count();
+        let late = own["sweep"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|l| l["start_late_ms"].as_i64())
+            .max()
+            .map_or("-".to_string(), |v| v.to_string());
+        assert_eq!(
+            [
+                &cells[0], &cells[1], &cells[2], &cells[3], &cells[5], &cells[6]
+            ],
+            [
+                &format!("{i}/4"),
+                d,
+                own["host"].as_str().unwrap(),
+                &measured.to_string(),
+                &late,
+                own["state"].as_str().unwrap()
+            ],
+            "summary.md Shards row {i}"
+        );
+        let offset = own["clock_offset"]["offset_ms"].as_f64().unwrap();
+        run_files::printed(
+            &format!("shard {i} clock vs server"),
+            &cells[4],
+            -offset,
+            1e-9,
+        );
+    }
 }
 
 /// A shard left out is said (results.json, summary.md, stderr); a shard given twice, or a run
@@ -390,6 +466,21 @@ fn missing_and_refused(r: &Runs) {
     assert_eq!(p["sweep"][0]["concurrency"], 48);
     let md = std::fs::read_to_string(PathBuf::from(&partial).join("summary.md")).unwrap();
     assert!(md.contains("**missing: shard 2/4**"), "{md}");
+    let table = run_files::md_rows(Path::new(&partial), "## Shards");
+    let names: Vec<(&str, &str)> = table
+        .iter()
+        .map(|c| (c[0].as_str(), c[1].as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("0/4", s[0].as_str()),
+            ("1/4", &s[1]),
+            ("3/4", &s[3]),
+            ("2/4", "**missing**")
+        ],
+        "summary.md Shards table"
+    );
     let twice = servetop(&["report", "--merge", &s[0], &s[0], "--out", &r.dir("twice")]);
     assert_eq!(twice.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&twice.stderr).contains("are both shard 0/4"));
@@ -443,11 +534,12 @@ fn live_page(r: &Runs) {
 }
 
 #[test]
-fn four_shards_merge_into_the_run_one_process_makes() {
+fn four_shards_merge_into_one_run_of_all_their_records() {
     let runs = run_all();
     live_page(&runs);
     shards_against_the_server(&runs);
-    merged_against_the_union(&runs);
+    let wants = merged_against_the_union(&runs);
+    merged_files_read_back(&runs, &wants);
     missing_and_refused(&runs);
     let _ = std::fs::remove_dir_all(&runs.tmp);
 }

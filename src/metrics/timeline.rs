@@ -95,7 +95,7 @@ impl TimelineFold {
             .map(|(i, b)| {
                 let (ttft, e2el, queue) = (b.ttft.stats(ms), b.e2el.stats(ms), b.queue.stats(ms));
                 TimelineBin {
-                    start_s: (i as u64 * self.bin_us) as f64 * 1e-6,
+                    start_s: (i as u64 * self.bin_us) as f64 / 1e6,
                     sent: b.sent,
                     failed: b.failed,
                     ttft_p50_ms: ttft.as_ref().map(|d| d.p50),
