@@ -22,8 +22,10 @@
 //! - [`run`]: a running benchmark: [`run::start`] builds runner, telemetry and channel in one
 //!   place; [`run::session`] folds the events (no files), [`run::sink`] writes what the fold
 //!   hands back; the headless loop and its tables.
-//! - [`summary`]: the one summary type, what every output is written from; [`baseline`]: a
-//!   previous run's levels and this run's change against them.
+//! - [`summary`]: the one summary type, what every output is written from, and what is
+//!   computed from it alone: [`summary::baseline`] (a previous run's levels and this run's
+//!   change against them), [`summary::repeats`] (means and intervals across `--repeat`),
+//!   [`summary::merge`] (shards folded into one run).
 //! - [`export`]: run directory, results.json, summary.md, CSV, PNG charts, screenshots, `report`.
 //! - [`runner`]: warmup, closed-loop and open-loop levels, chats, the SLO search driver,
 //!   cancellation, pause and skip.
@@ -39,7 +41,6 @@
 //!   the curves the charts plot.
 //! - [`fmt`]: numbers as written on screen and in files.
 
-pub mod baseline;
 pub mod cli;
 pub mod client;
 pub mod cmd;
@@ -47,9 +48,7 @@ pub mod config;
 pub mod event;
 pub mod export;
 pub mod fmt;
-pub mod merge;
 pub mod metrics;
-pub mod repeats;
 pub mod run;
 pub mod runner;
 pub mod selfbench;

@@ -113,7 +113,7 @@ const T975_DF2: f64 = 4.302_652_729_749_464;
 const T_TABLE_REL: f64 = 0.0005 / T975_DF2;
 
 /// The figures given a mean and an interval, as docs/metrics.md "Repeated runs" lists them:
-/// written out here rather than taken from `servetop::repeats::FIGURES`, so a figure the product
+/// written out here rather than taken from `servetop::summary::repeats::FIGURES`, so a figure the product
 /// stopped summarizing fails this test instead of leaving it.
 const FIGURES: [&str; 12] = [
     "output_throughput",

@@ -14,9 +14,9 @@
 use std::net::SocketAddr;
 
 use servetop::config::RunConfig;
-use servetop::repeats::FIGURES;
 use servetop::sim::{self, AcceptLength, SimConfig};
 use servetop::summary::LevelSummary;
+use servetop::summary::repeats::FIGURES;
 use servetop::workload::RequestCount;
 
 mod sim_run;

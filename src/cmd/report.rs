@@ -58,11 +58,11 @@ fn compare(a: &crate::cli::ReportArgs, baseline: &std::path::Path) -> i32 {
         return fail("no baseline");
     };
     if b.comparisons.is_empty() {
-        let planned: Vec<(String, crate::baseline::LevelKey)> =
+        let planned: Vec<(String, crate::summary::baseline::LevelKey)> =
             s.levels().map(|l| (l.label(), l.key())).collect();
         let msg = super::run::no_match(
             b,
-            &crate::baseline::other_request_counts(&b.levels, &planned),
+            &crate::summary::baseline::other_request_counts(&b.levels, &planned),
         );
         if a.fail_on_regression.is_some() {
             return fail(&msg);

@@ -356,7 +356,7 @@ fn serve_metrics(addr: &str) -> Result<crate::export::prometheus::Page, String> 
 }
 
 /// `--baseline`, read (with `--fail-on-regression`'s limit), or none.
-fn read_baseline(out: &OutputArgs) -> Result<Option<crate::baseline::Baseline>, String> {
+fn read_baseline(out: &OutputArgs) -> Result<Option<crate::summary::baseline::Baseline>, String> {
     let Some(p) = out.baseline.as_deref() else {
         return Ok(None);
     };
@@ -369,11 +369,11 @@ fn read_baseline(out: &OutputArgs) -> Result<Option<crate::baseline::Baseline>, 
 /// compares nothing, which is bad input for a gate (`--fail-on-regression`) and a warning
 /// otherwise (returned, and said on stderr); so is a simulated run against a real one.
 fn check_baseline(
-    b: &crate::baseline::Baseline,
+    b: &crate::summary::baseline::Baseline,
     prepared: &runner::Prepared,
     out: &OutputArgs,
 ) -> Result<Option<String>, String> {
-    let planned: Vec<(String, crate::baseline::LevelKey)> = prepared
+    let planned: Vec<(String, crate::summary::baseline::LevelKey)> = prepared
         .levels
         .iter()
         .map(|spec| {
@@ -385,7 +385,7 @@ fn check_baseline(
         .iter()
         .filter(|(_, key)| b.levels.iter().any(|l| l.matches(key)))
         .count();
-    let counts = crate::baseline::other_request_counts(&b.levels, &planned);
+    let counts = crate::summary::baseline::other_request_counts(&b.levels, &planned);
     let warning = if shared == 0 {
         let msg = no_match(b, &counts);
         if out.fail_on_regression.is_some() {
@@ -411,7 +411,7 @@ fn check_baseline(
 }
 
 /// Why no level of the plan can be compared with the baseline's, in one line.
-pub(super) fn no_match(b: &crate::baseline::Baseline, counts: &[String]) -> String {
+pub(super) fn no_match(b: &crate::summary::baseline::Baseline, counts: &[String]) -> String {
     if counts.is_empty() {
         let theirs: Vec<&str> = b.levels.iter().map(|l| l.label.as_str()).collect();
         format!(

@@ -288,7 +288,7 @@ pub fn trace_timeline_csv(runs: &[(String, &RunSummary)]) -> String {
 /// `repeats.csv`: with `--repeat`, one row per level (and run): each figure's mean and 95 %
 /// interval across the level's runs (`repeat_mean`, `ci95`).
 pub fn repeats_csv(runs: &[(String, &RunSummary)]) -> String {
-    use crate::repeats::FIGURES;
+    use crate::summary::repeats::FIGURES;
     let mut out = String::from("run,simulated,level,runs_done,runs,repeats_disagree");
     for k in FIGURES {
         let _ = write!(out, ",{k},{k}_ci95_low,{k}_ci95_high");

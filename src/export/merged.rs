@@ -1,10 +1,10 @@
 //! `servetop report --merge DIR... --out DIR`: the shards' run directories read, merged
-//! ([`crate::merge`]) and written as one run directory, with its summary, CSV and charts.
+//! ([`crate::summary::merge`]) and written as one run directory, with its summary, CSV and charts.
 
 use std::path::{Path, PathBuf};
 
-use crate::merge::ShardRun;
 use crate::metrics::RequestRecord;
+use crate::summary::merge::ShardRun;
 
 /// A run directory's `requests.jsonl`, and how many of its lines did not parse.
 pub fn load_requests(dir: &Path) -> Result<(Vec<RequestRecord>, usize), String> {
@@ -74,7 +74,7 @@ pub fn merge_dirs(dirs: &[PathBuf], out: &Path, size: (u32, u32)) -> Result<Merg
         .first()
         .map(|r| PathBuf::from(&r.source))
         .filter(|d| d.join("telemetry.jsonl").exists());
-    let (mut summary, records) = crate::merge::merge(runs)?;
+    let (mut summary, records) = crate::summary::merge::merge(runs)?;
     summary.config.out_dir = out.to_path_buf();
     summary.warnings.extend(skipped.iter().cloned());
     let mut files = write_merged(out, &summary, &records, telemetry_from.as_deref())?;

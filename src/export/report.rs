@@ -24,7 +24,7 @@ pub fn load_run(dir: &Path) -> Result<(RunSummary, Vec<TelemetryRecord>), String
 
 /// A previous run to compare against (`--baseline`): a run directory (its results.json) or a
 /// results.json itself. It must have at least one level with results.
-pub fn load_baseline(path: &Path) -> Result<crate::baseline::Baseline, String> {
+pub fn load_baseline(path: &Path) -> Result<crate::summary::baseline::Baseline, String> {
     let file = if path.is_dir() {
         path.join("results.json")
     } else {

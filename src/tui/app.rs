@@ -76,7 +76,7 @@ pub struct App {
     /// The TTFT histogram of the level in progress (kept when it ends, until the next has one).
     pub latency: Option<LatencyView>,
     /// Each level with a baseline match against it (`--baseline`), live for the one running.
-    pub deltas: std::collections::BTreeMap<u32, crate::baseline::LevelComparison>,
+    pub deltas: std::collections::BTreeMap<u32, crate::summary::baseline::LevelComparison>,
     /// A short message shown in the footer until the given time.
     pub flash: Option<(String, Duration)>,
     pub no_color: bool,

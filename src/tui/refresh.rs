@@ -68,7 +68,7 @@ impl App {
             .filter_map(|l| {
                 let base = s.baseline_for(l)?;
                 let limit = s.baseline.as_ref().and_then(|b| b.fail_on_regression_pct);
-                let c = crate::baseline::compare(
+                let c = crate::summary::baseline::compare(
                     l.index,
                     l.label(),
                     base,

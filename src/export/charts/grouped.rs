@@ -35,7 +35,7 @@ pub(super) fn errors(groups: &[(f64, Vec<f64>)]) -> Vec<(f64, f64, f64)> {
     groups
         .iter()
         .filter_map(|(x, v)| {
-            let (_, [lo, hi]) = crate::repeats::interval(v)?;
+            let (_, [lo, hi]) = crate::summary::repeats::interval(v)?;
             Some((*x, lo, hi))
         })
         .collect()

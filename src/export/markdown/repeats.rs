@@ -3,8 +3,8 @@
 
 use std::fmt::Write;
 
-use crate::repeats::plus_minus;
 use crate::summary::RunSummary;
+use crate::summary::repeats::plus_minus;
 
 /// Whether the run repeated its levels.
 pub fn any_repeats(s: &RunSummary) -> bool {

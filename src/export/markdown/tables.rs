@@ -482,7 +482,7 @@ pub fn baseline_table(s: &RunSummary) -> String {
         "| level | out tok/s: baseline → now | Δ | TTFT p50 ms: baseline → now | Δ | TPOT p50 ms: baseline → now | Δ | verdict |\n\
          |---|---:|---:|---:|---:|---:|---:|---|\n",
     );
-    let d = |x: Option<f64>| x.map_or("-".into(), crate::baseline::fmt_pct);
+    let d = |x: Option<f64>| x.map_or("-".into(), crate::summary::baseline::fmt_pct);
     for c in &b.comparisons {
         let (Some(l), Some(base)) = (
             s.level(c.index),

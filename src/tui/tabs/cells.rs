@@ -124,7 +124,7 @@ pub(super) fn delta_cells(app: &App, l: &LevelSummary, th: &Theme) -> [Cell<'sta
             _ if worse_by < 0.0 => th.ok,
             _ => ratatui::style::Style::default(),
         };
-        Cell::from(crate::baseline::fmt_pct(d)).style(style)
+        Cell::from(crate::summary::baseline::fmt_pct(d)).style(style)
     };
     [
         cell(c.and_then(|c| c.output_throughput_pct), false),

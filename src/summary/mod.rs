@@ -2,7 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::baseline::{Baseline, BaselineLevel, LevelComparison, LevelKey};
+pub mod baseline;
+pub mod merge;
+pub mod repeats;
+
 use crate::client::{Backend, ServerInfo};
 use crate::config::RunConfig;
 use crate::event::RunState;
@@ -13,6 +16,7 @@ use crate::telemetry::per_level::{GpuLevelStats, ServerLevelStats, SpecLevelStat
 use crate::workload::prompt::PromptMethod;
 use crate::workload::search::SearchSummary;
 use crate::workload::{Arrival, LevelKind, LevelSpec};
+use baseline::{Baseline, BaselineLevel, LevelComparison, LevelKey};
 
 /// Where a level stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -303,7 +307,7 @@ pub struct RunSummary {
     pub clock_offset: Option<crate::workload::clock::ClockOffset>,
     /// A run merged from shards (`report --merge`): which it had, which were missing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub merged: Option<crate::merge::MergeInfo>,
+    pub merged: Option<crate::summary::merge::MergeInfo>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// The servers servetop started (`--serve`), in order: the command, its context and its
@@ -438,7 +442,7 @@ impl RunSummary {
             .filter(|l| ended(l))
             .filter_map(|l| {
                 let base = self.baseline_for(l)?;
-                Some(crate::baseline::compare(
+                Some(crate::summary::baseline::compare(
                     l.index,
                     l.label(),
                     base,
