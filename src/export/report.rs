@@ -17,8 +17,10 @@ use crate::telemetry::TelemetryRecord;
 pub fn load_run(dir: &Path) -> Result<(RunSummary, Vec<TelemetryRecord>), String> {
     let path = dir.join("results.json");
     let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let summary: RunSummary = serde_json::from_slice(&bytes)
+    let mut summary: RunSummary = serde_json::from_slice(&bytes)
         .map_err(|e| format!("{} is not a servetop results file: {e}", path.display()))?;
+    // Findings are the run's own numbers read again: a saved run gets today's.
+    summary.refresh_findings();
     Ok((summary, load_telemetry(dir)))
 }
 

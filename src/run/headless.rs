@@ -522,6 +522,10 @@ pub fn final_tables(s: &Session) -> String {
         );
         out.push_str(&markdown::reasoning_table(&all));
     }
+    if !s.summary.findings.is_empty() {
+        out.push_str("\nFindings\n\n");
+        out.push_str(&markdown::findings_list(&s.summary.findings));
+    }
     out
 }
 

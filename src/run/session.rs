@@ -201,6 +201,7 @@ impl Session {
                     l.raise_flag = raise_flag;
                 }
                 self.summary.compare_to_baseline();
+                self.summary.refresh_findings();
             }
             Event::ServerCrashed { index, message } => {
                 if let Some(l) = self.summary.level_mut(index) {
@@ -223,6 +224,7 @@ impl Session {
                 self.summary.compare_to_baseline();
                 self.summary.summarize_repeats();
                 self.summary.warn_short_levels();
+                self.summary.refresh_findings();
             }
             Event::Telemetry(rec) => {
                 self.telemetry(&rec);

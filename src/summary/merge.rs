@@ -126,6 +126,7 @@ pub fn merge(mut runs: Vec<ShardRun>) -> Result<(RunSummary, Vec<RequestRecord>)
     }
     out.merged = Some(info);
     out.summarize_repeats();
+    out.refresh_findings();
     out.warn_short_levels();
     Ok((out, records))
 }

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 pub mod baseline;
+pub mod findings;
 pub mod merge;
 pub mod repeats;
 
@@ -320,6 +321,10 @@ pub struct RunSummary {
     /// The previous run this one is compared against (`--baseline`), and each level's change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<Baseline>,
+    /// What the numbers mean, recomputed from the rest whenever a level ends
+    /// ([`findings::of`]; docs/metrics.md "Findings").
+    #[serde(default)]
+    pub findings: Vec<findings::Finding>,
 }
 
 /// What telemetry the run had.
@@ -374,6 +379,7 @@ impl RunSummary {
             servers: Vec::new(),
             telemetry: TelemetryStatus::default(),
             baseline: None,
+            findings: Vec::new(),
         }
     }
 
@@ -468,6 +474,11 @@ impl RunSummary {
 
     /// Keeps the run's one warning about finished concurrency and rate levels too short to
     /// reach steady state up to date, naming each (`C=8 (0 of 8)`).
+    /// Recomputes the findings from the summary as it stands.
+    pub fn refresh_findings(&mut self) {
+        self.findings = findings::of(self);
+    }
+
     pub fn warn_short_levels(&mut self) {
         use crate::metrics::steady::{SHORT_LEVELS, short_level, short_levels_warning};
         let short: Vec<String> = self

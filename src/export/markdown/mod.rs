@@ -7,12 +7,14 @@ use std::fmt::Write;
 use crate::fmt::num;
 use crate::summary::{LevelSummary, RunSummary};
 
+mod findings;
 mod repeats;
 mod shards;
 mod steady;
 mod tables;
 mod trace;
 
+pub use findings::findings_list;
 pub use repeats::{any_repeats, repeats_table};
 pub use tables::*;
 pub use trace::{timeline_table, trace_table};
@@ -143,6 +145,7 @@ fn run_header(s: &RunSummary) -> String {
 
 /// One section for each part of the run that has levels, then warnings and the error.
 fn sections(out: &mut String, s: &RunSummary) {
+    findings::findings_section(out, &s.findings);
     shards::shards_section(out, s);
     if let Some(search) = &s.search {
         let _ = writeln!(

@@ -1,0 +1,198 @@
+//! The long-context ladder's findings: decode speed across lengths, prefill scaling, the
+//! servers that measured it and the lengths it skipped.
+
+use std::fmt::Write;
+
+use super::{Finding, LINEAR_SLOPE_RATIO, decode_mean, measured, ms_text, num};
+use crate::summary::{LevelStatus, LevelSummary, RunSummary};
+
+pub(super) fn findings(s: &RunSummary) -> Vec<Finding> {
+    let mut done: Vec<&LevelSummary> = s.long_context.iter().filter(|l| measured(l)).collect();
+    done.sort_by_key(|l| l.input_len);
+    let mut out = Vec::new();
+    if done.len() >= 2 {
+        out.extend(decode(&done));
+        out.extend(prefill(&done));
+    }
+    out.extend(servers(s));
+    out.extend(skipped(s));
+    out
+}
+
+fn decode(done: &[&LevelSummary]) -> Option<Finding> {
+    let (short, long) = (done[0], done[done.len() - 1]);
+    let (a, b) = (decode_mean(short)?, decode_mean(long)?);
+    let change = (b / a - 1.0) * 100.0;
+    Some(
+        Finding::new(
+            "long_context_decode",
+            format!(
+                "Decode from {} to {}: {} → {} tok/s per stream ({:+.0} %).",
+                short.label(),
+                long.label(),
+                num(a),
+                num(b),
+                change
+            ),
+            &[short, long],
+        )
+        .value("decode_tokens_per_s_shortest", Some(a))
+        .value("decode_tokens_per_s_longest", Some(b))
+        .value("change_pct", Some(change)),
+    )
+}
+
+/// Least squares `y = a + b·x`: (a, b, R²).
+pub fn fit(points: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
+    let n = points.len() as f64;
+    if points.len() < 2 {
+        return None;
+    }
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let syy: f64 = points.iter().map(|p| (p.1 - my).powi(2)).sum();
+    if sxx <= 0.0 {
+        return None;
+    }
+    let b = sxy / sxx;
+    let r2 = if syy > 0.0 {
+        sxy * sxy / (sxx * syy)
+    } else {
+        1.0
+    };
+    Some((my - b * mx, b, r2))
+}
+
+fn prefill(done: &[&LevelSummary]) -> Option<Finding> {
+    // (input tokens, TTFT s) of each length.
+    let points: Vec<(f64, f64)> = done
+        .iter()
+        .filter_map(|l| {
+            let st = l.stats.as_ref()?;
+            Some((
+                st.scalars.mean_input_tokens?,
+                st.dists.ttft_ms.as_ref()?.mean / 1000.0,
+            ))
+        })
+        .collect();
+    if points.len() < 2 {
+        return None;
+    }
+    let (_, slope, r2) = fit(&points)?;
+    if slope <= 0.0 {
+        return None;
+    }
+    let speed = 1.0 / slope;
+    let last = points[points.len() - 1];
+    let mut text = format!(
+        "Prefill: {} tok/s (the slope of TTFT against input, least squares over {} lengths, R² {:.3}); TTFT {} at {}",
+        num(speed),
+        points.len(),
+        r2,
+        ms_text(last.1 * 1000.0),
+        done[done.len() - 1].label()
+    );
+    let verdict = if points.len() >= 3 {
+        let s = |a: (f64, f64), b: (f64, f64)| (b.1 - a.1) / (b.0 - a.0);
+        let low = s(points[0], points[1]);
+        let high = s(points[points.len() - 2], points[points.len() - 1]);
+        let ratio = high / low;
+        if low > 0.0 && ratio > LINEAR_SLOPE_RATIO {
+            let _ = write!(
+                text,
+                "; it grows faster than linear: {ratio:.2}× the slope between the two longest lengths as between the two shortest"
+            );
+            Some(ratio)
+        } else {
+            text += "; linear";
+            Some(ratio)
+        }
+    } else {
+        text += "; two lengths: no test of linearity";
+        None
+    };
+    text.push('.');
+    Some(
+        Finding::new("prefill_scaling", text, done)
+            .value("tokens_per_s", Some(speed))
+            .value("r2", Some(r2))
+            .value("slope_ratio", verdict),
+    )
+}
+
+/// The lengths each restarted server measured.
+fn servers(s: &RunSummary) -> Option<Finding> {
+    if s.servers.len() < 2 {
+        return None;
+    }
+    let mut parts = Vec::new();
+    let mut levels: Vec<&LevelSummary> = Vec::new();
+    for (i, sv) in s.servers.iter().enumerate().skip(1) {
+        let measured: Vec<&LevelSummary> = s
+            .long_context
+            .iter()
+            .filter(|l| l.server_index == Some(i as u32) && l.status == LevelStatus::Done)
+            .collect();
+        if measured.is_empty() {
+            continue;
+        }
+        parts.push(format!(
+            "{} on a server restarted with context {}",
+            measured
+                .iter()
+                .map(|l| l.label())
+                .collect::<Vec<_>>()
+                .join(", "),
+            sv.context_len.map_or("?".into(), |c| c.to_string())
+        ));
+        levels.extend(measured);
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    let first = s.servers[0]
+        .context_len
+        .map_or("?".into(), |c| c.to_string());
+    Some(
+        Finding::new(
+            "long_context_servers",
+            format!(
+                "The first server (context {first}) was restarted for longer lengths: {}.",
+                parts.join("; ")
+            ),
+            &levels,
+        )
+        .value("restarts", Some((s.servers.len() - 1) as f64)),
+    )
+}
+
+fn skipped(s: &RunSummary) -> Option<Finding> {
+    let skipped: Vec<&LevelSummary> = s
+        .long_context
+        .iter()
+        .filter(|l| l.status == LevelStatus::Skipped)
+        .collect();
+    if skipped.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = skipped
+        .iter()
+        .map(|l| {
+            let why = l.reason.as_deref().unwrap_or("skipped");
+            match &l.raise_flag {
+                Some(f) => format!("{} ({why}; raise it with {f})", l.label()),
+                None => format!("{} ({why})", l.label()),
+            }
+        })
+        .collect();
+    Some(
+        Finding::new(
+            "long_context_skipped",
+            format!("Not run: {}.", parts.join("; ")),
+            &skipped,
+        )
+        .value("skipped", Some(skipped.len() as f64)),
+    )
+}

@@ -1,0 +1,256 @@
+//! Findings: the sentences a colleague would write after the run, each a pure function of the
+//! run summary (docs/metrics.md "Findings"). The session recomputes them as levels end;
+//! `report` recomputes them for a saved run; every output shows the same list.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{LevelStatus, LevelSummary, RunSummary};
+use crate::workload::LevelKind;
+
+pub(crate) mod long_context;
+mod others;
+mod sweep;
+
+/// A level within this share of the peak output tok/s has reached it.
+pub const SATURATION_SHARE: f64 = 0.9;
+/// The largest C is still rising when it added more than this over the level below it.
+pub const STILL_RISING: f64 = 0.1;
+/// The latency finding: the largest C whose TTFT p50 stays under this (ms).
+pub const TTFT_GOOD_MS: f64 = 500.0;
+/// A knee: TTFT p50 more than this times the level below's…
+pub const KNEE_FACTOR: f64 = 2.0;
+/// …and over this (ms).
+pub const KNEE_MIN_MS: f64 = 100.0;
+/// The latency finding: the largest C whose TPOT p50 stays within this times the smallest
+/// level's.
+pub const TPOT_FACTOR: f64 = 2.0;
+/// TTFT grows faster than linear with input when its slope between the two longest lengths is
+/// more than this times its slope between the two shortest.
+pub const LINEAR_SLOPE_RATIO: f64 = 1.25;
+/// Fewer completed requests than this: a level's percentiles are rough.
+pub const FEW_REQUESTS: u64 = 10;
+/// More than this share of a no-prefix plan's prompt tokens from the prefix cache: its TTFT is
+/// a cache hit's.
+pub const CACHED_SHARE: f64 = 0.5;
+
+/// One finding (results.json `findings`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    pub id: String,
+    pub text: String,
+    /// The labels of the levels it rests on, as the tables write them.
+    pub levels: Vec<String>,
+    /// Its numbers, by name.
+    pub values: BTreeMap<String, f64>,
+    /// Why it should not be taken at face value, found in the run itself.
+    pub caveats: Vec<String>,
+}
+
+impl Finding {
+    fn new(id: &str, text: String, levels: &[&LevelSummary]) -> Self {
+        let mut caveats: Vec<String> = Vec::new();
+        for l in levels {
+            for c in caveats_of(l) {
+                if !caveats.contains(&c) {
+                    caveats.push(c);
+                }
+            }
+        }
+        Self {
+            id: id.into(),
+            text,
+            levels: levels.iter().map(|l| l.label()).collect(),
+            values: BTreeMap::new(),
+            caveats,
+        }
+    }
+
+    fn value(mut self, name: &str, v: Option<f64>) -> Self {
+        if let Some(v) = v.filter(|v| v.is_finite()) {
+            self.values.insert(name.into(), v);
+        }
+        self
+    }
+}
+
+/// Every finding the run supports, in reading order: the sweep's, long context's, then the
+/// rest.
+pub fn of(s: &RunSummary) -> Vec<Finding> {
+    let mut out = sweep::findings(s);
+    out.extend(long_context::findings(s));
+    out.extend(others::findings(s));
+    out
+}
+
+/// A level that ended with results: done, with completed requests; with `--repeat`, its first
+/// run only (the figures then the means across its runs, see [`fig`]).
+fn measured(l: &LevelSummary) -> bool {
+    l.status == LevelStatus::Done
+        && l.repeat.is_none_or(|r| r.n == 1)
+        && l.stats.as_ref().is_some_and(|s| s.scalars.completed > 0)
+}
+
+/// A level figure by its results.json key: the mean across the level's runs when it has one
+/// (`--repeat`), else its own value, read by `own`.
+fn fig(
+    l: &LevelSummary,
+    key: &str,
+    own: impl Fn(&crate::metrics::LevelStats) -> Option<f64>,
+) -> Option<f64> {
+    l.repeat_mean
+        .get(key)
+        .copied()
+        .or_else(|| own(l.stats.as_ref()?))
+}
+
+fn output_tput(l: &LevelSummary) -> Option<f64> {
+    fig(l, "output_throughput", |s| {
+        Some(s.scalars.output_throughput)
+    })
+}
+
+fn ttft_p50(l: &LevelSummary) -> Option<f64> {
+    fig(l, "median_ttft_ms", |s| {
+        s.dists.ttft_ms.as_ref().map(|d| d.p50)
+    })
+}
+
+fn tpot_p50(l: &LevelSummary) -> Option<f64> {
+    fig(l, "median_tpot_ms", |s| {
+        s.dists.tpot_ms.as_ref().map(|d| d.p50)
+    })
+}
+
+fn decode_mean(l: &LevelSummary) -> Option<f64> {
+    l.stats
+        .as_ref()?
+        .dists
+        .decode_tokens_per_s
+        .as_ref()
+        .map(|d| d.mean)
+}
+
+/// A time in ms as a person writes it: `22 ms`, `480 ms`, `1.4 s`, `61 s`.
+fn ms_text(ms: f64) -> String {
+    if ms < 1000.0 {
+        format!("{} ms", crate::fmt::num(Some(ms)))
+    } else {
+        format!("{} s", crate::fmt::num(Some(ms / 1000.0)))
+    }
+}
+
+fn num(v: f64) -> String {
+    crate::fmt::num(Some(v))
+}
+
+/// Why a finding resting on `l` should not be taken at face value (docs/metrics.md
+/// "Findings", caveats).
+fn caveats_of(l: &LevelSummary) -> Vec<String> {
+    let Some(st) = l.stats.as_ref() else {
+        return Vec::new();
+    };
+    let label = l.label();
+    let mut out = Vec::new();
+    let completed = st.scalars.completed;
+    // A long-context length is one request at a time by design; its figures are means.
+    if completed < FEW_REQUESTS && l.kind != LevelKind::LongContext {
+        out.push(format!(
+            "{label} rests on {completed} completed requests: its percentiles are rough"
+        ));
+    }
+    if l.delivery_bursts {
+        let per = st.dists.tokens_per_chunk.as_ref().map_or(0.0, |d| d.mean);
+        out.push(format!(
+            "{label}'s tokens arrived in bursts its server's decoding does not explain ({} tokens a delivery): a buffering hop between servetop and the server (a reverse proxy; nginx: proxy_buffering off) is the likely cause, and TTFT and TPOT include it; point servetop at the server itself to check",
+            num(per)
+        ));
+    }
+    let no_prefix = l.shared_prefix_tokens == 0
+        && matches!(
+            l.kind,
+            LevelKind::Sweep | LevelKind::Rate | LevelKind::LongContext
+        );
+    if let Some(hit) = st
+        .scalars
+        .prefix_cache_hit_rate
+        .filter(|h| no_prefix && *h > CACHED_SHARE)
+    {
+        out.push(format!(
+            "{label}'s prompts came {:.0} % from the server's prefix cache although the plan shares no prefix (a repeated or resumed run with one --seed?): its TTFT is a cache hit's, not a prefill's",
+            hit * 100.0
+        ));
+    }
+    if matches!(l.kind, LevelKind::Sweep | LevelKind::Rate)
+        && crate::metrics::steady::short_level(&label, st).is_some()
+    {
+        out.push(format!(
+            "{label} is too short for a steady state: ramp-up and drain dominate its latency"
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture() -> RunSummary {
+        crate::tui::fixtures::finished_run().session.summary
+    }
+
+    fn caveats_on(s: &RunSummary, id: &str) -> Vec<String> {
+        of(s)
+            .into_iter()
+            .find(|f| f.id == id)
+            .unwrap_or_else(|| panic!("no {id}"))
+            .caveats
+    }
+
+    #[test]
+    fn bursts_the_server_does_not_explain_name_a_buffering_hop() {
+        let mut s = fixture();
+        assert!(
+            !caveats_on(&s, "single_stream")
+                .iter()
+                .any(|c| c.contains("buffering")),
+        );
+        s.sweep[0].delivery_bursts = true;
+        let c = caveats_on(&s, "single_stream");
+        assert!(
+            c.iter()
+                .any(|c| c.contains("buffering hop") && c.contains("proxy_buffering off")),
+            "{c:?}"
+        );
+    }
+
+    #[test]
+    fn a_no_prefix_level_served_from_the_cache_is_named() {
+        let mut s = fixture();
+        let st = s.sweep[0].stats.as_mut().unwrap();
+        st.scalars.prefix_cache_hit_rate = Some(0.97);
+        let c = caveats_on(&s, "single_stream");
+        assert!(
+            c.iter()
+                .any(|c| c.contains("97 % from the server's prefix cache")),
+            "{c:?}"
+        );
+        // A plan that shares a prefix expects its hits.
+        s.sweep[0].shared_prefix_tokens = 500;
+        let c = caveats_on(&s, "single_stream");
+        assert!(!c.iter().any(|c| c.contains("prefix cache")), "{c:?}");
+    }
+
+    #[test]
+    fn a_least_squares_line_through_known_points() {
+        // y = 0.5 + 2x exactly, then with a bend.
+        let (a, b, r2) = long_context::fit(&[(1.0, 2.5), (2.0, 4.5), (4.0, 8.5)]).unwrap();
+        assert!((a - 0.5).abs() < 1e-12 && (b - 2.0).abs() < 1e-12 && (r2 - 1.0).abs() < 1e-12);
+        let (_, b, r2) = long_context::fit(&[(0.0, 0.0), (1.0, 1.0), (2.0, 4.0)]).unwrap();
+        // Slope Σ(x−x̄)(y−ȳ)/Σ(x−x̄)² = 4 / 2; R² = 16 / (2 · 8.6667).
+        assert!((b - 2.0).abs() < 1e-12, "{b}");
+        assert!((r2 - 16.0 / (2.0 * 26.0 / 3.0)).abs() < 1e-12, "{r2}");
+        assert!(long_context::fit(&[(1.0, 1.0)]).is_none());
+    }
+}

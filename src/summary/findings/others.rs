@@ -1,0 +1,191 @@
+//! The findings that need a part of the run not every run has: failures, energy, the
+//! multi-turn cache, reasoning, the baseline.
+
+use std::fmt::Write;
+
+use super::{Finding, measured, ms_text, num};
+use crate::summary::{LevelStatus, LevelSummary, RunSummary};
+use crate::workload::LevelKind;
+
+pub(super) fn findings(s: &RunSummary) -> Vec<Finding> {
+    let mut out = Vec::new();
+    out.extend(failures(s));
+    out.extend(energy(s));
+    out.extend(multi_turn(s));
+    out.extend(reasoning(s));
+    out.extend(baseline(s));
+    out
+}
+
+fn failures(s: &RunSummary) -> Option<Finding> {
+    let ran: Vec<&LevelSummary> = s
+        .levels()
+        .filter(|l| l.stats.is_some() && l.status != LevelStatus::Skipped)
+        .collect();
+    if ran.is_empty() {
+        return None;
+    }
+    let requests: u64 = ran
+        .iter()
+        .filter_map(|l| l.stats.as_ref())
+        .map(|st| st.scalars.completed + st.scalars.failed)
+        .sum();
+    let mut failed_total = 0;
+    let mut by_kind: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
+    let mut parts = Vec::new();
+    let mut failing = Vec::new();
+    for l in &ran {
+        let st = l.stats.as_ref().expect("filtered");
+        if st.scalars.failed == 0 {
+            continue;
+        }
+        failed_total += st.scalars.failed;
+        let kinds: Vec<String> = st
+            .scalars
+            .failures
+            .iter()
+            .map(|(k, c)| {
+                *by_kind.entry(k.clone()).or_default() += c.count;
+                format!("{} {k}", c.count)
+            })
+            .collect();
+        parts.push(format!("{}: {}", l.label(), kinds.join(", ")));
+        failing.push(*l);
+    }
+    let text = if failed_total == 0 {
+        format!("No failures in {requests} requests.")
+    } else {
+        format!(
+            "{failed_total} of {requests} requests failed — {}.",
+            parts.join("; ")
+        )
+    };
+    let mut f = Finding::new("failures", text, &failing)
+        .value("failed", Some(failed_total as f64))
+        .value("requests", Some(requests as f64));
+    for (k, n) in by_kind {
+        f = f.value(&format!("failed_{k}"), Some(n as f64));
+    }
+    Some(f)
+}
+
+fn energy(s: &RunSummary) -> Option<Finding> {
+    let best = s
+        .sweep
+        .iter()
+        .filter(|l| measured(l))
+        .filter(|l| l.energy.output_tokens_per_joule.is_some())
+        .max_by(|a, b| {
+            a.energy
+                .output_tokens_per_joule
+                .unwrap_or(0.0)
+                .total_cmp(&b.energy.output_tokens_per_joule.unwrap_or(0.0))
+        })?;
+    let tpj = best.energy.output_tokens_per_joule?;
+    let mut text = format!(
+        "Most output tokens per joule at {}: {}",
+        best.label(),
+        num(tpj)
+    );
+    if let Some(w) = best.energy.mean_power_w {
+        let _ = write!(text, " at {} W", num(w));
+    }
+    if let Some(c) = best.energy.cost_per_million_output_tokens {
+        let _ = write!(text, ", {} per million output tokens", num(c));
+    }
+    text.push('.');
+    Some(
+        Finding::new("energy", text, &[best])
+            .value("output_tokens_per_joule", Some(tpj))
+            .value("mean_power_w", best.energy.mean_power_w)
+            .value(
+                "cost_per_million_output_tokens",
+                best.energy.cost_per_million_output_tokens,
+            ),
+    )
+}
+
+fn multi_turn(s: &RunSummary) -> Vec<Finding> {
+    s.multi_turn
+        .iter()
+        .filter(|l| measured(l))
+        .filter_map(|l| {
+            let st = l.stats.as_ref()?;
+            let share = st.scalars.prefix_cache_hit_rate?;
+            let by_turn: Vec<String> = st
+                .scalars
+                .turns
+                .iter()
+                .filter_map(|t| Some(format!("{:.0} %", t.cache_hit_rate? * 100.0)))
+                .collect();
+            let mut text = format!(
+                "{}: the prefix cache served {:.1} % of prompt tokens",
+                l.label(),
+                share * 100.0
+            );
+            if by_turn.len() > 1 {
+                let _ = write!(text, " (by turn: {})", by_turn.join(", "));
+            }
+            text.push('.');
+            Some(Finding::new("multi_turn_cache", text, &[l]).value("cache_hit_rate", Some(share)))
+        })
+        .collect()
+}
+
+fn reasoning(s: &RunSummary) -> Option<Finding> {
+    let l = s
+        .sweep
+        .iter()
+        .filter(|l| measured(l) && l.kind == LevelKind::Sweep)
+        .min_by_key(|l| l.concurrency)?;
+    let st = l.stats.as_ref()?;
+    let share = st.scalars.reasoning_share.filter(|x| *x > 0.0)?;
+    let mut text = format!(
+        "Reasoning: {:.0} % of output tokens were thinking at {}",
+        share * 100.0,
+        l.label()
+    );
+    let ttfc = st.dists.ttfc_ms.as_ref().map(|d| d.p50);
+    if let Some(t) = ttfc {
+        let _ = write!(
+            text,
+            "; the first answer token came after {} (p50)",
+            ms_text(t)
+        );
+    }
+    text.push('.');
+    Some(
+        Finding::new("reasoning", text, &[l])
+            .value("reasoning_share", Some(share))
+            .value("ttfc_p50_ms", ttfc),
+    )
+}
+
+fn baseline(s: &RunSummary) -> Option<Finding> {
+    let b = s.baseline.as_ref()?;
+    // The change that matters most: the largest in size of any figure at any level.
+    let (c, what, pct) = b
+        .comparisons
+        .iter()
+        .flat_map(|c| {
+            [
+                (c, "output tok/s", c.output_throughput_pct),
+                (c, "TTFT p50", c.ttft_p50_pct),
+                (c, "TPOT p50", c.tpot_p50_pct),
+            ]
+        })
+        .filter_map(|(c, w, p)| Some((c, w, p?)))
+        .max_by(|a, b| a.2.abs().total_cmp(&b.2.abs()))?;
+    let levels: Vec<&LevelSummary> = s.levels().filter(|l| l.index == c.index).collect();
+    Some(
+        Finding::new(
+            "baseline",
+            format!(
+                "Against the baseline ({}): the largest change is {what} at {}, {pct:+.1} %.",
+                b.label, c.label
+            ),
+            &levels,
+        )
+        .value("change_pct", Some(pct)),
+    )
+}
