@@ -16,6 +16,12 @@ use servetop::sim::{self, AcceptLength, SimConfig};
 use servetop::tui::fixtures;
 use servetop::workload::RequestCount;
 
+mod chart_pixels;
+use chart_pixels::{
+    BLUE, GREEN, GREY, PURPLE, PX, Series, VERMILLION, check_series, frames, limit_rows,
+    mark_columns, markers, residuals, steps, tick_columns, x_axis_row, y_axis_column,
+};
+
 const NAMES: [&str; 5] = [
     "throughput.png",
     "latency.png",
@@ -285,88 +291,6 @@ fn tab_screenshots_are_pngs_of_the_terminal_grid() {
     assert!(colours_in(&sweep, (0, 0, 40 * cw, ch)).contains(&[200, 90, 200]));
     let _ = std::fs::remove_dir_all(&dir);
 }
-
-/// Okabe–Ito blue: the first run's colour on every chart.
-const BLUE: [u8; 3] = [0, 114, 178];
-
-/// The centres of the markers drawn in `colour` between columns `x0..x1`: a marker is a filled
-/// disc of radius 5, so its centre is where a disc of radius 4 fits in that colour (a 3 px
-/// line, a 2 px error bar, a legend key or two lines crossing hold no such disc). Neighbouring
-/// fits are one marker, at their mean: (column, row), left to right.
-fn markers(img: &image::RgbImage, colour: [u8; 3], x0: u32, x1: u32) -> Vec<(f64, f64)> {
-    let (_, h) = img.dimensions();
-    let is = |x: i64, y: i64| img.get_pixel(x as u32, y as u32).0 == colour;
-    let disc = |x: i64, y: i64| {
-        (-4i64..=4).all(|dy| {
-            (-4i64..=4)
-                .filter(|dx| dx * dx + dy * dy <= 16)
-                .all(|dx| is(x + dx, y + dy))
-        })
-    };
-    let mut groups: Vec<Vec<(i64, i64)>> = Vec::new();
-    for x in i64::from(x0) + 4..i64::from(x1) - 4 {
-        for y in 4..i64::from(h) - 4 {
-            if !is(x, y) || !disc(x, y) {
-                continue;
-            }
-            match groups.iter_mut().find(|g| {
-                g.iter()
-                    .any(|&(a, b)| (a - x).abs() <= 2 && (b - y).abs() <= 2)
-            }) {
-                Some(g) => g.push((x, y)),
-                None => groups.push(vec![(x, y)]),
-            }
-        }
-    }
-    groups
-        .iter()
-        .map(|g| {
-            let n = g.len() as f64;
-            (
-                g.iter().map(|p| p.0 as f64).sum::<f64>() / n,
-                g.iter().map(|p| p.1 as f64).sum::<f64>() / n,
-            )
-        })
-        .collect()
-}
-
-/// The row of the x axis of the panel spanning columns `x0..x1`: the lowest row dark across
-/// half the panel.
-fn x_axis_row(img: &image::RgbImage, x0: u32, x1: u32) -> f64 {
-    let dark = |x: u32, y: u32| img.get_pixel(x, y).0.iter().all(|v| *v < 80);
-    let row = (0..img.height())
-        .rev()
-        .find(|&y| (x0..x1).filter(|&x| dark(x, y)).count() as u32 > (x1 - x0) / 2)
-        .expect("an x axis");
-    f64::from(row)
-}
-
-/// The column of the y axis of the panel spanning columns `x0..x1`: the leftmost column dark
-/// down a third of the figure's height.
-fn y_axis_column(img: &image::RgbImage, x0: u32, x1: u32) -> f64 {
-    let dark = |x: u32, y: u32| img.get_pixel(x, y).0.iter().all(|v| *v < 80);
-    let h = img.height();
-    let col = (x0..x1)
-        .find(|&x| (0..h).filter(|&y| dark(x, y)).count() as u32 > h / 3)
-        .expect("a y axis");
-    f64::from(col)
-}
-
-/// How far each of `drawn` (pixels from an axis) is from the line through the origin that
-/// best fits it against `want` (the summary's values): on an axis from 0, a drawn distance is
-/// the value times one scale, so every residual is a rounding error.
-fn residuals(drawn: &[f64], want: &[f64]) -> (f64, Vec<f64>) {
-    let scale = drawn.iter().zip(want).map(|(d, w)| d * w).sum::<f64>()
-        / want.iter().map(|w| w * w).sum::<f64>();
-    let res = drawn.iter().zip(want).map(|(d, w)| d - scale * w).collect();
-    (scale, res)
-}
-
-/// A marker's centre is a whole pixel (plotters rounds a point to one) and sits within half a
-/// pixel of its exact place; the axis line is one pixel off the row of 0 at most. So a marker
-/// stands within 2 px of where its value puts it, and a fitted scale cannot hide a wrong value
-/// that moves a marker further.
-const PX: f64 = 2.0;
 
 /// Sets a latency distribution's percentiles to `p50` and `p99`, with p90 (and the rest)
 /// far from p99: a chart that drew p90 as its p99 line would draw it at half the height.
@@ -643,4 +567,660 @@ fn repeat_error_bars_span_the_summarys_interval() {
         want.iter().map(|w| scale * w).collect::<Vec<_>>()
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Renders `summary` (and `telemetry`) as one run and opens the figure `name`.
+fn render(
+    summary: &servetop::summary::RunSummary,
+    telemetry: &[servetop::telemetry::TelemetryRecord],
+    name: &str,
+    size: (u32, u32),
+) -> image::RgbImage {
+    let dir = tmp(name.trim_end_matches(".png"));
+    let runs = [ChartRun {
+        label: "synthetic".into(),
+        summary,
+        telemetry,
+    }];
+    render_all(&runs, &dir, size).unwrap();
+    let img = image::open(dir.join(name)).unwrap().to_rgb8();
+    let _ = std::fs::remove_dir_all(&dir);
+    img
+}
+
+/// `spec_decoding.png` draws each level's accept length as the client saw it (solid) and as
+/// the engine reported it (dashed), both in the run's blue, at log2 of its concurrency: the
+/// synthetic run's six levels set to client figures 1.4 to 3.0 and engine figures 0.9 to 1.1
+/// above them, on a linear axis from 0. The last level's chunks are delivery bursts, not
+/// drafts: its client figure is not an accept length and has no marker. Every marker within
+/// 2 px ([`PX`]) of where its level and its value put it; the client's line solid (no gap),
+/// the engine's dashed (a gap).
+#[test]
+fn the_spec_decoding_chart_draws_both_accept_lengths_at_their_heights() {
+    let app = fixtures::finished_run();
+    let mut s = app.session.summary.clone();
+    let client = [1.4, 1.7, 2.1, 2.4, 2.8, 3.0];
+    let server = [2.3, 2.6, 3.1, 3.5, 3.8, 4.1];
+    let n = s.sweep.len();
+    assert_eq!(n, 6);
+    for (i, l) in s.sweep.iter_mut().enumerate() {
+        l.stats.as_mut().unwrap().scalars.accept_length_client = Some(client[i]);
+        l.accept_length_server = Some(server[i]);
+        l.delivery_bursts = i == n - 1;
+    }
+    let img = render(&s, &[], "spec_decoding.png", (1200, 700));
+    let f = frames(&img, 1);
+    assert_eq!(f.len(), 1, "{f:?}");
+    let x = |i: usize| f64::from(s.sweep[i].concurrency).log2();
+    check_series(
+        &img,
+        &f[0],
+        "accept length",
+        &[
+            Series::new(
+                "client",
+                BLUE,
+                false,
+                (0..n - 1).map(|i| (x(i), client[i])).collect(),
+            ),
+            Series::new(
+                "server",
+                BLUE,
+                true,
+                (0..n).map(|i| (x(i), server[i])).collect(),
+            ),
+        ],
+    );
+}
+
+/// `energy.png` draws each level's output tokens per joule and its cost per million output
+/// tokens (a panel each, linear from 0) at log2 of its concurrency: the synthetic run's six
+/// levels set to tokens per joule rising 0.6 → 6.6 and a cost falling 9 → 0.9 USD, and the
+/// figures beside them a chart could take instead (joules per token, the cost per million of
+/// all tokens) to other shapes, not multiples of them: a panel that drew one of those would
+/// move its markers off any one scale. Every marker within 2 px ([`PX`]) of its place.
+#[test]
+fn the_energy_chart_draws_tokens_per_joule_and_cost_at_their_heights() {
+    let app = fixtures::finished_run();
+    let mut s = app.session.summary.clone();
+    let per_joule = [0.6, 1.9, 3.1, 4.4, 6.2, 6.6];
+    let cost = [9.0, 3.2, 2.0, 1.4, 0.95, 0.9];
+    let cost_total = [0.8, 0.5, 0.4, 0.35, 0.3, 0.3];
+    let n = s.sweep.len();
+    assert_eq!(n, 6);
+    for (i, l) in s.sweep.iter_mut().enumerate() {
+        let e = &mut l.energy;
+        e.output_tokens_per_joule = Some(per_joule[i]);
+        e.joules_per_output_token = Some(1.0 / per_joule[i]);
+        e.cost_per_million_output_tokens = Some(cost[i]);
+        e.cost_per_million_total_tokens = Some(cost_total[i]);
+    }
+    let img = render(&s, &[], "energy.png", (1200, 700));
+    let f = frames(&img, 2);
+    assert_eq!(f.len(), 2, "{f:?}");
+    let x = |i: usize| f64::from(s.sweep[i].concurrency).log2();
+    for (k, (name, v)) in [("tokens per joule", per_joule), ("cost", cost)]
+        .into_iter()
+        .enumerate()
+    {
+        let points = (0..n).map(|i| (x(i), v[i])).collect();
+        check_series(&img, &f[k], name, &[Series::new(name, BLUE, false, points)]);
+    }
+}
+
+/// `rates.png` draws each rate level at its offered rate (linear from 0): the synthetic
+/// rate-only run's five levels set to 2, 4, 6, 8 and 10 req/s. TTFT and TPOT p50 (solid) and
+/// p99 (dashed), p99 2 to 3.4× p50 for TTFT and 3 to 1.5× for TPOT (other shapes, so one
+/// panel cannot draw the other's figures unseen), each p90 1.25× its p50 (a chart drawing p90
+/// as p99 puts it at half the height or less), on linear axes; the client queue's p50 2 to
+/// 60 ms and p99 12 to 500 ms, on a log axis (compared as log10 of the values). The achieved
+/// rates: sent (solid) at 3/4 of the offered rate, completed (dashed) at 45 %, beside the
+/// grey dashed offered line through each level's rate. Every marker within 2 px ([`PX`]) of
+/// its place; each line in its style (solid: no gap; dashed: a gap), so sent and completed
+/// (or p50 and p99) cannot trade values without trading the styles that name them.
+#[test]
+fn the_rates_chart_draws_each_rate_levels_figures_at_their_places() {
+    let app = fixtures::finished_rates_only();
+    let mut s = app.session.summary.clone();
+    let rates = [2.0, 4.0, 6.0, 8.0, 10.0];
+    let ttft50 = [300.0, 340.0, 420.0, 600.0, 900.0];
+    let ttft99: Vec<f64> = (0..5)
+        .map(|i| ttft50[i] * (2.0 + 0.35 * i as f64))
+        .collect();
+    let tpot50 = [15.0, 18.0, 20.0, 22.0, 30.0];
+    let tpot99: Vec<f64> = (0..5)
+        .map(|i| tpot50[i] * (3.0 - 0.375 * i as f64))
+        .collect();
+    let queue50 = [2.0, 3.0, 5.0, 20.0, 60.0];
+    let queue99 = [12.0, 20.0, 50.0, 150.0, 500.0];
+    assert_eq!(s.rates.len(), 5);
+    for (i, l) in s.rates.iter_mut().enumerate() {
+        l.arrival.as_mut().unwrap().request_rate = rates[i];
+        let st = l.stats.as_mut().unwrap();
+        assert!(st.scalars.completed > 0);
+        st.scalars.achieved_request_rate = Some(0.75 * rates[i]);
+        st.scalars.request_throughput = 0.45 * rates[i];
+        set_dist(&mut st.dists.ttft_ms, ttft50[i], ttft99[i]);
+        set_dist(&mut st.dists.tpot_ms, tpot50[i], tpot99[i]);
+        set_dist(&mut st.dists.client_queue_ms, queue50[i], queue99[i]);
+    }
+    let img = render(&s, &[], "rates.png", (1200, 900));
+    let f = frames(&img, 2);
+    assert_eq!(f.len(), 4, "{f:?}");
+    let pts = |v: &[f64], y: &dyn Fn(f64) -> f64| -> Vec<(f64, f64)> {
+        rates.iter().zip(v).map(|(r, v)| (*r, y(*v))).collect()
+    };
+    let lin = |v: f64| v;
+    // The queue spans 250×, over the 30× that turns the axis to log10: from 10^0.
+    assert!(queue99[4] / queue50[0] > 30.0 && queue50[0] >= 1.0 && queue50[0] < 10.0);
+    let log = |v: f64| v.log10();
+    let pair = |a: &[f64], b: &[f64], y: &dyn Fn(f64) -> f64| {
+        [
+            Series::new("p50", BLUE, false, pts(a, y)),
+            Series::new("p99", BLUE, true, pts(b, y)),
+        ]
+    };
+    check_series(&img, &f[0], "TTFT", &pair(&ttft50, &ttft99, &lin));
+    check_series(&img, &f[1], "TPOT", &pair(&tpot50, &tpot99, &lin));
+    check_series(
+        &img,
+        &f[2],
+        "achieved",
+        &[
+            Series::new("sent", BLUE, false, pts(&rates.map(|r| 0.75 * r), &lin)),
+            Series::new("completed", BLUE, true, pts(&rates.map(|r| 0.45 * r), &lin)),
+            Series::new("offered", GREY, true, pts(&rates, &lin)),
+        ],
+    );
+    check_series(&img, &f[3], "client queue", &pair(&queue50, &queue99, &log));
+}
+
+/// `turns.png` draws each turn of the multi-turn level at its number (linear from 0): the
+/// synthetic chats' four turns set to a TTFT p50 (solid) of 250 → 700 ms and p90 (dashed)
+/// twice it, with the mean 1.6× p50 and p99 3× p90 (a chart drawing either instead moves its
+/// markers off the fitted scale), and prompt tokens (solid) 1000 → 3400 beside those served
+/// from the cache (dashed) 150 → 3100, on linear axes. Every marker within 2 px ([`PX`]) of
+/// its place; each line in its style (solid: no gap; dashed: a gap).
+#[test]
+fn the_turns_chart_draws_each_turn_at_its_place() {
+    let app = fixtures::finished_chats();
+    let mut s = app.session.summary.clone();
+    let p50 = [250.0, 400.0, 550.0, 700.0];
+    let p90 = p50.map(|v| 2.0 * v);
+    let prompt = [1000.0, 1800.0, 2600.0, 3400.0];
+    let cached = [150.0, 1500.0, 2300.0, 3100.0];
+    assert_eq!(s.multi_turn.len(), 1);
+    let turns = &mut s.multi_turn[0].stats.as_mut().unwrap().scalars.turns;
+    assert_eq!(turns.len(), 4);
+    for (i, t) in turns.iter_mut().enumerate() {
+        assert_eq!(t.turn as usize, i + 1);
+        t.median_ttft_ms = Some(p50[i]);
+        t.mean_ttft_ms = Some(1.6 * p50[i]);
+        t.p90_ttft_ms = Some(p90[i]);
+        t.p99_ttft_ms = Some(3.0 * p90[i]);
+        t.mean_input_tokens = Some(prompt[i]);
+        t.mean_cached_tokens = Some(cached[i]);
+    }
+    let img = render(&s, &[], "turns.png", (1200, 700));
+    let f = frames(&img, 2);
+    assert_eq!(f.len(), 2, "{f:?}");
+    let pts = |v: &[f64]| -> Vec<(f64, f64)> {
+        v.iter()
+            .enumerate()
+            .map(|(i, v)| ((i + 1) as f64, *v))
+            .collect()
+    };
+    check_series(
+        &img,
+        &f[0],
+        "TTFT by turn",
+        &[
+            Series::new("p50", BLUE, false, pts(&p50)),
+            Series::new("p90", BLUE, true, pts(&p90)),
+        ],
+    );
+    check_series(
+        &img,
+        &f[1],
+        "prompt tokens by turn",
+        &[
+            Series::new("prompt", BLUE, false, pts(&prompt)),
+            Series::new("cached", BLUE, true, pts(&cached)),
+        ],
+    );
+}
+
+/// `trace.png` draws each bin of the replayed trace at its start (seconds, linear from 0):
+/// twelve bins of 2 s set to known figures. TTFT p50 (solid) 120 → 400 ms and p99 (dashed)
+/// 900 → 9000 ms span 75×, so its axis is log10 (compared as log10 of the values); E2E p50
+/// (linear); requests due per second (the bin's sent requests over its 2 s: drawn as counts,
+/// the due line would stand twice as high against the failed one) and failed per second
+/// (purple, dashed); the client queue's p99 on a log axis, one bin without one (no marker).
+/// Every marker within 2 px ([`PX`]) of its place; each line in its style (solid: no gap;
+/// dashed: a gap).
+#[test]
+fn the_trace_chart_draws_each_bin_at_its_place() {
+    let app = fixtures::mid_trace();
+    let mut s = app.session.summary.clone();
+    assert_eq!(s.traces.len(), 1);
+    let tens = |v: [i32; 12]| v.map(|v| 10.0 * f64::from(v));
+    let p50 = tens([12, 15, 13, 20, 26, 18, 15, 30, 40, 25, 16, 14]);
+    let p99 = tens([90, 150, 120, 300, 600, 250, 140, 500, 900, 400, 160, 130]);
+    let e2e = tens([200, 240, 210, 300, 360, 280, 230, 400, 500, 350, 250, 220]);
+    let sent = [4u64, 6, 10, 8, 12, 6, 4, 14, 16, 10, 6, 4];
+    let failed = [0u64, 0, 1, 0, 2, 0, 0, 3, 6, 1, 0, 0];
+    // The third bin without a client queue figure.
+    let queue =
+        [5, 8, 0, 20, 60, 15, 5, 120, 300, 40, 10, 5].map(|v| (v > 0).then(|| f64::from(v)));
+    let start = |i: usize| 2.0 * i as f64;
+    let mut stats = fixtures::finished_run().session.summary.sweep[0]
+        .stats
+        .clone()
+        .unwrap();
+    stats.scalars.timeline = (0..12)
+        .map(|i| servetop::metrics::timeline::TimelineBin {
+            start_s: start(i),
+            sent: sent[i],
+            failed: failed[i],
+            ttft_p50_ms: Some(p50[i]),
+            ttft_p99_ms: Some(p99[i]),
+            e2el_p50_ms: Some(e2e[i]),
+            client_queue_p99_ms: queue[i],
+        })
+        .collect();
+    s.traces[0].stats = Some(stats);
+    let img = render(&s, &[], "trace.png", (1200, 900));
+    let f = frames(&img, 2);
+    assert_eq!(f.len(), 4, "{f:?}");
+    // log10 less the lowest decade: TTFT from 10^2, the queue from 10^0.
+    let log = |lo: f64| move |v: f64| v.log10() - lo;
+    assert!(p99[8] / p50[0] > 30.0 && (2.0..3.0).contains(&p50[0].log10()));
+    let pts = |v: &[f64], y: &dyn Fn(f64) -> f64| -> Vec<(f64, f64)> {
+        v.iter()
+            .enumerate()
+            .map(|(i, v)| (start(i), y(*v)))
+            .collect()
+    };
+    check_series(
+        &img,
+        &f[0],
+        "TTFT",
+        &[
+            Series::new("p50", BLUE, false, pts(&p50, &log(2.0))),
+            Series::new("p99", BLUE, true, pts(&p99, &log(2.0))),
+        ],
+    );
+    assert!(
+        e2e.iter().copied().fold(0.0, f64::max) / e2e.iter().copied().fold(f64::MAX, f64::min)
+            < 30.0
+    );
+    check_series(
+        &img,
+        &f[1],
+        "E2E",
+        &[Series::new("p50", BLUE, false, pts(&e2e, &|v| v))],
+    );
+    let per_s = |v: &[u64]| v.iter().map(|n| *n as f64 / 2.0).collect::<Vec<_>>();
+    check_series(
+        &img,
+        &f[2],
+        "requests due",
+        &[
+            Series::new("due", BLUE, false, pts(&per_s(&sent), &|v| v)),
+            Series::new("failed", PURPLE, true, pts(&per_s(&failed), &|v| v)),
+        ],
+    );
+    let q: Vec<(f64, f64)> = queue
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| Some((start(i), (*v)?.log10())))
+        .collect();
+    let (q_lo, q_hi) = q
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(lo, hi), p| (lo.min(p.1), hi.max(p.1)));
+    // 5 to 300 ms: 60×, over 30×; from 10^0.
+    assert!(q.len() == 11 && q_hi - q_lo > 30f64.log10() && (0.0..1.0).contains(&q_lo));
+    check_series(
+        &img,
+        &f[3],
+        "client queue",
+        &[Series::new("p99", BLUE, false, q)],
+    );
+}
+
+/// A judged probe as [`searched`] sets it: its rate, its goodput, and its TTFT's and TPOT's
+/// (p90, low end, high end) of the interval.
+type Judged = (f64, f64, [[f64; 3]; 2]);
+
+/// Sets the synthetic search's probes to five judged ones at 2 to 10 req/s in bisection order
+/// (8, 4, 6, 10, 2), beside one cut short at 7 and one never judged at 5 (neither drawn): 6
+/// passes and 8 fails, the bracket; each probe's goodput (well under the rate, apart from the
+/// grey line where every request is good) and its TTFT and TPOT p90 with a 95 % interval of
+/// 0.6× to 1.5× it, against limits of 2500 and 40 ms. Returns the summary and, by rate, the
+/// judged probes' goodput and each metric's (p90, low end, high end).
+fn searched() -> (servetop::summary::RunSummary, Vec<Judged>) {
+    use servetop::metrics::{MetricCheck, Slo, SloCheck};
+    use servetop::workload::search::RateProbe;
+    let app = fixtures::mid_search();
+    let mut s = app.session.summary.clone();
+    let search = s.search.as_mut().unwrap();
+    search.slo = Slo {
+        ttft_ms: Some(2500.0),
+        tpot_ms: Some(40.0),
+        percentile: 90.0,
+        ..Slo::default()
+    };
+    // (rate, goodput, TTFT p90, TPOT p90), in the order probed.
+    let judged = [
+        (8.0, 3.0, 2900.0, 45.0),
+        (4.0, 2.5, 1300.0, 19.0),
+        (6.0, 4.0, 1800.0, 26.0),
+        (10.0, 1.5, 4200.0, 60.0),
+        (2.0, 1.0, 1000.0, 15.0),
+    ];
+    let check = |ttft: f64, tpot: f64| {
+        let metric = |name: &str, v: f64, limit: f64| MetricCheck {
+            metric: name.into(),
+            limit_ms: limit,
+            value_ms: Some(v),
+            samples: 100,
+            ci_low_ms: Some(0.6 * v),
+            ci_high_ms: Some(1.5 * v),
+            meets: v <= limit,
+            certain: true,
+        };
+        let metrics = vec![metric("ttft", ttft, 2500.0), metric("tpot", tpot, 40.0)];
+        SloCheck {
+            percentile: 90.0,
+            confidence: 0.95,
+            requests: 100,
+            failed: 0,
+            meets: metrics.iter().all(|m| m.meets),
+            certain: true,
+            metrics,
+        }
+    };
+    let probe =
+        |step: u32, rate: f64, goodput: f64, check: Option<SloCheck>, cut: bool| RateProbe {
+            level: step,
+            step,
+            request_rate: rate,
+            requests: 100,
+            achieved_request_rate: Some(rate),
+            request_throughput: Some(rate),
+            goodput: Some(goodput),
+            check,
+            interrupted: cut,
+        };
+    search.probes = judged
+        .iter()
+        .enumerate()
+        .map(|(k, j)| probe(k as u32 + 1, j.0, j.1, Some(check(j.2, j.3)), false))
+        .collect();
+    search
+        .probes
+        .push(probe(6, 7.0, 6.5, Some(check(500.0, 8.0)), true));
+    search.probes.push(probe(7, 5.0, 4.8, None, false));
+    search.pass_rate = Some(6.0);
+    search.fail_rate = Some(8.0);
+    let mut by_rate: Vec<_> = judged
+        .iter()
+        .map(|j| {
+            let ci = |v: f64| [v, 0.6 * v, 1.5 * v];
+            (j.0, j.1, [ci(j.2), ci(j.3)])
+        })
+        .collect();
+    by_rate.sort_by(|a, b| a.0.total_cmp(&b.0));
+    (s, by_rate)
+}
+
+/// `slo_search.png` draws each judged probe at its offered rate (linear from 0) and the
+/// bracket and limits where they are: the search of [`searched`]. Goodput (solid) beside the
+/// grey dashed line where every request is good (y = x); TTFT and TPOT p90 (solid) between
+/// the low and high ends of their interval (green, dashed), on linear axes (each spans under
+/// 30×); the probe cut short and the one never judged have no marker. On every panel, the
+/// answer (6 req/s) and the lowest failing rate (8) marked down the plot; on each metric's
+/// panel, its limit as a red line across. Every marker, mark and limit within 2 px ([`PX`]:
+/// a mark is 1 px wide, a limit 2 px high, their centres within half a pixel) of where its
+/// value puts it, the marks and limits on the scales fitted through the markers.
+#[test]
+fn the_slo_search_chart_draws_each_probe_and_the_bracket_at_their_places() {
+    let (s, by_rate) = searched();
+    let img = render(&s, &[], "slo_search.png", (1200, 900));
+    let f = frames(&img, 2);
+    assert_eq!(f.len(), 3, "goodput, TTFT and TPOT panels: {f:?}");
+    let pts = |y: &dyn Fn(&Judged) -> f64| -> Vec<(f64, f64)> {
+        by_rate.iter().map(|p| (p.0, y(p))).collect()
+    };
+    let mut scales = vec![check_series(
+        &img,
+        &f[0],
+        "goodput",
+        &[
+            Series::new("goodput", BLUE, false, pts(&|p| p.1)),
+            Series::new("all requests good", GREY, true, pts(&|p| p.0)),
+        ],
+    )];
+    for (k, (name, limit)) in [("TTFT", 2500.0), ("TPOT", 40.0)].into_iter().enumerate() {
+        let v = |j: usize| pts(&move |p| p.2[k][j]);
+        let lo = v(1).iter().map(|p| p.1).fold(f64::MAX, f64::min);
+        let hi = v(2).iter().map(|p| p.1).fold(0.0, f64::max);
+        assert!(hi / lo < 30.0, "{name}: a linear axis");
+        let (sx, sy) = check_series(
+            &img,
+            &f[k + 1],
+            name,
+            &[
+                Series::new("p90", BLUE, false, v(0)),
+                Series::new("interval low end", GREEN, true, v(1)),
+                Series::new("interval high end", GREEN, true, v(2)),
+            ],
+        );
+        let rows = limit_rows(&img, &f[k + 1]);
+        let up: Vec<f64> = rows.iter().map(|r| f[k + 1].axis - r).collect();
+        assert!(
+            up.len() == 1 && (up[0] - sy * limit).abs() <= PX,
+            "{name}: limit lines drawn {up:.1?} px over the axis; its {limit} ms limit puts it \
+             at {:.1} px",
+            sy * limit
+        );
+        scales.push((sx, sy));
+    }
+    for (f, (sx, _)) in f.iter().zip(scales) {
+        let across: Vec<f64> = mark_columns(&img, f).iter().map(|c| c - f.y_axis).collect();
+        let want = [6.0, 8.0].map(|r| sx * r);
+        assert!(
+            across.len() == 2 && (0..2).all(|i| (across[i] - want[i]).abs() <= PX),
+            "marks drawn {across:.1?} px right of the y axis; the answer (6 req/s) and the \
+             lowest failing rate (8) put them at {want:.1?} px"
+        );
+    }
+}
+
+/// A value a level of the timeline's series: memory (GiB) and utilization (%) of GPU 0 and
+/// GPU 1, the KV cache's use (0..1), requests running and queued.
+const MEM: [[f64; 6]; 2] = [
+    [20.0, 45.0, 70.0, 95.0, 110.0, 120.0],
+    [10.0, 30.0, 50.0, 60.0, 80.0, 90.0],
+];
+const UTIL: [[f64; 6]; 2] = [
+    [30.0, 50.0, 70.0, 90.0, 99.0, 95.0],
+    [10.0, 20.0, 35.0, 50.0, 65.0, 75.0],
+];
+const KV: [f64; 6] = [0.05, 0.2, 0.35, 0.5, 0.65, 0.8];
+const RUNNING: [f64; 6] = [1.0, 4.0, 8.0, 16.0, 48.0, 48.0];
+const QUEUED: [f64; 6] = [0.0, 0.0, 0.0, 0.0, 16.0, 52.0];
+
+/// The synthetic run with its six sweep levels 10 s apart from 2 s after its first telemetry
+/// sample (the long-context lengths off the timeline), and 62 GPU and engine samples a second
+/// apart holding [`MEM`], [`UTIL`], [`KV`], [`RUNNING`] and [`QUEUED`] one value a level (the
+/// first level's value from the first sample).
+fn timeline_run() -> (
+    servetop::summary::RunSummary,
+    Vec<servetop::telemetry::TelemetryRecord>,
+) {
+    use servetop::telemetry::{GpuReading, GpuSample, GpuSource, ServerSample, TelemetryRecord};
+    const GIB: u64 = 1 << 30;
+    const T0: i64 = 1_750_000_000_000;
+    let app = fixtures::finished_run();
+    let mut s = app.session.summary.clone();
+    assert_eq!(s.sweep.len(), 6);
+    for (i, l) in s.sweep.iter_mut().enumerate() {
+        l.started_at_unix_ms = Some(T0 + 2000 + 10_000 * i as i64);
+    }
+    // The long-context lengths ran at another time: off this timeline.
+    for l in &mut s.long_context {
+        l.started_at_unix_ms = None;
+    }
+    let level = |t: i64| ((t - 2).max(0) / 10).min(5) as usize;
+    let mut telemetry = Vec::new();
+    for t in 0..62i64 {
+        let i = level(t);
+        let gpus = (0..2)
+            .map(|g| GpuReading {
+                index: g as u32,
+                name: "NVIDIA H200".into(),
+                mem_used_bytes: Some(MEM[g][i] as u64 * GIB),
+                mem_total_bytes: Some(141 * GIB),
+                util_gpu_pct: Some(UTIL[g][i]),
+                ..GpuReading::default()
+            })
+            .collect();
+        telemetry.push(TelemetryRecord::Gpu(GpuSample {
+            at_unix_ms: T0 + 1000 * t,
+            source: GpuSource::Nvml,
+            gpus,
+        }));
+        telemetry.push(TelemetryRecord::Server(Box::new(ServerSample {
+            at_unix_ms: T0 + 1000 * t,
+            flavor: "vllm".into(),
+            running: Some(RUNNING[i]),
+            queued: Some(QUEUED[i]),
+            kv_usage: Some(KV[i]),
+            ..ServerSample::default()
+        })));
+    }
+    (s, telemetry)
+}
+
+/// A series held a value a level: its name, its colour, its values.
+type Held = (&'static str, [u8; 3], [f64; 6]);
+
+/// `gpu_timeline.png` draws the run's telemetry over its seconds (linear, from the run's first
+/// moment: its first sample, 2 s before the first of six levels of 10 s) as lines: 62 samples
+/// a second apart (over the 40 that get markers); each series holds one value a level and
+/// steps between a level's last sample and the next one's first (between seconds 10k + 1 and
+/// 10k + 2). Memory of two GPUs in GiB (blue, vermillion) on an axis to the GPUs' 141 GiB,
+/// their utilization and the KV cache's use (green; the engine's 0..1 as %) on axes to 100 %:
+/// each flat within 2 px of its value on the axis's own scale (its top at the y axis's top
+/// end), so memory used counted in GB against a total in GiB (7 % high), a fraction drawn as
+/// % or a GPU's line in the other's colour would show. Requests running (blue, solid) and
+/// queued (vermillion, dashed): the flats on one fitted scale. In every panel each step
+/// (where the line crosses halfway between its flats) within 2 px of its time on one time
+/// scale fitted through the y axis, and where no line runs near 0 each level's start tick
+/// within 2 px of its start (2 + 10k s) on that scale: samples and levels on one clock. (A
+/// run's zero moved later moves only the tick labels: the axis begins at its earliest point.)
+/// 2 px: a flat 3 px line's centre row and a tick's centre column are whole pixels within
+/// half a pixel of their place, the axis a pixel off the row of 0 ([`PX`]); a step's
+/// crossing is interpolated between columns either side of it.
+#[test]
+fn the_gpu_timeline_draws_each_series_at_its_values_and_times() {
+    let (s, telemetry) = timeline_run();
+    let img = render(&s, &telemetry, "gpu_timeline.png", (1200, 900));
+    let f = frames(&img, 2);
+    assert_eq!(f.len(), 4, "{f:?}");
+    let pct = KV.map(|k| 100.0 * k);
+    // (panel, the axis's top when fixed, its series).
+    let panels: [(&str, Option<f64>, Vec<Held>); 4] = [
+        (
+            "memory",
+            Some(141.0),
+            vec![("GPU 0", BLUE, MEM[0]), ("GPU 1", VERMILLION, MEM[1])],
+        ),
+        (
+            "utilization",
+            Some(100.0),
+            vec![("GPU 0", BLUE, UTIL[0]), ("GPU 1", VERMILLION, UTIL[1])],
+        ),
+        ("KV cache", Some(100.0), vec![("use", GREEN, pct)]),
+        (
+            "requests",
+            None,
+            vec![("running", BLUE, RUNNING), ("queued", VERMILLION, QUEUED)],
+        ),
+    ];
+    for (f, (panel, top, series)) in f.iter().zip(panels) {
+        check_held(&img, f, panel, top, &series);
+    }
+}
+
+/// Checks a panel of series held a value a level (see
+/// [`the_gpu_timeline_draws_each_series_at_its_values_and_times`]): their flats, against the
+/// axis's fixed `top` or one fitted scale; their steps' times, and the level-start ticks
+/// (but in the requests panel, where a line near 0 covers them), on one fitted time scale.
+fn check_held(
+    img: &image::RgbImage,
+    f: &chart_pixels::Frame,
+    panel: &str,
+    top: Option<f64>,
+    series: &[Held],
+) {
+    let (mut drawn, mut want, mut across, mut times) = (vec![], vec![], vec![], vec![]);
+    for &(name, colour, v) in series {
+        // The flats a level's value makes (neighbouring equal values are one) and the
+        // seconds of each step between them.
+        let mut flats = vec![v[0]];
+        let mut at = vec![];
+        for i in 1..6 {
+            if (v[i] - v[i - 1]).abs() > 0.0 {
+                flats.push(v[i]);
+                at.push(10.0 * i as f64 + 1.5);
+            }
+        }
+        let (rows, cols) = steps(img, f, colour);
+        assert_eq!(
+            rows.len(),
+            flats.len(),
+            "{panel} {name}: flats drawn at rows {rows:.1?}; the data holds {flats:?}"
+        );
+        drawn.extend(rows.iter().map(|r| (name, f.axis - r)));
+        want.extend(flats);
+        across.extend(cols.iter().map(|c| (name, c - f.y_axis)));
+        times.extend(at);
+    }
+    let up: Vec<f64> = drawn.iter().map(|d| d.1).collect();
+    let scale = match top {
+        Some(top) => (f.axis - f.top) / top,
+        None => residuals(&up, &want).0,
+    };
+    let off: Vec<f64> = up.iter().zip(&want).map(|(d, w)| d - scale * w).collect();
+    assert!(
+        off.iter().all(|o| o.abs() <= PX),
+        "{panel}: flats (series, px over the axis) drawn at {drawn:.1?}; their values \
+         {want:?} put them at {:.1?} px ({})",
+        want.iter().map(|w| scale * w).collect::<Vec<_>>(),
+        top.map_or("on the fitted scale".to_string(), |t| format!(
+            "the axis's top, {t}, at {:.0} px",
+            f.axis - f.top
+        )),
+    );
+    let cols: Vec<f64> = across.iter().map(|a| a.1).collect();
+    let (sx, res) = residuals(&cols, &times);
+    assert!(
+        res.iter().all(|r| r.abs() <= PX),
+        "{panel}: steps (series, px right of the y axis) drawn at {across:.1?}; at \
+         seconds {times:?} they are at {:.1?} px",
+        times.iter().map(|t| sx * t).collect::<Vec<_>>()
+    );
+    // Each level's start, a tick up from the axis (hidden under a line near 0 in the
+    // requests panel).
+    if panel != "requests" {
+        let ticks: Vec<f64> = tick_columns(img, f).iter().map(|c| c - f.y_axis).collect();
+        let want: Vec<f64> = (0..6).map(|i| sx * (2.0 + 10.0 * f64::from(i))).collect();
+        assert!(
+            ticks.len() == 6 && ticks.iter().zip(&want).all(|(t, w)| (t - w).abs() <= PX),
+            "{panel}: level-start ticks drawn {ticks:.1?} px right of the y axis; the levels' \
+             starts (2, 12, … 52 s) put them at {want:.1?} px"
+        );
+    }
 }
