@@ -412,6 +412,7 @@ impl Session {
             l.gpus = tel.gpus();
             l.spec_server = tel.spec();
             l.accept_length_server = l.spec_server.as_ref().map(|s| s.accept_length);
+            l.client = tel.client();
         }
         let stats = self.accs.get(&index).map(LevelAccumulator::stats);
         self.level_energy(index, tel.as_ref(), stats.as_ref());

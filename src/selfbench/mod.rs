@@ -76,23 +76,12 @@ pub struct CaseResult {
     pub waves: Vec<wave::Wave>,
 }
 
-/// User + system CPU seconds of this process (`/proc/self/stat`, in `USER_HZ` = 100 ticks).
+/// User + system CPU seconds of this process.
 fn cpu_seconds() -> f64 {
     cpu_seconds_of("self")
 }
 
-/// The same for another process.
-fn cpu_seconds_of(pid: &str) -> f64 {
-    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
-    // Fields after the command name (which may hold spaces) start at state (field 3).
-    let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // utime and stime are fields 14 and 15: indices 11 and 12 after the state.
-    (tick(11) + tick(12)) / 100.0
-}
+use crate::telemetry::client::cpu_seconds_of;
 
 /// A case's plan: the demo's with every measurement setting overridden (new settings keep the
 /// demo's defaults).

@@ -128,6 +128,9 @@ pub struct LevelSummary {
     /// The level's energy and cost (`energy_j`, `joules_per_output_token`, …).
     #[serde(flatten, default)]
     pub energy: crate::telemetry::energy::LevelEnergy,
+    /// servetop's own load over the level (`client_cpu_share`, `client_timer_lag_p99_ms`, …).
+    #[serde(flatten, default)]
+    pub client: crate::telemetry::per_level::ClientLevelStats,
     /// The level against the SLO at its percentile (with `--slo`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo: Option<SloCheck>,
@@ -177,6 +180,7 @@ impl LevelSummary {
             reason: None,
             server_crash: None,
             energy: crate::telemetry::energy::LevelEnergy::default(),
+            client: crate::telemetry::per_level::ClientLevelStats::default(),
             raise_flag: None,
             started_at_unix_ms: None,
             finished_at_unix_ms: None,

@@ -7,6 +7,7 @@
 //! A missing GPU, driver or endpoint is a normal case that becomes an `Unavailable` event with
 //! the reason, shown in its panel; nothing fails.
 
+pub mod client;
 pub mod dcgm;
 pub mod energy;
 pub mod engine_metrics;
@@ -53,14 +54,15 @@ pub fn engine_urls(cfg: &crate::config::RunConfig) -> Option<(String, String)> {
     Some((url, format!("{base}/server_info")))
 }
 
-/// Starts the samplers a run asked for: the engine's `/metrics` (unless `no_metrics`), and GPUs
-/// from a DCGM exporter (`dcgm_url`) or NVML (unless `no_gpu`). They stop when `cancel` fires.
+/// Starts the samplers a run asked for: servetop's own load (always), the engine's `/metrics`
+/// (unless `no_metrics`), and GPUs from a DCGM exporter (`dcgm_url`) or NVML (unless `no_gpu`). They stop when `cancel` fires.
 pub fn spawn_all(
     cfg: &crate::config::RunConfig,
     http: &reqwest::Client,
     tx: &Reports,
     cancel: &tokio_util::sync::CancellationToken,
 ) {
+    client::spawn(tx.clone(), cancel.clone());
     let every = std::time::Duration::from_secs_f64(cfg.gpu_interval_s);
     if let Some((url, info)) = engine_urls(cfg) {
         scrape::spawn_engine(

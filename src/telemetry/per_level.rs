@@ -106,6 +106,34 @@ pub struct LevelTelemetryAcc {
     accept_gauge: Gauge,
     gpus: BTreeMap<u32, GpuAcc>,
     energy: super::energy::EnergyFold,
+    client: ClientAcc,
+}
+
+/// servetop's own load over a level: CPU and wall seconds summed, every probe's lag.
+#[derive(Clone, Debug, Default)]
+struct ClientAcc {
+    wall_s: f64,
+    cpu_s: f64,
+    lag_us: Option<crate::metrics::Dist>,
+}
+
+/// servetop's own load over one level (docs/metrics.md "Findings", client validity): flat in
+/// the level's results.json entry, absent where it was not measured (a run saved before).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClientLevelStats {
+    /// Process CPU seconds per wall second over the level: 1.0 is one core.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cpu_share: Option<f64>,
+    /// How late the runtime's timer probe woke past its interval, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_timer_lag_p50_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_timer_lag_p99_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_timer_lag_max_ms: Option<f64>,
+    /// Probes behind the lag figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_timer_probes: Option<u64>,
 }
 
 fn delta(a: Option<f64>, b: Option<f64>) -> Option<f64> {
@@ -126,6 +154,30 @@ impl LevelTelemetryAcc {
     /// The level's GPU energy, or why it was not measured.
     pub fn energy(&self) -> Result<super::energy::Energy, String> {
         self.energy.energy()
+    }
+
+    /// Folds one sample of servetop's own load.
+    pub fn add_client(&mut self, c: &super::client::ClientSample) {
+        let acc = &mut self.client;
+        acc.wall_s += c.wall_s;
+        acc.cpu_s += c.cpu_s;
+        let d = acc.lag_us.get_or_insert_with(crate::metrics::Dist::new);
+        for &v in &c.lag_us {
+            d.record(u64::from(v));
+        }
+    }
+
+    /// servetop's own load over the level (nothing when no sample arrived in it).
+    pub fn client(&self) -> ClientLevelStats {
+        let c = &self.client;
+        let lag = c.lag_us.as_ref().and_then(|d| d.stats(1e-3));
+        ClientLevelStats {
+            client_cpu_share: (c.wall_s > 0.0).then(|| c.cpu_s / c.wall_s),
+            client_timer_lag_p50_ms: lag.as_ref().map(|d| d.p50),
+            client_timer_lag_p99_ms: lag.as_ref().map(|d| d.p99),
+            client_timer_lag_max_ms: lag.as_ref().map(|d| d.max),
+            client_timer_probes: lag.as_ref().map(|d| d.count),
+        }
     }
 
     /// Folds one engine sample.

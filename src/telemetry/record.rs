@@ -94,4 +94,6 @@ pub enum TelemetryRecord {
         at_unix_ms: i64,
         reason: String,
     },
+    /// servetop's own load: CPU time and its runtime's timer lag.
+    Client(super::client::ClientSample),
 }

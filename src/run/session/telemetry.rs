@@ -33,6 +33,11 @@ impl Session {
                 }
                 self.latest_server = Some((**s).clone());
             }
+            TelemetryRecord::Client(c) => {
+                if let Some(acc) = current {
+                    acc.add_client(c);
+                }
+            }
             TelemetryRecord::GpuUnavailable { reason, .. } => t.gpu_reason = Some(reason.clone()),
             TelemetryRecord::ServerUnavailable { reason, .. } => {
                 t.server_reason = Some(reason.clone());

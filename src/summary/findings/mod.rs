@@ -12,6 +12,7 @@ use crate::workload::LevelKind;
 pub(crate) mod long_context;
 mod others;
 mod sweep;
+mod validity;
 
 /// A level within this share of the peak output tok/s has reached it.
 pub const SATURATION_SHARE: f64 = 0.9;
@@ -29,6 +30,10 @@ pub const TPOT_FACTOR: f64 = 2.0;
 /// TTFT grows faster than linear with input when its slope between the two longest lengths is
 /// more than this times its slope between the two shortest.
 pub const LINEAR_SLOPE_RATIO: f64 = 1.25;
+/// servetop may have been the limit at a level where it used this share of one core…
+pub const CLIENT_CPU_BOUND: f64 = 0.8;
+/// …or where its runtime's timer woke later than this at the p99 (ms).
+pub const TIMER_LAG_BOUND_MS: f64 = 5.0;
 /// Fewer completed requests than this: a level's percentiles are rough.
 pub const FEW_REQUESTS: u64 = 10;
 /// More than this share of a no-prefix plan's prompt tokens from the prefix cache: its TTFT is
@@ -81,6 +86,7 @@ pub fn of(s: &RunSummary) -> Vec<Finding> {
     let mut out = sweep::findings(s);
     out.extend(long_context::findings(s));
     out.extend(others::findings(s));
+    out.extend(validity::finding(s));
     out
 }
 
@@ -152,7 +158,7 @@ fn caveats_of(l: &LevelSummary) -> Vec<String> {
         return Vec::new();
     };
     let label = l.label();
-    let mut out = Vec::new();
+    let mut out: Vec<String> = validity::client_bound(l).into_iter().collect();
     let completed = st.scalars.completed;
     // A long-context length is one request at a time by design; its figures are means.
     if completed < FEW_REQUESTS && l.kind != LevelKind::LongContext {

@@ -1,0 +1,120 @@
+//! Whether the client shaped the numbers: servetop's own CPU and timer lag over the levels,
+//! and its token counts against the engine's counters.
+
+use std::fmt::Write;
+
+use super::{CLIENT_CPU_BOUND, Finding, TIMER_LAG_BOUND_MS, measured, num};
+use crate::summary::{LevelSummary, RunSummary};
+
+/// Whether servetop may have been the limit at `l`: its CPU near a core, or its timer late.
+pub(super) fn client_bound(l: &LevelSummary) -> Option<String> {
+    let c = &l.client;
+    let cpu = c.client_cpu_share.filter(|x| *x >= CLIENT_CPU_BOUND);
+    let lag = c
+        .client_timer_lag_p99_ms
+        .filter(|x| *x > TIMER_LAG_BOUND_MS);
+    let why = match (cpu, lag) {
+        (None, None) => return None,
+        (Some(x), None) => format!("it used {:.0} % of a core", x * 100.0),
+        (None, Some(ms)) => format!("its timer woke {} ms late (p99)", num(ms)),
+        (Some(x), Some(ms)) => format!(
+            "it used {:.0} % of a core and its timer woke {} ms late (p99)",
+            x * 100.0,
+            num(ms)
+        ),
+    };
+    Some(format!(
+        "servetop may have been the limit at {}: {why}, so its readings may be stamped late; use fewer streams, a bigger client machine, or spread the load over several client machines with --shard I/N (not several shards on one machine: they share its cores)",
+        l.label()
+    ))
+}
+
+/// The run's own validity: the most CPU and timer lag servetop showed at any level, and its
+/// output token count against the engine's counter where the engine has one.
+pub(super) fn finding(s: &RunSummary) -> Option<Finding> {
+    let levels: Vec<&LevelSummary> = s.levels().filter(|l| measured(l)).collect();
+    if levels.is_empty() {
+        return None;
+    }
+    let measured_here: Vec<&LevelSummary> = levels
+        .iter()
+        .copied()
+        .filter(|l| l.client.client_cpu_share.is_some())
+        .collect();
+    if measured_here.is_empty() {
+        return Some(Finding::new(
+            "client_validity",
+            "servetop's own load was not measured in this run (saved by a servetop before it was)."
+                .into(),
+            &[],
+        ));
+    }
+    let worst = |f: fn(&LevelSummary) -> Option<f64>| {
+        measured_here
+            .iter()
+            .filter_map(|l| Some((f(l)?, *l)))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+    };
+    let cpu = worst(|l| l.client.client_cpu_share);
+    let lag = worst(|l| l.client.client_timer_lag_p99_ms);
+    let mut text = String::from("servetop");
+    let mut on: Vec<&LevelSummary> = Vec::new();
+    if let Some((x, l)) = cpu {
+        let _ = write!(
+            text,
+            " used at most {:.0} % of a core ({})",
+            x * 100.0,
+            l.label()
+        );
+        on.push(l);
+    }
+    if let Some((ms, l)) = lag {
+        let _ = write!(
+            text,
+            ", timer lag p99 at most {} ms ({})",
+            num(ms),
+            l.label()
+        );
+        if !on.iter().any(|m| m.index == l.index) {
+            on.push(l);
+        }
+    }
+    // Output tokens: servetop's completed requests against the engine's generation counter
+    // over the same levels (it also counts failed and cancelled requests' tokens).
+    let pairs: Vec<(u64, f64)> = levels
+        .iter()
+        .filter_map(|l| {
+            let counted = l.stats.as_ref()?.scalars.total_output_tokens;
+            let engine = l.server_metrics.as_ref()?.generation_tokens?;
+            Some((counted, engine))
+        })
+        .collect();
+    let mut f_values = Vec::new();
+    if !pairs.is_empty() {
+        let counted: u64 = pairs.iter().map(|p| p.0).sum();
+        let engine: f64 = pairs.iter().map(|p| p.1).sum();
+        if engine > 0.0 {
+            let diff = (counted as f64 / engine - 1.0) * 100.0;
+            if diff.abs() < 0.05 {
+                let _ = write!(
+                    text,
+                    "; its output token count equals the engine's counter ({counted})"
+                );
+            } else {
+                let _ = write!(
+                    text,
+                    "; its output token count is {diff:+.1} % off the engine's counter ({counted} against {engine:.0}; the engine also counts failed and cancelled requests, and any other client's)"
+                );
+            }
+            f_values.push(("output_tokens_vs_engine_pct", diff));
+        }
+    }
+    text.push('.');
+    let mut f = Finding::new("client_validity", text, &on)
+        .value("client_cpu_share_max", cpu.map(|c| c.0))
+        .value("client_timer_lag_p99_ms_max", lag.map(|c| c.0));
+    for (k, v) in f_values {
+        f = f.value(k, Some(v));
+    }
+    Some(f)
+}
