@@ -1,6 +1,7 @@
 //! Interruption and resume through the real binary: SIGTERM, SIGINT and SIGHUP (a dropped SSH
 //! session) end a running sweep the same clean way (exit 130, results.json and requests.jsonl
-//! consistent), and `--resume` finishes the same levels from where it stopped.
+//! consistent), and `--resume` finishes the same levels from where it stopped, with prompts the
+//! server's prefix cache has not seen.
 
 // Integration tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -110,8 +111,14 @@ fn run_and_signal(args: &[&str], dir: &Path, sig: &str) -> (u64, Vec<RequestReco
 
 /// `--resume` finishes the run: every level done, the interrupted one's requests run again,
 /// and the finished C=1 level kept as it was.
-fn resume_finishes(dir: &Path, ok: u64, before_resume: &[RequestRecord]) {
+/// The resumed levels get prompts the server has not seen: the simulator's prefix cache (which
+/// keeps every prompt's blocks) serves none of their tokens, and results.json names the new
+/// seed. With the first run's seed again, the interrupted level's requests and the warmup would
+/// be the same prompts, served from the cache.
+fn resume_finishes(dir: &Path, ok: u64, before_resume: &[RequestRecord], cached: &dyn Fn() -> u64) {
     let first_level = results(dir)["sweep"][0]["index"].as_u64().unwrap();
+    let lines_before = records(dir).len();
+    let cached_before = cached();
     let out = Command::new(bin())
         .args(["run", "--resume", dir.to_str().unwrap(), "--headless"])
         .stdout(Stdio::null())
@@ -143,6 +150,19 @@ fn resume_finishes(dir: &Path, ok: u64, before_resume: &[RequestRecord]) {
         before_resume,
         "the finished C=1 level was kept, not run again"
     );
+    assert_eq!(
+        cached(),
+        cached_before,
+        "the server served none of the resumed run's prompt tokens from its cache"
+    );
+    let resumed = &recs[lines_before..];
+    assert!(
+        resumed.iter().all(|r| r.cached_tokens == Some(0)),
+        "every resumed request reports 0 cached tokens: {:?}",
+        resumed.iter().map(|r| r.cached_tokens).collect::<Vec<_>>()
+    );
+    let seed = v["resumed_with_seed"].as_u64().expect("resumed_with_seed");
+    assert_ne!(Some(seed), v["config"]["seed"].as_u64(), "a new seed");
 }
 
 #[test]
@@ -177,7 +197,8 @@ fn signals_stop_cleanly_and_resume_finishes_the_run() {
             dir.to_str().unwrap(),
         ];
         let (ok, before_resume) = run_and_signal(&args, &dir, sig);
-        resume_finishes(&dir, ok, &before_resume);
+        let cached = || h.log.lock().unwrap().total_cached_tokens;
+        resume_finishes(&dir, ok, &before_resume, &cached);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

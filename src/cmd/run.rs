@@ -57,6 +57,12 @@ async fn resume(dir: &std::path::Path, out: &OutputArgs) -> i32 {
     let mut out = out.clone();
     out.out = Some(dir.to_path_buf());
     let mut cfg = summary.config.clone();
+    // The prompts the first run sent are in the server's prefix cache: the same seed again
+    // would measure cache hits, not prefill. Each resume draws a new one.
+    let used = [cfg.seed, summary.resumed_with_seed.unwrap_or(cfg.seed)];
+    cfg.seed = std::iter::repeat_with(rand::random::<u64>)
+        .find(|s| !used.contains(s))
+        .unwrap_or_default();
     if cfg.clock.start_at_unix_ms.take().is_some() {
         // Its slots are past: the levels still to run start as soon as it is ready.
         say!(

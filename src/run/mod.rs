@@ -102,8 +102,18 @@ pub fn initial_summary(
             s.error = None;
             // The configuration it resumes with (a resumed run leaves the shared clock).
             s.config.clock = cfg.clock;
+            let fresh = if cfg.seed == s.config.seed {
+                String::new()
+            } else {
+                // New prompts: the ones sent before are in the server's prefix cache.
+                s.resumed_with_seed = Some(cfg.seed);
+                format!(
+                    ", with new prompts (seed {}; the first run's was {}) the server's prefix cache has not seen",
+                    cfg.seed, s.config.seed
+                )
+            };
             s.warnings.push(format!(
-                "resumed at {} with {} levels left",
+                "resumed at {} with {} levels left{fresh}",
                 crate::summary::now_rfc3339(),
                 prepared.levels.len()
             ));

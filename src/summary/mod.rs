@@ -325,6 +325,10 @@ pub struct RunSummary {
     /// The previous run this one is compared against (`--baseline`), and each level's change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<Baseline>,
+    /// The seed of the prompts a resumed run sent (`--resume`): a new one, so the server's
+    /// prefix cache has not seen them; `config.seed` stays the first run's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_with_seed: Option<u64>,
     /// What the numbers mean, recomputed from the rest whenever a level ends
     /// ([`findings::of`]; docs/metrics.md "Findings").
     #[serde(default)]
@@ -383,6 +387,7 @@ impl RunSummary {
             servers: Vec::new(),
             telemetry: TelemetryStatus::default(),
             baseline: None,
+            resumed_with_seed: None,
             findings: Vec::new(),
         }
     }
