@@ -56,12 +56,10 @@ mod tests {
     use super::*;
 
     fn f(text: &str, caveats: &[&str]) -> Finding {
-        Finding {
-            id: "x".into(),
-            text: text.into(),
-            caveats: caveats.iter().map(|c| (*c).to_string()).collect(),
-            ..Finding::default()
-        }
+        let mut f = Finding::default();
+        f.text = text.into();
+        f.caveats = caveats.iter().map(|c| (*c).to_string()).collect();
+        f
     }
 
     #[test]

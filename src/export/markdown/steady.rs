@@ -60,6 +60,16 @@ pub(super) fn steady_section(out: &mut String, s: &RunSummary) {
         return;
     }
     out.push_str("\n## Steady state\n\n");
+    let windowless = |l: &&LevelSummary| {
+        l.stats
+            .as_ref()
+            .is_none_or(|s| s.scalars.steady_requests.unwrap_or(0) == 0)
+    };
+    if levels.iter().all(windowless) {
+        // A table of dashes says nothing: say why once.
+        out.push_str("No level ran long enough for a steady state: each sent its last request before its first one finished (as many requests as workers is one wave), so all of its latency is ramp-up and drain. Run more requests a level (`--requests-per-level 5x`) to see the latency at full load.\n");
+        return;
+    }
     out.push_str(&steady_table(&levels));
     out.push_str("\nThe steady window runs from a level's first completion (ramp-up over) to its last send (drain begun); its requests are those sent in it and done by its end. steady out tok/s: output tokens in the whole seconds of the window. (too few): under 5 requests, or under a fifth of the level: its percentiles above are mostly ramp-up and drain; run more requests a level.\n");
 }

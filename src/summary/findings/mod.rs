@@ -41,7 +41,7 @@ pub const FEW_REQUESTS: u64 = 10;
 pub const CACHED_SHARE: f64 = 0.5;
 
 /// One finding (results.json `findings`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Finding {
     pub id: String,
     pub text: String,
@@ -51,24 +51,33 @@ pub struct Finding {
     pub values: BTreeMap<String, f64>,
     /// Why it should not be taken at face value, found in the run itself.
     pub caveats: Vec<String>,
+    /// The indices of the levels it rests on (for its caveats, found once all are made).
+    #[serde(skip)]
+    rests_on: Vec<u32>,
+}
+
+/// Equal when what the files hold is equal (`rests_on` is not written).
+impl PartialEq for Finding {
+    fn eq(&self, o: &Self) -> bool {
+        (
+            &self.id,
+            &self.text,
+            &self.levels,
+            &self.values,
+            &self.caveats,
+        ) == (&o.id, &o.text, &o.levels, &o.values, &o.caveats)
+    }
 }
 
 impl Finding {
     fn new(id: &str, text: String, levels: &[&LevelSummary]) -> Self {
-        let mut caveats: Vec<String> = Vec::new();
-        for l in levels {
-            for c in caveats_of(l) {
-                if !caveats.contains(&c) {
-                    caveats.push(c);
-                }
-            }
-        }
         Self {
             id: id.into(),
             text,
             levels: levels.iter().map(|l| l.label()).collect(),
             values: BTreeMap::new(),
-            caveats,
+            caveats: Vec::new(),
+            rests_on: levels.iter().map(|l| l.index).collect(),
         }
     }
 
@@ -87,7 +96,27 @@ pub fn of(s: &RunSummary) -> Vec<Finding> {
     out.extend(long_context::findings(s));
     out.extend(others::findings(s));
     out.extend(validity::finding(s));
+    // A caveat every sweep level shares is the run's, said once in its own words.
+    let sweep: Vec<&LevelSummary> = s.sweep.iter().filter(|l| measured(l)).collect();
+    let all_short = sweep.len() > 1 && sweep.iter().all(|l| short(l));
+    for f in &mut out {
+        for l in f.rests_on.iter().filter_map(|&i| s.level(i)) {
+            for c in caveats_of(l, all_short) {
+                if !f.caveats.contains(&c) {
+                    f.caveats.push(c);
+                }
+            }
+        }
+    }
     out
+}
+
+/// A concurrency or rate level too short for a steady state ("Per level").
+fn short(l: &LevelSummary) -> bool {
+    matches!(l.kind, LevelKind::Sweep | LevelKind::Rate)
+        && l.stats
+            .as_ref()
+            .is_some_and(|st| crate::metrics::steady::short_level("", st).is_some())
 }
 
 /// A level that ended with results: done, with completed requests; with `--repeat`, its first
@@ -153,7 +182,8 @@ fn num(v: f64) -> String {
 
 /// Why a finding resting on `l` should not be taken at face value (docs/metrics.md
 /// "Findings", caveats).
-fn caveats_of(l: &LevelSummary) -> Vec<String> {
+/// `all_short`: every sweep level is too short for a steady state, said once for the run.
+fn caveats_of(l: &LevelSummary, all_short: bool) -> Vec<String> {
     let Some(st) = l.stats.as_ref() else {
         return Vec::new();
     };
@@ -184,13 +214,13 @@ fn caveats_of(l: &LevelSummary) -> Vec<String> {
         .filter(|h| no_prefix && *h > CACHED_SHARE)
     {
         out.push(format!(
-            "{label}'s prompts came {:.0} % from the server's prefix cache although the plan shares no prefix (a repeated or resumed run with one --seed?): its TTFT is a cache hit's, not a prefill's",
+            "{label}'s prompts came {:.0} % from the server's prefix cache although the plan shares no prefix (a repeated run with one --seed?): its TTFT is a cache hit's, not a prefill's",
             hit * 100.0
         ));
     }
-    if matches!(l.kind, LevelKind::Sweep | LevelKind::Rate)
-        && crate::metrics::steady::short_level(&label, st).is_some()
-    {
+    if all_short && l.kind == LevelKind::Sweep {
+        out.push("every sweep level is too short for a steady state (it sent its last request about when its first finished): ramp-up and drain dominate the latency; run more requests a level (--requests-per-level 5x)".into());
+    } else if short(l) {
         out.push(format!(
             "{label} is too short for a steady state: ramp-up and drain dominate its latency"
         ));
