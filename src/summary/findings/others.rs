@@ -83,7 +83,7 @@ fn energy(s: &RunSummary) -> Option<Finding> {
         })?;
     let tpj = best.energy.output_tokens_per_joule?;
     let mut text = format!(
-        "Most output tokens per joule at {}: {}",
+        "Most output tokens per joule at {}: {} tokens/J",
         best.label(),
         num(tpj)
     );
