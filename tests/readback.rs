@@ -40,7 +40,7 @@ use servetop::sim::{self, AcceptLength, SimConfig};
 mod run_files;
 use run_files::{
     Rec, bin, cell_f64, close, csv, hdr_close, md_row, nearest_rank, num, plus_minus, printed,
-    read, records, results, window_s,
+    read, records, results, succeed, window_s,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -67,30 +67,25 @@ fn run(name: &str, sim: SimConfig, args: &[&str]) -> PathBuf {
     let url = h.url();
     let dir = std::env::temp_dir().join(format!("servetop-readback-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let out = Command::new(bin())
-        .args(["run", "--base-url", &url, "--headless"])
-        .args([
-            "--input-len",
-            "100",
-            "--long-context",
-            "none",
-            "--seed",
-            "7",
-        ])
-        .args([
-            "--api-key-env",
-            "SERVETOP_TEST_NO_KEY",
-            "--chart-size",
-            "400x225",
-        ])
-        .args(["--out", dir.to_str().unwrap()])
-        .args(args.iter().map(|a| a.replace("{url}", &url)))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeed(
+        Command::new(bin())
+            .args(["run", "--base-url", &url, "--headless"])
+            .args([
+                "--input-len",
+                "100",
+                "--long-context",
+                "none",
+                "--seed",
+                "7",
+            ])
+            .args([
+                "--api-key-env",
+                "SERVETOP_TEST_NO_KEY",
+                "--chart-size",
+                "400x225",
+            ])
+            .args(["--out", dir.to_str().unwrap()])
+            .args(args.iter().map(|a| a.replace("{url}", &url))),
     );
     dir
 }

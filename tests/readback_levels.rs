@@ -24,7 +24,7 @@ use servetop::sim::{self, AcceptLength, SimConfig};
 mod run_files;
 use run_files::{
     Rec, bin, cell_f64, close, csv, hdr_close, md_row, md_rows, mean, nearest_rank, num,
-    peak_in_flight, printed, read, records, results, window_s,
+    peak_in_flight, printed, read, records, results, succeed, window_s,
 };
 
 /// The run: two rate levels of 16 requests, a long-context ladder of 2K and 4K tokens (two
@@ -41,32 +41,27 @@ fn run() -> (PathBuf, u64) {
         .unwrap();
     let dir = std::env::temp_dir().join(format!("servetop-readback-levels-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let out = Command::new(bin())
-        .args(["run", "--base-url", &h.url(), "--headless", "--seed", "7"])
-        .args(["--concurrency", "none", "--request-rate", "10,20"])
-        .args(["--requests-per-level", "16", "--input-len", "100"])
-        .args(["--output-len", "10", "--long-context", "2k,4k"])
-        .args([
-            "--long-context-output-len",
-            "10",
-            "--long-context-repeats",
-            "2",
-        ])
-        .args(["--multi-turn", "3", "--conversations", "4"])
-        .args(["--conversation-concurrency", "2", "--followup-len", "64"])
-        .args([
-            "--api-key-env",
-            "SERVETOP_TEST_NO_KEY",
-            "--chart-size",
-            "400x225",
-        ])
-        .args(["--out", dir.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeed(
+        Command::new(bin())
+            .args(["run", "--base-url", &h.url(), "--headless", "--seed", "7"])
+            .args(["--concurrency", "none", "--request-rate", "10,20"])
+            .args(["--requests-per-level", "16", "--input-len", "100"])
+            .args(["--output-len", "10", "--long-context", "2k,4k"])
+            .args([
+                "--long-context-output-len",
+                "10",
+                "--long-context-repeats",
+                "2",
+            ])
+            .args(["--multi-turn", "3", "--conversations", "4"])
+            .args(["--conversation-concurrency", "2", "--followup-len", "64"])
+            .args([
+                "--api-key-env",
+                "SERVETOP_TEST_NO_KEY",
+                "--chart-size",
+                "400x225",
+            ])
+            .args(["--out", dir.to_str().unwrap()]),
     );
     let cached = h.log.lock().unwrap().total_cached_tokens;
     (dir, cached)

@@ -230,15 +230,12 @@ fn trace_files_follow_the_records(
     want_hit: Option<f64>,
     server_hit: f64,
 ) {
-    let out = std::process::Command::new(run_files::bin())
-        .args(["report", dir.to_str().unwrap(), "--chart-size", "400x225"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_files::succeed(std::process::Command::new(run_files::bin()).args([
+        "report",
+        dir.to_str().unwrap(),
+        "--chart-size",
+        "400x225",
+    ]));
     let level = run_files::results(dir)["traces"][0]["index"]
         .as_u64()
         .unwrap();

@@ -14,6 +14,18 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_servetop")
 }
 
+/// Runs `cmd` (the servetop binary, as a user would) to its end; it must succeed, or its
+/// stderr is the failure report.
+pub fn succeed(cmd: &mut std::process::Command) -> std::process::Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 pub fn read(dir: &Path, name: &str) -> String {
     std::fs::read_to_string(dir.join(name))
         .unwrap_or_else(|e| panic!("{}: {e}", dir.join(name).display()))
