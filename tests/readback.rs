@@ -22,6 +22,9 @@
 //!    GPUs' counters between two readings in telemetry.jsonl that bracket the level, and power,
 //!    energy per token and cost follow by arithmetic from it and the records; sweep.csv and
 //!    summary.md's "Energy and cost" table must say the same.
+//! 4. `servetop report` of that energy run, copied without its findings, writes summary.md
+//!    byte for byte as the run did; with the GPUs' sampled power halved in the copy, the
+//!    energy finding doubts the counter by −50 %.
 //!
 //! Nothing here compares a measured time with a configured constant: every expected value is
 //! derived from what the run itself recorded, so machine load cannot move a check.
@@ -667,5 +670,88 @@ fn energy_in_results_csv_and_summary_follows_from_the_readings_and_records() {
         first.power_w,
         1e-9,
     );
+    report_recomputes_the_findings(&dir);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. `servetop report` recomputes the findings
+// ---------------------------------------------------------------------------------------------
+
+/// A copy of a run directory's files (not its charts).
+fn copy_run(dir: &Path, name: &str) -> PathBuf {
+    let to = dir.with_file_name(format!(
+        "{}-{name}",
+        dir.file_name().unwrap().to_str().unwrap()
+    ));
+    let _ = std::fs::remove_dir_all(&to);
+    std::fs::create_dir_all(&to).unwrap();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+    to
+}
+
+fn edit_results(dir: &Path, edit: impl FnOnce(&mut Value)) {
+    let mut v = results(dir);
+    edit(&mut v);
+    std::fs::write(dir.join("results.json"), serde_json::to_vec(&v).unwrap()).unwrap();
+}
+
+fn report(dir: &Path) {
+    succeed(Command::new(bin()).args(["report", dir.to_str().unwrap(), "--chart-size", "400x225"]));
+}
+
+/// The run's findings are a function of its saved summary: `report` of a copy whose
+/// results.json lost its `findings` writes summary.md byte for byte as the run did. With the
+/// GPUs' sampled power halved in the copy, the energy finding doubts the counter, and says by
+/// how much (−50 %): the caveat is made from the saved figures, not carried over.
+fn report_recomputes_the_findings(dir: &Path) {
+    let v = results(dir);
+    let energy = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "energy")
+        .unwrap_or_else(|| panic!("no energy finding: {:#}", v["findings"]));
+    assert!(
+        !energy["caveats"].to_string().contains("sampled power"),
+        "the simulator's counter and sampled power disagree: {energy:#}"
+    );
+    let copy = copy_run(dir, "report");
+    edit_results(&copy, |v| {
+        v.as_object_mut().unwrap().remove("findings");
+    });
+    report(&copy);
+    let (a, b) = (read(dir, "summary.md"), read(&copy, "summary.md"));
+    assert!(a.contains("## Findings"), "{a}");
+    assert!(a == b, "report wrote another summary.md:\n{a}\n---\n{b}");
+
+    edit_results(&copy, |v| {
+        for l in v["sweep"].as_array_mut().unwrap() {
+            let counter = l["mean_power_w"].as_f64().unwrap();
+            let gpus = l["gpus"].as_array_mut().unwrap();
+            let n = gpus.len() as f64;
+            for g in gpus {
+                g["mean_power_w"] = (counter / 2.0 / n).into();
+            }
+        }
+    });
+    report(&copy);
+    let md = read(&copy, "summary.md");
+    let findings = md
+        .split("## Findings")
+        .nth(1)
+        .unwrap()
+        .split("\n## ")
+        .next()
+        .unwrap();
+    assert!(
+        findings.contains("sampled power averaged") && findings.contains("(-50 %)"),
+        "{findings}"
+    );
+    let _ = std::fs::remove_dir_all(&copy);
 }

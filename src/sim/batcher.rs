@@ -119,6 +119,9 @@ pub struct SimLog {
     /// GPUs' energy counter integrates over them).
     pub busy_total: Duration,
     pub started: Option<Instant>,
+    /// When the step the engine is in now began (`None` between steps): a GPU draws its
+    /// busy power through a long prefill chunk, not only once the chunk is done.
+    pub step_started: Option<Instant>,
     /// Generated tokens with their times, last few seconds (generation throughput gauge).
     pub recent_tokens: VecDeque<(Instant, u32)>,
     /// Faults injected so far, by kind.
@@ -142,7 +145,9 @@ impl SimLog {
         let busy: f64 = self
             .recent_busy
             .iter()
-            .map(|&(a, b)| {
+            .copied()
+            .chain(self.step_started.map(|s| (s, now)))
+            .map(|(a, b)| {
                 b.min(now)
                     .saturating_duration_since(a.max(from))
                     .as_secs_f64()
@@ -167,11 +172,15 @@ impl SimLog {
         let up = self
             .started
             .map_or(0.0, |s| now.saturating_duration_since(s).as_secs_f64());
-        let busy = self.busy_total.as_secs_f64().min(up);
+        let stepping = self
+            .step_started
+            .map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
+        let busy = (self.busy_total + stepping).as_secs_f64().min(up);
         ((idle_w * up + (busy_w - idle_w) * busy) * 1000.0).round() as u64
     }
 
     fn record_step(&mut self, start: Instant, end: Instant, tokens: u32) {
+        self.step_started = None;
         self.busy_total += end.saturating_duration_since(start);
         self.recent_busy.push_back((start, end));
         self.recent_tokens.push_back((end, tokens));
@@ -283,6 +292,7 @@ async fn run(
         if waiting.is_empty() && prefilling.is_empty() && running.is_empty() {
             // Idle: the gauges read zero until the next request arrives.
             if let Ok(mut l) = log.lock() {
+                l.step_started = None;
                 l.running = 0;
                 l.waiting = 0;
                 l.kv_tokens = 0;
@@ -307,6 +317,9 @@ async fn run(
         }
         publish_gauges(&log, &waiting, &prefilling, &running);
         let step_start = Instant::now();
+        if let Ok(mut l) = log.lock() {
+            l.step_started = Some(step_start);
+        }
         // Never schedule a step in the past after an idle period or a slow wake-up. A wake-up
         // that late is time the engine does not make up: its steps ran longer than configured.
         let now = Instant::now();
@@ -549,6 +562,28 @@ fn new_active(req: SimRequest, log: &Mutex<SimLog>) -> Active {
 mod tests {
     use super::*;
     use crate::sim::truth::SimRequestTrace;
+
+    #[test]
+    fn a_step_in_progress_draws_busy_power_and_counts_in_the_energy() {
+        // One long step (a prefill chunk) began at t0 and has not ended 1.5 s later: the power
+        // gauge reads busy, and the counter holds 1.5 s at busy power, as a GPU's would.
+        let t0 = Instant::now();
+        let log = SimLog {
+            started: Some(t0),
+            step_started: Some(t0),
+            ..SimLog::default()
+        };
+        let now = t0 + Duration::from_millis(1500);
+        assert!((log.busy_fraction(now) - 1.0).abs() < 1e-9);
+        assert_eq!(log.energy_mj(now, 80.0, 350.0), 525_000);
+        // Between steps, idle power only.
+        let idle = SimLog {
+            started: Some(t0),
+            ..SimLog::default()
+        };
+        assert!(idle.busy_fraction(now).abs() < 1e-12);
+        assert_eq!(idle.energy_mj(now, 80.0, 350.0), 120_000);
+    }
 
     #[test]
     fn the_request_record_keeps_the_newest_within_its_frame_bound() {

@@ -40,6 +40,9 @@ pub const FEW_REQUESTS: u64 = 10;
 /// a cache hit's.
 pub const CACHED_SHARE: f64 = 0.5;
 
+/// A level's energy counter and the mean of its sampled power disagree beyond this share.
+pub const ENERGY_DISAGREEMENT: f64 = 0.2;
+
 /// One finding (results.json `findings`).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Finding {
@@ -276,6 +279,63 @@ mod tests {
         s.sweep[0].shared_prefix_tokens = 500;
         let c = caveats_on(&s, "single_stream");
         assert!(!c.iter().any(|c| c.contains("prefix cache")), "{c:?}");
+    }
+
+    #[test]
+    fn an_energy_counter_the_sampled_power_disagrees_with_is_doubted() {
+        let mut s = fixture();
+        let ([g0, g1], e) = (
+            [465.0 / 2.0, 465.0 / 2.0],
+            crate::telemetry::energy::LevelEnergy {
+                energy_source: Some("counter".into()),
+                energy_j: Some(7000.0),
+                energy_window_s: Some(10.0),
+                mean_power_w: Some(700.0),
+                output_tokens_per_joule: Some(0.5),
+                ..Default::default()
+            },
+        );
+        for l in &mut s.sweep {
+            l.energy = e.clone();
+            l.gpus = vec![
+                crate::telemetry::per_level::GpuLevelStats {
+                    index: 0,
+                    mean_power_w: Some(g0),
+                    ..Default::default()
+                },
+                crate::telemetry::per_level::GpuLevelStats {
+                    index: 1,
+                    mean_power_w: Some(g1),
+                    ..Default::default()
+                },
+            ];
+        }
+        let c = caveats_on(&s, "energy");
+        assert!(
+            c.iter()
+                .any(|c| c
+                    .contains("counter gives 700 W but its sampled power averaged 465 W (-34 %)")),
+            "{c:?}"
+        );
+        // Within a fifth: no doubt. Power samples as the source: nothing to compare.
+        for l in &mut s.sweep {
+            l.gpus[0].mean_power_w = Some(290.0);
+            l.gpus[1].mean_power_w = Some(290.0);
+        }
+        assert!(
+            !caveats_on(&s, "energy")
+                .iter()
+                .any(|c| c.contains("sampled power"))
+        );
+        for l in &mut s.sweep {
+            l.gpus[0].mean_power_w = Some(100.0);
+            l.energy.energy_source = Some("power samples".into());
+        }
+        assert!(
+            !caveats_on(&s, "energy")
+                .iter()
+                .any(|c| c.contains("sampled power"))
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::{Finding, measured, ms_text, num};
+use super::{ENERGY_DISAGREEMENT, Finding, measured, ms_text, num};
 use crate::summary::{LevelStatus, LevelSummary, RunSummary};
 use crate::workload::LevelKind;
 
@@ -94,15 +94,41 @@ fn energy(s: &RunSummary) -> Option<Finding> {
         let _ = write!(text, ", {} per million output tokens", num(c));
     }
     text.push('.');
+    let mut f = Finding::new("energy", text, &[best]);
+    f.caveats.extend(energy_disagreement(best));
     Some(
-        Finding::new("energy", text, &[best])
-            .value("output_tokens_per_joule", Some(tpj))
+        f.value("output_tokens_per_joule", Some(tpj))
             .value("mean_power_w", best.energy.mean_power_w)
             .value(
                 "cost_per_million_output_tokens",
                 best.energy.cost_per_million_output_tokens,
             ),
     )
+}
+
+/// A level whose energy counter and sampled power disagree by more than
+/// [`ENERGY_DISAGREEMENT`]: which one is wrong the run cannot tell.
+pub(super) fn energy_disagreement(l: &LevelSummary) -> Option<String> {
+    if l.energy.energy_source.as_deref() != Some(crate::telemetry::energy::FROM_COUNTER) {
+        return None;
+    }
+    let counter = l.energy.mean_power_w?;
+    let sampled = l
+        .gpus
+        .iter()
+        .map(|g| g.mean_power_w)
+        .sum::<Option<f64>>()
+        .filter(|_| !l.gpus.is_empty())?;
+    let off = sampled / counter - 1.0;
+    (off.abs() > ENERGY_DISAGREEMENT).then(|| {
+        format!(
+            "{}'s energy counter gives {} W but its sampled power averaged {} W ({:+.0} %): one of them is wrong (a counter reset or wrapped, or power sampled too seldom for the load's bursts), so its energy figures are doubtful",
+            l.label(),
+            num(counter),
+            num(sampled),
+            off * 100.0
+        )
+    })
 }
 
 fn multi_turn(s: &RunSummary) -> Vec<Finding> {
