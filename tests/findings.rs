@@ -118,10 +118,7 @@ async fn a_server_running_eight_saturates_at_eight_and_its_queue_is_named() {
         .map(|l| l.stats.as_ref().unwrap().scalars.output_throughput)
         .fold(0.0, f64::max);
     assert_eq!(peak.values["output_throughput"], best);
-    eprintln!(
-        "{}",
-        servetop::export::markdown::findings_list(&s.summary.findings)
-    );
+    eprintln!("{}", servetop::export::markdown::findings_list(&s.summary));
 }
 
 /// Long-context lengths against a prefill of exactly 5,000 tok/s (one chunk, whatever the

@@ -440,6 +440,7 @@ pub async fn drive(
 /// The tables printed on stdout at the end.
 pub fn final_tables(s: &Session) -> String {
     let mut out = String::new();
+    let notes = markdown::CaveatNumbers::of(&s.summary);
     if s.summary.simulated {
         out.push_str("SIMULATED SERVER: every number below comes from servetop's built-in simulator, not real hardware.\n\n");
     }
@@ -460,7 +461,7 @@ pub fn final_tables(s: &Session) -> String {
             "Concurrency sweep ({})\n\n",
             s.summary.config.lengths_label()
         );
-        out.push_str(&markdown::sweep_table(&s.summary.sweep));
+        out.push_str(&notes.column(&markdown::sweep_table(&s.summary.sweep), &s.summary.sweep));
         out.push('\n');
     }
     if !s.summary.rates.is_empty() {
@@ -475,7 +476,7 @@ pub fn final_tables(s: &Session) -> String {
             s.summary.config.lengths_label(),
             markdown::arrival_description(&s.summary.config.open_loop)
         );
-        out.push_str(&markdown::rate_table(&s.summary.rates));
+        out.push_str(&notes.column(&markdown::rate_table(&s.summary.rates), &s.summary.rates));
         out.push('\n');
     }
     if markdown::any_repeats(&s.summary) {
@@ -501,7 +502,10 @@ pub fn final_tables(s: &Session) -> String {
             "Long context ({} output tokens)\n\n",
             s.summary.config.long_context_output_len
         );
-        out.push_str(&markdown::long_context_table(&s.summary.long_context));
+        out.push_str(&notes.column(
+            &markdown::long_context_table(&s.summary.long_context),
+            &s.summary.long_context,
+        ));
     }
     if !s.summary.multi_turn.is_empty() {
         out.push_str("\nMulti-turn chats\n\n");
@@ -524,7 +528,7 @@ pub fn final_tables(s: &Session) -> String {
     }
     if !s.summary.findings.is_empty() {
         out.push_str("\nFindings\n\n");
-        out.push_str(&markdown::findings_list(&s.summary.findings));
+        out.push_str(&markdown::findings_list(&s.summary));
     }
     out
 }

@@ -1,50 +1,123 @@
 //! summary.md's "Findings": each finding's sentence with the numbers of its caveats, then the
-//! caveats once each (a caveat on several findings is written once).
+//! caveats once each (a caveat on several findings is written once). The same numbers stand
+//! beside the table rows of the levels a caveat is about.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use crate::summary::findings::Finding;
+use crate::summary::{LevelSummary, RunSummary, findings};
 
 /// The findings as a Markdown section (nothing when there are none yet).
-pub fn findings_section(out: &mut String, findings: &[Finding]) {
-    if findings.is_empty() {
+pub fn findings_section(out: &mut String, s: &RunSummary) {
+    if s.findings.is_empty() {
         return;
     }
     out.push_str("\n## Findings\n\n");
-    out.push_str(&findings_list(findings));
+    out.push_str(&findings_list(s));
+}
+
+/// Every caveat of a run numbered once: the findings' in the order they are written, then any
+/// other level's own; and which of them each level has.
+#[derive(Debug, Default)]
+pub struct CaveatNumbers {
+    list: Vec<String>,
+    by_level: BTreeMap<u32, Vec<usize>>,
+}
+
+impl CaveatNumbers {
+    pub fn of(s: &RunSummary) -> Self {
+        let mut n = Self::default();
+        for f in &s.findings {
+            for c in &f.caveats {
+                n.number(c);
+            }
+        }
+        for (i, cs) in findings::level_caveats(s) {
+            let mut nums: Vec<usize> = cs.iter().map(|c| n.number(c)).collect();
+            nums.sort_unstable();
+            n.by_level.insert(i, nums);
+        }
+        n
+    }
+
+    /// The caveat's number (from 1), giving it the next one if it has none yet.
+    fn number(&mut self, c: &str) -> usize {
+        if let Some(i) = self.list.iter().position(|k| k == c) {
+            return i + 1;
+        }
+        self.list.push(c.to_string());
+        self.list.len()
+    }
+
+    /// The numbers of these caveats, in order, as written: `1, 3`.
+    fn cell(nums: &[usize]) -> String {
+        nums.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// `table` (one row a level of `levels`, in order, under its header and rule) with a last
+    /// column of each row's caveat numbers; `table` as it is when none of its levels has one.
+    /// Lines after the rows (notes) are kept as they are.
+    pub fn column(&self, table: &str, levels: &[LevelSummary]) -> String {
+        if !levels.iter().any(|l| self.by_level.contains_key(&l.index)) {
+            return table.to_string();
+        }
+        let mut out = String::new();
+        let mut rows = levels.iter();
+        let mut line_no = 0;
+        for line in table.lines() {
+            if line.starts_with('|') {
+                let cell = match line_no {
+                    0 => " caveats |".to_string(),
+                    1 => "---|".to_string(),
+                    _ => format!(
+                        " {} |",
+                        rows.next()
+                            .and_then(|l| self.by_level.get(&l.index))
+                            .map_or_else(String::new, |n| Self::cell(n))
+                    ),
+                };
+                line_no += 1;
+                let _ = writeln!(out, "{line}{cell}");
+            } else {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out
+    }
 }
 
 /// One line a finding, followed by its caveats' numbers, then the numbered caveats: what the
 /// headless end prints too.
-pub fn findings_list(findings: &[Finding]) -> String {
-    let mut caveats: Vec<&str> = Vec::new();
+pub fn findings_list(s: &RunSummary) -> String {
+    let numbers = CaveatNumbers::of(s);
     let mut out = String::new();
-    for f in findings {
+    for f in &s.findings {
         let _ = write!(out, "- {}", f.text);
-        let numbers: Vec<String> = f
+        let mut nums: Vec<usize> = f
             .caveats
             .iter()
-            .map(|c| {
-                let i = caveats.iter().position(|k| k == c).unwrap_or_else(|| {
-                    caveats.push(c);
-                    caveats.len() - 1
-                });
-                (i + 1).to_string()
-            })
+            .filter_map(|c| numbers.list.iter().position(|k| k == c).map(|i| i + 1))
             .collect();
-        if !numbers.is_empty() {
+        nums.sort_unstable();
+        if !nums.is_empty() {
             let _ = write!(
                 out,
                 " (caveat{} {})",
-                if numbers.len() > 1 { "s" } else { "" },
-                numbers.join(", ")
+                if nums.len() > 1 { "s" } else { "" },
+                CaveatNumbers::cell(&nums)
             );
         }
         out.push('\n');
     }
-    if !caveats.is_empty() {
-        out.push_str("\nCaveats:\n\n");
-        for (i, c) in caveats.iter().enumerate() {
+    if !numbers.list.is_empty() {
+        out.push_str(
+            "\nCaveats (numbered beside the findings and the table rows they are about):\n\n",
+        );
+        for (i, c) in numbers.list.iter().enumerate() {
             let _ = writeln!(out, "{}. {c}", i + 1);
         }
     }
@@ -54,6 +127,7 @@ pub fn findings_list(findings: &[Finding]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::summary::findings::Finding;
 
     fn f(text: &str, caveats: &[&str]) -> Finding {
         let mut f = Finding::default();
@@ -62,16 +136,48 @@ mod tests {
         f
     }
 
+    fn run(findings: Vec<Finding>) -> RunSummary {
+        let mut s = crate::tui::fixtures::finished_run().session.summary;
+        s.findings = findings;
+        s
+    }
+
     #[test]
-    fn a_caveat_on_several_findings_is_written_once() {
-        let list = findings_list(&[
+    fn a_caveat_on_several_findings_is_written_once_and_numbers_go_in_order() {
+        let s = run(vec![
             f("One.", &["short"]),
             f("Two.", &[]),
             f("Three.", &["bursts", "short"]),
         ]);
-        assert_eq!(
-            list,
-            "- One. (caveat 1)\n- Two.\n- Three. (caveats 2, 1)\n\nCaveats:\n\n1. short\n2. bursts\n"
+        let list = findings_list(&s);
+        assert!(
+            list.starts_with(
+                "- One. (caveat 1)\n- Two.\n- Three. (caveats 1, 2)\n\nCaveats (numbered beside the findings and the table rows they are about):\n\n1. short\n2. bursts\n"
+            ),
+            "{list}"
         );
+    }
+
+    #[test]
+    fn a_levels_caveats_stand_beside_its_row() {
+        let mut s = crate::tui::fixtures::finished_run().session.summary;
+        // The first level rests on too few requests, whatever else the fixture holds.
+        s.sweep[0].stats.as_mut().unwrap().scalars.completed = 3;
+        s.findings = findings::of(&s);
+        let n = CaveatNumbers::of(&s);
+        let few = format!("{} rests on 3 completed requests", s.sweep[0].label());
+        let k = n.list.iter().position(|c| c.starts_with(&few)).unwrap() + 1;
+        let table = n.column(&super::super::sweep_table(&s.sweep), &s.sweep);
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[0].ends_with("| caveats |"), "{table}");
+        assert!(lines[1].ends_with("|---|"), "{table}");
+        let cells: Vec<&str> = lines[2].trim_end_matches(" |").rsplit(" | ").collect();
+        assert!(
+            cells[0].split(", ").any(|c| c == k.to_string()),
+            "row 1 does not carry caveat {k}: {table}"
+        );
+        // Every row has the column.
+        let cols = |l: &str| l.matches('|').count();
+        assert!(lines.iter().all(|l| cols(l) == cols(lines[0])), "{table}");
     }
 }

@@ -99,19 +99,27 @@ pub fn of(s: &RunSummary) -> Vec<Finding> {
     out.extend(long_context::findings(s));
     out.extend(others::findings(s));
     out.extend(validity::finding(s));
-    // A caveat every sweep level shares is the run's, said once in its own words.
-    let sweep: Vec<&LevelSummary> = s.sweep.iter().filter(|l| measured(l)).collect();
-    let all_short = sweep.len() > 1 && sweep.iter().all(|l| short(l));
+    let by_level = level_caveats(s);
     for f in &mut out {
-        for l in f.rests_on.iter().filter_map(|&i| s.level(i)) {
-            for c in caveats_of(l, all_short) {
-                if !f.caveats.contains(&c) {
-                    f.caveats.push(c);
-                }
+        for c in f.rests_on.iter().filter_map(|i| by_level.get(i)).flatten() {
+            if !f.caveats.contains(c) {
+                f.caveats.push(c.clone());
             }
         }
     }
     out
+}
+
+/// Each level's own caveats by its index (levels with none left out): what every finding
+/// resting on the level carries, and what summary.md's tables number beside its row.
+pub fn level_caveats(s: &RunSummary) -> BTreeMap<u32, Vec<String>> {
+    // A caveat every sweep level shares is the run's, said once in its own words.
+    let sweep: Vec<&LevelSummary> = s.sweep.iter().filter(|l| measured(l)).collect();
+    let all_short = sweep.len() > 1 && sweep.iter().all(|l| short(l));
+    s.levels()
+        .map(|l| (l.index, caveats_of(l, all_short)))
+        .filter(|(_, c)| !c.is_empty())
+        .collect()
 }
 
 /// A concurrency or rate level too short for a steady state ("Per level").
