@@ -23,7 +23,8 @@
 //!   place; [`run::session`] folds the events (no files), [`run::sink`] writes what the fold
 //!   hands back; the headless loop and its tables.
 //! - [`summary`]: the one summary type, what every output is written from, and what is
-//!   computed from it alone: [`summary::baseline`] (a previous run's levels and this run's
+//!   computed from it alone: [`summary::findings`] (what the numbers mean, with their caveats,
+//!   numbered once for every output), [`summary::baseline`] (a previous run's levels and this run's
 //!   change against them), [`summary::repeats`] (means and intervals across `--repeat`),
 //!   [`summary::merge`] (shards folded into one run).
 //! - [`export`]: run directory, results.json, summary.md, CSV, PNG charts, screenshots, `report`.

@@ -274,7 +274,7 @@ fn tab_screenshots_are_pngs_of_the_terminal_grid() {
     let buffers = app.tab_buffers(80, 24);
     let dir = tmp("shots");
     let files = servetop::tui::write_screenshots(&dir, &buffers).unwrap();
-    assert_eq!(files.len(), 4);
+    assert_eq!(files.len(), 5);
     let (cw, ch) = servetop::export::screenshot::CELL;
     for f in &files {
         let img = image::open(f).unwrap();

@@ -11,6 +11,7 @@ use crate::event::{Event, EventRx, RunState};
 use crate::export::markdown;
 use crate::fmt::num;
 use crate::summary::LevelStatus;
+use crate::summary::findings::CaveatNumbers;
 use crate::workload::LevelKind;
 
 /// What to print about an event, captured before the session consumes it.
@@ -437,13 +438,9 @@ pub async fn drive(
     state
 }
 
-/// The tables printed on stdout at the end.
-pub fn final_tables(s: &Session) -> String {
-    let mut out = String::new();
-    let notes = markdown::CaveatNumbers::of(&s.summary);
-    if s.summary.simulated {
-        out.push_str("SIMULATED SERVER: every number below comes from servetop's built-in simulator, not real hardware.\n\n");
-    }
+/// The SLO search, the concurrency sweep and the rate levels, each level's caveat numbers in
+/// the tables' last column.
+fn search_sweep_and_rates(out: &mut String, s: &Session, notes: &CaveatNumbers) {
     if let Some(search) = &s.summary.search {
         let _ = write!(
             out,
@@ -461,7 +458,11 @@ pub fn final_tables(s: &Session) -> String {
             "Concurrency sweep ({})\n\n",
             s.summary.config.lengths_label()
         );
-        out.push_str(&notes.column(&markdown::sweep_table(&s.summary.sweep), &s.summary.sweep));
+        out.push_str(&markdown::with_caveats(
+            notes,
+            &markdown::sweep_table(&s.summary.sweep),
+            &s.summary.sweep,
+        ));
         out.push('\n');
     }
     if !s.summary.rates.is_empty() {
@@ -476,9 +477,23 @@ pub fn final_tables(s: &Session) -> String {
             s.summary.config.lengths_label(),
             markdown::arrival_description(&s.summary.config.open_loop)
         );
-        out.push_str(&notes.column(&markdown::rate_table(&s.summary.rates), &s.summary.rates));
+        out.push_str(&markdown::with_caveats(
+            notes,
+            &markdown::rate_table(&s.summary.rates),
+            &s.summary.rates,
+        ));
         out.push('\n');
     }
+}
+
+/// The tables printed on stdout at the end.
+pub fn final_tables(s: &Session) -> String {
+    let mut out = String::new();
+    let notes = CaveatNumbers::of(&s.summary);
+    if s.summary.simulated {
+        out.push_str("SIMULATED SERVER: every number below comes from servetop's built-in simulator, not real hardware.\n\n");
+    }
+    search_sweep_and_rates(&mut out, s, &notes);
     if markdown::any_repeats(&s.summary) {
         out.push_str("Across repeats (mean ± 95 % interval)\n\n");
         out.push_str(&markdown::repeats_table(&s.summary));
@@ -502,7 +517,8 @@ pub fn final_tables(s: &Session) -> String {
             "Long context ({} output tokens)\n\n",
             s.summary.config.long_context_output_len
         );
-        out.push_str(&notes.column(
+        out.push_str(&markdown::with_caveats(
+            &notes,
             &markdown::long_context_table(&s.summary.long_context),
             &s.summary.long_context,
         ));

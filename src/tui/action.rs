@@ -51,6 +51,7 @@ pub fn map_key(key: KeyEvent, confirming: bool) -> Option<Action> {
         KeyCode::Char('2') => Action::Tab(Tab::LongContext),
         KeyCode::Char('3') => Action::Tab(Tab::Telemetry),
         KeyCode::Char('4') => Action::Tab(Tab::Log),
+        KeyCode::Char('5') => Action::Tab(Tab::Findings),
         KeyCode::Char('p') => Action::TogglePause,
         KeyCode::Char('s') => Action::Skip,
         KeyCode::Char('e') => Action::Export,
@@ -83,6 +84,10 @@ mod tests {
         assert_eq!(
             map_key(key(KeyCode::Char('4')), false),
             Some(Action::Tab(Tab::Log))
+        );
+        assert_eq!(
+            map_key(key(KeyCode::Char('5')), false),
+            Some(Action::Tab(Tab::Findings))
         );
         assert_eq!(map_key(key(KeyCode::Char('x')), false), None);
     }

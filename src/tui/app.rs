@@ -73,6 +73,7 @@ pub struct App {
     pub long_view: LongView,
     /// A replayed trace's latency over its timeline.
     pub trace_view: super::views::TraceView,
+    pub findings_view: super::views::FindingsView,
     /// The TTFT histogram of the level in progress (kept when it ends, until the next has one).
     pub latency: Option<LatencyView>,
     /// Each level with a baseline match against it (`--baseline`), live for the one running.
@@ -109,6 +110,7 @@ impl App {
             config_lines: Vec::new(),
             long_view: LongView::default(),
             trace_view: super::views::TraceView::default(),
+            findings_view: super::views::FindingsView::default(),
             latency: None,
             deltas: std::collections::BTreeMap::new(),
             flash: None,
@@ -456,7 +458,10 @@ mod tests {
         let mut a = app();
         assert_eq!(a.tab, Tab::Sweep);
         a.handle(Action::PrevTab);
+        assert_eq!(a.tab, Tab::Findings);
+        a.handle(Action::PrevTab);
         assert_eq!(a.tab, Tab::Log);
+        a.handle(Action::NextTab);
         a.handle(Action::NextTab);
         a.handle(Action::NextTab);
         assert_eq!(a.tab, Tab::LongContext);

@@ -442,6 +442,24 @@ mod tests {
     }
 
     #[test]
+    fn findings_tab() {
+        let mut app = fixtures::finished_run();
+        insta::assert_snapshot!(
+            "findings_empty_80x24",
+            draw(
+                &{
+                    let mut a = fixtures::mid_sweep(vec![1, 4, 8]);
+                    a.tab = Tab::Findings;
+                    a
+                },
+                80,
+                24
+            )
+        );
+        snap("findings", &mut app, Tab::Findings);
+    }
+
+    #[test]
     fn log_tab() {
         snap("log", &mut fixtures::finished_run(), Tab::Log);
     }

@@ -81,6 +81,7 @@ impl App {
         self.sweep_view = sv;
         self.long_view = self.long_points();
         self.trace_view = self.trace_points();
+        self.findings_view = super::views::FindingsView::of(s);
     }
 
     /// The long-context ladder's points, and each length's expected prefill time.

@@ -7,11 +7,18 @@ pub enum Tab {
     LongContext,
     Telemetry,
     Log,
+    Findings,
 }
 
 impl Tab {
     /// Every tab in order.
-    pub const ALL: [Tab; 4] = [Tab::Sweep, Tab::LongContext, Tab::Telemetry, Tab::Log];
+    pub const ALL: [Tab; 5] = [
+        Tab::Sweep,
+        Tab::LongContext,
+        Tab::Telemetry,
+        Tab::Log,
+        Tab::Findings,
+    ];
 
     /// The title in the tab bar.
     pub fn title(self) -> &'static str {
@@ -20,6 +27,7 @@ impl Tab {
             Tab::LongContext => "2 Long context",
             Tab::Telemetry => "3 GPU & server",
             Tab::Log => "4 Log",
+            Tab::Findings => "5 Findings",
         }
     }
 

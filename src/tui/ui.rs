@@ -33,6 +33,7 @@ impl Widget for &App {
             Tab::LongContext => tabs::long_context::render(self, body, buf, &th),
             Tab::Telemetry => tabs::telemetry::render(self, body, buf, &th),
             Tab::Log => tabs::log::render(self, body, buf, &th),
+            Tab::Findings => tabs::findings::render(self, body, buf, &th),
         }
         render_footer(self, footer, buf, &th);
         if self.show_help {
@@ -148,7 +149,7 @@ pub fn centered(area: Rect, w: u16, h: u16) -> Rect {
 
 fn render_help(area: Rect, buf: &mut Buffer, th: &Theme) {
     let lines = [
-        "Tab / ← →, 1-4   switch tabs",
+        "Tab / ← →, 1-5   switch tabs",
         "p                pause / resume sending (in-flight requests finish)",
         "s                skip the rest of the level in progress",
         "e                write results.json and summary.md now",

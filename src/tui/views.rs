@@ -133,6 +133,28 @@ pub struct SweepView {
     pub rate_max: f64,
 }
 
+/// The findings tab: each finding's sentence with its caveats' numbers, and the caveats,
+/// numbered as summary.md numbers them (computed in update as levels end).
+#[derive(Clone, Debug, Default)]
+pub struct FindingsView {
+    pub findings: Vec<(String, Vec<usize>)>,
+    pub caveats: Vec<String>,
+}
+
+impl FindingsView {
+    pub fn of(s: &crate::summary::RunSummary) -> Self {
+        let n = crate::summary::findings::CaveatNumbers::of(s);
+        Self {
+            findings: s
+                .findings
+                .iter()
+                .map(|f| (f.text.clone(), n.of_finding(f)))
+                .collect(),
+            caveats: n.list().to_vec(),
+        }
+    }
+}
+
 /// Chart points of a replayed trace over its timeline (seconds into the trace, by when its
 /// requests were due), computed in update.
 #[derive(Clone, Debug, Default)]

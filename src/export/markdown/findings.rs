@@ -2,10 +2,10 @@
 //! caveats once each (a caveat on several findings is written once). The same numbers stand
 //! beside the table rows of the levels a caveat is about.
 
-use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use crate::summary::{LevelSummary, RunSummary, findings};
+use crate::summary::findings::CaveatNumbers;
+use crate::summary::{LevelSummary, RunSummary};
 
 /// The findings as a Markdown section (nothing when there are none yet).
 pub fn findings_section(out: &mut String, s: &RunSummary) {
@@ -16,80 +16,37 @@ pub fn findings_section(out: &mut String, s: &RunSummary) {
     out.push_str(&findings_list(s));
 }
 
-/// Every caveat of a run numbered once: the findings' in the order they are written, then any
-/// other level's own; and which of them each level has.
-#[derive(Debug, Default)]
-pub struct CaveatNumbers {
-    list: Vec<String>,
-    by_level: BTreeMap<u32, Vec<usize>>,
+/// `table` (one row a level of `levels`, in order, under its header and rule) with a last
+/// column of each row's caveat numbers; `table` as it is when none of its levels has one.
+/// Lines after the rows (notes) are kept as they are.
+pub fn with_caveats(notes: &CaveatNumbers, table: &str, levels: &[LevelSummary]) -> String {
+    if !levels.iter().any(|l| notes.of_level(l.index).is_some()) {
+        return table.to_string();
+    }
+    let mut out = String::new();
+    let mut rows = levels.iter();
+    let mut line_no = 0;
+    for line in table.lines() {
+        if line.starts_with('|') {
+            let cell = match line_no {
+                0 => " caveats |".to_string(),
+                1 => "---|".to_string(),
+                _ => format!(
+                    " {} |",
+                    rows.next()
+                        .and_then(|l| notes.of_level(l.index))
+                        .map_or_else(String::new, CaveatNumbers::text)
+                ),
+            };
+            line_no += 1;
+            let _ = writeln!(out, "{line}{cell}");
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }
-
-impl CaveatNumbers {
-    pub fn of(s: &RunSummary) -> Self {
-        let mut n = Self::default();
-        for f in &s.findings {
-            for c in &f.caveats {
-                n.number(c);
-            }
-        }
-        for (i, cs) in findings::level_caveats(s) {
-            let mut nums: Vec<usize> = cs.iter().map(|c| n.number(c)).collect();
-            nums.sort_unstable();
-            n.by_level.insert(i, nums);
-        }
-        n
-    }
-
-    /// The caveat's number (from 1), giving it the next one if it has none yet.
-    fn number(&mut self, c: &str) -> usize {
-        if let Some(i) = self.list.iter().position(|k| k == c) {
-            return i + 1;
-        }
-        self.list.push(c.to_string());
-        self.list.len()
-    }
-
-    /// The numbers of these caveats, in order, as written: `1, 3`.
-    fn cell(nums: &[usize]) -> String {
-        nums.iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-
-    /// `table` (one row a level of `levels`, in order, under its header and rule) with a last
-    /// column of each row's caveat numbers; `table` as it is when none of its levels has one.
-    /// Lines after the rows (notes) are kept as they are.
-    pub fn column(&self, table: &str, levels: &[LevelSummary]) -> String {
-        if !levels.iter().any(|l| self.by_level.contains_key(&l.index)) {
-            return table.to_string();
-        }
-        let mut out = String::new();
-        let mut rows = levels.iter();
-        let mut line_no = 0;
-        for line in table.lines() {
-            if line.starts_with('|') {
-                let cell = match line_no {
-                    0 => " caveats |".to_string(),
-                    1 => "---|".to_string(),
-                    _ => format!(
-                        " {} |",
-                        rows.next()
-                            .and_then(|l| self.by_level.get(&l.index))
-                            .map_or_else(String::new, |n| Self::cell(n))
-                    ),
-                };
-                line_no += 1;
-                let _ = writeln!(out, "{line}{cell}");
-            } else {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
-        out
-    }
-}
-
 /// One line a finding, followed by its caveats' numbers, then the numbered caveats: what the
 /// headless end prints too.
 pub fn findings_list(s: &RunSummary) -> String {
@@ -97,27 +54,22 @@ pub fn findings_list(s: &RunSummary) -> String {
     let mut out = String::new();
     for f in &s.findings {
         let _ = write!(out, "- {}", f.text);
-        let mut nums: Vec<usize> = f
-            .caveats
-            .iter()
-            .filter_map(|c| numbers.list.iter().position(|k| k == c).map(|i| i + 1))
-            .collect();
-        nums.sort_unstable();
+        let nums = numbers.of_finding(f);
         if !nums.is_empty() {
             let _ = write!(
                 out,
                 " (caveat{} {})",
                 if nums.len() > 1 { "s" } else { "" },
-                CaveatNumbers::cell(&nums)
+                CaveatNumbers::text(&nums)
             );
         }
         out.push('\n');
     }
-    if !numbers.list.is_empty() {
+    if !numbers.list().is_empty() {
         out.push_str(
             "\nCaveats (numbered beside the findings and the table rows they are about):\n\n",
         );
-        for (i, c) in numbers.list.iter().enumerate() {
+        for (i, c) in numbers.list().iter().enumerate() {
             let _ = writeln!(out, "{}. {c}", i + 1);
         }
     }
@@ -163,11 +115,11 @@ mod tests {
         let mut s = crate::tui::fixtures::finished_run().session.summary;
         // The first level rests on too few requests, whatever else the fixture holds.
         s.sweep[0].stats.as_mut().unwrap().scalars.completed = 3;
-        s.findings = findings::of(&s);
+        s.findings = crate::summary::findings::of(&s);
         let n = CaveatNumbers::of(&s);
         let few = format!("{} rests on 3 completed requests", s.sweep[0].label());
-        let k = n.list.iter().position(|c| c.starts_with(&few)).unwrap() + 1;
-        let table = n.column(&super::super::sweep_table(&s.sweep), &s.sweep);
+        let k = n.list().iter().position(|c| c.starts_with(&few)).unwrap() + 1;
+        let table = with_caveats(&n, &super::super::sweep_table(&s.sweep), &s.sweep);
         let lines: Vec<&str> = table.lines().collect();
         assert!(lines[0].ends_with("| caveats |"), "{table}");
         assert!(lines[1].ends_with("|---|"), "{table}");

@@ -14,7 +14,7 @@ mod steady;
 mod tables;
 mod trace;
 
-pub use findings::{CaveatNumbers, findings_list};
+pub use findings::{findings_list, with_caveats};
 pub use repeats::{any_repeats, repeats_table};
 pub use tables::*;
 pub use trace::{timeline_table, trace_table};
@@ -146,7 +146,7 @@ fn run_header(s: &RunSummary) -> String {
 /// One section for each part of the run that has levels, then warnings and the error.
 fn sections(out: &mut String, s: &RunSummary) {
     findings::findings_section(out, s);
-    let notes = CaveatNumbers::of(s);
+    let notes = crate::summary::findings::CaveatNumbers::of(s);
     shards::shards_section(out, s);
     if let Some(search) = &s.search {
         let _ = writeln!(
@@ -164,7 +164,7 @@ fn sections(out: &mut String, s: &RunSummary) {
             "\n## Concurrency sweep ({})\n",
             s.config.lengths_label()
         );
-        out.push_str(&notes.column(&sweep_table(&s.sweep), &s.sweep));
+        out.push_str(&with_caveats(&notes, &sweep_table(&s.sweep), &s.sweep));
         out.push_str("\nper-stream tok/s: mean decode speed of one request, (output − 1) / (E2E − TTFT). accept len: mean tokens per chunk after the first, as the client saw them (client / server when the engine reports it).\n");
         out.push_str(&telemetry_table(&s.sweep));
     }
@@ -187,7 +187,7 @@ fn sections(out: &mut String, s: &RunSummary) {
             s.config.lengths_label(),
             arrival_description(&s.config.open_loop)
         );
-        out.push_str(&notes.column(&rate_table(&s.rates), &s.rates));
+        out.push_str(&with_caveats(&notes, &rate_table(&s.rates), &s.rates));
         out.push_str("\nrate: requests/s the schedule was drawn for; sent req/s: the rate requests actually went out at; done req/s: completions over the level's window. client queue: how long a request waited in servetop past its scheduled time (a full --max-concurrency, or a client that fell behind); the server's own queueing shows up in TTFT.\n");
         out.push_str(&telemetry_table(&s.rates));
     }
@@ -200,7 +200,11 @@ fn sections(out: &mut String, s: &RunSummary) {
             "\n## Long context ({} output tokens, {} at a time)\n",
             s.config.long_context_output_len, 1
         );
-        out.push_str(&notes.column(&long_context_table(&s.long_context), &s.long_context));
+        out.push_str(&with_caveats(
+            &notes,
+            &long_context_table(&s.long_context),
+            &s.long_context,
+        ));
     }
     if !s.multi_turn.is_empty() {
         out.push_str("\n## Multi-turn chats\n\n");

@@ -9,7 +9,10 @@ use serde::{Deserialize, Serialize};
 use super::{LevelStatus, LevelSummary, RunSummary};
 use crate::workload::LevelKind;
 
+pub use numbers::CaveatNumbers;
+
 pub(crate) mod long_context;
+mod numbers;
 mod others;
 mod sweep;
 mod validity;
