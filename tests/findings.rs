@@ -244,3 +244,70 @@ async fn one_level_makes_no_saturation_claim() {
     assert!(!has(&s, "latency_knee"));
     assert!(!has(&s, "single_stream"), "no C=1 level");
 }
+
+/// Two servers alike but for how many requests they run at once, 4 and 8, at 10 ms a step
+/// whatever the batch: 400 and 800 output tok/s at most. Compared (`report A B`, a
+/// `--serve-param` sweep), the second has 2× the peak of the first, read from the two runs'
+/// own peaks; the plans are the same, so no caveat says otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twice_the_running_requests_is_twice_the_peak_in_a_comparison() {
+    let mut sessions = Vec::new();
+    for running in [4, 8] {
+        let mut c = sim_config();
+        c.max_running = running;
+        let h = start(c).await;
+        let cfg = RunConfig {
+            concurrency: vec![1, 8, 16],
+            output_len: 51,
+            requests_per_level: RequestCount::PerConcurrency {
+                factor: 2.0,
+                min: 2,
+            },
+            ..plan(&h)
+        };
+        sessions.push(run(&h, cfg).await);
+    }
+    let runs: Vec<(String, &servetop::summary::RunSummary)> = vec![
+        ("runs 4".into(), &sessions[0].summary),
+        ("runs 8".into(), &sessions[1].summary),
+    ];
+    let across = servetop::summary::findings::compare::across(&runs);
+    let peak = across
+        .iter()
+        .find(|f| f.id == "compare_peak")
+        .unwrap_or_else(|| panic!("no compare_peak in {across:#?}"));
+    let best = |s: &servetop::summary::RunSummary| {
+        s.sweep
+            .iter()
+            .map(|l| l.stats.as_ref().unwrap().scalars.output_throughput)
+            .fold(0.0, f64::max)
+    };
+    let (a, b) = (best(runs[0].1), best(runs[1].1));
+    assert_eq!(peak.values["peak_ratio"], b / a, "{peak:#?}");
+    assert_eq!(peak.values["reference_output_throughput"], a);
+    // The servers' capacities are 400 and 800 tok/s: twice, within the part of a level's
+    // window a wave's first step and last drain take (one 10 ms step of 51).
+    assert!(
+        (b / a - 2.0).abs() < 0.1,
+        "peak {b} against {a}: {}",
+        peak.text
+    );
+    assert!(
+        peak.text.starts_with(&format!(
+            "runs 8: {}× the peak of runs 4",
+            servetop::fmt::num(Some(b / a))
+        )),
+        "{}",
+        peak.text
+    );
+    assert!(
+        !peak.caveats.iter().any(|c| c.contains("not like for like")),
+        "{:?}",
+        peak.caveats
+    );
+    let md = servetop::export::markdown::across_section(&across);
+    assert!(
+        md.starts_with("## Findings across the runs\n\n- runs 8: "),
+        "{md}"
+    );
+}

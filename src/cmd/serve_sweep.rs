@@ -68,15 +68,36 @@ pub async fn serve_sweep(
     }
     if dirs.len() > 1 {
         match crate::export::report::report(&dirs, &labels, Some(&parent), out.chart_size) {
-            Ok(_) => say!(
-                "comparison of {} configurations: {} (summary.md, sweep.csv, charts/)",
-                dirs.len(),
-                parent.display()
-            ),
+            Ok(_) => {
+                say!(
+                    "comparison of {} configurations: {} (summary.md, sweep.csv, charts/)",
+                    dirs.len(),
+                    parent.display()
+                );
+                print_across(&dirs, &labels);
+            }
             Err(e) => say!("servetop: the comparison was not written: {e}"),
         }
     }
     worst
+}
+
+/// The comparison's findings across the configurations, as its summary.md opens with them.
+fn print_across(dirs: &[PathBuf], labels: &[String]) {
+    let loaded: Vec<crate::summary::RunSummary> = dirs
+        .iter()
+        .filter_map(|d| crate::export::report::load_run(d).ok().map(|(s, _)| s))
+        .collect();
+    if loaded.len() != dirs.len() {
+        return;
+    }
+    let runs: Vec<(String, &crate::summary::RunSummary)> =
+        labels.iter().cloned().zip(loaded.iter()).collect();
+    let text =
+        crate::export::markdown::across_section(&crate::summary::findings::compare::across(&runs));
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        say!("{line}");
+    }
 }
 
 #[cfg(test)]

@@ -177,6 +177,9 @@ pub fn report(
         .zip(loaded.iter().map(|(s, _)| s))
         .collect();
     let mut md = String::from("# servetop comparison\n\n");
+    md.push_str(&super::markdown::across_section(
+        &crate::summary::findings::compare::across(&labelled),
+    ));
     for ((name, s), dir) in labelled.iter().zip(dirs) {
         let _ = writeln!(md, "## {name} ({})\n", dir.display());
         md.push_str(&summary_md(s).replacen("# servetop results", "### results", 1));

@@ -47,6 +47,24 @@ pub fn with_caveats(notes: &CaveatNumbers, table: &str, levels: &[LevelSummary])
     }
     out
 }
+/// A comparison's findings across its runs (`summary::findings::compare`), each with its
+/// caveats beneath it; nothing when there are none.
+pub fn across_section(findings: &[crate::summary::findings::Finding]) -> String {
+    let mut out = String::new();
+    if findings.is_empty() {
+        return out;
+    }
+    out.push_str("## Findings across the runs\n\n");
+    for f in findings {
+        let _ = writeln!(out, "- {}", f.text);
+        for c in &f.caveats {
+            let _ = writeln!(out, "  - caveat: {c}");
+        }
+    }
+    out.push('\n');
+    out
+}
+
 /// One line a finding, followed by its caveats' numbers, then the numbered caveats: what the
 /// headless end prints too.
 pub fn findings_list(s: &RunSummary) -> String {

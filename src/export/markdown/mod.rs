@@ -14,7 +14,7 @@ mod steady;
 mod tables;
 mod trace;
 
-pub use findings::{findings_list, with_caveats};
+pub use findings::{across_section, findings_list, with_caveats};
 pub use repeats::{any_repeats, repeats_table};
 pub use tables::*;
 pub use trace::{timeline_table, trace_table};

@@ -11,6 +11,7 @@ use crate::workload::LevelKind;
 
 pub use numbers::CaveatNumbers;
 
+pub mod compare;
 pub(crate) mod long_context;
 mod numbers;
 mod others;
