@@ -118,6 +118,17 @@ async fn a_server_running_eight_saturates_at_eight_and_its_queue_is_named() {
         .map(|l| l.stats.as_ref().unwrap().scalars.output_throughput)
         .fold(0.0, f64::max);
     assert_eq!(peak.values["output_throughput"], best);
+    // The engine's own TTFT histogram counted each level's requests, and servetop's TTFT,
+    // which starts at its send, is no shorter than the engine's, which starts when the server
+    // read the request (tests/sim_truth: the read trails the send, give or take 1 ms).
+    for l in &s.summary.sweep {
+        let sm = l.server_metrics.as_ref().unwrap();
+        let completed = l.stats.as_ref().unwrap().scalars.completed;
+        assert_eq!(sm.ttft_requests, Some(completed as f64), "{}", l.label());
+    }
+    let v = find(&s, "client_validity");
+    assert!(v.values["ttft_vs_engine_ms_min"] >= -1.0, "{v:#?}");
+    assert!(v.text.contains("above the engine's own"), "{}", v.text);
     eprintln!("{}", servetop::export::markdown::findings_list(&s.summary));
 }
 

@@ -553,37 +553,22 @@ async fn sweep_and_ladder_agree_with_vllms_own_counters(srv: &VllmServer) {
     assert_eq!(server.model, MODEL);
     assert_eq!(server.context_limit, Some(MAX_MODEL_LEN));
     for (l, c) in s.summary.sweep.iter().zip([1u64, 4, 8]) {
-        assert_eq!(l.status, LevelStatus::Done, "C={c}");
-        let sc = &stats(l).scalars;
-        let n = (2 * c).max(8);
-        assert_eq!(
-            (sc.completed, sc.failed),
-            (n, 0),
-            "C={c}: {:?}",
-            sc.failures
-        );
-        // ignore_eos and per-chunk usage: exactly 128 tokens each, counted by the server.
-        assert_eq!(sc.total_output_tokens, n * 128, "C={c}");
-        assert_eq!(
-            sc.chunk_token_sources.get(&CountSource::PerChunkUsage),
-            Some(&n)
-        );
-        // Prompts of exactly 200 tokens as vLLM counts them (its /tokenize).
-        assert_eq!(sc.mean_input_tokens, Some(200.0), "C={c}");
-        assert_eq!(sc.max_concurrent_requests, c, "C={c}");
-        // No speculation: the server reports none, and no delivery burst passes for a draft.
-        assert!(l.accept_length_server.is_none(), "C={c}");
-        let m = l.server_metrics.as_ref().expect("vLLM /metrics read");
-        assert!(
-            m.max_running.is_some_and(|r| (1.0..=c as f64).contains(&r)),
-            "C={c}: vllm:num_requests_running peaked at {:?}",
-            m.max_running
-        );
-        assert!(m.max_kv_usage.is_some_and(|u| u > 0.0), "C={c}: {m:?}");
-        assert!(m.prefix_hit_rate.is_some(), "C={c}: {m:?}");
-        assert_eq!(m.preemptions, Some(0.0), "C={c}: {m:?}");
-        assert!(sc.multi_event_delivery_share.is_some());
+        sweep_level_agrees_with_vllm(l, c);
     }
+    let validity = s
+        .summary
+        .findings
+        .iter()
+        .find(|f| f.id == "client_validity")
+        .unwrap();
+    assert!(
+        validity
+            .text
+            .contains("its output token count equals the engine's counter")
+            && validity.text.contains("above the engine's own"),
+        "{}",
+        validity.text
+    );
     ladder_skips_what_does_not_fit(&s.summary.long_context);
 
     // Every request servetop sent, warmup included, against the server's counters.
@@ -631,6 +616,52 @@ async fn sweep_and_ladder_agree_with_vllms_own_counters(srv: &VllmServer) {
     assert!(
         (itl_c - itl_s).abs() <= 0.25 * itl_s,
         "mean ITL: servetop {itl_c:.3} ms, vLLM {itl_s:.3} ms"
+    );
+}
+
+/// One sweep level of `sweep_and_ladder_agree_with_vllms_own_counters` at concurrency `c`
+/// (`max(2c, 8)` requests of 200 in / 128 out) against vLLM's own figures for it.
+fn sweep_level_agrees_with_vllm(l: &servetop::summary::LevelSummary, c: u64) {
+    assert_eq!(l.status, LevelStatus::Done, "C={c}");
+    let sc = &stats(l).scalars;
+    let n = (2 * c).max(8);
+    assert_eq!(
+        (sc.completed, sc.failed),
+        (n, 0),
+        "C={c}: {:?}",
+        sc.failures
+    );
+    // ignore_eos and per-chunk usage: exactly 128 tokens each, counted by the server.
+    assert_eq!(sc.total_output_tokens, n * 128, "C={c}");
+    assert_eq!(
+        sc.chunk_token_sources.get(&CountSource::PerChunkUsage),
+        Some(&n)
+    );
+    // Prompts of exactly 200 tokens as vLLM counts them (its /tokenize).
+    assert_eq!(sc.mean_input_tokens, Some(200.0), "C={c}");
+    assert_eq!(sc.max_concurrent_requests, c, "C={c}");
+    // No speculation: the server reports none, and no delivery burst passes for a draft.
+    assert!(l.accept_length_server.is_none(), "C={c}");
+    let m = l.server_metrics.as_ref().expect("vLLM /metrics read");
+    assert!(
+        m.max_running.is_some_and(|r| (1.0..=c as f64).contains(&r)),
+        "C={c}: vllm:num_requests_running peaked at {:?}",
+        m.max_running
+    );
+    assert!(m.max_kv_usage.is_some_and(|u| u > 0.0), "C={c}: {m:?}");
+    assert!(m.prefix_hit_rate.is_some(), "C={c}: {m:?}");
+    assert_eq!(m.preemptions, Some(0.0), "C={c}: {m:?}");
+    assert!(sc.multi_event_delivery_share.is_some());
+    // vLLM's own TTFT histogram over the level: its requests, and a mean no longer than
+    // servetop's, which starts earlier (at the send, before vLLM's HTTP server read it).
+    assert_eq!(m.ttft_requests, Some(n as f64), "C={c}: {m:?}");
+    let (ours, engine) = (
+        stats(l).dists.ttft_ms.as_ref().unwrap().mean,
+        m.mean_ttft_ms.unwrap(),
+    );
+    assert!(
+        ours >= engine - 1.0,
+        "C={c}: TTFT mean {ours:.2} ms, vLLM's {engine:.2} ms"
     );
 }
 

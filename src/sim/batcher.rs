@@ -94,6 +94,10 @@ pub struct SimLog {
     /// (cached, prompt) tokens of recent admissions (SGLang's recent-window hit rate).
     pub recent_cache: VecDeque<(u64, u64)>,
     pub total_generated_tokens: u64,
+    /// The engine's TTFT histogram, as SGLang and vLLM keep one: arrival to first token,
+    /// summed, and how many requests reached their first token.
+    pub ttft_sum: Duration,
+    pub ttft_count: u64,
     pub peak_running: usize,
     pub peak_waiting: usize,
     /// Time the engine fell behind its own step schedule and did not make up (the machine woke
@@ -431,6 +435,10 @@ async fn prefill_step(
         let now = Instant::now();
         a.first_token_at = Some(now);
         a.generated = 1;
+        if let Ok(mut l) = log.lock() {
+            l.ttft_sum += now.saturating_duration_since(a.req.arrived);
+            l.ttft_count += 1;
+        }
         let last = a.generated >= a.req.max_tokens;
         let _ = a.req.tx.send(Emit {
             tokens: 1,

@@ -114,6 +114,26 @@ fn sglang_page(out: &mut String, cfg: &SimConfig, log: &SimLog, m: &str, kv: f64
         "sglang:generation_tokens_total{{{l2}}} {}",
         log.total_generated_tokens
     );
+    ttft_histogram(out, "sglang", &l2, log);
+}
+
+/// The engine's TTFT histogram as `<prefix>:time_to_first_token_seconds`: its sum, its count
+/// and the `+Inf` bucket (the simulator keeps no finer buckets).
+fn ttft_histogram(out: &mut String, prefix: &str, labels: &str, log: &SimLog) {
+    let name = format!("{prefix}:time_to_first_token_seconds");
+    family(
+        out,
+        &name,
+        "histogram",
+        "Histogram of time to first token in seconds.",
+    );
+    let _ = writeln!(out, "{name}_sum{{{labels}}} {}", log.ttft_sum.as_secs_f64());
+    let _ = writeln!(
+        out,
+        "{name}_bucket{{le=\"+Inf\",{labels}}} {}.0",
+        log.ttft_count
+    );
+    let _ = writeln!(out, "{name}_count{{{labels}}} {}.0", log.ttft_count);
 }
 
 /// vLLM's names: gauges, the prefix-cache and token counters, and the speculative-decoding
@@ -176,6 +196,7 @@ fn vllm_page(out: &mut String, cfg: &SimConfig, log: &SimLog, m: &str, kv: f64) 
         "Number of generation tokens processed.",
         log.total_generated_tokens,
     );
+    ttft_histogram(out, "vllm", &l, log);
     if cfg.accept_length.draft_width() > 0 {
         c(
             out,

@@ -63,6 +63,8 @@ pub fn map(page: &Page, at_unix_ms: i64) -> Option<ServerSample> {
             s.gen_throughput = sum_any(page, &["sglang:gen_throughput"]);
             s.prompt_tokens_total = sum_any(page, &["sglang:prompt_tokens_total"]);
             s.generation_tokens_total = sum_any(page, &["sglang:generation_tokens_total"]);
+            s.ttft_seconds_sum = sum_any(page, &["sglang:time_to_first_token_seconds_sum"]);
+            s.ttft_seconds_count = sum_any(page, &["sglang:time_to_first_token_seconds_count"]);
             s.preemptions_total = sum_any(page, &["sglang:num_retracted_requests_total"]);
             s.accept_length_gauge = mean_any(page, &["sglang:spec_accept_length"]);
         }
@@ -91,6 +93,8 @@ pub fn map(page: &Page, at_unix_ms: i64) -> Option<ServerSample> {
             s.preemptions_total = sum_any(page, &["vllm:num_preemptions_total"]);
             s.prompt_tokens_total = sum_any(page, &["vllm:prompt_tokens_total"]);
             s.generation_tokens_total = sum_any(page, &["vllm:generation_tokens_total"]);
+            s.ttft_seconds_sum = sum_any(page, &["vllm:time_to_first_token_seconds_sum"]);
+            s.ttft_seconds_count = sum_any(page, &["vllm:time_to_first_token_seconds_count"]);
             s.spec_drafts_total = sum_any(page, &["vllm:spec_decode_num_drafts_total"]);
             s.spec_draft_tokens_total = sum_any(page, &["vllm:spec_decode_num_draft_tokens_total"]);
             s.spec_accepted_total = sum_any(page, &["vllm:spec_decode_num_accepted_tokens_total"]);
@@ -159,6 +163,27 @@ mod tests {
         assert_eq!(s.queued, Some(36.0));
         assert_eq!(s.kv_usage, Some(0.42));
         assert_eq!(s.accept_length_gauge, Some(3.9));
+    }
+
+    #[test]
+    fn the_engines_ttft_histogram_sums_over_its_series() {
+        let s = map(
+            &parse(include_str!("../../tests/fixtures/metrics/sglang.prom")),
+            0,
+        )
+        .unwrap();
+        assert_eq!(s.ttft_seconds_count, Some(11228.0 + 37.0));
+        assert!(
+            (s.ttft_seconds_sum.unwrap() - (5_487.310_922_145_844 + 17.928_411_006_927_49)).abs()
+                < 1e-9
+        );
+        let v = map(
+            &parse(include_str!("../../tests/fixtures/metrics/vllm.prom")),
+            0,
+        )
+        .unwrap();
+        assert_eq!(v.ttft_seconds_count, Some(1816.0));
+        assert_eq!(v.ttft_seconds_sum, Some(561.221_470_832_824_7));
     }
 
     #[test]

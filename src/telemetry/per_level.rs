@@ -25,6 +25,12 @@ pub struct ServerLevelStats {
     pub mean_gen_throughput: Option<f64>,
     /// Generated tokens the engine counted over the level.
     pub generation_tokens: Option<f64>,
+    /// The engine's own mean TTFT over the level (Δsum / Δcount of its TTFT histogram), ms,
+    /// and the requests it counted in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_ttft_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_requests: Option<f64>,
 }
 
 /// One GPU over one level.
@@ -232,6 +238,11 @@ impl LevelTelemetryAcc {
             preemptions: d(|s| s.preemptions_total),
             mean_gen_throughput: self.gen_tput.mean(),
             generation_tokens: d(|s| s.generation_tokens_total),
+            mean_ttft_ms: match (d(|s| s.ttft_seconds_sum), d(|s| s.ttft_seconds_count)) {
+                (Some(sum), Some(n)) if n > 0.0 => Some(sum / n * 1000.0),
+                _ => None,
+            },
+            ttft_requests: d(|s| s.ttft_seconds_count).filter(|n| *n > 0.0),
         })
     }
 

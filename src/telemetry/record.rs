@@ -66,6 +66,12 @@ pub struct ServerSample {
     pub preemptions_total: Option<f64>,
     pub prompt_tokens_total: Option<f64>,
     pub generation_tokens_total: Option<f64>,
+    /// The engine's own TTFT histogram: its sum in seconds and its count (SGLang and vLLM
+    /// `time_to_first_token_seconds`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_seconds_sum: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_seconds_count: Option<f64>,
     /// Speculative decoding counters (vLLM, llama.cpp).
     pub spec_drafts_total: Option<f64>,
     pub spec_draft_tokens_total: Option<f64>,

@@ -109,6 +109,8 @@ pub(super) fn finding(s: &RunSummary) -> Option<Finding> {
             f_values.push(("output_tokens_vs_engine_pct", diff));
         }
     }
+    f_values.extend(ttft_against_engine(&levels, &mut text));
+    f_values.extend(accept_against_engine(&levels, &mut text));
     text.push('.');
     let mut f = Finding::new("client_validity", text, &on)
         .value("client_cpu_share_max", cpu.map(|c| c.0))
@@ -117,4 +119,69 @@ pub(super) fn finding(s: &RunSummary) -> Option<Finding> {
         f = f.value(k, Some(v));
     }
     Some(f)
+}
+
+/// servetop's mean TTFT against the engine's own histogram's over the same levels, where the
+/// engine keeps one: the difference is what lies between the engine's clock and servetop's (the
+/// network, the HTTP server, the stream's first write).
+fn ttft_against_engine(levels: &[&LevelSummary], text: &mut String) -> Vec<(&'static str, f64)> {
+    let diffs: Vec<(f64, &LevelSummary)> = levels
+        .iter()
+        .filter_map(|l| {
+            let client = l.stats.as_ref()?.dists.ttft_ms.as_ref()?.mean;
+            let engine = l.server_metrics.as_ref()?.mean_ttft_ms?;
+            Some((client - engine, *l))
+        })
+        .collect();
+    let (Some(lo), Some(hi)) = (
+        diffs.iter().min_by(|a, b| a.0.total_cmp(&b.0)),
+        diffs.iter().max_by(|a, b| a.0.total_cmp(&b.0)),
+    ) else {
+        return Vec::new();
+    };
+    let signed = |ms: f64| format!("{}{} ms", if ms >= 0.0 { "+" } else { "-" }, num(ms.abs()));
+    if lo.0 < 0.0 {
+        let _ = write!(
+            text,
+            "; its TTFT mean is below the engine's own at {} ({}: the engine's histogram also holds other requests, or counts from later than servetop's send)",
+            lo.1.label(),
+            signed(lo.0)
+        );
+    } else {
+        let _ = write!(
+            text,
+            "; its TTFT mean is {} to {} above the engine's own ({} the most; the network and HTTP layers)",
+            signed(lo.0),
+            signed(hi.0),
+            hi.1.label()
+        );
+    }
+    vec![
+        ("ttft_vs_engine_ms_min", lo.0),
+        ("ttft_vs_engine_ms_max", hi.0),
+    ]
+}
+
+/// The accept length servetop saw (tokens per chunk) against the engine's, the largest
+/// relative difference over the levels that have both.
+fn accept_against_engine(levels: &[&LevelSummary], text: &mut String) -> Vec<(&'static str, f64)> {
+    let worst = levels
+        .iter()
+        .filter_map(|l| {
+            let (c, s) = (l.accept_length_client()?, l.accept_length_server?);
+            (s > 0.0).then(|| ((c / s - 1.0) * 100.0, c, s, *l))
+        })
+        .max_by(|a, b| a.0.abs().total_cmp(&b.0.abs()));
+    let Some((pct, c, s, l)) = worst else {
+        return Vec::new();
+    };
+    let _ = write!(
+        text,
+        "; its accept length within {:.0} % of the engine's at every level ({}: {} against {})",
+        pct.abs().max(0.5).ceil(),
+        l.label(),
+        num(c),
+        num(s)
+    );
+    vec![("accept_length_vs_engine_pct_max", pct)]
 }
