@@ -149,6 +149,15 @@ fn a_full_core_is_named_as_the_limit_and_an_idle_one_is_not() {
         "no client-bound caveat on a flooded run: {:#}",
         r["findings"]
     );
+    // Said as the level ended too, with what to do.
+    assert!(
+        r["warnings"].as_array().unwrap().iter().any(|w| w
+            .as_str()
+            .unwrap()
+            .starts_with("C=64: servetop may have been the limit")),
+        "{:#}",
+        r["warnings"]
+    );
     let validity = r["findings"]
         .as_array()
         .unwrap()
@@ -177,6 +186,13 @@ fn a_full_core_is_named_as_the_limit_and_an_idle_one_is_not() {
     assert!(
         caveats.is_empty(),
         "an idle servetop ({used:.2} of a core) called the limit: {caveats:?}"
+    );
+    assert!(
+        !r["warnings"]
+            .to_string()
+            .contains("may have been the limit"),
+        "{:#}",
+        r["warnings"]
     );
     let _ = std::fs::remove_dir_all(&tmp);
 }

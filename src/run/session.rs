@@ -433,6 +433,13 @@ impl Session {
         if let Some(w) = warning {
             self.summary.warnings.push(w);
         }
+        if let Some(w) = self
+            .summary
+            .level(index)
+            .and_then(crate::summary::findings::client_bound_warning)
+        {
+            self.summary.warnings.push(w);
+        }
         let engine = self.engine();
         let Some(l) = self.summary.level_mut(index) else {
             return;

@@ -114,6 +114,12 @@ pub fn of(s: &RunSummary) -> Vec<Finding> {
     out
 }
 
+/// The run's warning for a level where servetop may have been the limit (its CPU near a core,
+/// or its timer late), saying what to do; `None` where it was not.
+pub fn client_bound_warning(l: &LevelSummary) -> Option<String> {
+    validity::client_bound(l).map(|c| format!("{}: {c}", l.label()))
+}
+
 /// Each level's own caveats by its index (levels with none left out): what every finding
 /// resting on the level carries, and what summary.md's tables number beside its row.
 pub fn level_caveats(s: &RunSummary) -> BTreeMap<u32, Vec<String>> {
