@@ -297,6 +297,14 @@ pub struct RunArgs {
     /// configuration it was started with (other measurement flags are ignored).
     #[arg(long, value_name = "DIR")]
     pub resume: Option<PathBuf>,
+    /// Print the plan (levels, requests, lengths, and the lengths the server's context cannot
+    /// hold) and exit without sending a request.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Start a plan of more than 20 levels without asking (on a terminal servetop asks first;
+    /// headless it only warns).
+    #[arg(long)]
+    pub yes: bool,
     /// Request protocol: auto picks /v1/completions (exact prompt lengths, no chat template).
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: BackendChoice,

@@ -24,16 +24,106 @@ pub async fn run(a: RunArgs) -> i32 {
         Ok(c) => c,
         Err(e) => return fail(&e),
     };
-    match run_config(&a) {
-        Ok(cfg) if !combos.is_empty() && cfg.clock.start_at_unix_ms.is_some() => fail(
-            "--start-at with --serve-param: every configuration would take the same slots; run one configuration per machine (or Job) on the shared clock instead",
-        ),
-        Ok(cfg) if !combos.is_empty() => {
-            Box::pin(super::serve_sweep::serve_sweep(cfg, combos, &a.output)).await
-        }
-        Ok(cfg) => Box::pin(execute(cfg, None, &a.output)).await,
-        Err(e) => fail(&e),
+    let cfg = match run_config(&a) {
+        Ok(cfg) => cfg,
+        Err(e) => return fail(&e),
+    };
+    if a.dry_run {
+        return Box::pin(dry_run(&cfg, combos.len())).await;
     }
+    if !confirmed(&cfg, combos.len().max(1), &a) {
+        say!("servetop: not started");
+        return 1;
+    }
+    if combos.is_empty() {
+        Box::pin(execute(cfg, None, &a.output)).await
+    } else if cfg.clock.start_at_unix_ms.is_some() {
+        fail(
+            "--start-at with --serve-param: every configuration would take the same slots; run one configuration per machine (or Job) on the shared clock instead",
+        )
+    } else {
+        Box::pin(super::serve_sweep::serve_sweep(cfg, combos, &a.output)).await
+    }
+}
+
+/// `servetop run --dry-run`: the plan, and what the server (when servetop does not start it)
+/// says of it; nothing is sent but the server's identification and prompt sizing.
+async fn dry_run(cfg: &RunConfig, configurations: usize) -> i32 {
+    let levels = cfg.levels();
+    if cfg.serve.is_some() {
+        say!("{}", crate::workload::plan::plan_line(&levels));
+        say!(
+            "limits: checked against the server --serve starts, once it is up{}",
+            if configurations > 1 {
+                format!(" (the plan runs once for each of {configurations} configurations)")
+            } else {
+                String::new()
+            }
+        );
+        return 0;
+    }
+    let api_key = std::env::var(&cfg.api_key_env)
+        .ok()
+        .filter(|k| !k.is_empty());
+    match Box::pin(runner::prepare(cfg, api_key)).await {
+        Ok(p) => {
+            say!(
+                "[server] {} · model {} · context {}",
+                p.server.engine.name(),
+                p.server.model,
+                p.server
+                    .context_limit
+                    .map_or("not reported".into(), |n| format!("{n} tokens"))
+            );
+            for line in p.plan() {
+                say!("{line}");
+            }
+            0
+        }
+        Err(e) => {
+            say!("{}", crate::workload::plan::plan_line(&levels));
+            say!("servetop: the server was not checked: {e}");
+            2
+        }
+    }
+}
+
+/// A plan of more than [`crate::workload::plan::CONFIRM_LEVELS`] levels: asked on a terminal
+/// (unless `--yes`), said headless. `false`: the user declined.
+fn confirmed(cfg: &RunConfig, configurations: usize, a: &RunArgs) -> bool {
+    use std::io::{BufRead, IsTerminal, Write};
+    let levels = cfg.levels();
+    if levels.len() <= crate::workload::plan::CONFIRM_LEVELS || a.yes {
+        return true;
+    }
+    let requests: u64 = levels.iter().map(|l| u64::from(l.requests)).sum();
+    let what = format!(
+        "{} levels and {} requests{}",
+        levels.len() * configurations,
+        requests * configurations as u64,
+        if configurations > 1 {
+            format!(" ({configurations} configurations)")
+        } else {
+            String::new()
+        }
+    );
+    let asking =
+        !a.output.headless && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    if !asking {
+        say!(
+            "[warning] the plan has {what} (more than {}; --dry-run shows it)",
+            crate::workload::plan::CONFIRM_LEVELS
+        );
+        return true;
+    }
+    print!(
+        "{}\nThe plan has {what}. Run it? [y/N] (--yes skips this question) ",
+        crate::workload::plan::plan_line(&levels)
+    );
+    let _ = std::io::stdout().flush();
+    let mut answer = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut answer);
+    matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes")
 }
 
 /// `servetop run --resume DIR`: the saved configuration, the levels not yet done.

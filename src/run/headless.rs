@@ -156,6 +156,9 @@ fn run_started(s: &Session, dir: Option<&std::path::Path>) {
             s.summary.backend.map_or("", |b| b.path())
         ));
     }
+    for line in &s.summary.plan {
+        say(line);
+    }
     if let Some(p) = &s.summary.prompts {
         say(&format!("[prompts] {}", p.description));
     }

@@ -90,7 +90,7 @@ pub fn initial_summary(
     previous: Option<RunSummary>,
     prepared: &mut Prepared,
 ) -> RunSummary {
-    match previous {
+    let mut s = match previous {
         None => RunSummary::new(cfg.clone(), simulator),
         Some(mut s) => {
             let settled = |i: u32| {
@@ -119,7 +119,10 @@ pub fn initial_summary(
             ));
             s
         }
-    }
+    };
+    // What is left to run: the plan line, and the lengths the server cannot hold.
+    s.plan = prepared.plan();
+    s
 }
 
 /// A quiet headless run as a library call: prepares against `cfg.base_url`, writes the run

@@ -27,6 +27,29 @@ pub struct Prepared {
     pub serve: Option<crate::serve::ServeHandle>,
 }
 
+impl Prepared {
+    /// What the run will do, said before its first request: the `plan:` line, and the
+    /// `limits:` line when a planned length does not fit the server's context (restarted for,
+    /// when servetop started the server; skipped, naming the flag, when not).
+    pub fn plan(&self) -> Vec<String> {
+        use crate::workload::plan;
+        let mut out = vec![plan::plan_line(&self.levels)];
+        let restart = |need: u64| self.serve.as_ref()?.context_for(need);
+        if let Some(tokens) = self.server.context_limit {
+            let limit = plan::Limit {
+                tokens,
+                flag: self.server.engine.context_flag(),
+                restart: self
+                    .serve
+                    .is_some()
+                    .then_some(&restart as &dyn Fn(u64) -> Option<u64>),
+            };
+            out.extend(plan::limits_line(&self.levels, &limit));
+        }
+        out
+    }
+}
+
 /// Identifies the server, picks the protocol and the prompt counter, and builds the plan.
 /// Every error is one line a user can act on.
 pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepared, String> {
@@ -132,9 +155,15 @@ pub(super) fn nothing_fits(server: &ServerInfo, levels: &[LevelSpec]) -> Option<
     let limit = server.context_limit?;
     let need = |l: &LevelSpec| l.input_tokens + u64::from(l.output_tokens);
     let smallest = levels.iter().map(need).min()?;
+    // The flags that set the lengths that do not fit.
+    let lengths = if levels.iter().all(|l| l.kind == LevelKind::LongContext) {
+        "--long-context/--long-context-output-len"
+    } else {
+        "--input-len/--output-len"
+    };
     (smallest > limit).then(|| {
         format!(
-            "no planned level fits the server's context limit of {limit} tokens ({}): the smallest needs {smallest} (prompt + output); raise it with {} to at least {smallest} and restart the server, or lower --input-len/--output-len",
+            "no planned level fits the server's context limit of {limit} tokens ({}): the smallest needs {smallest} (prompt + output); raise it with {} to at least {smallest} and restart the server, or lower {lengths}",
             server
                 .context_limit_source
                 .as_deref()

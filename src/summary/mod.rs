@@ -306,6 +306,10 @@ pub struct RunSummary {
     /// The replayed trace (`--trace`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub traces: Vec<LevelSummary>,
+    /// What the run said it would do before its first request: the `plan:` line, and the
+    /// `limits:` line when a length does not fit the server's context.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plan: Vec<String>,
     pub warnings: Vec<String>,
     /// The server's clock minus this machine's, from its `Date` headers (scheduled runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -380,6 +384,7 @@ impl RunSummary {
             search: None,
             multi_turn: Vec::new(),
             traces: Vec::new(),
+            plan: Vec::new(),
             warnings: Vec::new(),
             clock_offset: None,
             merged: None,

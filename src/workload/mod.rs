@@ -4,6 +4,7 @@
 pub mod arrivals;
 pub mod clock;
 pub mod dataset;
+pub mod plan;
 pub mod prompt;
 pub mod requests;
 pub mod search;

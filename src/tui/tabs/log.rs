@@ -1,4 +1,4 @@
-//! Log tab: failures by kind with their first message, skips, crashes and warnings; the servers
+//! Log tab: the plan the run started with; failures by kind with their first message, skips, crashes and warnings; the servers
 //! servetop started and the tail of their log; the run's configuration.
 
 use ratatui::buffer::Buffer;
@@ -12,7 +12,53 @@ use crate::tui::theme::Theme;
 /// Draws the tab.
 pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     let s = &app.session.summary;
-    let mut events: Vec<Line> = Vec::new();
+    let events = event_lines(app, th);
+    let cfg_lines: Vec<Line> = app
+        .config_lines
+        .iter()
+        .map(|(k, v)| {
+            Line::from(vec![
+                Span::styled(format!("{k:<24}"), th.accent),
+                Span::raw(v.as_str()),
+            ])
+        })
+        .collect();
+    let side = area.width >= 120;
+    let (a, mut b) = if side {
+        let [a, b] = Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)])
+            .areas(area);
+        (a, b)
+    } else {
+        let [a, b] =
+            Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(area);
+        (a, b)
+    };
+    Paragraph::new(events)
+        .block(th.panel(" failures, skips, warnings "))
+        .wrap(Wrap { trim: true })
+        .render(a, buf);
+    if s.config.serve.is_some() {
+        // The server servetop started: its newest output under the configuration.
+        let [cfg, log] =
+            Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(b);
+        b = cfg;
+        render_server_log(app, log, buf, th);
+    }
+    Paragraph::new(cfg_lines)
+        .block(th.panel(" configuration "))
+        .wrap(Wrap { trim: true })
+        .render(b, buf);
+}
+
+/// The plan, then what happened: failures, cancellations, crashes, skips, warnings, the
+/// servers servetop started, the run's error.
+fn event_lines<'a>(app: &'a App, th: &Theme) -> Vec<Line<'a>> {
+    let s = &app.session.summary;
+    let mut events: Vec<Line> = s
+        .plan
+        .iter()
+        .map(|p| Line::styled(p.clone(), th.accent))
+        .collect();
     for l in s.levels() {
         let Some(st) = app.level_stats(l.index) else {
             continue;
@@ -71,44 +117,10 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
             Span::raw(e.clone()),
         ]));
     }
-    if events.is_empty() {
+    if events.len() == s.plan.len() {
         events.push(Line::styled("no failures, skips or warnings so far", th.ok));
     }
-    let cfg_lines: Vec<Line> = app
-        .config_lines
-        .iter()
-        .map(|(k, v)| {
-            Line::from(vec![
-                Span::styled(format!("{k:<24}"), th.accent),
-                Span::raw(v.as_str()),
-            ])
-        })
-        .collect();
-    let side = area.width >= 120;
-    let (a, mut b) = if side {
-        let [a, b] = Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)])
-            .areas(area);
-        (a, b)
-    } else {
-        let [a, b] =
-            Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(area);
-        (a, b)
-    };
-    Paragraph::new(events)
-        .block(th.panel(" failures, skips, warnings "))
-        .wrap(Wrap { trim: true })
-        .render(a, buf);
-    if s.config.serve.is_some() {
-        // The server servetop started: its newest output under the configuration.
-        let [cfg, log] =
-            Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(b);
-        b = cfg;
-        render_server_log(app, log, buf, th);
-    }
-    Paragraph::new(cfg_lines)
-        .block(th.panel(" configuration "))
-        .wrap(Wrap { trim: true })
-        .render(b, buf);
+    events
 }
 
 /// The last lines of server.log that fit, newest at the bottom.

@@ -1,0 +1,252 @@
+//! What a run is about to do, said before its first request (the warmup included): the plan
+//! line (`plan: …`: levels, requests, lengths, the context each long-context length needs,
+//! the time once a level has measured it) and the limits that can be checked before the sweep
+//! (a length the server's context cannot hold, and what servetop will do about it).
+
+use super::{LevelKind, LevelSpec};
+use crate::fmt::fmt_tokens;
+
+/// Plans with more levels than this ask for confirmation on a terminal (`--yes` skips it).
+pub const CONFIRM_LEVELS: usize = 20;
+
+/// The server's context limit as the plan checks it.
+pub struct Limit<'a> {
+    pub tokens: u64,
+    /// The flag that raises it (`--context-length`).
+    pub flag: &'a str,
+    /// Where the run restarts a server it started: the context it restarts with for a need.
+    pub restart: Option<&'a dyn Fn(u64) -> Option<u64>>,
+}
+
+fn need(l: &LevelSpec) -> u64 {
+    l.input_tokens + u64::from(l.output_tokens)
+}
+
+fn list<T: ToString>(xs: impl IntoIterator<Item = T>) -> String {
+    xs.into_iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Concurrencies as a person writes them: runs of 4 or more consecutive values as `1–100`.
+fn concurrencies(cs: &[u32]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cs.len() {
+        let mut j = i;
+        while j + 1 < cs.len() && cs[j + 1] == cs[j] + 1 {
+            j += 1;
+        }
+        if j - i >= 3 {
+            out.push(format!("{}–{}", cs[i], cs[j]));
+        } else {
+            out.extend(cs[i..=j].iter().map(ToString::to_string));
+        }
+        i = j + 1;
+    }
+    out.join(", ")
+}
+
+/// `levels` of one kind, first runs only (with `--repeat`, the repeats are counted apart).
+fn of_kind(levels: &[LevelSpec], kind: LevelKind) -> Vec<&LevelSpec> {
+    levels
+        .iter()
+        .filter(|l| l.kind == kind && l.repeat.is_none_or(|r| r.n == 1))
+        .collect()
+}
+
+/// The plan line: `plan: 11 levels, 235 requests — sweep C=1, 4, 8 (…); long context …;
+/// time: after the first level`.
+pub fn plan_line(levels: &[LevelSpec]) -> String {
+    let requests: u64 = levels.iter().map(|l| u64::from(l.requests)).sum();
+    let mut parts = Vec::new();
+    let sweep = of_kind(levels, LevelKind::Sweep);
+    if let Some(first) = sweep.first() {
+        let (lo, hi) = sweep.iter().fold((u32::MAX, 0), |(lo, hi), l| {
+            (lo.min(l.requests), hi.max(l.requests))
+        });
+        let each = if lo == hi {
+            format!("{lo} request{} a level", if lo == 1 { "" } else { "s" })
+        } else {
+            format!("{lo} to {hi} requests a level")
+        };
+        parts.push(format!(
+            "sweep C={} ({} in / {} out tokens, {each})",
+            concurrencies(&sweep.iter().map(|l| l.concurrency).collect::<Vec<_>>()),
+            first.input_tokens,
+            first.output_tokens
+        ));
+    }
+    let rates = of_kind(levels, LevelKind::Rate);
+    if !rates.is_empty() {
+        parts.push(format!(
+            "rates {} req/s",
+            list(
+                rates
+                    .iter()
+                    .filter_map(|l| l.arrival)
+                    .map(|a| crate::fmt::fmt_rate(a.request_rate))
+            )
+        ));
+    }
+    let long = of_kind(levels, LevelKind::LongContext);
+    if let Some(first) = long.first() {
+        parts.push(format!(
+            "long context {} (each + {} output tokens: up to {} tokens of context)",
+            list(long.iter().map(|l| fmt_tokens(l.input_tokens))),
+            first.output_tokens,
+            long.iter().map(|l| need(l)).max().unwrap_or(0)
+        ));
+    }
+    for l in of_kind(levels, LevelKind::MultiTurn) {
+        if let Some(c) = l.conversation {
+            parts.push(format!(
+                "{} chats of {} turns at C={}",
+                l.requests / c.turns.max(1),
+                c.turns,
+                l.concurrency
+            ));
+        }
+    }
+    if !of_kind(levels, LevelKind::Trace).is_empty() {
+        parts.push("a trace replay".into());
+    }
+    let runs = levels
+        .iter()
+        .filter_map(|l| l.repeat.map(|r| r.of))
+        .max()
+        .filter(|n| *n > 1)
+        .map_or(String::new(), |n| format!(" ({n} runs of each)"));
+    format!(
+        "plan: {} level{}{runs}, {requests} requests — {}; time: after the first level",
+        levels.len(),
+        if levels.len() == 1 { "" } else { "s" },
+        parts.join("; ")
+    )
+}
+
+/// The lengths the server's context cannot hold, and what the run will do: restart the server
+/// it started with a larger context, or skip them (naming the flag). `None`: everything fits,
+/// or the limit is not known.
+pub fn limits_line(levels: &[LevelSpec], limit: &Limit<'_>) -> Option<String> {
+    let over: Vec<&LevelSpec> = levels
+        .iter()
+        .filter(|l| l.repeat.is_none_or(|r| r.n == 1) && need(l) > limit.tokens)
+        .collect();
+    if over.is_empty() {
+        return None;
+    }
+    let names = list(over.iter().map(|l| match l.kind {
+        LevelKind::LongContext => format!("{} ctx", fmt_tokens(l.input_tokens)),
+        LevelKind::Sweep => format!("C={}", l.concurrency),
+        _ => format!("{} in + {} out", l.input_tokens, l.output_tokens),
+    }));
+    let most = over.iter().map(|l| need(l)).max().unwrap_or(0);
+    let head = format!(
+        "limits: {names} need{} more than the server's {}-token context",
+        if over.len() == 1 { "s" } else { "" },
+        limit.tokens
+    );
+    let restartable = |l: &&LevelSpec| l.kind == LevelKind::LongContext;
+    let text = match limit.restart {
+        Some(f) if over.iter().all(restartable) => {
+            let contexts: Vec<String> = over
+                .iter()
+                .map(|l| f(need(l)).map_or("-".into(), |c| c.to_string()))
+                .collect();
+            format!(
+                "{head}: servetop restarts the server it started with {} {} for {}",
+                limit.flag,
+                contexts.join(", "),
+                if over.len() == 1 { "it" } else { "them" }
+            )
+        }
+        _ => format!(
+            "{head}: {} will be skipped; to measure {}, restart the server with {} of at least {most}{}",
+            if over.len() == 1 { "it" } else { "they" },
+            if over.len() == 1 { "it" } else { "them" },
+            limit.flag,
+            if over.iter().any(|l| l.kind == LevelKind::LongContext) {
+                if over.len() == 1 {
+                    " (or leave it out: --long-context)"
+                } else {
+                    " (or leave them out: --long-context)"
+                }
+            } else {
+                " (or lower --input-len/--output-len)"
+            }
+        ),
+    };
+    Some(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::RequestCount;
+
+    fn demo_levels() -> Vec<LevelSpec> {
+        let cfg = crate::config::RunConfig {
+            concurrency: vec![1, 4, 8, 16, 64, 100],
+            input_len: 1000,
+            output_len: 100,
+            requests_per_level: RequestCount::PerConcurrency {
+                factor: 1.0,
+                min: 5,
+            },
+            long_context: vec![8000, 16000, 30000, 60000, 100_000],
+            long_context_output_len: 512,
+            ..crate::config::RunConfig::minimal("http://127.0.0.1:1")
+        };
+        cfg.levels()
+    }
+
+    #[test]
+    fn the_plan_line_counts_levels_and_requests_and_names_the_lengths() {
+        let line = plan_line(&demo_levels());
+        assert_eq!(
+            line,
+            "plan: 11 levels, 203 requests — sweep C=1, 4, 8, 16, 64, 100 (1000 in / 100 out tokens, 5 to 100 requests a level); long context 8K, 16K, 30K, 60K, 100K (each + 512 output tokens: up to 100512 tokens of context); time: after the first level"
+        );
+    }
+
+    #[test]
+    fn consecutive_concurrencies_are_a_range() {
+        let cs: Vec<u32> = (1..=100).collect();
+        assert_eq!(concurrencies(&cs), "1–100");
+        assert_eq!(
+            concurrencies(&[1, 2, 3, 8, 9, 10, 11, 64]),
+            "1, 2, 3, 8–11, 64"
+        );
+    }
+
+    #[test]
+    fn lengths_over_the_limit_are_named_with_what_happens_to_them() {
+        let levels = demo_levels();
+        let skip = Limit {
+            tokens: 32768,
+            flag: "--context-length",
+            restart: None,
+        };
+        assert_eq!(
+            limits_line(&levels, &skip).unwrap(),
+            "limits: 60K ctx, 100K ctx need more than the server's 32768-token context: they will be skipped; to measure them, restart the server with --context-length of at least 100512 (or leave them out: --long-context)"
+        );
+        let pow2 = |need: u64| Some(need.next_power_of_two());
+        let restart = Limit {
+            restart: Some(&pow2),
+            ..skip
+        };
+        assert_eq!(
+            limits_line(&levels, &restart).unwrap(),
+            "limits: 60K ctx, 100K ctx need more than the server's 32768-token context: servetop restarts the server it started with --context-length 65536, 131072 for them"
+        );
+        let roomy = Limit {
+            tokens: 200_000,
+            flag: "--context-length",
+            restart: None,
+        };
+        assert!(limits_line(&levels, &roomy).is_none());
+    }
+}
