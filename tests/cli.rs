@@ -358,6 +358,59 @@ fn help_lists_the_three_commands() {
     }
 }
 
+/// `run -h` fits one 80-line screen at 80 columns: the flags most runs need under their
+/// headings, then examples against SGLang, vLLM and llama.cpp; `run --help` has every flag,
+/// grouped under the same headings and more.
+#[test]
+fn run_help_is_short_and_grouped() {
+    let help = |flag: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_servetop"))
+            .args(["run", flag])
+            .env("COLUMNS", "80")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let short = help("-h");
+    let lines = short.lines().count();
+    assert!(lines <= 80, "run -h is {lines} lines:\n{short}");
+    assert!(short.lines().all(|l| l.chars().count() <= 80), "{short}");
+    for must in [
+        "Server:",
+        "Plan:",
+        "Outputs:",
+        "--base-url",
+        "--concurrency",
+        "--input-len",
+        "--output-len",
+        "--long-context",
+        "--dry-run",
+        "--yes",
+        "# SGLang",
+        "# vLLM",
+        "# llama-server",
+    ] {
+        assert!(short.contains(must), "run -h lacks {must}:\n{short}");
+    }
+    // Rarer flags wait for --help.
+    assert!(!short.contains("--gpu-hour-cost"), "{short}");
+    let long = help("--help");
+    for must in [
+        "Server:",
+        "Plan:",
+        "Workload:",
+        "SLO and capacity search:",
+        "Telemetry and cost:",
+        "Outputs:",
+        "Distributed (several client machines):",
+        "--gpu-hour-cost",
+        "--trace-speedup",
+    ] {
+        assert!(long.contains(must), "run --help lacks {must}");
+    }
+}
+
 /// A `servetop sim` child on a free port; returns it and its URL.
 fn sim_child() -> (std::process::Child, String) {
     sim_child_with(&[], &[])

@@ -27,12 +27,26 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// `run -h` and `--help` end with these: the default plan against each engine.
+const RUN_EXAMPLES: &str = "\
+Examples (the default plan: C=1..100, 1000 in / 500 out, then 30K, 60K, 100K):
+  servetop run --base-url http://127.0.0.1:30000   # SGLang (--enable-metrics)
+  servetop run --base-url http://127.0.0.1:8000    # vLLM
+  servetop run --base-url http://127.0.0.1:8080    # llama-server --metrics
+  servetop run --base-url URL --dry-run            # the plan only
+  servetop demo                                    # no server: the simulator
+  # servetop starts vLLM, restarted with more context for lengths that need it:
+  servetop run --serve \\
+      'vllm serve M --port {port} --max-model-len {context_len}'
+--help lists every flag, grouped.";
+
 // Parsed once at startup: the size of the `run` flags does not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Benchmark a running server: concurrency sweep, request-rate sweep (when asked), then
     /// long-context ladder.
+    #[command(after_help = RUN_EXAMPLES, after_long_help = RUN_EXAMPLES)]
     Run(RunArgs),
     /// Serve the built-in simulated inference server (OpenAI-compatible, labelled simulated).
     Sim(SimArgs),
@@ -219,35 +233,51 @@ pub struct GpuArgs {
 /// Options shared by `run` and `demo`.
 #[derive(Debug, Args, Clone)]
 pub struct OutputArgs {
+    /// Run directory (default: runs/<UTC time>-<model>/).
+    ///
     /// Run directory for requests.jsonl, results.json and summary.md
     /// [default: runs/<UTC time>-<model>/].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", help_heading = "Outputs")]
     pub out: Option<PathBuf>,
+    /// Progress lines instead of the dashboard.
+    ///
     /// Print progress lines and tables instead of the dashboard (automatic when stdout is not a
     /// terminal).
-    #[arg(long)]
+    #[arg(long, help_heading = "Outputs")]
     pub headless: bool,
     /// Dashboard frames per second (lower it over a slow link).
-    #[arg(long, default_value = "10")]
+    #[arg(
+        long,
+        default_value = "10",
+        help_heading = "Outputs",
+        hide_short_help = true
+    )]
     pub fps: f64,
     /// Serve servetop's own Prometheus metrics at `http://ADDR/metrics` while the run goes
     /// (`servetop_` requests by outcome, tokens, TTFT/ITL/TPOT/E2E histograms, in flight,
     /// level), e.g. 0.0.0.0:9464 or just 9464.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(
+        long,
+        value_name = "ADDR",
+        help_heading = "Outputs",
+        hide_short_help = true
+    )]
     pub metrics_listen: Option<String>,
     /// Size of the PNG charts written into <run dir>/charts/.
-    #[arg(long, value_name = "WxH", default_value = "1600x900", value_parser = parse_size)]
+    #[arg(long, value_name = "WxH", default_value = "1600x900", value_parser = parse_size, help_heading = "Outputs", hide_short_help = true)]
     pub chart_size: (u32, u32),
+    /// Compare with a previous run (directory or results.json).
+    ///
     /// Compare against a previous run: its run directory or its results.json. Its curves are
     /// drawn dimmed beside this run's, the tables get Δ% columns (out tok/s, TTFT p50, TPOT
     /// p50) for the levels both runs measured, and results.json and summary.md keep each
     /// level's change.
-    #[arg(long, value_name = "RUN_DIR_OR_RESULTS_JSON")]
+    #[arg(long, value_name = "RUN_DIR_OR_RESULTS_JSON", help_heading = "Outputs")]
     pub baseline: Option<PathBuf>,
     /// With --baseline: exit with code 3 when a level is worse than the baseline's by more
     /// than PCT percent (out tok/s lower, or TTFT or TPOT p50 higher), or the baseline
     /// measured it and this run did not.
-    #[arg(long, value_name = "PCT", requires = "baseline", value_parser = percent)]
+    #[arg(long, value_name = "PCT", requires = "baseline", value_parser = percent, help_heading = "Outputs", hide_short_help = true)]
     pub fail_on_regression: Option<f64>,
 }
 
@@ -255,31 +285,54 @@ pub struct OutputArgs {
 #[allow(clippy::struct_excessive_bools)]
 #[derive(Debug, Args, Clone)]
 pub struct RunArgs {
+    /// Server root URL, without /v1 (`http://127.0.0.1:30000`).
+    ///
     /// Server root URL, without /v1 (e.g. `http://127.0.0.1:30000`).
-    #[arg(long, value_name = "URL", required_unless_present_any = ["resume", "serve"])]
+    #[arg(long, value_name = "URL", required_unless_present_any = ["resume", "serve"], help_heading = "Server")]
     pub base_url: Option<String>,
+    /// Start the server too: `vllm serve M --port {port} …`.
+    ///
     /// Start the server too: this command (run by `sh`), with `{port}` (a free port, unless the
     /// command fixes one with --port N) and `{context_len}` (--context-len) filled in, e.g.
     /// `vllm serve MODEL --port {port} --max-model-len {context_len}`. Its output goes to
     /// server.log in the run directory; it is stopped, with its whole process group, when
     /// servetop ends.
-    #[arg(long, value_name = "CMD", conflicts_with = "base_url")]
+    #[arg(
+        long,
+        value_name = "CMD",
+        conflicts_with = "base_url",
+        help_heading = "Server"
+    )]
     pub serve: Option<String>,
+    /// Context limit of the --serve server, filled into `{context_len}`.
+    ///
     /// The context limit of the server --serve starts, filled into `{context_len}`.
-    #[arg(long, value_name = "N", requires = "serve", value_parser = count)]
+    #[arg(long, value_name = "N", requires = "serve", value_parser = count, help_heading = "Server")]
     pub context_len: Option<u64>,
     /// Contexts a --serve server may be restarted with when a long-context length does not fit
     /// (65536,131072 or 64k,128k): the first that holds the length. Without it, the smallest
     /// multiple of 1024 that does.
-    #[arg(long, value_name = "LIST", requires = "serve", value_parser = list)]
+    #[arg(long, value_name = "LIST", requires = "serve", value_parser = list, help_heading = "Server", hide_short_help = true)]
     pub context_steps: Option<List>,
     /// Seconds to wait for the server --serve started to answer /health and /v1/models.
-    #[arg(long, value_name = "S", default_value = "600", requires = "serve")]
+    #[arg(
+        long,
+        value_name = "S",
+        default_value = "600",
+        requires = "serve",
+        help_heading = "Server",
+        hide_short_help = true
+    )]
     pub serve_timeout: f64,
     /// When the --serve server crashes or runs out of memory during a level, restart it once
     /// (same context) and go on; the level's requests stay failed. Without it the run stops
     /// there, saying how the server exited and its last log lines.
-    #[arg(long, requires = "serve")]
+    #[arg(
+        long,
+        requires = "serve",
+        help_heading = "Server",
+        hide_short_help = true
+    )]
     pub restart_on_crash: bool,
     /// Run the whole plan once per server configuration: NAME=V1,V2,... sets the --serve
     /// command's option NAME (replaced if the command has it, added if not) to each value;
@@ -287,201 +340,389 @@ pub struct RunArgs {
     /// --serve-param=-np=1,2. Each run gets a sub-directory, and the overlay comparison of
     /// all of them is written to the run directory.
     #[arg(
+        help_heading = "Server",
+        hide_short_help = true,
         long,
         value_name = "NAME=V1,V2",
         requires = "serve",
         allow_hyphen_values = true
     )]
     pub serve_param: Vec<String>,
-    /// Continue an interrupted run in DIR from its first unfinished level, with the
-    /// configuration it was started with (other measurement flags are ignored).
-    #[arg(long, value_name = "DIR")]
-    pub resume: Option<PathBuf>,
-    /// Print the plan (levels, requests, lengths, and the lengths the server's context cannot
-    /// hold) and exit without sending a request.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Start a plan of more than 20 levels without asking (on a terminal servetop asks first;
-    /// headless it only warns).
-    #[arg(long)]
-    pub yes: bool,
+    /// Request protocol (auto: /v1/completions, exact prompt lengths).
+    ///
     /// Request protocol: auto picks /v1/completions (exact prompt lengths, no chat template).
-    #[arg(long, value_enum, default_value = "auto")]
+    #[arg(long, value_enum, default_value = "auto", help_heading = "Server")]
     pub backend: BackendChoice,
+    /// Model name to request (default: the server's first).
+    ///
     /// Model name to request [default: the server's first model].
-    #[arg(long)]
+    #[arg(long, help_heading = "Server")]
     pub model: Option<String>,
+    /// Closed-loop levels: 1,2,4 or 1-8 or 1-128*2, or none.
+    ///
     /// Concurrency levels of the closed-loop sweep: a list (1,2,4,8), a range (1-8, 10-100/10,
     /// 1-128*2), or none.
-    #[arg(long, value_name = "LIST", default_value = "1,2,4,8,16,32,64,100", value_parser = list)]
+    #[arg(long, value_name = "LIST", default_value = "1,2,4,8,16,32,64,100", value_parser = list, help_heading = "Plan")]
     pub concurrency: List,
+    /// Open-loop request rates after the sweep (req/s), or none.
+    ///
     /// Open-loop levels after the concurrency sweep, in requests/s: requests are sent on a
     /// precomputed schedule whether or not earlier ones finished (1,2,4,8; 0.5,1.5; 1-16*2; or
     /// none). Use `--concurrency none` for a rate sweep alone.
-    #[arg(long, value_name = "LIST", default_value = "none", value_parser = rates)]
+    #[arg(long, value_name = "LIST", default_value = "none", value_parser = rates, help_heading = "Plan")]
     pub request_rate: Rates,
     /// Gaps between arrivals at a rate level: gamma with this shape and mean 1/rate. 1 is
     /// Poisson; below 1 burstier (0.5 doubles the gap variance); above 1 more even.
-    #[arg(long, value_name = "B", default_value = "1")]
+    #[arg(
+        long,
+        value_name = "B",
+        default_value = "1",
+        help_heading = "Plan",
+        hide_short_help = true
+    )]
     pub burstiness: f64,
     /// Seconds over which each rate level's rate rises linearly from 0 to its target.
-    #[arg(long, value_name = "S", default_value = "0")]
+    #[arg(
+        long,
+        value_name = "S",
+        default_value = "0",
+        help_heading = "Plan",
+        hide_short_help = true
+    )]
     pub ramp_up: f64,
     /// Most requests in flight at a rate level; requests due beyond it wait in the client, and
     /// that wait is measured as client queue time (`t_send - t_sched`) [default: no cap].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = "Plan", hide_short_help = true)]
     pub max_concurrency: Option<u32>,
     /// Run every level N times, interleaved (the whole plan, then again), and report each
     /// figure's mean and 95 % confidence interval across the runs (`ci95` in results.json, ±
     /// in the tables); a level whose runs disagree beyond their own intervals is flagged.
-    #[arg(long, value_name = "N", default_value = "1")]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "1",
+        help_heading = "Plan",
+        hide_short_help = true
+    )]
     pub repeat: u32,
     #[command(flatten)]
     pub trace: TraceArgs,
     #[command(flatten)]
     pub clock: ShardArgs,
+    /// Input tokens per sweep request (exact).
+    ///
     /// Input tokens per sweep request (exact, counted with the server's tokenizer).
-    #[arg(long, value_name = "N", default_value = "1000", value_parser = count)]
+    #[arg(long, value_name = "N", default_value = "1000", value_parser = count, help_heading = "Plan")]
     pub input_len: u64,
     /// Leading tokens of --input-len that every sweep, rate and multi-turn prompt shares (a
     /// common system prompt), so the server's prefix cache can serve them; the rest of each
     /// prompt stays unique. 0: every prompt is unique from its first token.
-    #[arg(long, value_name = "N", default_value = "0", value_parser = count)]
+    #[arg(long, value_name = "N", default_value = "0", value_parser = count, help_heading = "Workload", hide_short_help = true)]
     pub shared_prefix_len: u64,
+    /// Prompts from a ShareGPT or JSONL file, not random text.
+    ///
     /// Prompts from a file instead of random text: ShareGPT conversations (JSON array or JSON
     /// Lines, as `vllm bench serve` reads them) or `{"prompt": ..., "output_len": N}` per line.
     /// The first user message is the prompt and the reply's length the output length (else
     /// --output-len); a multi-turn level sends the conversation's user messages as its turns.
     /// Applies to the sweep, rate and multi-turn levels; the long-context ladder stays exact.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", help_heading = "Workload")]
     pub dataset: Option<PathBuf>,
+    /// Add chats of K turns (what the prefix cache saves).
+    ///
     /// Add a multi-turn level after the others: chats of K turns, each turn sent with the whole
     /// history (the earlier user messages and the server's real replies), to see what the prefix
     /// cache saves turn by turn. The first message has --input-len tokens (the shared prefix
     /// becomes a system message), the later ones --followup-len.
-    #[arg(long, value_name = "K")]
+    #[arg(long, value_name = "K", help_heading = "Workload")]
     pub multi_turn: Option<u32>,
     /// Multi-turn: conversations to run.
-    #[arg(long, value_name = "N", default_value = "16")]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "16",
+        help_heading = "Workload",
+        hide_short_help = true
+    )]
     pub conversations: u32,
     /// Multi-turn: conversations in progress at once (each sends its next turn as soon as the
     /// last reply ends).
-    #[arg(long, value_name = "C", default_value = "4")]
+    #[arg(
+        long,
+        value_name = "C",
+        default_value = "4",
+        help_heading = "Workload",
+        hide_short_help = true
+    )]
     pub conversation_concurrency: u32,
     /// Multi-turn: tokens of each follow-up user message.
-    #[arg(long, value_name = "N", default_value = "64", value_parser = count)]
+    #[arg(long, value_name = "N", default_value = "64", value_parser = count, help_heading = "Workload", hide_short_help = true)]
     pub followup_len: u64,
+    /// Output tokens per sweep request (`ignore_eos`).
+    ///
     /// Output tokens per sweep request (sent with `ignore_eos` so every request generates them all).
-    #[arg(long, value_name = "N", default_value = "500", value_parser = count_u32)]
+    #[arg(long, value_name = "N", default_value = "500", value_parser = count_u32, help_heading = "Plan")]
     pub output_len: u32,
+    /// Measured requests a level: N, or Fx for F × C.
+    ///
     /// Measured requests per sweep level: a number, or a multiple of C like 3x (at least
     /// --min-requests); at a rate level Fx means F seconds' worth (F × rate requests).
-    #[arg(long, value_name = "N|Fx", default_value = "3x")]
+    #[arg(long, value_name = "N|Fx", default_value = "3x", help_heading = "Plan")]
     pub requests_per_level: String,
     /// Fewest measured requests per level when --requests-per-level is a multiple of C.
-    #[arg(long, value_name = "N", default_value = "10")]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "10",
+        help_heading = "Plan",
+        hide_short_help = true
+    )]
     pub min_requests: u32,
     /// Unmeasured warmup requests before the first level (also calibrate prompt lengths).
-    #[arg(long, value_name = "N", default_value = "1")]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "1",
+        help_heading = "Plan",
+        hide_short_help = true
+    )]
     pub warmup: u32,
+    /// Long-context lengths, one request at a time, or none.
+    ///
     /// Input lengths of the long-context ladder, one request at a time (k = ×1000), or none.
-    #[arg(long, value_name = "LIST", default_value = "30k,60k,100k", value_parser = list)]
+    #[arg(long, value_name = "LIST", default_value = "30k,60k,100k", value_parser = list, help_heading = "Plan")]
     pub long_context: List,
     /// Output tokens per long-context request.
-    #[arg(long, value_name = "N", default_value = "256", value_parser = count_u32)]
+    ///
+    /// Output tokens per long-context request.
+    #[arg(long, value_name = "N", default_value = "256", value_parser = count_u32, help_heading = "Plan")]
     pub long_context_output_len: u32,
+    /// Continue an interrupted run in DIR (new prompts).
+    ///
+    /// Continue an interrupted run in DIR from its first unfinished level, with the
+    /// configuration it was started with (other measurement flags are ignored).
+    #[arg(long, value_name = "DIR", help_heading = "Plan")]
+    pub resume: Option<PathBuf>,
+    /// Print the plan and exit without sending a request.
+    ///
+    /// Print the plan (levels, requests, lengths, and the lengths the server's context cannot
+    /// hold) and exit without sending a request.
+    #[arg(long, help_heading = "Plan")]
+    pub dry_run: bool,
+    /// Start a plan of more than 20 levels without asking.
+    ///
+    /// Start a plan of more than 20 levels without asking (on a terminal servetop asks first;
+    /// headless it only warns).
+    #[arg(long, help_heading = "Plan")]
+    pub yes: bool,
     /// Requests per long-context length.
-    #[arg(long, value_name = "N", default_value = "3")]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "3",
+        help_heading = "Plan",
+        hide_short_help = true
+    )]
     pub long_context_repeats: u32,
     /// A local tokenizer.json to size prompts and count chunk tokens when the server has no
     /// /tokenize.
-    #[arg(long, value_name = "PATH")]
+    #[arg(
+        long,
+        value_name = "PATH",
+        help_heading = "Server",
+        hide_short_help = true
+    )]
     pub tokenizer: Option<PathBuf>,
     /// Sampling temperature.
-    #[arg(long, default_value = "0")]
+    #[arg(
+        long,
+        default_value = "0",
+        help_heading = "Workload",
+        hide_short_help = true
+    )]
     pub temperature: f64,
     /// Offer these tools with every chat request: a JSON file of OpenAI tools (a list, or
     /// {"tools": [...]}), or `builtin` for three small ones. The streamed tool calls count as
     /// output; each request's calls and time to the first are recorded.
-    #[arg(long, value_name = "FILE|builtin")]
+    #[arg(
+        long,
+        value_name = "FILE|builtin",
+        help_heading = "Workload",
+        hide_short_help = true
+    )]
     pub tools: Option<String>,
     /// `tool_choice` sent with --tools: auto (default), required or none.
-    #[arg(long, value_name = "CHOICE", requires = "tools", value_parser = ["auto", "required", "none"])]
+    #[arg(long, value_name = "CHOICE", requires = "tools", value_parser = ["auto", "required", "none"], help_heading = "Workload", hide_short_help = true)]
     pub tool_choice: Option<String>,
     /// USD per GPU hour: each level's cost per million output (and total) tokens, from its
     /// wall time and the GPUs sampled.
-    #[arg(long, value_name = "USD", conflicts_with = "cost_per_hour")]
+    #[arg(
+        long,
+        value_name = "USD",
+        conflicts_with = "cost_per_hour",
+        help_heading = "Telemetry and cost",
+        hide_short_help = true
+    )]
     pub gpu_hour_cost: Option<f64>,
     /// USD per hour for the whole deployment, instead of per GPU.
-    #[arg(long, value_name = "USD")]
+    #[arg(
+        long,
+        value_name = "USD",
+        help_heading = "Telemetry and cost",
+        hide_short_help = true
+    )]
     pub cost_per_hour: Option<f64>,
     /// `chat_template_kwargs` for every chat request (SGLang, vLLM), e.g.
     /// `'{"enable_thinking": true}'`.
-    #[arg(long, value_name = "JSON")]
+    #[arg(
+        long,
+        value_name = "JSON",
+        help_heading = "Workload",
+        hide_short_help = true
+    )]
     pub chat_template_kwargs: Option<String>,
     /// Seconds from sending to the first token before a request counts as a timeout.
-    #[arg(long, value_name = "S", default_value = "600")]
+    #[arg(
+        long,
+        value_name = "S",
+        default_value = "600",
+        help_heading = "Timeouts",
+        hide_short_help = true
+    )]
     pub first_token_timeout: f64,
     /// Seconds of stream silence after the first token before a request counts as a timeout.
-    #[arg(long, value_name = "S", default_value = "60")]
+    #[arg(
+        long,
+        value_name = "S",
+        default_value = "60",
+        help_heading = "Timeouts",
+        hide_short_help = true
+    )]
     pub idle_timeout: f64,
     /// Seconds to wait, with a countdown, for a server that stopped accepting connections before
     /// the rest of the run is aborted.
-    #[arg(long, value_name = "S", default_value = "60")]
+    #[arg(
+        long,
+        value_name = "S",
+        default_value = "60",
+        help_heading = "Server",
+        hide_short_help = true
+    )]
     pub server_wait: f64,
     /// Seconds in-flight requests get to finish after quit or skip.
-    #[arg(long, value_name = "S", default_value = "3")]
+    #[arg(
+        long,
+        value_name = "S",
+        default_value = "3",
+        help_heading = "Timeouts",
+        hide_short_help = true
+    )]
     pub grace: f64,
+    /// SLOs in ms, e.g. ttft:2000,tpot:50.
+    ///
     /// Service-level objectives in ms: ttft:2000,tpot:50,itl:100,e2el:30000. Goodput counts the
     /// requests meeting each of TTFT, TPOT and E2E; a level meets the SLO when every metric's
     /// --slo-percentile is within its limit (failed requests count as misses).
-    #[arg(long, value_name = "SPEC")]
+    #[arg(long, value_name = "SPEC", help_heading = "SLO and capacity search")]
     pub slo: Option<String>,
     /// The percentile a level must meet every --slo limit at (90, 99, p99.9).
-    #[arg(long, value_name = "P", default_value = "90")]
+    #[arg(
+        long,
+        value_name = "P",
+        default_value = "90",
+        help_heading = "SLO and capacity search",
+        hide_short_help = true
+    )]
     pub slo_percentile: String,
+    /// Find the highest request rate meeting --slo.
+    ///
     /// Find the highest request rate meeting --slo: a closed-loop throughput probe, then
     /// open-loop rate levels bisecting between a passing and a failing rate. Runs the search
     /// alone (no concurrency sweep, rate levels or long-context ladder).
-    #[arg(long, value_name = "rate")]
+    #[arg(long, value_name = "rate", help_heading = "SLO and capacity search")]
     pub search: Option<String>,
     /// Stop bisecting when the bracket [pass, fail] is this narrow: 5% (of the passing rate)
     /// or 0.5 (requests/s).
-    #[arg(long, value_name = "X%|X", default_value = "5%")]
+    #[arg(
+        long,
+        value_name = "X%|X",
+        default_value = "5%",
+        help_heading = "SLO and capacity search",
+        hide_short_help = true
+    )]
     pub search_precision: String,
     /// Seconds' worth of requests per search probe (rate × S requests).
-    #[arg(long, value_name = "S", default_value = "30")]
+    #[arg(
+        long,
+        value_name = "S",
+        default_value = "30",
+        help_heading = "SLO and capacity search",
+        hide_short_help = true
+    )]
     pub search_seconds: f64,
     /// Fewest measured requests per search probe, so its percentile rests on enough of them.
-    #[arg(long, value_name = "N", default_value = "100")]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "100",
+        help_heading = "SLO and capacity search",
+        hide_short_help = true
+    )]
     pub search_min_requests: u32,
     /// Closed-loop workers of the search's throughput probe [default: --max-concurrency, else 64].
-    #[arg(long, value_name = "N")]
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "SLO and capacity search",
+        hide_short_help = true
+    )]
     pub search_probe_concurrency: Option<u32>,
     /// Seed of the random prompt text (same seed, same prompts) [default: a new one each run,
     /// written to results.json, so a second run is not answered from the server's prefix cache].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = "Plan", hide_short_help = true)]
     pub seed: Option<u64>,
     /// Environment variable holding the API key (sent as a Bearer token, never written).
-    #[arg(long, value_name = "NAME", default_value = "SERVETOP_API_KEY")]
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "SERVETOP_API_KEY",
+        help_heading = "Server",
+        hide_short_help = true
+    )]
     pub api_key_env: String,
     /// Keep every chunk's arrival time and token count in requests.jsonl.
-    #[arg(long)]
+    #[arg(long, help_heading = "Telemetry and cost", hide_short_help = true)]
     pub record_chunks: bool,
     /// The engine's Prometheus endpoint [default: <base-url>/metrics].
-    #[arg(long, value_name = "URL")]
+    #[arg(
+        long,
+        value_name = "URL",
+        help_heading = "Telemetry and cost",
+        hide_short_help = true
+    )]
     pub metrics_url: Option<String>,
     /// Do not scrape the engine's metrics.
-    #[arg(long)]
+    #[arg(long, help_heading = "Telemetry and cost", hide_short_help = true)]
     pub no_metrics: bool,
     /// A DCGM exporter endpoint (e.g. `http://gpu-host:9400/metrics`) for GPUs on another host.
-    #[arg(long, value_name = "URL")]
+    #[arg(
+        long,
+        value_name = "URL",
+        help_heading = "Telemetry and cost",
+        hide_short_help = true
+    )]
     pub dcgm_url: Option<String>,
     /// Do not sample GPUs.
-    #[arg(long)]
+    #[arg(long, help_heading = "Telemetry and cost", hide_short_help = true)]
     pub no_gpu: bool,
     /// Seconds between GPU samples.
-    #[arg(long, value_name = "S", default_value = "1")]
+    #[arg(
+        long,
+        value_name = "S",
+        default_value = "1",
+        help_heading = "Telemetry and cost",
+        hide_short_help = true
+    )]
     pub gpu_interval: f64,
     #[command(flatten)]
     pub output: OutputArgs,

@@ -15,26 +15,49 @@ pub struct ShardArgs {
     /// Every level sends requests for S seconds (instead of its request count), then gives
     /// the requests in flight --drain-seconds to finish; useful alone, and what lets shards
     /// change levels together.
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", help_heading = "Plan", hide_short_help = true)]
     pub level_seconds: Option<f64>,
     /// Seconds after a time-bounded level stops sending that its requests in flight get to
     /// finish; those still running then are cancelled (counted as cancelled, not failed).
-    #[arg(long, value_name = "S", requires = "level_seconds")]
+    #[arg(
+        long,
+        value_name = "S",
+        requires = "level_seconds",
+        help_heading = "Plan",
+        hide_short_help = true
+    )]
     pub drain_seconds: Option<f64>,
     /// Start the first level at TIME, and level k at TIME + k × (--level-seconds +
     /// --drain-seconds), whatever the others do: an RFC 3339 time (2026-12-02T10:00:00Z), Unix
     /// seconds (@1796205600), or +S seconds from now. Shards given the same TIME change levels
     /// together with no coordinator.
-    #[arg(long, value_name = "TIME", requires = "level_seconds")]
+    #[arg(
+        long,
+        value_name = "TIME",
+        requires = "level_seconds",
+        help_heading = "Distributed (several client machines)",
+        hide_short_help = true
+    )]
     pub start_at: Option<String>,
     /// Run shard I of N (I from 0): C/N of each level's workers, rate/N of each rate level
     /// with its own arrivals, every Nth request of a dataset or trace. Each shard writes its
     /// own run directory; `servetop report --merge DIR...` makes one run of them. Needs
     /// --start-at and --level-seconds.
-    #[arg(long, value_name = "I/N", conflicts_with = "shards")]
+    #[arg(
+        long,
+        value_name = "I/N",
+        conflicts_with = "shards",
+        help_heading = "Distributed (several client machines)",
+        hide_short_help = true
+    )]
     pub shard: Option<String>,
     /// Run one of N shards, the index from `JOB_COMPLETION_INDEX` (a Kubernetes Indexed Job's).
-    #[arg(long, value_name = "N")]
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "Distributed (several client machines)",
+        hide_short_help = true
+    )]
     pub shards: Option<u32>,
 }
 

@@ -14,19 +14,49 @@ pub struct TraceArgs {
     /// inference CSV (`TIMESTAMP`, `ContextTokens`, `GeneratedTokens`). Prompts have the recorded
     /// lengths; requests naming the same `hash_ids` share those 512-token blocks of text, so the
     /// server's prefix cache sees what production did. --max-concurrency caps it.
-    #[arg(long, value_name = "FILE")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "Workload",
+        hide_short_help = true
+    )]
     pub trace: Option<PathBuf>,
     /// The trace's format: mooncake or azure [default: detected from the content].
-    #[arg(long, value_name = "FORMAT", requires = "trace")]
+    #[arg(
+        long,
+        value_name = "FORMAT",
+        requires = "trace",
+        help_heading = "Workload",
+        hide_short_help = true
+    )]
     pub trace_format: Option<String>,
     /// Replay the trace X times faster (recorded gaps divided by X).
-    #[arg(long, value_name = "X", default_value = "1", requires = "trace")]
+    #[arg(
+        long,
+        value_name = "X",
+        default_value = "1",
+        requires = "trace",
+        help_heading = "Workload",
+        hide_short_help = true
+    )]
     pub trace_speedup: f64,
     /// Replay only the trace's first N requests (of the window, with --trace-window).
-    #[arg(long, value_name = "N", requires = "trace")]
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "trace",
+        help_heading = "Workload",
+        hide_short_help = true
+    )]
     pub trace_limit: Option<u32>,
     /// Replay only the requests recorded FROM to TO seconds after the trace's first (0:600).
-    #[arg(long, value_name = "FROM:TO", requires = "trace")]
+    #[arg(
+        long,
+        value_name = "FROM:TO",
+        requires = "trace",
+        help_heading = "Workload",
+        hide_short_help = true
+    )]
     pub trace_window: Option<String>,
 }
 
