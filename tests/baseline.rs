@@ -269,4 +269,22 @@ fn the_limits_edge_and_one_figure_alone(tmp: &Path, run: &Path, now: &Value) {
             }
         }
     }
+    // A baseline of other lengths shares no level with the run: the comparison asked for
+    // cannot be made, and says so with a failing exit, gate or not.
+    let mut other = now.clone();
+    for l in other["sweep"].as_array_mut().unwrap() {
+        l["input_len"] = serde_json::json!(l["input_len"].as_u64().unwrap() + 1);
+    }
+    let path = tmp.join("other-lengths.json");
+    std::fs::write(&path, serde_json::to_vec(&other).unwrap()).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_servetop"))
+        .arg("report")
+        .arg(run)
+        .arg("--baseline")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("no level of this plan matches"), "{err}");
 }

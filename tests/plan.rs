@@ -1,7 +1,8 @@
 //! The plan before the run (docs/outputs.md, "The plan"): the `plan:` line comes before the
 //! warmup's, with the lengths the server's context cannot hold named at the start, not after
 //! the sweep; `--dry-run` prints it and sends nothing to the server's engine; a plan of more
-//! than 20 levels is said headless. The simulator child's own record (`GET /sim/requests`) is
+//! than 20 levels is said headless; `report` of two runs of different plans says so, carries
+//! each plan in its legend and calls the comparison not like for like. The simulator child's own record (`GET /sim/requests`) is
 //! what says whether a request reached its engine.
 
 // Integration tests may unwrap: a panic is the failure report.
@@ -25,6 +26,7 @@ fn the_plan_comes_first_and_names_what_does_not_fit() {
     dry_run_sends_nothing(&url);
     the_plan_comes_before_the_warmup(&url, &dir);
     many_levels_are_said_headless(&url, &dir);
+    unlike_plans_are_said_when_compared(&dir);
     let _ = child.kill();
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
@@ -145,4 +147,32 @@ fn many_levels_are_said_headless(url: &str, dir: &std::path::Path) {
         out.contains("[warning] the plan has 21 levels and 21 requests"),
         "{out}"
     );
+}
+
+fn unlike_plans_are_said_when_compared(dir: &std::path::Path) {
+    let cmp = dir.join("cmp");
+    let o = servetop(&[
+        "report",
+        dir.to_str().unwrap(),
+        dir.join("many").to_str().unwrap(),
+        "--label",
+        "A",
+        "--label",
+        "B",
+        "--out",
+        cmp.to_str().unwrap(),
+        "--chart-size",
+        "400x225",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("warning: these runs had different plans"),
+        "{err}"
+    );
+    let md = std::fs::read_to_string(cmp.join("summary.md")).unwrap();
+    assert!(md.contains("## A · 100 in / 8 out tokens"), "{md}");
+    assert!(md.contains("## B · 10 in / 1 out tokens"), "{md}");
+    let across = md.split("## Findings across the runs").nth(1).unwrap();
+    assert!(across.contains("not like for like"), "{md}");
 }

@@ -145,11 +145,24 @@ pub fn report(
             dirs.len()
         ));
     }
+    // Runs of different plans carry their plan in the legend, so no curve passes for another.
+    let plans: Vec<String> = loaded
+        .iter()
+        .map(|(s, _)| s.config.lengths_label())
+        .collect();
+    let unlike = plans.iter().any(|p| *p != plans[0]);
     let names: Vec<String> = dirs
         .iter()
         .zip(&loaded)
         .enumerate()
-        .map(|(i, (d, (s, _)))| labels.get(i).cloned().unwrap_or_else(|| run_label(s, d)))
+        .map(|(i, (d, (s, _)))| {
+            let name = labels.get(i).cloned().unwrap_or_else(|| run_label(s, d));
+            if unlike {
+                format!("{name} · {}", plans[i])
+            } else {
+                name
+            }
+        })
         .collect();
     if dirs.len() == 1 && out.is_none() {
         let (s, t) = &loaded[0];
