@@ -114,6 +114,9 @@ fn print_notice(n: Notice, s: &Session, dir: Option<&std::path::Path>) {
                         st.scalars.completed
                     ));
                 }
+                if let Some(line) = time_left_line(&s.summary) {
+                    say(&line);
+                }
             }
         }
         Notice::Warning(w) => say(&format!("[warning] {w}")),
@@ -142,6 +145,26 @@ fn print_notice(n: Notice, s: &Session, dir: Option<&std::path::Path>) {
         }
         Notice::None => {}
     }
+}
+
+/// `[time] about 12 min left for the 7 levels still to run (rough: …)`, once a level has
+/// been measured and while levels wait.
+fn time_left_line(s: &crate::summary::RunSummary) -> Option<String> {
+    let eta = crate::summary::eta::waiting(s)?;
+    if eta.levels + eta.unknown == 0 {
+        return None;
+    }
+    let unknown = if eta.unknown > 0 {
+        format!("; {} more not estimated (a trace replay)", eta.unknown)
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "[time] {} left for the {} level{} still to run (rough, from the levels measured so far; server restarts not included{unknown})",
+        crate::summary::eta::range_text(&eta),
+        eta.levels,
+        if eta.levels == 1 { "" } else { "s" }
+    ))
 }
 
 /// The server, the prompt method and the run directory, once the run has started.

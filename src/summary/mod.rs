@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 pub mod baseline;
+pub mod eta;
 pub mod findings;
 pub mod merge;
 pub mod repeats;

@@ -74,6 +74,8 @@ pub struct App {
     /// A replayed trace's latency over its timeline.
     pub trace_view: super::views::TraceView,
     pub findings_view: super::views::FindingsView,
+    /// The levels still waiting, estimated from those measured (computed with the views).
+    pub waiting_eta: Option<crate::summary::eta::Eta>,
     /// The TTFT histogram of the level in progress (kept when it ends, until the next has one).
     pub latency: Option<LatencyView>,
     /// Each level with a baseline match against it (`--baseline`), live for the one running.
@@ -111,6 +113,7 @@ impl App {
             long_view: LongView::default(),
             trace_view: super::views::TraceView::default(),
             findings_view: super::views::FindingsView::default(),
+            waiting_eta: None,
             latency: None,
             deltas: std::collections::BTreeMap::new(),
             flash: None,

@@ -82,6 +82,7 @@ impl App {
         self.long_view = self.long_points();
         self.trace_view = self.trace_points();
         self.findings_view = super::views::FindingsView::of(s);
+        self.waiting_eta = crate::summary::eta::waiting(s);
     }
 
     /// The long-context ladder's points, and each length's expected prefill time.

@@ -441,8 +441,22 @@ fn render_progress(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
                 0.0
             };
             let eta = app.eta_s().map_or(String::new(), |e| {
+                // The run's: this level's rest and the waiting levels' estimate.
+                let run = app
+                    .waiting_eta
+                    .filter(|w| w.levels > 0)
+                    .map_or(String::new(), |w| {
+                        let at = |s: f64| {
+                            crate::tui::text::clock(std::time::Duration::from_secs_f64(e + s))
+                        };
+                        if w.high_s <= w.low_s * 1.25 {
+                            format!(" · run ~{}", at(w.high_s))
+                        } else {
+                            format!(" · run {}–{}", at(w.low_s), at(w.high_s))
+                        }
+                    });
                 format!(
-                    " · ETA {}",
+                    " · ETA {}{run}",
                     crate::tui::text::clock(std::time::Duration::from_secs_f64(e))
                 )
             });
