@@ -23,7 +23,7 @@ fn servetop(args: &[&str]) -> (i32, String, Duration) {
 const U: &str = "http://127.0.0.1:9";
 
 /// Bad input, and what its one-line error must say.
-const BAD_INPUTS: [(&[&str], &str); 32] = [
+const BAD_INPUTS: [(&[&str], &str); 33] = [
     (
         &[
             "run",
@@ -96,6 +96,17 @@ const BAD_INPUTS: [(&[&str], &str); 32] = [
     (
         &["report", "--merge", "/nonexistent-shard-dir"],
         "no shard could be read",
+    ),
+    // Before the server is asked anything (port 9 would say "cannot reach").
+    (
+        &[
+            "run",
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--dataset",
+            "/nonexistent.jsonl",
+        ],
+        "--dataset /nonexistent.jsonl: no such file",
     ),
     (
         &["run", "--base-url", "http://127.0.0.1:9", "--headless"],
@@ -455,7 +466,7 @@ fn bad_inputs_against_a_live_server() {
                 "--dataset",
                 "/nonexistent/sharegpt.json",
             ],
-            "--dataset /nonexistent/sharegpt.json: cannot read it".into(),
+            "--dataset /nonexistent/sharegpt.json: no such file".into(),
         ),
         (
             vec!["run", "--base-url", &url, "--model", "nope", "--headless"],

@@ -33,9 +33,9 @@ pub async fn sim(a: SimArgs) -> i32 {
         handle.url(),
         cfg.context_length,
         cfg.max_running,
-        cfg.prefill_tokens_per_s,
-        cfg.decode_step_ms,
-        cfg.accept_length.mean()
+        crate::fmt::num(Some(cfg.prefill_tokens_per_s)),
+        crate::fmt::num(Some(cfg.decode_step_ms)),
+        crate::fmt::num(Some(cfg.accept_length.mean()))
     );
     let Some(every) = cfg.faults.restart_every_s else {
         let _ = tokio::signal::ctrl_c().await;

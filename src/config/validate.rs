@@ -92,6 +92,10 @@ impl RunConfig {
 
     /// Checks what clap cannot.
     pub fn validate(&self) -> Result<(), String> {
+        // A file the run will read is checked before any server is asked anything.
+        if let Some(p) = self.dataset.as_ref().filter(|p| !p.is_file()) {
+            return Err(format!("--dataset {}: no such file", p.display()));
+        }
         let rates = &self.open_loop.request_rates;
         for (flag, v) in [
             ("--gpu-hour-cost", self.gpu_hour_cost),

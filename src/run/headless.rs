@@ -196,7 +196,11 @@ fn level_started_line(s: &Session, l: &crate::summary::LevelSummary) -> String {
         s.summary.config.dataset.is_some() && l.kind != crate::workload::LevelKind::LongContext;
     let count = match l.seconds {
         Some(secs) => format!("{secs} s of requests"),
-        None => format!("{} requests", l.requests),
+        None => format!(
+            "{} request{}",
+            l.requests,
+            if l.requests == 1 { "" } else { "s" }
+        ),
     };
     let late = match l.start_late_ms {
         Some(ms) if ms > 1000 => format!(

@@ -150,7 +150,11 @@ pub fn render_all(
                 })
             }),
         ),
-        ("long_context.png", long_context::draw, true),
+        (
+            "long_context.png",
+            long_context::draw,
+            any(|s| !s.long_context.is_empty()),
+        ),
         ("spec_decoding.png", sweep::spec_decoding, true),
         (
             "rates.png",
