@@ -408,6 +408,27 @@ mod tests {
     }
 
     #[test]
+    fn a_length_servetop_restarts_its_server_for_is_not_called_too_long() {
+        let mut app = fixtures::long_context_in_flight(false);
+        app.tab = Tab::LongContext;
+        // A server of 10K: the lengths after the running 8K do not fit it.
+        app.session.summary.server.as_mut().unwrap().context_limit = Some(10_000);
+        let before = draw(&app, 160, 48);
+        assert!(before.contains("too long"), "{before}");
+        app.session.summary.config.serve = Some(crate::config::ServeConfig {
+            command: "vllm serve M --port {port} --max-model-len {context_len}".into(),
+            context_len: Some(32768),
+            context_steps: Vec::new(),
+            timeout_s: 600.0,
+            restart_on_crash: false,
+            params: Vec::new(),
+        });
+        let after = draw(&app, 160, 48);
+        assert!(!after.contains("too long"), "{after}");
+        assert!(after.contains("│16K      restarts "), "{after}");
+    }
+
+    #[test]
     fn long_context_request_in_flight() {
         snap(
             "long_context_prefilling",

@@ -118,8 +118,12 @@ fn row(
         .as_ref()
         .and_then(|s| s.context_limit);
     let wont_fit = limit.is_some_and(|n| l.input_len + u64::from(l.output_len) > n);
+    // A server servetop started is restarted with a larger context for such a length.
+    let restarts = app.session.summary.config.serve.is_some();
     let status = if running {
         "running"
+    } else if l.status == LevelStatus::Waiting && wont_fit && restarts {
+        "restarts"
     } else if l.status == LevelStatus::Waiting && wont_fit {
         "too long"
     } else {
