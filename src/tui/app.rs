@@ -274,6 +274,13 @@ impl App {
         if over && self.quitting {
             self.exit = true;
         }
+        if over {
+            // The run's end: the panel turns to every level's percentiles.
+            self.latency = None;
+        } else if finished.is_some() {
+            // The level's final figures, until the next level sends.
+            self.refresh_latency();
+        }
         if finished.is_some() || over {
             self.refresh_views();
         }

@@ -271,22 +271,32 @@ impl App {
     /// dozen requests does not read as a barcode.
     pub(super) fn refresh_latency(&mut self) {
         self.refresh_steady_ticks();
+        let sweep_tab = |l: &&crate::summary::LevelSummary| {
+            matches!(
+                l.kind,
+                LevelKind::Sweep | LevelKind::Rate | LevelKind::Trace
+            )
+        };
+        // The level in progress; once it has ended (its last requests may have come in the
+        // same batch as its end), its final figures, so the panel follows it to the end.
         let Some(l) = self
             .session
             .current
             .and_then(|i| self.session.summary.level(i))
-            .filter(|l| {
-                matches!(
-                    l.kind,
-                    LevelKind::Sweep | LevelKind::Rate | LevelKind::Trace
-                )
+            .filter(sweep_tab)
+            .or_else(|| {
+                self.session
+                    .summary
+                    .levels()
+                    .filter(sweep_tab)
+                    .filter(|l| l.stats.is_some())
+                    .max_by_key(|l| l.finished_at_unix_ms)
             })
         else {
             return;
         };
         let Some(d) = self
-            .current_stats
-            .as_ref()
+            .level_stats(l.index)
             .and_then(|s| s.dists.ttft_ms.clone())
         else {
             return;
