@@ -14,7 +14,6 @@
 // Integration tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
 
-use std::io::BufRead;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -22,6 +21,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 mod run_files;
+mod sim_child;
 
 /// A firehose child on CPU 1: its URL and the child (killed when the test ends).
 struct Firehose(Child, String);
@@ -34,19 +34,12 @@ impl Drop for Firehose {
 }
 
 fn firehose(extra: &[&str]) -> Firehose {
-    let mut child = Command::new("taskset")
-        .args(["-c", "1", env!("CARGO_BIN_EXE_servetop")])
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", "1", env!("CARGO_BIN_EXE_servetop")])
         .args(["sim", "--firehose", "--port", "0"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    Firehose(child, line.trim().to_string())
+        .args(extra);
+    let (child, url) = sim_child::start(cmd);
+    Firehose(child, url)
 }
 
 /// User + system CPU seconds of a live process, from `/proc/PID/stat` (100 ticks a second).

@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 use servetop::config::RunConfig;
 use servetop::run::session::Session;
 use servetop::sim::faults::{FaultKind, Faults};
-use servetop::sim::{self, AcceptLength, SimConfig, SimHandle};
+use servetop::sim::{self, SimConfig, SimHandle};
 use servetop::summary::findings::Finding;
 use servetop::workload::RequestCount;
 
@@ -25,14 +25,7 @@ mod sim_run;
 mod sim_truth;
 
 fn sim_config() -> SimConfig {
-    let mut c = SimConfig::preset("fast").unwrap();
-    c.decode_step_ms = 10.0;
-    c.batch_growth = 0.0;
-    c.context_ms_per_1k = 0.0;
-    c.accept_length = AcceptLength::Fixed(1);
-    c.prefill_tokens_per_s = 1_000_000.0;
-    c.prefill_chunk_tokens = 1_000_000;
-    c
+    sim_run::steady_config(10.0)
 }
 
 async fn start(c: SimConfig) -> SimHandle {

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use servetop::config::RunConfig;
 use servetop::run::session::Session;
-use servetop::sim::{self, AcceptLength, SimConfig, SimHandle};
+use servetop::sim::{self, SimHandle};
 use servetop::workload::RequestCount;
 
 mod sim_run;
@@ -110,16 +110,12 @@ fn start_nginx(bin: &Path, dir: &Path, port: u16, upstream: SocketAddr, bufferin
 /// 10 ms a decode step, one token each (no speculation), prefill instant: a stream of 96
 /// tokens writes one small frame every 10 ms.
 async fn start_sim() -> SimHandle {
-    let mut c = SimConfig::preset("fast").unwrap();
-    c.decode_step_ms = 10.0;
-    c.batch_growth = 0.0;
-    c.context_ms_per_1k = 0.0;
-    c.accept_length = AcceptLength::Fixed(1);
-    c.prefill_tokens_per_s = 1_000_000.0;
-    c.prefill_chunk_tokens = 1_000_000;
-    sim::start(c, SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .unwrap()
+    sim::start(
+        sim_run::steady_config(10.0),
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+    )
+    .await
+    .unwrap()
 }
 
 /// C=1 and C=4, 8 requests each of 96 tokens, through `port`, written to `dir`.

@@ -2,17 +2,23 @@
 //! binary against a simulator of its own; returns the child and the URL it printed.
 
 // Integration tests may unwrap: a panic is the failure report.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, dead_code)]
 
 use std::process::{Child, Command, Stdio};
 
 /// `servetop sim --preset fast --port 0` with `args` added and `env` set.
 pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> (Child, String) {
-    use std::io::BufRead;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_servetop"))
-        .args(["sim", "--preset", "fast", "--port", "0"])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_servetop"));
+    cmd.args(["sim", "--preset", "fast", "--port", "0"])
         .args(args)
-        .envs(env.iter().copied())
+        .envs(env.iter().copied());
+    start(cmd)
+}
+
+/// Starts `cmd`, a `servetop sim` (perhaps behind `taskset`), and reads the URL it prints first.
+pub fn start(mut cmd: Command) -> (Child, String) {
+    use std::io::BufRead;
+    let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

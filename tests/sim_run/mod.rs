@@ -9,6 +9,7 @@ use servetop::event::RunState;
 use servetop::run::run_prepared;
 use servetop::run::session::Session;
 use servetop::runner::{self, Prepared};
+use servetop::sim::{AcceptLength, SimConfig};
 use tokio_util::sync::CancellationToken;
 
 /// Runs `prepared` under `cfg` to the end; it must finish.
@@ -63,4 +64,17 @@ pub async fn finished_into(cfg: RunConfig, dir: &std::path::Path) -> Session {
 /// A fresh directory under the temp dir for this process's run `name`.
 pub fn temp_run_dir(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("servetop-{name}-{}", std::process::id()))
+}
+
+/// A simulator whose shape is set by hand: `step_ms` a decode step whatever the batch or its
+/// context, one token a step (no speculation), prefill instant.
+pub fn steady_config(step_ms: f64) -> SimConfig {
+    let mut c = SimConfig::preset("fast").unwrap();
+    c.decode_step_ms = step_ms;
+    c.batch_growth = 0.0;
+    c.context_ms_per_1k = 0.0;
+    c.accept_length = AcceptLength::Fixed(1);
+    c.prefill_tokens_per_s = 1_000_000.0;
+    c.prefill_chunk_tokens = 1_000_000;
+    c
 }
