@@ -15,7 +15,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -23,14 +23,10 @@ use serde_json::Value;
 mod run_files;
 mod sim_child;
 
-/// A firehose child on CPU 1: its URL and the child (killed when the test ends).
-struct Firehose(Child, String);
-
-impl Drop for Firehose {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// A firehose child on CPU 1 (killed when the test ends) and its URL.
+struct Firehose {
+    _child: sim_child::KillOnDrop,
+    url: String,
 }
 
 fn firehose(extra: &[&str]) -> Firehose {
@@ -39,7 +35,10 @@ fn firehose(extra: &[&str]) -> Firehose {
         .args(["sim", "--firehose", "--port", "0"])
         .args(extra);
     let (child, url) = sim_child::start(cmd);
-    Firehose(child, url)
+    Firehose {
+        _child: sim_child::KillOnDrop(child),
+        url,
+    }
 }
 
 /// User + system CPU seconds of a live process, from `/proc/PID/stat` (100 ticks a second).
@@ -123,7 +122,7 @@ fn a_full_core_is_named_as_the_limit_and_an_idle_one_is_not() {
 
     // Flooded: 64 streams of 4000 tokens, each as fast as the firehose can write.
     let fast = firehose(&[]);
-    let (r, used) = run_pinned(&fast.1, 64, 4000, &tmp.join("flooded"));
+    let (r, used) = run_pinned(&fast.url, 64, 4000, &tmp.join("flooded"));
     drop(fast);
     let level = &r["sweep"][0];
     eprintln!(
@@ -168,7 +167,7 @@ fn a_full_core_is_named_as_the_limit_and_an_idle_one_is_not() {
 
     // Paced: one write every 20 ms a stream, 4 streams.
     let paced = firehose(&["--decode-step-ms", "20"]);
-    let (r, used) = run_pinned(&paced.1, 4, 100, &tmp.join("paced"));
+    let (r, used) = run_pinned(&paced.url, 4, 100, &tmp.join("paced"));
     drop(paced);
     let level = &r["sweep"][0];
     eprintln!(

@@ -20,15 +20,14 @@ fn servetop(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn the_plan_comes_first_and_names_what_does_not_fit() {
-    let (mut child, url) = sim_child::spawn(&["--context-length", "4096"], &[]);
+    let (child, url) = sim_child::spawn(&["--context-length", "4096"], &[]);
+    let _child = sim_child::KillOnDrop(child);
     let dir = std::env::temp_dir().join(format!("servetop-plan-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     dry_run_sends_nothing(&url);
     the_plan_comes_before_the_warmup(&url, &dir);
     many_levels_are_said_headless(&url, &dir);
     unlike_plans_are_said_when_compared(&dir);
-    let _ = child.kill();
-    let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -29,3 +29,13 @@ pub fn start(mut cmd: Command) -> (Child, String) {
         .unwrap();
     (child, line.trim().to_string())
 }
+
+/// A child process killed (and reaped) when dropped, so a failing test leaves none behind.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
