@@ -193,6 +193,7 @@ pub fn report(
     md.push_str(&super::markdown::across_section(
         &crate::summary::findings::compare::across(&labelled),
     ));
+    md.push_str(&super::markdown::side_by_side(&labelled));
     for ((name, s), dir) in labelled.iter().zip(dirs) {
         let _ = writeln!(md, "## {name} ({})\n", dir.display());
         md.push_str(&summary_md(s).replacen("# servetop results", "### results", 1));

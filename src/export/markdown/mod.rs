@@ -7,6 +7,7 @@ use std::fmt::Write;
 use crate::fmt::num;
 use crate::summary::{LevelSummary, RunSummary};
 
+mod compare;
 mod findings;
 mod repeats;
 mod shards;
@@ -14,6 +15,7 @@ mod steady;
 mod tables;
 mod trace;
 
+pub use compare::side_by_side;
 pub use findings::{across_section, findings_list, with_caveats};
 pub use repeats::{any_repeats, repeats_table};
 pub use tables::*;
