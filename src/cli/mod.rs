@@ -507,7 +507,7 @@ pub struct RunArgs {
     ///
     /// Print the plan (levels, requests, lengths, and the lengths the server's context cannot
     /// hold) and exit without sending a request.
-    #[arg(long, help_heading = "Plan")]
+    #[arg(long, conflicts_with = "resume", help_heading = "Plan")]
     pub dry_run: bool,
     /// Start a plan of more than 20 levels without asking.
     ///

@@ -42,22 +42,19 @@ pub fn side_by_side(runs: &[(String, &RunSummary)]) -> String {
     let Some(((_, first), rest)) = runs.split_first().filter(|_| !cs.is_empty()) else {
         return String::new();
     };
+    // Each figure: its column name and how to read it from a level.
+    type Figure = (&'static str, fn(Option<&LevelSummary>) -> Option<f64>);
+    let figures: [Figure; 2] = [("out tok/s", tput), ("TTFT p50 (ms)", ttft)];
     let mut head = String::from("| C |");
     let mut rule = String::from("|---:|");
-    for (i, (name, _)) in runs.iter().enumerate() {
-        let _ = write!(head, " {name} out tok/s |");
-        rule.push_str("---:|");
-        if i > 0 {
-            head.push_str(" Δ |");
+    for (what, _) in figures {
+        for (i, (name, _)) in runs.iter().enumerate() {
+            let _ = write!(head, " {name} {what} |");
             rule.push_str("---:|");
-        }
-    }
-    for (i, (name, _)) in runs.iter().enumerate() {
-        let _ = write!(head, " {name} TTFT p50 (ms) |");
-        rule.push_str("---:|");
-        if i > 0 {
-            head.push_str(" Δ |");
-            rule.push_str("---:|");
+            if i > 0 {
+                head.push_str(" Δ |");
+                rule.push_str("---:|");
+            }
         }
     }
     let mut out = format!(
@@ -65,16 +62,14 @@ pub fn side_by_side(runs: &[(String, &RunSummary)]) -> String {
         runs[0].0
     );
     for c in cs {
-        let base = at(first, c);
-        let _ = write!(out, "| {c} | {} |", num(tput(base)));
-        for (_, s) in rest {
-            let l = at(s, c);
-            let _ = write!(out, " {} | {} |", num(tput(l)), delta(tput(l), tput(base)));
-        }
-        let _ = write!(out, " {} |", num(ttft(base)));
-        for (_, s) in rest {
-            let l = at(s, c);
-            let _ = write!(out, " {} | {} |", num(ttft(l)), delta(ttft(l), ttft(base)));
+        let _ = write!(out, "| {c} |");
+        for (_, read) in figures {
+            let base = read(at(first, c));
+            let _ = write!(out, " {} |", num(base));
+            for (_, s) in rest {
+                let v = read(at(s, c));
+                let _ = write!(out, " {} | {} |", num(v), delta(v, base));
+            }
         }
         out.push('\n');
     }
