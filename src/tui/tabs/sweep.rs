@@ -440,26 +440,23 @@ fn render_progress(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
             } else {
                 0.0
             };
-            let eta = app.eta_s().map_or(String::new(), |e| {
-                // The run's: this level's rest and the waiting levels' estimate.
-                let run = app
-                    .waiting_eta
-                    .filter(|w| w.levels > 0)
-                    .map_or(String::new(), |w| {
-                        let at = |s: f64| {
-                            crate::tui::text::clock(std::time::Duration::from_secs_f64(e + s))
-                        };
-                        if w.high_s <= w.low_s * 1.25 {
-                            format!(" · run ~{}", at(w.high_s))
-                        } else {
-                            format!(" · run {}–{}", at(w.low_s), at(w.high_s))
-                        }
-                    });
-                format!(
-                    " · ETA {}{run}",
-                    crate::tui::text::clock(std::time::Duration::from_secs_f64(e))
-                )
-            });
+            // This level's rest at its pace, then the run's: that plus the waiting levels'
+            // estimate ("after this level" while this level has no pace yet).
+            let clock = |s: f64| crate::tui::text::clock(std::time::Duration::from_secs_f64(s));
+            let this = app.eta_s();
+            let run = app
+                .waiting_eta
+                .filter(|w| w.levels > 0)
+                .map_or(String::new(), |w| {
+                    let e = this.unwrap_or(0.0);
+                    let then = if this.is_some() { "run" } else { "then" };
+                    if w.high_s <= w.low_s * 1.25 {
+                        format!(" · {then} ~{}", clock(e + w.high_s))
+                    } else {
+                        format!(" · {then} {}–{}", clock(e + w.low_s), clock(e + w.high_s))
+                    }
+                });
+            let eta = this.map_or(String::new(), |e| format!(" · ETA {}", clock(e))) + &run;
             let paused = if app.paused { " · PAUSED" } else { "" };
             // At a rate level, the client queue says whether servetop is holding requests back.
             let queue = if l.kind == crate::workload::LevelKind::Rate {
