@@ -240,33 +240,35 @@ pub fn render(l: &Live<'_>) -> String {
 /// Where the sink puts the page and the HTTP handler reads it.
 pub type Page = Arc<Mutex<String>>;
 
-/// Serves `page` at `/metrics` on `listener` until the process ends.
+/// Serves `page` at `/metrics` on `listener` until the process ends, on a thread of its own
+/// below the streams' priority (a scrape never holds a read: `run::follower`).
 pub fn serve(listener: std::net::TcpListener, page: Page) -> Result<(), String> {
     listener
         .set_nonblocking(true)
         .map_err(|e| format!("--metrics-listen: {e}"))?;
-    let listener = tokio::net::TcpListener::from_std(listener)
-        .map_err(|e| format!("--metrics-listen: {e}"))?;
-    let app = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move || {
-            let page = page.clone();
-            async move {
-                let text = page.lock().map(|p| p.clone()).unwrap_or_default();
-                (
-                    [(
-                        axum::http::header::CONTENT_TYPE,
-                        "text/plain; version=0.0.4; charset=utf-8",
-                    )],
-                    text,
-                )
-            }
-        }),
-    );
-    tokio::spawn(async move {
+    crate::run::follower::detach("servetop-metrics", move || async move {
+        let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+            return;
+        };
+        let app = axum::Router::new().route(
+            "/metrics",
+            axum::routing::get(move || {
+                let page = page.clone();
+                async move {
+                    let text = page.lock().map(|p| p.clone()).unwrap_or_default();
+                    (
+                        [(
+                            axum::http::header::CONTENT_TYPE,
+                            "text/plain; version=0.0.4; charset=utf-8",
+                        )],
+                        text,
+                    )
+                }
+            }),
+        );
         let _ = axum::serve(listener, app).await;
-    });
-    Ok(())
+    })
+    .map_err(|e| format!("--metrics-listen: {e}"))
 }
 
 #[cfg(test)]

@@ -430,17 +430,14 @@ pub async fn drive(
     let mut flush = tokio::time::interval(Duration::from_millis(200));
     flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut state = RunState::Running;
+    // Events are taken every few milliseconds, never waited for (see `follower::DRAIN`).
+    let mut drain = super::follower::drain_ticker();
+    let mut batch = Vec::new();
     loop {
         tokio::select! {
-            ev = rx.recv() => {
-                let Some(ev) = ev else { break };
-                let mut batch = vec![ev];
-                while let Ok(more) = rx.try_recv() {
-                    batch.push(more);
-                    if batch.len() >= super::EVENT_BATCH { break; }
-                }
-                let full = batch.len() >= super::EVENT_BATCH;
-                for ev in batch {
+            _ = drain.tick() => {
+                let closed = super::follower::take(&mut rx, &mut batch);
+                for ev in batch.drain(..) {
                     if let Event::RunFinished { state: st, .. } = &ev {
                         state = *st;
                     }
@@ -448,12 +445,8 @@ pub async fn drive(
                     sink.apply(session, ev);
                     print_notice(n, session, sink.dir());
                 }
-                if state != RunState::Running {
+                if closed || state != RunState::Running {
                     break;
-                }
-                // A full batch lets the streams' reads go first.
-                if full {
-                    tokio::task::yield_now().await;
                 }
             }
             _ = flush.tick() => sink.flush(session),

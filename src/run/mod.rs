@@ -2,6 +2,7 @@
 //! event channel are put together, for the headless loop and the dashboard alike. What follows
 //! the events differs: [`headless::drive`] prints progress lines, the dashboard draws.
 
+pub mod follower;
 pub mod headless;
 pub mod session;
 pub mod sink;
@@ -21,12 +22,6 @@ use crate::summary::{LevelStatus, RunSummary};
 
 use self::session::Session;
 use self::sink::Sink;
-
-/// Most events folded in one go by the headless loop or the dashboard before the streams' reads
-/// get the core back: at a thousand streams ending together, folding and logging every record
-/// in one go would leave sockets unread for longer than a decode step (a token left unread
-/// until the next one arrives loses its own arrival time).
-pub const EVENT_BATCH: usize = 128;
 
 /// A benchmark under way: its events, its pause/skip control and the live token counter.
 pub struct Started {
@@ -72,10 +67,17 @@ pub async fn run_prepared(
     quiet: bool,
     cancel: CancellationToken,
 ) -> (RunState, Session) {
-    let mut session = Session::new(summary);
-    let mut sink = Sink::new(files);
     let run = start(cfg, prepared, &cancel);
-    let state = headless::drive(run.events, &mut session, &mut sink, quiet).await;
+    let events = run.events;
+    // Folding, file writes and progress lines on the follower thread: the streams' reads never
+    // wait for them (a terminal that blocks included).
+    let (state, mut session, mut sink) = follower::follow("servetop-follow", move || async move {
+        let mut session = Session::new(summary);
+        let mut sink = Sink::new(files);
+        let state = headless::drive(events, &mut session, &mut sink, quiet).await;
+        (state, session, sink)
+    })
+    .await;
     let _ = run.task.await;
     run.telemetry_stop.cancel();
     sink.save(&mut session);

@@ -14,7 +14,15 @@
 //!   placed on the same clock through the level's `origin_unix_us`, minus the write time, is the
 //!   timing error (the first event's is the TTFT error).
 //! - Memory: each case's peak RSS, and a long-context case (C=100, 100K-token prompts).
+//! - The ceiling: every capacity case also runs the [`mod@reference`] reader, the least a client can
+//!   do to read the same streams, against the same firehose on the same core; servetop's tokens/s
+//!   and CPU per token are reported as ratios to it, measured minutes apart at most, so they
+//!   mean the same on a fast machine and a slow one.
+//!
+//! Each repeat's cases go under `DIR/repeat-N/`, with that repeat's rows in
+//! `DIR/repeat-N/bench-client.json`; every row of every repeat is in `DIR/bench-client.json`.
 
+pub mod reference;
 mod report;
 pub mod soak;
 pub mod wave;
@@ -70,6 +78,21 @@ pub struct CaseResult {
     pub ttft_error_p50_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ttft_error_p99_ms: Option<f64>,
+    /// Capacity cases: the reference reader's tokens/s against the same firehose, on the same
+    /// core, in the same repeat, and servetop's as a ratio to it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference_tokens_per_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_reference: Option<f64>,
+    /// The reference reader's CPU per million tokens, and servetop's as a multiple of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference_cpu_s_per_million_tokens: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_ratio_to_reference: Option<f64>,
+    /// Dashboard cases: frames drawn a second over the whole case (asked: 10); below it where
+    /// the streams' reads left the dashboard's thread too little of the core.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frames_per_s: Option<f64>,
     /// Wave cases: each wave's start, how long it kept the client's core saturated, and its
     /// first tokens' timing error.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -113,6 +136,9 @@ fn case_config(a: &BenchCaseArgs) -> crate::config::RunConfig {
 
 /// The hidden `bench-case` command: runs one level and prints its [`CaseResult`] as JSON.
 pub async fn case(a: BenchCaseArgs) -> Result<CaseResult, String> {
+    if a.kind == REFERENCE {
+        return reference_case(&a);
+    }
     let cfg = case_config(&a);
     let prepared = crate::runner::prepare(&cfg, None).await?;
     let files = crate::export::RunFiles::create(&a.out)?;
@@ -135,7 +161,7 @@ pub async fn case(a: BenchCaseArgs) -> Result<CaseResult, String> {
     // each wave kept the core saturated.
     let fine = (a.kind == "wave").then(|| wave::sample_cpu(stop.clone()));
     let cancel = tokio_util::sync::CancellationToken::new();
-    let (_, session) = if a.ui == "dashboard" {
+    let (_, session, drawn) = if a.ui == "dashboard" {
         crate::tui::run_offscreen(
             &cfg,
             prepared,
@@ -148,7 +174,9 @@ pub async fn case(a: BenchCaseArgs) -> Result<CaseResult, String> {
         .await
         .map_err(|e| format!("dashboard: {e}"))?
     } else {
-        crate::run::run_prepared(&cfg, prepared, summary, Some(files), true, cancel).await
+        let (state, session) =
+            crate::run::run_prepared(&cfg, prepared, summary, Some(files), true, cancel).await;
+        (state, session, crate::tui::frames::Drawn::default())
     };
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = sampler.join();
@@ -202,8 +230,46 @@ pub async fn case(a: BenchCaseArgs) -> Result<CaseResult, String> {
         },
         peak_rss_mb: soak::rss_mb(std::process::id()).map_or(0.0, |r| r.1),
         origin_unix_us: origin,
+        frames_per_s: (a.ui == "dashboard").then(|| drawn.per_second()),
         ..CaseResult::default()
     })
+}
+
+/// The `bench-case` kind that runs the reference reader instead of servetop.
+const REFERENCE: &str = "reference";
+
+/// The reference reader as a case: its tokens/s and CPU in a [`CaseResult`].
+fn reference_case(a: &BenchCaseArgs) -> Result<CaseResult, String> {
+    let addr = a.url.trim_start_matches("http://").trim_end_matches('/');
+    let origin = crate::metrics::unix_us();
+    let r = reference::read(addr, a.concurrency, a.requests, a.input_len, a.output_len)?;
+    Ok(CaseResult {
+        kind: REFERENCE.into(),
+        concurrency: a.concurrency,
+        ui: "none".into(),
+        events_per_write: a.events_per_write,
+        input_len: a.input_len,
+        output_len: a.output_len,
+        requests: a.requests,
+        completed: r.requests,
+        tokens: r.tokens,
+        duration_s: r.duration_s,
+        tokens_per_s: r.tokens_per_s,
+        cpu_s: r.cpu_s,
+        cpu_s_per_million_tokens: r.cpu_s_per_million_tokens,
+        peak_rss_mb: soak::rss_mb(std::process::id()).map_or(0.0, |r| r.1),
+        origin_unix_us: origin,
+        ..CaseResult::default()
+    })
+}
+
+/// Puts the reference reader's figures, and servetop's ratios to them, on a capacity row.
+pub fn against_reference(r: &mut CaseResult, reference: &CaseResult) {
+    let (tok, cpu) = (reference.tokens_per_s, reference.cpu_s_per_million_tokens);
+    r.reference_tokens_per_s = Some(tok);
+    r.ratio_to_reference = (tok > 0.0).then(|| r.tokens_per_s / tok);
+    r.reference_cpu_s_per_million_tokens = Some(cpu);
+    r.cpu_ratio_to_reference = (cpu > 0.0).then(|| r.cpu_s_per_million_tokens / cpu);
 }
 
 /// A firehose child process.
@@ -424,10 +490,14 @@ fn print_case(r: &CaseResult) {
         r.server_cpu_pct,
         r.peak_rss_mb,
         r.timing_error_p99_ms.map_or(String::new(), |p| format!(
-            "  timing error p50 {:.3} p99 {p:.3} ms",
-            r.timing_error_p50_ms.unwrap_or(0.0)
+            "  timing error p50 {:.3} p99 {p:.3} ms, TTFT error p99 {:.3} ms",
+            r.timing_error_p50_ms.unwrap_or(0.0),
+            r.ttft_error_p99_ms.unwrap_or(f64::NAN)
         ))
     );
+    if let Some(f) = r.frames_per_s {
+        eprintln!("    dashboard drew {f:.1} frames a second (asked 10)");
+    }
     for w in &r.waves {
         eprintln!(
             "    wave {}: {} requests from {:.1} ms, written over {:.1} ms, core saturated {:.1} ms ({:.0} µs CPU per request), TTFT error p99 {:.3} ms",
@@ -465,6 +535,42 @@ fn add_timing_errors(r: &mut CaseResult, url: &str, d: &Path) -> Result<Vec<wave
     Ok(sent)
 }
 
+/// The capacity cases of one repeat, each beside the reference reader on the same firehose.
+fn capacity_cases(
+    a: &BenchClientArgs,
+    (sim_cpu, client_cpu): (Option<&str>, Option<&str>),
+    next_dir: &mut impl FnMut() -> PathBuf,
+) -> Result<Vec<CaseResult>, String> {
+    let mut rows = Vec::new();
+    for &epw in &a.events_per_write.0 {
+        let fh = firehose(sim_cpu, epw as u32, None)?;
+        for &c in &a.concurrency.0 {
+            let case = |kind, ui| Case {
+                kind,
+                concurrency: c as u32,
+                ui,
+                events_per_write: epw as u32,
+                input_len: a.input_len,
+                output_len: a.output_len,
+                requests: (c as u32 * a.requests_per_stream).max(a.min_requests),
+                record_chunks: false,
+            };
+            let reference = run_case(client_cpu, &fh, &case(REFERENCE, "none"), &next_dir())?;
+            eprintln!(
+                "  reference C={:<5} epw={:<2} {:>10.0} tok/s  cpu {:>5.2} s/Mtok",
+                c, epw, reference.tokens_per_s, reference.cpu_s_per_million_tokens
+            );
+            for ui in &a.ui {
+                let mut r = run_case(client_cpu, &fh, &case("capacity", ui), &next_dir())?;
+                against_reference(&mut r, &reference);
+                print_case(&r);
+                rows.push(r);
+            }
+        }
+    }
+    Ok(rows)
+}
+
 /// `servetop bench-client`.
 pub fn bench_client(a: &BenchClientArgs) -> Result<Vec<CaseResult>, String> {
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
@@ -497,32 +603,15 @@ pub fn bench_client(a: &BenchClientArgs) -> Result<Vec<CaseResult>, String> {
     );
     let mut out = Vec::new();
     let mut n = 0;
-    let mut next_dir = || {
-        n += 1;
-        dir.join(format!("case-{n:03}"))
-    };
-    for _ in 0..a.repeat.max(1) {
-        // Capacity.
-        for &epw in &a.events_per_write.0 {
-            let fh = firehose(sim_cpu, epw as u32, None)?;
-            for &c in &a.concurrency.0 {
-                for ui in &a.ui {
-                    let case = Case {
-                        kind: "capacity",
-                        concurrency: c as u32,
-                        ui,
-                        events_per_write: epw as u32,
-                        input_len: a.input_len,
-                        output_len: a.output_len,
-                        requests: (c as u32 * a.requests_per_stream).max(a.min_requests),
-                        record_chunks: false,
-                    };
-                    let r = run_case(client_cpu, &fh, &case, &next_dir())?;
-                    print_case(&r);
-                    out.push(r);
-                }
-            }
-        }
+    for repeat in 1..=a.repeat.max(1) {
+        let repeat_dir = dir.join(format!("repeat-{repeat}"));
+        std::fs::create_dir_all(&repeat_dir)
+            .map_err(|e| format!("cannot create {}: {e}", repeat_dir.display()))?;
+        let mut next_dir = || {
+            n += 1;
+            repeat_dir.join(format!("case-{n:03}"))
+        };
+        let mut rows = capacity_cases(a, (sim_cpu, client_cpu), &mut next_dir)?;
         // Accuracy at a realistic pace.
         for &c in &a.accuracy_concurrency.0 {
             for ui in &a.ui {
@@ -541,11 +630,11 @@ pub fn bench_client(a: &BenchClientArgs) -> Result<Vec<CaseResult>, String> {
                 let mut r = run_case(client_cpu, &fh, &case, &d)?;
                 add_timing_errors(&mut r, &fh.url, &d)?;
                 print_case(&r);
-                out.push(r);
+                rows.push(r);
             }
         }
         // Waves: a closed loop at a realistic pace, C streams ending and starting together.
-        out.extend(wave::cases(a, (sim_cpu, client_cpu), &mut next_dir)?);
+        rows.extend(wave::cases(a, (sim_cpu, client_cpu), &mut next_dir)?);
         // Memory with long prompts.
         if a.long_context_tokens > 0 {
             let fh = firehose(sim_cpu, 16, None)?;
@@ -561,11 +650,17 @@ pub fn bench_client(a: &BenchClientArgs) -> Result<Vec<CaseResult>, String> {
             };
             let r = run_case(client_cpu, &fh, &case, &next_dir())?;
             print_case(&r);
-            out.push(r);
+            rows.push(r);
         }
+        write_rows(&repeat_dir.join("bench-client.json"), &rows)?;
+        out.extend(rows);
     }
-    let json = serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?;
-    std::fs::write(dir.join("bench-client.json"), json)
-        .map_err(|e| format!("cannot write bench-client.json: {e}"))?;
+    write_rows(&dir.join("bench-client.json"), &out)?;
     Ok(out)
+}
+
+/// Rows as a JSON list.
+fn write_rows(path: &Path, rows: &[CaseResult]) -> Result<(), String> {
+    let json = serde_json::to_string_pretty(rows).map_err(|e| e.to_string())?;
+    std::fs::write(path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }

@@ -56,6 +56,11 @@ pub fn medians(rows: &[CaseResult]) -> Vec<CaseResult> {
                 timing_error_p99_ms: mo(|r| r.timing_error_p99_ms),
                 ttft_error_p50_ms: mo(|r| r.ttft_error_p50_ms),
                 ttft_error_p99_ms: mo(|r| r.ttft_error_p99_ms),
+                frames_per_s: mo(|r| r.frames_per_s),
+                reference_tokens_per_s: mo(|r| r.reference_tokens_per_s),
+                ratio_to_reference: mo(|r| r.ratio_to_reference),
+                reference_cpu_s_per_million_tokens: mo(|r| r.reference_cpu_s_per_million_tokens),
+                cpu_ratio_to_reference: mo(|r| r.cpu_ratio_to_reference),
                 waves: wave_medians(&group),
                 ..group[0].clone()
             }
@@ -84,9 +89,32 @@ fn wave_medians(group: &[&CaseResult]) -> Vec<super::wave::Wave> {
         .collect()
 }
 
-/// The table (medians when cases repeat), or the same rows as JSON.
-pub fn print(rows: &[CaseResult], json: bool) {
-    let rows = medians(rows);
+/// The worst (highest) of `f` over the repeats of `r`'s case, if any has it.
+fn worst(all: &[CaseResult], r: &CaseResult, f: fn(&CaseResult) -> Option<f64>) -> Option<f64> {
+    all.iter()
+        .filter(|x| {
+            (
+                &x.kind,
+                x.concurrency,
+                &x.ui,
+                x.events_per_write,
+                x.input_len,
+            ) == (
+                &r.kind,
+                r.concurrency,
+                &r.ui,
+                r.events_per_write,
+                r.input_len,
+            )
+        })
+        .filter_map(f)
+        .reduce(f64::max)
+}
+
+/// The table (medians when cases repeat, with the worst repeat's error p99 beside them), or the
+/// medians as JSON.
+pub fn print(all: &[CaseResult], json: bool) {
+    let rows = medians(all);
     if json {
         println!(
             "{}",
@@ -97,28 +125,43 @@ pub fn print(rows: &[CaseResult], json: bool) {
     println!("SIMULATED firehose server; client and firehose on this machine.");
     println!();
     println!(
-        "| case | C | ui | events/write | prompt | tok/s | chunks/s | client CPU s per Mtok | server CPU % | peak RSS MB | timing error p50 / p99 ms | TTFT error p50 / p99 ms | failed |"
+        "| case | C | ui | events/write | prompt | tok/s | × reference | client CPU s per Mtok | × reference | server CPU % | peak RSS MB | frames/s | timing error p50 / p99 / worst p99 ms | TTFT error p50 / p99 / worst p99 ms | failed |"
     );
-    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let ratio = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
+    let three = |a: Option<f64>, b: Option<f64>, w: Option<f64>| match (a, b, w) {
+        (Some(a), Some(b), Some(w)) => format!("{a:.3} / {b:.3} / {w:.3}"),
+        _ => "-".into(),
+    };
     let pair = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(a), Some(b)) => format!("{a:.3} / {b:.3}"),
         _ => "-".into(),
     };
     for r in &rows {
         println!(
-            "| {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.2} | {:.0} | {:.1} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {:.0} | {} | {:.2} | {} | {:.0} | {:.1} | {} | {} | {} | {} |",
             r.kind,
             r.concurrency,
             r.ui,
             r.events_per_write,
             r.input_len,
             r.tokens_per_s,
-            r.chunks_per_s,
+            ratio(r.ratio_to_reference),
             r.cpu_s_per_million_tokens,
+            ratio(r.cpu_ratio_to_reference),
             r.server_cpu_pct,
             r.peak_rss_mb,
-            pair(r.timing_error_p50_ms, r.timing_error_p99_ms),
-            pair(r.ttft_error_p50_ms, r.ttft_error_p99_ms),
+            r.frames_per_s.map_or("-".into(), |f| format!("{f:.1}")),
+            three(
+                r.timing_error_p50_ms,
+                r.timing_error_p99_ms,
+                worst(all, r, |x| x.timing_error_p99_ms)
+            ),
+            three(
+                r.ttft_error_p50_ms,
+                r.ttft_error_p99_ms,
+                worst(all, r, |x| x.ttft_error_p99_ms)
+            ),
             r.failed
         );
     }

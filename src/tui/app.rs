@@ -83,6 +83,10 @@ pub struct App {
     /// A short message shown in the footer until the given time.
     pub flash: Option<(String, Duration)>,
     pub no_color: bool,
+    /// Frames drawn lately (the event loop counts them).
+    pub frames: super::frames::FrameRate,
+    /// Frames a second drawn lately, when below what was asked (set by `tick`).
+    pub frames_lowered: Option<f64>,
 }
 
 impl App {
@@ -118,6 +122,8 @@ impl App {
             deltas: std::collections::BTreeMap::new(),
             flash: None,
             no_color,
+            frames: super::frames::FrameRate::default(),
+            frames_lowered: None,
         }
     }
 
@@ -355,6 +361,7 @@ impl App {
     /// Advances the clock: samples the live token rate once a second.
     pub fn tick(&mut self, now: Duration) {
         self.now = now;
+        self.frames_lowered = self.frames.lowered(now);
         let tokens = self.live_tokens.load(Ordering::Relaxed);
         self.tokens_since_send = tokens.saturating_sub(self.tokens_at_send);
         if self.tokens_since_send > 0 && self.first_token_seen_at.is_none() {

@@ -8,6 +8,7 @@ pub mod action;
 pub mod app;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
+pub mod frames;
 mod refresh;
 pub mod tab;
 pub mod tabs;
@@ -27,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::RunConfig;
 use crate::event::{self, RunState};
 use crate::export::RunFiles;
+use crate::run::follower::follow;
 use crate::run::session::Session;
 use crate::run::sink::Sink;
 use crate::runner::{Control, Prepared};
@@ -117,23 +119,29 @@ pub async fn run(
     });
     let mut terminal = terminal?;
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    let loop_ = Loop {
-        fps: screen.fps,
-        chart_size: screen.chart_size,
-        input: Some(EventStream::new()),
-        exit_when_done: screen.exit_when_done,
-    };
     let start = crate::run::start(cfg, prepared, &cancel);
-    let app = App::new(Session::new(summary), start.live_tokens.clone(), no_color)
-        .with_sink(Sink::new(files));
-    let r = loop_.run(app, start, &mut terminal, &cancel).await;
+    let cancel = cancel.clone();
+    // Folding, drawing and keys on the follower thread: the streams' reads never wait for a
+    // frame.
+    let r = follow("servetop-dashboard", move || async move {
+        let loop_ = Loop {
+            fps: screen.fps,
+            chart_size: screen.chart_size,
+            input: Some(EventStream::new()),
+            exit_when_done: screen.exit_when_done,
+        };
+        let app = App::new(Session::new(summary), start.live_tokens.clone(), no_color)
+            .with_sink(Sink::new(files));
+        loop_.run(app, start, &mut terminal, &cancel).await
+    })
+    .await;
     let _ = ratatui::try_restore();
-    r
+    r.map(|(state, session, _)| (state, session))
 }
 
 /// Runs the plan with the dashboard drawn at `fps` into a terminal of `size` cells that goes
 /// nowhere: the whole cost of the dashboard (folding, layout, diffing, escape codes) without a
-/// screen, for benchmarks. Ends when the run does.
+/// screen, for benchmarks. Ends when the run does, with what it drew.
 pub async fn run_offscreen(
     cfg: &RunConfig,
     prepared: Prepared,
@@ -142,7 +150,7 @@ pub async fn run_offscreen(
     fps: f64,
     size: (u16, u16),
     cancel: CancellationToken,
-) -> std::io::Result<(RunState, Session)> {
+) -> std::io::Result<(RunState, Session, frames::Drawn)> {
     let backend = ratatui::backend::CrosstermBackend::new(std::io::sink());
     let mut terminal = ratatui::Terminal::with_options(
         backend,
@@ -150,16 +158,20 @@ pub async fn run_offscreen(
             viewport: ratatui::Viewport::Fixed(ratatui::layout::Rect::new(0, 0, size.0, size.1)),
         },
     )?;
-    let loop_ = Loop {
-        fps,
-        chart_size: (1600, 900),
-        input: None,
-        exit_when_done: true,
-    };
     let start = crate::run::start(cfg, prepared, &cancel);
-    let app = App::new(Session::new(summary), start.live_tokens.clone(), false)
-        .with_sink(Sink::new(files));
-    loop_.run(app, start, &mut terminal, &cancel).await
+    let cancel = cancel.clone();
+    follow("servetop-dashboard", move || async move {
+        let loop_ = Loop {
+            fps,
+            chart_size: (1600, 900),
+            input: None,
+            exit_when_done: true,
+        };
+        let app = App::new(Session::new(summary), start.live_tokens.clone(), false)
+            .with_sink(Sink::new(files));
+        loop_.run(app, start, &mut terminal, &cancel).await
+    })
+    .await
 }
 
 /// How the dashboard on a terminal runs.
@@ -192,7 +204,7 @@ impl Loop {
         start: crate::run::Started,
         terminal: &mut ratatui::Terminal<B>,
         cancel: &CancellationToken,
-    ) -> std::io::Result<(RunState, Session)> {
+    ) -> std::io::Result<(RunState, Session, frames::Drawn)> {
         // Boxed: the loop's state is large, and the callers' futures stay small.
         let r = Box::pin(self.drive(
             app,
@@ -215,7 +227,8 @@ impl Loop {
         control_tx: &watch::Sender<Control>,
         cancel: &CancellationToken,
         task: tokio::task::JoinHandle<RunState>,
-    ) -> std::io::Result<(RunState, Session)> {
+    ) -> std::io::Result<(RunState, Session, frames::Drawn)> {
+        app.frames = frames::FrameRate::new(self.fps);
         let period = Duration::from_secs_f64(1.0 / self.fps.clamp(0.5, 60.0));
         let mut frames = tokio::time::interval(period);
         frames.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -223,6 +236,8 @@ impl Loop {
         let mut draw_error = None;
         // The runner drops its sender when it is done; the screen stays up until the user leaves.
         let mut runner_open = true;
+        let mut take_events = crate::run::follower::drain_ticker();
+        let mut batch = Vec::new();
         while !app.exit {
             let key = async {
                 match self.input.as_mut() {
@@ -231,24 +246,17 @@ impl Loop {
                 }
             };
             tokio::select! {
-                ev = rx.recv(), if runner_open => {
-                    let Some(ev) = ev else {
-                        runner_open = false;
-                        if self.exit_when_done { break; }
-                        continue;
-                    };
-                    app.apply(ev);
-                    let mut n = 1;
-                    while let Ok(more) = rx.try_recv() {
-                        app.apply(more);
-                        n += 1;
-                        if n >= crate::run::EVENT_BATCH { break; }
+                _ = take_events.tick(), if runner_open => {
+                    // Taken every few milliseconds, never waited for (`follower::DRAIN`).
+                    let closed = crate::run::follower::take(&mut rx, &mut batch);
+                    for ev in batch.drain(..) {
+                        app.apply(ev);
                     }
-                    // Statistics and file flushes wait for the next frame: at thousands of
-                    // requests a second, doing them per batch would take the core from the
-                    // streams being timed. A full batch lets the streams' reads go first.
-                    if n >= crate::run::EVENT_BATCH {
-                        tokio::task::yield_now().await;
+                    // The runner's channel stays open while the samplers report, so the run's
+                    // end is its last event, not the channel's.
+                    if closed || app.run_over() {
+                        runner_open = !closed;
+                        if self.exit_when_done { break; }
                     }
                 }
                 Some(term) = key => {
@@ -276,6 +284,7 @@ impl Loop {
                         cancel.cancel();
                         break;
                     }
+                    app.frames.drew(start.elapsed());
                 }
                 () = cancel.cancelled(), if !app.quitting => {
                     // SIGTERM or SIGHUP: stop like a confirmed quit.
@@ -294,7 +303,11 @@ impl Loop {
         if let Some(e) = draw_error {
             return Err(e);
         }
-        Ok((state, app.session))
+        let drawn = frames::Drawn {
+            frames: app.frames.total,
+            seconds: start.elapsed().as_secs_f64(),
+        };
+        Ok((state, app.session, drawn))
     }
 }
 

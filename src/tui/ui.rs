@@ -124,6 +124,18 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         Span::styled(text, th.ok)
     } else if app.paused {
         Span::styled(fit("PAUSED (p resumes)", room), th.warn)
+    } else if let Some(fps) = app.frames_lowered {
+        // The streams' reads come first on a busy core: say why the screen is slow.
+        Span::styled(
+            fit(
+                &format!(
+                    "{fps:.1} of {} fps: reading streams first",
+                    crate::fmt::num(Some(app.frames.target))
+                ),
+                room,
+            ),
+            th.warn,
+        )
     } else {
         Span::raw("")
     };
