@@ -37,7 +37,10 @@ use open_loop::OpenLoopCtx;
 pub use prepare::{Prepared, prepare, warmup_input};
 pub use search::SearchPlan;
 use server_watch::{ServerWatch, deliver};
-use worker::{Lane, LaneCtx, PROMPTS_AHEAD, Queue, Worker, prewarm_connections};
+use worker::{
+    BYTES_PER_TOKEN, Lane, LaneCtx, PROMPT_BYTES_AHEAD, PROMPTS_AHEAD, Queue, Worker,
+    prewarm_connections,
+};
 
 /// User intents the runner obeys between requests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -79,25 +82,28 @@ fn open_loop_rate(spec: &LevelSpec) -> Option<f64> {
 }
 
 /// Prompts to prepare before a level starts. Prompts are prepared ahead of the level, so
-/// sizing them (a /tokenize call each) never runs while it is measured; a level longer than
-/// the lookahead gets the rest from a producer that stays that far ahead, so memory follows
-/// the concurrency (a rate or trace level: ten seconds of arrivals), not the number of
-/// requests. A time-bounded level has no count to prepare: a few rounds of its workers (or
-/// its ten seconds of arrivals) ahead, the rest made while it runs, so preparing does not eat
-/// into its slot.
+/// sizing them (a /tokenize call each) never runs while it is measured: all of them where
+/// their text fits in [`PROMPT_BYTES_AHEAD`], at least [`PROMPTS_AHEAD`] otherwise; a level
+/// longer than the lookahead gets the rest from a producer that stays that far ahead, so
+/// memory follows the concurrency (a rate or trace level: ten seconds of arrivals), not the
+/// number of requests. A time-bounded level has no count to prepare: a few rounds of its
+/// workers (or its ten seconds of arrivals) ahead, the rest made while it runs, so preparing
+/// does not eat into its slot.
 fn prompts_ahead(spec: &LevelSpec) -> u32 {
     let arrivals = open_loop_rate(spec).map_or(0, |rate| {
         (rate * 10.0).ceil().min(f64::from(u32::MAX)) as u32
     });
+    let fit = PROMPT_BYTES_AHEAD / spec.input_tokens.max(1).saturating_mul(BYTES_PER_TOKEN);
+    let cap = u32::try_from(fit).unwrap_or(u32::MAX).max(PROMPTS_AHEAD);
     let most = match spec.seconds {
         Some(_) => spec
             .concurrency
             .saturating_mul(4)
             .max(arrivals)
             .clamp(64, PROMPTS_AHEAD),
-        None => PROMPTS_AHEAD.max(spec.concurrency.saturating_mul(2)),
+        None => cap.max(spec.concurrency.saturating_mul(2)),
     };
-    spec.requests.min(most).min(PROMPTS_AHEAD.max(arrivals))
+    spec.requests.min(most).min(cap.max(arrivals))
 }
 
 /// Why a level ended.

@@ -15,8 +15,16 @@ use crate::workload::LevelSpec;
 
 use super::{Control, ServerWatch, deliver};
 
-/// Prompts prepared before a level starts (or twice the concurrency, if more).
+/// Prompts prepared before a level starts at least, where it has that many (or twice the
+/// concurrency, if more).
 pub(super) const PROMPTS_AHEAD: u32 = 1024;
+/// Prompt text prepared before a level starts at most, estimated at [`BYTES_PER_TOKEN`]: short
+/// prompts are all made before the level, so none is sized (a `/tokenize` call each) while
+/// the streams are read (measured: at a thousand streams of 32-token prompts, sizing them
+/// during the level took a fifth of the client's core).
+pub(super) const PROMPT_BYTES_AHEAD: u64 = 64 << 20;
+/// A prepared prompt's bytes per token: its text and what else it holds.
+pub(super) const BYTES_PER_TOKEN: u64 = 8;
 
 /// A level's prepared jobs, in order, shared by its workers: each clone takes the next job
 /// without a lock.
