@@ -41,18 +41,18 @@ impl App {
             let st = self.level_stats(l.index);
             let base = s.baseline_for(l);
             let on = lit == Some(l.index);
-            sv.aggregate.add(
-                x,
-                at(st, curves::OUTPUT_TOK_S),
+            let (out, decode) = (at(st, curves::OUTPUT_TOK_S), at(st, curves::DECODE_TOK_S));
+            let (base_out, base_decode) = (
                 base.and_then(|b| b.output_throughput),
-                on,
-            );
-            sv.per_stream.add(
-                x,
-                at(st, curves::DECODE_TOK_S),
                 base.and_then(|b| b.decode_tok_s),
-                on,
             );
+            if l.status == crate::summary::LevelStatus::Running {
+                sv.aggregate.add_running(x, out, base_out);
+                sv.per_stream.add_running(x, decode, base_decode);
+            } else {
+                sv.aggregate.add(x, out, base_out, on);
+                sv.per_stream.add(x, decode, base_decode, on);
+            }
             for (pts, y) in [
                 (&mut sv.ttft_p50, curves::TTFT_MS.p50),
                 (&mut sv.ttft_p99, curves::TTFT_MS.p99),

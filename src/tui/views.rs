@@ -88,6 +88,9 @@ pub struct Curve {
     pub points: Vec<(f64, f64)>,
     pub base: Vec<(f64, f64)>,
     pub highlight: Option<(f64, f64)>,
+    /// The level in progress, so far: drawn apart from the line (a partial figure is no point
+    /// of the curve) and its value written with an ellipsis.
+    pub running: Option<(f64, f64)>,
 }
 
 impl Curve {
@@ -100,6 +103,15 @@ impl Curve {
                 self.highlight = Some((x, y));
             }
         }
+        if let Some(b) = b {
+            self.base.push((x, b));
+        }
+    }
+
+    /// Adds the level in progress: its value so far `y` (if any) apart from the line, and the
+    /// baseline's `b` (if any) at `x`.
+    pub(super) fn add_running(&mut self, x: f64, y: Option<f64>, b: Option<f64>) {
+        self.running = y.map(|y| (x, y));
         if let Some(b) = b {
             self.base.push((x, b));
         }

@@ -18,6 +18,8 @@ pub struct Series<'a> {
     pub style: Style,
     /// Drawn in cell-sized dots instead of braille (a baseline: it reads apart without colour).
     pub dotted: bool,
+    /// Points alone, not joined (the level in progress).
+    pub scatter: bool,
 }
 
 impl<'a> Series<'a> {
@@ -28,6 +30,7 @@ impl<'a> Series<'a> {
             points,
             style,
             dotted: false,
+            scatter: false,
         }
     }
 
@@ -38,6 +41,18 @@ impl<'a> Series<'a> {
             points,
             style,
             dotted: true,
+            scatter: false,
+        }
+    }
+
+    /// Points drawn alone as whole cells (the level in progress).
+    pub fn pending(name: &'a str, points: &'a [(f64, f64)], style: Style) -> Self {
+        Self {
+            name,
+            points,
+            style,
+            dotted: true,
+            scatter: true,
         }
     }
 }
@@ -56,6 +71,8 @@ pub struct LineChart<'a> {
     pub y_fixed: Option<f64>,
     /// A point whose value is written beside it (the highlighted level's).
     pub highlight: Option<(f64, f64)>,
+    /// The highlighted point is the level in progress: its value is written with an ellipsis.
+    pub highlight_pending: bool,
     /// What the panel says when no series has a point.
     pub empty: &'a str,
 }
@@ -81,6 +98,7 @@ pub fn line_chart(
         ticks: &[],
         y_fixed: None,
         highlight: None,
+        highlight_pending: false,
         empty,
     }
     .render(area, buf, th);
@@ -100,11 +118,15 @@ pub fn curve_chart(
     buf: &mut Buffer,
     th: &Theme,
 ) {
-    let mut series = Vec::with_capacity(2);
+    let mut series = Vec::with_capacity(3);
     if !curve.base.is_empty() {
         series.push(Series::dotted("baseline", &curve.base, th.dim));
     }
     series.push(Series::line(name, &curve.points, style));
+    let running: Vec<(f64, f64)> = curve.running.into_iter().collect();
+    if !running.is_empty() {
+        series.push(Series::pending("so far", &running, style));
+    }
     LineChart {
         title,
         series: &series,
@@ -112,7 +134,8 @@ pub fn curve_chart(
         x_ends,
         ticks,
         y_fixed: None,
-        highlight: curve.highlight,
+        highlight: curve.running.or(curve.highlight),
+        highlight_pending: curve.running.is_some(),
         empty,
     }
     .render(area, buf, th);
@@ -147,12 +170,17 @@ impl LineChart<'_> {
             .map(|s| {
                 Dataset::default()
                     .name(s.name.to_string())
-                    .marker(if s.dotted {
-                        Marker::Dot
-                    } else {
-                        Marker::Braille
+                    .marker(match (s.scatter, s.dotted) {
+                        // A whole cell: apart from a baseline's dots without colour.
+                        (true, _) => Marker::Block,
+                        (false, true) => Marker::Dot,
+                        (false, false) => Marker::Braille,
                     })
-                    .graph_type(GraphType::Line)
+                    .graph_type(if s.scatter {
+                        GraphType::Scatter
+                    } else {
+                        GraphType::Line
+                    })
                     .style(s.style)
                     .data(s.points)
             })
@@ -244,7 +272,10 @@ impl LineChart<'_> {
         }
         let f = (p.1 / y_top).clamp(0.0, 1.0);
         let row = plot.bottom() - 1 - (f * f64::from(plot.height - 1)).round() as u16;
-        let text = crate::fmt::num(Some(p.1));
+        let mut text = crate::fmt::num(Some(p.1));
+        if self.highlight_pending {
+            text.push('…');
+        }
         let w = text.chars().count() as u16;
         let y = if row > plot.y { row - 1 } else { row + 1 };
         let x = if c + w < plot.right() {
@@ -334,6 +365,7 @@ mod tests {
             ticks: &[],
             y_fixed: Some(100.0),
             highlight: None,
+            highlight_pending: false,
             empty: "",
         }
         .render(area, &mut buf, &th);
@@ -388,6 +420,7 @@ mod tests {
             ticks: &ticks,
             y_fixed: None,
             highlight: Some((5.0, 50.0)),
+            highlight_pending: false,
             empty: "",
         }
         .render(area, &mut buf, &Theme::new(true));

@@ -298,6 +298,7 @@ fn render_expected(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         ticks: &v.ticks,
         y_fixed: None,
         highlight: now,
+        highlight_pending: false,
         empty: "",
     }
     .render(area, buf, th);

@@ -174,6 +174,7 @@ fn render_live_rate(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
             ticks: &[],
             y_fixed: None,
             highlight: None,
+            highlight_pending: false,
             empty: "sampled once a second while a level runs",
         }
         .render(area, buf, th);
@@ -194,6 +195,7 @@ fn render_live_rate(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
             ticks: &v.ticks,
             y_fixed: None,
             highlight: None,
+            highlight_pending: false,
             empty: "sampled once a second while a level runs",
         }
         .render(area, buf, th);
@@ -248,6 +250,7 @@ fn render_live_rate(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         },
         y_fixed: None,
         highlight: None,
+        highlight_pending: false,
         empty: "",
     }
     .render(area, buf, th);

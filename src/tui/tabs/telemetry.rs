@@ -218,6 +218,7 @@ fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         ticks: &v.level_marks,
         y_fixed,
         highlight: None,
+        highlight_pending: false,
         empty,
     };
     chart("GPU memory (GiB) · ┴ level starts", &mem, mem_top, no_gpu).render(cells[0], buf, th);
