@@ -27,7 +27,12 @@ pub enum Action {
     Cancel,
     /// Ctrl-C: quit without asking.
     ForceQuit,
+    /// Scroll the tab's text by this many lines (negative: up; `i32::MIN`/`MAX`: to an end).
+    Scroll(i32),
 }
+
+/// Lines a page key scrolls.
+pub const PAGE: i32 = 10;
 
 /// Maps a key press. While the quit question is open only its answers count.
 pub fn map_key(key: KeyEvent, confirming: bool) -> Option<Action> {
@@ -59,6 +64,12 @@ pub fn map_key(key: KeyEvent, confirming: bool) -> Option<Action> {
         KeyCode::Char('?' | 'h') => Action::ToggleHelp,
         KeyCode::Char('q') => Action::Quit,
         KeyCode::Esc => Action::Cancel,
+        KeyCode::Up | KeyCode::Char('k') => Action::Scroll(-1),
+        KeyCode::Down | KeyCode::Char('j') => Action::Scroll(1),
+        KeyCode::PageUp => Action::Scroll(-PAGE),
+        KeyCode::PageDown | KeyCode::Char(' ') => Action::Scroll(PAGE),
+        KeyCode::Home => Action::Scroll(i32::MIN),
+        KeyCode::End => Action::Scroll(i32::MAX),
         _ => return None,
     })
 }
@@ -115,6 +126,27 @@ mod tests {
         let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
         assert_eq!(map_key(ctrl_c, false), Some(Action::ForceQuit));
         assert_eq!(map_key(ctrl_c, true), Some(Action::ForceQuit));
+    }
+
+    #[test]
+    fn scroll_keys() {
+        for (code, d) in [
+            (KeyCode::Up, -1),
+            (KeyCode::Down, 1),
+            (KeyCode::Char('k'), -1),
+            (KeyCode::Char('j'), 1),
+            (KeyCode::PageUp, -PAGE),
+            (KeyCode::PageDown, PAGE),
+            (KeyCode::Home, i32::MIN),
+            (KeyCode::End, i32::MAX),
+        ] {
+            assert_eq!(
+                map_key(key(code), false),
+                Some(Action::Scroll(d)),
+                "{code:?}"
+            );
+        }
+        assert_eq!(map_key(key(KeyCode::Down), true), None);
     }
 
     #[test]

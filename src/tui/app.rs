@@ -85,6 +85,8 @@ pub struct App {
     pub no_color: bool,
     /// Frames drawn lately (the event loop counts them).
     pub frames: super::frames::FrameRate,
+    /// Lines scrolled down, per tab (in `Tab::ALL` order); drawing keeps it within the text.
+    pub scroll: [u16; Tab::ALL.len()],
     /// Frames a second drawn lately, when below what was asked (set by `tick`).
     pub frames_lowered: Option<f64>,
 }
@@ -124,6 +126,7 @@ impl App {
             no_color,
             frames: super::frames::FrameRate::default(),
             frames_lowered: None,
+            scroll: [0; Tab::ALL.len()],
         }
     }
 
@@ -207,6 +210,11 @@ impl App {
     }
 
     /// Whether the run has ended (finished, interrupted or aborted).
+    /// Lines the current tab is scrolled down.
+    pub fn scrolled(&self, tab: Tab) -> u16 {
+        self.scroll[tab.index()]
+    }
+
     pub fn run_over(&self) -> bool {
         self.session.summary.state != RunState::Running
     }
@@ -394,6 +402,11 @@ impl App {
             Action::PrevTab => self.tab = self.tab.prev(),
             Action::Tab(t) => self.tab = t,
             Action::ToggleHelp => self.show_help = !self.show_help,
+            Action::Scroll(d) => {
+                let i = self.tab.index();
+                let now = i64::from(self.scroll[i]);
+                self.scroll[i] = (now + i64::from(d)).clamp(0, i64::from(u16::MAX)) as u16;
+            }
             Action::TogglePause if !self.run_over() => {
                 self.paused = !self.paused;
                 self.say(if self.paused {

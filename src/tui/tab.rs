@@ -31,7 +31,7 @@ impl Tab {
         }
     }
 
-    fn index(self) -> usize {
+    pub fn index(self) -> usize {
         Tab::ALL.iter().position(|t| *t == self).unwrap_or(0)
     }
 

@@ -162,6 +162,7 @@ pub fn centered(area: Rect, w: u16, h: u16) -> Rect {
 fn render_help(area: Rect, buf: &mut Buffer, th: &Theme) {
     let lines = [
         "Tab / ← →, 1-5   switch tabs",
+        "↑ ↓ PgUp PgDn    scroll the Log and Findings tabs (Home / End: to an end)",
         "p                pause / resume sending (in-flight requests finish)",
         "s                skip the rest of the level in progress",
         "e                write results.json and summary.md now",

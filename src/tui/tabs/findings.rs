@@ -5,7 +5,6 @@
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use crate::summary::findings::CaveatNumbers;
 use crate::tui::app::App;
@@ -47,8 +46,12 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
             ]));
         }
     }
-    Paragraph::new(lines)
-        .block(th.panel(" findings: what the numbers mean so far "))
-        .wrap(Wrap { trim: true })
-        .render(area, buf);
+    super::scrolled::render(
+        "findings: what the numbers mean so far",
+        lines,
+        app.scrolled(crate::tui::tab::Tab::Findings),
+        area,
+        buf,
+        th,
+    );
 }

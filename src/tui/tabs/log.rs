@@ -33,10 +33,14 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
             Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(area);
         (a, b)
     };
-    Paragraph::new(events)
-        .block(th.panel(" failures, skips, warnings "))
-        .wrap(Wrap { trim: true })
-        .render(a, buf);
+    super::scrolled::render(
+        "plan, failures, skips, warnings",
+        events,
+        app.scrolled(crate::tui::tab::Tab::Log),
+        a,
+        buf,
+        th,
+    );
     if s.config.serve.is_some() {
         // The server servetop started: its newest output under the configuration.
         let [cfg, log] =

@@ -8,6 +8,7 @@ mod latency;
 pub mod log;
 pub mod long_context;
 mod rates;
+mod scrolled;
 pub mod sweep;
 pub mod telemetry;
 mod trace;
