@@ -74,28 +74,47 @@ fn render_header(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         .map_or(("connecting", "", s.config.base_url.as_str()), |sv| {
             (sv.engine.name(), sv.model.as_str(), sv.base_url.as_str())
         });
-    let right = format!(" {} │ {} ", clock(app.now), app.session.phase);
-    let used: usize = spans
-        .iter()
-        .map(|s| s.content.chars().count())
-        .sum::<usize>()
-        + right.chars().count();
-    let room = (area.width as usize).saturating_sub(used);
     let engine = engine.trim_end_matches(" (simulated)");
-    // Drop whole parts (URL, then model) rather than cutting a word in half.
-    let middle = [
+    let badges: usize = spans.iter().map(|s| s.content.chars().count()).sum();
+    let clock = format!(" {} │ ", clock(app.now));
+    // Room for the middle and the phase (and the phase's trailing space).
+    let room = (area.width as usize).saturating_sub(badges + clock.chars().count() + 1);
+    let (middle, phase) = header_middle(engine, model, url, &app.session.phase, room);
+    spans.push(Span::styled(middle.clone(), th.accent));
+    let used = middle.chars().count() + phase.chars().count();
+    spans.push(Span::raw(" ".repeat(room.saturating_sub(used))));
+    spans.push(Span::styled(format!("{clock}{phase} "), th.title));
+    Line::from(spans).render(area, buf);
+}
+
+/// The header's middle (engine, model, URL) and phase within `room` columns: whole parts are
+/// dropped from the middle (URL, then model) rather than a word cut in half; the model stays
+/// while the phase can be cut to a readable length instead (a restart's long phase).
+fn header_middle(
+    engine: &str,
+    model: &str,
+    url: &str,
+    phase: &str,
+    room: usize,
+) -> (String, String) {
+    /// The shortest a cut phase is left.
+    const PHASE_MIN: usize = 16;
+    let mids = [
         format!("{engine} · {model} · {url}"),
         format!("{engine} · {model}"),
         engine.to_string(),
-    ]
-    .into_iter()
-    .find(|c| c.chars().count() <= room)
-    .unwrap_or_default();
-    spans.push(Span::styled(middle.clone(), th.accent));
-    let pad = room.saturating_sub(middle.chars().count());
-    spans.push(Span::raw(" ".repeat(pad)));
-    spans.push(Span::styled(right, th.title));
-    Line::from(spans).render(area, buf);
+    ];
+    let phase_len = phase.chars().count();
+    if let Some(m) = mids.iter().find(|m| m.chars().count() + phase_len <= room) {
+        return (m.clone(), phase.to_string());
+    }
+    for m in &mids[1..] {
+        let left = room.saturating_sub(m.chars().count());
+        if left >= PHASE_MIN.min(phase_len) {
+            return (m.clone(), super::text::fit(phase, left));
+        }
+    }
+    (String::new(), super::text::fit(phase, room))
 }
 
 fn render_footer(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
@@ -199,4 +218,44 @@ fn render_confirm(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         .block(Block::default().borders(Borders::ALL).border_style(th.warn))
         .wrap(Wrap { trim: true })
         .render(r, buf);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::header_middle;
+
+    /// At 80 columns a restart's phase is cut, not the model (the header lost the model name
+    /// during a restart); a short phase leaves room for the URL when there is some.
+    #[test]
+    fn the_model_stays_and_a_long_phase_is_cut() {
+        let phase = "restarting server with context 131072 for 100K · 12 s";
+        let (m, p) = header_middle(
+            "SGLang 0.5.2",
+            "Qwen/Qwen3.5-27B",
+            "http://127.0.0.1:30000",
+            phase,
+            60,
+        );
+        assert_eq!(m, "SGLang 0.5.2 · Qwen/Qwen3.5-27B");
+        assert_eq!(p.chars().count(), 60 - m.chars().count());
+        assert!(
+            p.starts_with("restarting server") && p.ends_with('…'),
+            "{p}"
+        );
+        let (m, p) = header_middle(
+            "SGLang 0.5.2",
+            "Qwen/Qwen3.5-27B",
+            "http://127.0.0.1:30000",
+            "running C=8",
+            80,
+        );
+        assert_eq!(
+            m,
+            "SGLang 0.5.2 · Qwen/Qwen3.5-27B · http://127.0.0.1:30000"
+        );
+        assert_eq!(p, "running C=8");
+        // Too narrow for the model and a readable phase: the engine alone.
+        let (m, _) = header_middle("SGLang 0.5.2", "Qwen/Qwen3.5-27B", "http://x", phase, 36);
+        assert_eq!(m, "SGLang 0.5.2");
+    }
 }
