@@ -8,6 +8,10 @@ use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{LineGauge, Paragraph, Widget, Wrap};
 
+/// A GPU bar's filled and empty parts: told apart by shape, not only by colour.
+const FILLED: &str = "━";
+const EMPTY: &str = "╌";
+
 use super::{LineChart, Series};
 use crate::fmt::num;
 use crate::telemetry::{GpuReading, GpuSource};
@@ -122,13 +126,18 @@ fn render_gpus(app: &App, gpus: &[GpuReading], area: Rect, buf: &mut Buffer, th:
             ),
             _ => (0.0, "mem N/A".into()),
         };
+        // Heavy filled, dashed empty: the bars read without colour (NO_COLOR) too.
         LineGauge::default()
+            .filled_symbol(FILLED)
+            .unfilled_symbol(EMPTY)
             .ratio(mem_ratio.clamp(0.0, 1.0))
             .label(mem_label)
             .filled_style(Style::default().fg(th.series[0]))
             .render(mem, buf);
         let u = g.util_gpu_pct;
         LineGauge::default()
+            .filled_symbol(FILLED)
+            .unfilled_symbol(EMPTY)
             .ratio((u.unwrap_or(0.0) / 100.0).clamp(0.0, 1.0))
             .label(u.map_or("util N/A".into(), |u| format!("{u:>3.0}%")))
             .filled_style(Style::default().fg(th.series[1]))
