@@ -413,10 +413,23 @@ async fn execute_with(
             return 1;
         }
     };
-    print_out!("{}", headless::final_tables(&session));
+    print_out!("{}", terminal_fit(&headless::final_tables(&session)));
     write_charts(&dir, session.summary.clone(), out.chart_size).await;
     say!("results: {}", dir.display());
     exit_code(state, &session.summary)
+}
+
+/// The end-of-run tables as printed: on a terminal, aligned and narrowed to its width (a table
+/// wider than the terminal wraps mid-cell); elsewhere (a file, a pipe) as they are.
+fn terminal_fit(tables: &str) -> String {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        return tables.to_string();
+    }
+    match crossterm::terminal::size() {
+        Ok((w, _)) if w > 0 => crate::export::fit::fit_tables(tables, usize::from(w)),
+        _ => tables.to_string(),
+    }
 }
 
 /// The process exit code of a run that ended in `state`: a finished run worse than its

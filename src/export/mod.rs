@@ -3,6 +3,7 @@
 
 pub mod charts;
 pub mod csv;
+pub mod fit;
 pub mod markdown;
 pub mod merged;
 pub mod prometheus;
