@@ -30,8 +30,11 @@ const NAMES: [&str; 5] = [
     "gpu_timeline.png",
 ];
 
+/// A fresh directory of its own for each call (tests drawing the same chart run at once).
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("servetop-charts-{name}-{}", std::process::id()));
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("servetop-charts-{name}-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     d
 }
@@ -666,6 +669,35 @@ fn the_energy_chart_draws_tokens_per_joule_and_cost_at_their_heights() {
         let points = (0..n).map(|i| (x(i), v[i])).collect();
         check_series(&img, &f[k], name, &[Series::new(name, BLUE, false, points)]);
     }
+}
+
+/// Without a price, `energy.png` is one panel of tokens per joule across the figure (the
+/// second panel was a sentence), each marker still at its height, and no cost drawn.
+#[test]
+fn the_energy_chart_without_a_price_is_one_panel_of_tokens_per_joule() {
+    let app = fixtures::finished_run();
+    let mut s = app.session.summary.clone();
+    let per_joule = [0.6, 1.9, 3.1, 4.4, 6.2, 6.6];
+    for (i, l) in s.sweep.iter_mut().enumerate() {
+        let e = &mut l.energy;
+        e.output_tokens_per_joule = Some(per_joule[i]);
+        e.joules_per_output_token = Some(1.0 / per_joule[i]);
+        e.cost_per_million_output_tokens = None;
+        e.cost_per_million_total_tokens = None;
+    }
+    let img = render(&s, &[], "energy.png", (1200, 700));
+    let f = frames(&img, 1);
+    assert_eq!(f.len(), 1, "{f:?}");
+    // The one panel takes most of the figure's width.
+    assert!(f[0].x1 - f[0].x0 > 900, "{:?}", f[0]);
+    let x = |i: usize| f64::from(s.sweep[i].concurrency).log2();
+    let points = (0..s.sweep.len()).map(|i| (x(i), per_joule[i])).collect();
+    check_series(
+        &img,
+        &f[0],
+        "tokens per joule",
+        &[Series::new("tokens per joule", BLUE, false, points)],
+    );
 }
 
 /// `rates.png` draws each rate level at its offered rate (linear from 0): the synthetic

@@ -129,38 +129,45 @@ pub(super) fn spec_decoding(
 }
 
 /// `energy.png`: output tokens per joule and the cost per million output tokens against
-/// concurrency (drawn when some level has either).
+/// concurrency (drawn when some level has either). Without a price the cost panel is left out
+/// and a line under the figure says how to give one.
 pub(super) fn energy(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Result<(), String> {
     let why = runs
         .iter()
         .flat_map(|r| r.summary.sweep.iter())
         .find_map(|l| l.energy.energy_source.clone())
         .unwrap_or_else(|| NO_SWEEP.to_string());
-    let panel = per_level_panel;
-    figure(
-        path,
-        size,
-        "Energy and cost per token vs concurrency",
+    let cost = |l: &LevelSummary| l.energy.cost_per_million_output_tokens;
+    let priced = runs
+        .iter()
+        .flat_map(|r| r.summary.sweep.iter())
+        .any(|l| cost(l).is_some());
+    let mut panels = vec![per_level_panel(
         runs,
-        &[
-            panel(
-                runs,
-                "Output tokens per joule (all GPUs)",
-                "tokens / J",
-                |l| l.energy.output_tokens_per_joule,
-                &why,
-            ),
-            panel(
-                runs,
-                "Cost per million output tokens",
-                "USD / M tokens",
-                |l| l.energy.cost_per_million_output_tokens,
-                "no price given (--gpu-hour-cost or --cost-per-hour)",
-            ),
-        ],
-        2,
-        &[],
-    )
+        "Output tokens per joule (all GPUs)",
+        "tokens / J",
+        |l| l.energy.output_tokens_per_joule,
+        &why,
+    )];
+    let footer = if priced {
+        panels.push(per_level_panel(
+            runs,
+            "Cost per million output tokens",
+            "USD / M tokens",
+            cost,
+            "no price given for this run",
+        ));
+        vec![]
+    } else {
+        vec!["No cost per token: no price was given (--gpu-hour-cost USD per GPU-hour, or --cost-per-hour for the machine)".to_string()]
+    };
+    let title = if priced {
+        "Energy and cost per token vs concurrency"
+    } else {
+        "Energy per token vs concurrency"
+    };
+    let cols = panels.len();
+    figure(path, size, title, runs, &panels, cols, &footer)
 }
 
 /// One figure of every run's sweep levels against concurrency, on a linear axis; `empty` says
