@@ -1,6 +1,6 @@
 //! `long_context.png`: TTFT, prefill and decode speed against input length.
 
-use super::panel::{Line, Panel, XKind, figure};
+use super::panel::{Line, Panel, XKind, figure_of};
 use super::{ChartRun, grouped, run_lines, stat};
 use crate::metrics::curves;
 use crate::summary::{LevelStatus, LevelSummary, RunSummary};
@@ -54,10 +54,14 @@ pub(super) fn draw(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Resu
         limits: vec![],
         empty: empty.clone(),
     };
-    figure(
+    let settings = settings(runs[0].summary);
+    figure_of(
         path,
         size,
-        "Long context: prefill and decode vs input length",
+        (
+            "Long context: prefill and decode vs input length",
+            Some(&settings),
+        ),
         runs,
         &[
             panel("Time to first token", "seconds", "TTFT", |l| {
@@ -73,4 +77,44 @@ pub(super) fn draw(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Resu
         3,
         &footer,
     )
+}
+
+/// The long-context plan for the subtitle: its lengths and output tokens, one request at a
+/// time (not the sweep's lengths).
+fn settings(s: &RunSummary) -> String {
+    let mut lengths: Vec<String> = Vec::new();
+    for l in &s.long_context {
+        let k = crate::fmt::fmt_tokens(l.input_len);
+        // A length run several times (--repeat) once.
+        if !lengths.contains(&k) {
+            lengths.push(k);
+        }
+    }
+    format!(
+        "{} in / {} out tokens, one request at a time",
+        lengths.join(", "),
+        s.config.long_context_output_len
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    /// The subtitle names the long-context lengths and their output tokens, not the sweep's.
+    #[test]
+    fn the_subtitle_gives_the_long_context_plan() {
+        let app = crate::tui::fixtures::finished_run();
+        let s = &app.session.summary;
+        assert!(!s.long_context.is_empty());
+        let text = super::settings(s);
+        let first = crate::fmt::fmt_tokens(s.long_context[0].input_len);
+        assert!(text.starts_with(&first), "{text}");
+        assert!(
+            text.contains(&format!(
+                "in / {} out tokens, one request at a time",
+                s.config.long_context_output_len
+            )),
+            "{text}"
+        );
+        assert!(!text.contains(&s.config.lengths_label()), "{text}");
+    }
 }

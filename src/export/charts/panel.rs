@@ -451,8 +451,9 @@ fn draw_line<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, l: &Line, sc: Scale) -> Resu
     Ok(())
 }
 
-/// `model · engine · date · settings`, and SIMULATED when it was.
-pub(super) fn subtitle(runs: &[ChartRun<'_>]) -> String {
+/// `model · engine · date · settings`, and SIMULATED when it was; `settings` the sweep's
+/// lengths unless given.
+pub(super) fn subtitle(runs: &[ChartRun<'_>], settings: Option<&str>) -> String {
     let s = runs[0].summary;
     let (engine, model) = s
         .server
@@ -479,7 +480,7 @@ pub(super) fn subtitle(runs: &[ChartRun<'_>]) -> String {
     }
     format!(
         "{sim}{model} · {engine} · {date} · {} · host {}{more}",
-        s.config.lengths_label(),
+        settings.map_or_else(|| s.config.lengths_label(), str::to_string),
         s.host
     )
 }
@@ -514,6 +515,19 @@ pub(super) fn figure(
     cols: usize,
     footer: &[String],
 ) -> Result<(), String> {
+    figure_of(path, size, (title, None), runs, panels, cols, footer)
+}
+
+/// [`figure`] with the subtitle's settings given (`None`: the sweep's lengths).
+pub(super) fn figure_of(
+    path: &Path,
+    size: (u32, u32),
+    (title, settings): (&str, Option<&str>),
+    runs: &[ChartRun<'_>],
+    panels: &[Panel],
+    cols: usize,
+    footer: &[String],
+) -> Result<(), String> {
     register_fonts();
     let root = BitMapBackend::new(path, size).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
@@ -534,7 +548,7 @@ pub(super) fn figure(
     ))
     .map_err(err)?;
     head.draw(&Text::new(
-        subtitle(runs),
+        subtitle(runs, settings),
         (20, 50),
         ("sans-serif", 20).into_font().color(&BLACK.mix(0.75)),
     ))
