@@ -335,6 +335,39 @@ mod tests {
         }
     }
 
+    /// No panel title is cut at 80x24 (a word cut against the corner, `…from the pr┐`), in
+    /// any tab of any fixture: titles drop their least needed parts first.
+    #[test]
+    fn no_panel_title_is_cut_at_80x24() {
+        let apps = vec![
+            ("mid sweep", fixtures::mid_sweep(vec![1, 4, 8, 16, 64, 100])),
+            ("finished", fixtures::finished_run()),
+            (
+                "baseline",
+                fixtures::with_baseline(fixtures::finished_run()),
+            ),
+            ("long context", fixtures::long_context_in_flight(true)),
+            ("telemetry", fixtures::with_telemetry(8)),
+            ("rates", fixtures::mid_rates()),
+            ("search", fixtures::mid_search()),
+            ("chats", fixtures::finished_chats()),
+            ("trace", fixtures::mid_trace()),
+        ];
+        for (name, mut app) in apps {
+            for tab in Tab::ALL {
+                app.tab = tab;
+                for line in draw(&app, 80, 24).lines() {
+                    let cut = line
+                        .chars()
+                        .collect::<Vec<_>>()
+                        .windows(2)
+                        .any(|w| w[0].is_alphanumeric() && w[1] == '┐');
+                    assert!(!cut, "{name}, {tab:?}: a title is cut: {line}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn sweep_tab_replaying_a_trace() {
         snap("trace_mid", &mut fixtures::mid_trace(), Tab::Sweep);

@@ -22,3 +22,13 @@ pub fn fit(s: &str, max: usize) -> String {
         t
     }
 }
+
+/// The first of `candidates` (longest first) that fits in `max` characters, else the last cut
+/// to fit: a panel title that drops its least needed parts before a word is cut.
+pub fn first_fitting(candidates: &[String], max: usize) -> String {
+    candidates
+        .iter()
+        .find(|c| c.chars().count() <= max)
+        .cloned()
+        .unwrap_or_else(|| fit(candidates.last().map_or("", String::as_str), max))
+}

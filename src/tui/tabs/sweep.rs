@@ -396,14 +396,21 @@ fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool)
         n if n > 1 => format!(" · each level {n} times, the plan over again (#2, #3…)"),
         _ => String::new(),
     };
-    let title = format!(
-        " {} · {}{repeats} · ms unless noted ",
-        if app.session.summary.search.is_some() {
-            "SLO search: closed-loop throughput probe"
-        } else {
-            "concurrency sweep"
-        },
-        app.session.summary.config.lengths_label()
+    let (what, short) = if app.session.summary.search.is_some() {
+        ("SLO search: closed-loop throughput probe", "SLO search")
+    } else {
+        ("concurrency sweep", "sweep")
+    };
+    let lengths = app.session.summary.config.lengths_label();
+    // Shorter forms before a cut word (80 columns).
+    let title = crate::tui::text::first_fitting(
+        &[
+            format!(" {what} · {lengths}{repeats} · ms unless noted "),
+            format!(" {what} · {lengths}{repeats} "),
+            format!(" {short} · {lengths}{repeats} "),
+            format!(" {short} · {lengths} "),
+        ],
+        usize::from(area.width.saturating_sub(2)),
     );
     let rows: Vec<Row> = app
         .session

@@ -154,8 +154,25 @@ pub(super) fn render_trace_charts(
         )
     };
     let waiting = "waiting for the trace's first requests…";
+    // Shorter forms before a cut word (a half-width panel at 80 columns).
+    let ttft_title = crate::tui::text::first_fitting(
+        &[
+            "TTFT ms over the trace: p50 line, p99 dots".to_string(),
+            "TTFT ms: p50 line, p99 dots".to_string(),
+        ],
+        usize::from(a.width.saturating_sub(4)),
+    );
+    let req_title = b.map(|b| {
+        crate::tui::text::first_fitting(
+            &[
+                "req/s over the trace: done (dim: due)".to_string(),
+                "req/s: done (dim: due)".to_string(),
+            ],
+            usize::from(b.width.saturating_sub(4)),
+        )
+    });
     line_chart(
-        "TTFT ms over the trace: p50 line, p99 dots",
+        &ttft_title,
         &[
             Series::line("p50", &v.ttft_p50, Style::default().fg(th.series[2])),
             Series::dotted("p99", &v.ttft_p99, Style::default().fg(th.series[2])),
@@ -166,9 +183,9 @@ pub(super) fn render_trace_charts(
         buf,
         th,
     );
-    if let Some(b) = b {
+    if let (Some(b), Some(req_title)) = (b, req_title) {
         line_chart(
-            "req/s over the trace: done (dim: due)",
+            &req_title,
             &[
                 Series::line("due", &v.due, th.dim),
                 Series::line("done", &v.done, Style::default().fg(th.series[0])),

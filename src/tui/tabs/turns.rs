@@ -58,20 +58,32 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
             ])
         })
         .collect();
-    let hit = stats
-        .and_then(|s| s.scalars.prefix_cache_hit_rate)
-        .map(|r| {
+    let hit = stats.and_then(|s| s.scalars.prefix_cache_hit_rate);
+    let shown = if running { "running" } else { l.status.name() };
+    let head = format!(" {} · {shown} · {per_turn} conversations", l.label());
+    // Shorter forms before a cut word: the panel is 80 columns wide on a small terminal.
+    let title = crate::tui::text::first_fitting(
+        &[
             format!(
-                " · {:.0}% of prompt tokens from the prefix cache",
-                r * 100.0
-            )
-        })
-        .unwrap_or_default();
-    let title = format!(
-        " {} · {} · {} conversations{hit} · tokens, ms ",
-        l.label(),
-        if running { "running" } else { l.status.name() },
-        per_turn
+                "{head}{} · tokens, ms ",
+                hit.map_or(String::new(), |r| format!(
+                    " · {:.0}% of prompt tokens from the prefix cache",
+                    r * 100.0
+                ))
+            ),
+            format!(
+                "{head}{} · tokens, ms ",
+                hit.map_or(String::new(), |r| format!(
+                    " · {:.0}% prefix-cached",
+                    r * 100.0
+                ))
+            ),
+            format!(
+                "{head}{} ",
+                hit.map_or(String::new(), |r| format!(" · {:.0}% cached", r * 100.0))
+            ),
+        ],
+        usize::from(area.width.saturating_sub(2)),
     );
     Table::new(
         rows,
