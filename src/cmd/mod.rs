@@ -8,7 +8,9 @@
 macro_rules! say {
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($t)*);
+        // Broken at spaces to a terminal's width (not mid-word by the terminal).
+        let line = $crate::export::fit::for_stderr(&format!($($t)*));
+        let _ = writeln!(std::io::stderr(), "{line}");
     }};
 }
 

@@ -160,6 +160,50 @@ fn fit_table(lines: &[&str], width: usize) -> String {
     s
 }
 
+/// `text` as written to stderr: on a terminal, each line longer than its width broken at
+/// spaces, the lines after the first indented two spaces (a progress line wrapped by the
+/// terminal breaks mid-word, `tok` / `ens`); elsewhere as it is.
+pub fn for_stderr(text: &str) -> String {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return text.to_string();
+    }
+    match crossterm::terminal::size() {
+        Ok((w, _)) if w >= 20 => hanging(text, usize::from(w), 2),
+        _ => text.to_string(),
+    }
+}
+
+/// Each line of `text` longer than `width` broken at spaces, the lines after its first
+/// indented `indent` spaces.
+fn hanging(text: &str, width: usize, indent: usize) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    for (n, line) in text.split('\n').enumerate() {
+        if n > 0 {
+            out.push('\n');
+        }
+        if line.chars().count() <= width {
+            out.push_str(line);
+            continue;
+        }
+        let lead = line.len() - line.trim_start().len();
+        let mut parts = wrap(&line[lead..], width - lead).into_iter();
+        out.push_str(&line[..lead]);
+        out.push_str(&parts.next().unwrap_or_default());
+        // Later lines: re-wrapped to the room left after the indent.
+        let rest = parts.collect::<Vec<_>>().join(" ");
+        for l in wrap(&rest, width - lead - indent) {
+            if l.is_empty() {
+                continue;
+            }
+            out.push('\n');
+            out.push_str(&" ".repeat(lead + indent));
+            out.push_str(&l);
+        }
+    }
+    out
+}
+
 /// Bytes of a list item's marker (`- `, `12. `), 0 for other lines.
 fn list_indent(text: &str) -> usize {
     if text.starts_with("- ") {
@@ -231,6 +275,24 @@ mod tests {
         // The text around the table is kept, and every cell of a kept column is whole.
         assert!(out.starts_with("Concurrency sweep\n\n") && out.ends_with("\nafter\n"));
         assert!(out.contains("7,313 / 9,120") && out.contains("4,512.3"));
+    }
+
+    #[test]
+    fn stderr_lines_break_at_spaces_with_a_hanging_indent() {
+        let line = "plan: 11 levels, 701 requests — sweep C=1, 2, 4 (1000 in / 500 out tokens)";
+        let out = hanging(line, 30, 2);
+        assert_eq!(
+            out,
+            "plan: 11 levels, 701 requests\n  — sweep C=1, 2, 4 (1000 in /\n  500 out tokens)"
+        );
+        assert!(out.lines().all(|l| l.chars().count() <= 30), "{out}");
+        // Short lines and the line breaks already there are kept.
+        assert_eq!(hanging("a\nb c", 30, 2), "a\nb c");
+        // An indented line keeps its indent, and its continuation goes under it, further in.
+        assert_eq!(
+            hanging("    prefix cache: 0.0 % of prompt tokens", 24, 2),
+            "    prefix cache: 0.0 %\n      of prompt tokens"
+        );
     }
 
     #[test]

@@ -74,6 +74,8 @@ fn notice(ev: &Event) -> Notice {
 }
 
 fn say(line: &str) {
+    // Broken at spaces to a terminal's width (not mid-word by the terminal).
+    let line = crate::export::fit::for_stderr(line);
     let mut e = std::io::stderr().lock();
     let _ = writeln!(e, "{line}");
 }

@@ -181,8 +181,66 @@ fn render_plan(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
             )),
         }
     }
+    for r in restarts(s) {
+        lines.push(Line::styled(r, th.warn));
+    }
     Paragraph::new(lines)
         .block(th.panel(" long-context ladder "))
         .wrap(Wrap { trim: true })
         .render(area, buf);
+}
+
+/// `server restarted with context 60416 for 60K ctx (ready after 1.2 s)`: each restart of the
+/// server servetop started, and the first level it measured.
+pub(super) fn restarts(s: &crate::summary::RunSummary) -> Vec<String> {
+    s.servers
+        .iter()
+        .enumerate()
+        .skip(1)
+        .map(|(i, sv)| {
+            let first = s
+                .levels()
+                .find(|l| l.server_index == u32::try_from(i).ok())
+                .map_or(String::new(), |l| format!(" for {}", l.label()));
+            format!(
+                "server restarted{}{first}{}",
+                sv.context_len
+                    .map_or(String::new(), |c| format!(" with context {c}")),
+                sv.ready_s
+                    .map_or(String::new(), |r| format!(" (ready after {r:.1} s)"))
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod restart_tests {
+    use crate::serve::ServerLaunch;
+
+    /// A restart names its context, the first length it measured and how long it took; the
+    /// first launch is no restart.
+    #[test]
+    fn each_restart_is_named_with_its_context_and_first_length() {
+        let app = crate::tui::fixtures::finished_run();
+        let mut s = app.session.summary.clone();
+        let launch = |ctx: u64, ready: f64| ServerLaunch {
+            command: "servetop sim".into(),
+            context_len: Some(ctx),
+            port: 1,
+            ready_s: Some(ready),
+        };
+        s.servers = vec![launch(32_768, 3.0), launch(60_416, 1.25)];
+        assert!(s.long_context.len() >= 2);
+        let at = s.long_context.len() - 1;
+        for (i, l) in s.long_context.iter_mut().enumerate() {
+            l.server_index = Some(u32::from(i == at));
+        }
+        let label = s.long_context[at].label();
+        assert_eq!(
+            super::restarts(&s),
+            vec![format!(
+                "server restarted with context 60416 for {label} (ready after 1.2 s)"
+            )]
+        );
+    }
 }

@@ -127,19 +127,31 @@ fn event_lines<'a>(app: &'a App, th: &Theme) -> Vec<Line<'a>> {
     events
 }
 
-/// The last lines of server.log that fit, newest at the bottom.
+/// The last lines of server.log that fit, wrapped (not cut at the border), newest at the
+/// bottom.
 fn render_server_log(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     let room = usize::from(area.height.saturating_sub(2));
+    let width = area.width.saturating_sub(2);
     let log = &app.session.server_log;
     let lines: Vec<Line> = if log.is_empty() {
         vec![Line::styled("nothing new from the server yet", th.dim)]
     } else {
-        log.iter()
-            .skip(log.len().saturating_sub(room))
-            .map(|l| Line::raw(l.clone()))
-            .collect()
+        // From the newest back, as many lines as their wrapped rows leave room for.
+        let mut rows = 0;
+        let mut newest: Vec<Line> = Vec::new();
+        for l in log.iter().rev() {
+            let line = Line::raw(l.clone());
+            rows += super::scrolled::rows(std::slice::from_ref(&line), width);
+            if rows > room && !newest.is_empty() {
+                break;
+            }
+            newest.push(line);
+        }
+        newest.reverse();
+        newest
     };
     Paragraph::new(lines)
         .block(th.panel(" server.log (newest last) "))
+        .wrap(Wrap { trim: false })
         .render(area, buf);
 }
