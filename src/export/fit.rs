@@ -79,19 +79,24 @@ fn fit_table(lines: &[&str], width: usize) -> String {
         r.resize(n, String::new());
     }
     let header = rows.first().cloned().unwrap_or_default();
-    let mut keep: Vec<bool> = vec![true; n];
-    let line_width = |keep: &[bool]| -> usize {
-        let cols = (0..n).filter(|&i| keep[i]);
-        cols.map(|i| {
+    // Each column's widest cell (the separator's dashes follow it).
+    let widths: Vec<usize> = (0..n)
+        .map(|i| {
             rows.iter()
                 .filter(|r| !is_separator(r))
                 .map(|r| r[i].chars().count())
                 .max()
                 .unwrap_or(0)
                 .max(3)
-                + 3
         })
-        .sum::<usize>()
+        .collect();
+    let mut keep: Vec<bool> = vec![true; n];
+    // `| cell |` per kept column: the cell, a space each side and a bar, and the first bar.
+    let line_width = |keep: &[bool]| -> usize {
+        (0..n)
+            .filter(|&i| keep[i])
+            .map(|i| widths[i] + 3)
+            .sum::<usize>()
             + 1
     };
     let mut left_out = Vec::new();
@@ -109,16 +114,6 @@ fn fit_table(lines: &[&str], width: usize) -> String {
             left_out.push(header[i].clone());
         }
     }
-    let widths: Vec<usize> = (0..n)
-        .map(|i| {
-            rows.iter()
-                .filter(|r| !is_separator(r))
-                .map(|r| r[i].chars().count())
-                .max()
-                .unwrap_or(0)
-                .max(3)
-        })
-        .collect();
     let mut s = String::new();
     for r in &rows {
         let sep = is_separator(r);
