@@ -84,11 +84,16 @@ pub struct BenchClientArgs {
     /// Capacity cases: output tokens per request.
     #[arg(long, default_value = "256")]
     pub output_len: u32,
-    /// Capacity cases: requests per stream (C × this, at least --min-requests).
+    /// Capacity cases: requests per stream (C × this, at least --min-requests and enough for
+    /// --min-tokens).
     #[arg(long, default_value = "4")]
     pub requests_per_stream: u32,
     #[arg(long, default_value = "400")]
     pub min_requests: u32,
+    /// Capacity cases: output tokens each case reads at least (a case of a tenth of a second
+    /// measures the machine's hiccups more than the client).
+    #[arg(long, default_value = "4000000")]
+    pub min_tokens: u64,
     /// Accuracy cases: concurrent streams, paced by --pace-ms.
     #[arg(long, value_name = "LIST", default_value = "100,1000", value_parser = list)]
     pub accuracy_concurrency: List,

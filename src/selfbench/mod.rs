@@ -552,15 +552,17 @@ fn capacity_cases(
                 events_per_write: epw as u32,
                 input_len: a.input_len,
                 output_len: a.output_len,
-                requests: (c as u32 * a.requests_per_stream).max(a.min_requests),
+                requests: capacity_requests(a, c as u32),
                 record_chunks: false,
             };
-            let reference = run_case(client_cpu, &fh, &case(REFERENCE, "none"), &next_dir())?;
-            eprintln!(
-                "  reference C={:<5} epw={:<2} {:>10.0} tok/s  cpu {:>5.2} s/Mtok",
-                c, epw, reference.tokens_per_s, reference.cpu_s_per_million_tokens
-            );
             for ui in &a.ui {
+                // The reference right before each case: the machine's speed drifts by more
+                // than the difference being measured within a minute.
+                let reference = run_case(client_cpu, &fh, &case(REFERENCE, "none"), &next_dir())?;
+                eprintln!(
+                    "  reference C={:<5} epw={:<2} {:>10.0} tok/s  cpu {:>5.2} s/Mtok",
+                    c, epw, reference.tokens_per_s, reference.cpu_s_per_million_tokens
+                );
                 let mut r = run_case(client_cpu, &fh, &case("capacity", ui), &next_dir())?;
                 against_reference(&mut r, &reference);
                 print_case(&r);
@@ -569,6 +571,15 @@ fn capacity_cases(
         }
     }
     Ok(rows)
+}
+
+/// Requests of a capacity case at `c` streams: `--requests-per-stream` each, at least
+/// `--min-requests`, and enough to read `--min-tokens`.
+fn capacity_requests(a: &BenchClientArgs, c: u32) -> u32 {
+    let for_tokens = a.min_tokens.div_ceil(u64::from(a.output_len.max(1)));
+    (c.saturating_mul(a.requests_per_stream))
+        .max(a.min_requests)
+        .max(u32::try_from(for_tokens).unwrap_or(u32::MAX))
 }
 
 /// `servetop bench-client`.
