@@ -82,6 +82,15 @@ impl Body {
         }
     }
 
+    /// When the runtime last woke this body's reader; `None` where that is not known
+    /// (https, through reqwest).
+    pub(super) fn woken(&self) -> Option<std::time::Instant> {
+        match self {
+            Body::Own(b) => b.woken(),
+            Body::Chunks(_) => None,
+        }
+    }
+
     /// The stream ended well: its connection may serve the next request.
     pub(super) fn release(self) {
         if let Body::Own(b) = self {

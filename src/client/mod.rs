@@ -9,6 +9,7 @@ pub mod bursts;
 pub mod detect;
 pub mod dialect;
 mod h1;
+pub mod held;
 mod http;
 mod kinds;
 pub mod rxtime;
@@ -159,6 +160,9 @@ pub struct Client {
     /// Streams to a plain-http server, on servetop's own HTTP/1.1 connections ([`h1`]); `None`
     /// for https, which goes through reqwest.
     plain: Option<Arc<h1::Pool>>,
+    /// The stalls of the runtime that reads the streams, as its timer probe sees them
+    /// ([`held`]).
+    stalls: Arc<held::Stalls>,
 }
 
 /// The path (and query) of an absolute `http(s)://` URL.
@@ -229,7 +233,14 @@ impl Client {
             opts,
             live_tokens: Arc::new(AtomicU64::new(0)),
             write_turn: Arc::new(tokio::sync::Mutex::new(())),
+            stalls: held::Stalls::new(),
         }
+    }
+
+    /// Where the run's timer probe notes the stalls it sees, so that reads after one are
+    /// counted held (docs/metrics.md "Held reads").
+    pub fn stalls(&self) -> Arc<held::Stalls> {
+        self.stalls.clone()
     }
 
     /// The HTTP client (shared connection pool) for side requests such as metrics scrapes.
@@ -485,6 +496,8 @@ fn record_of(
         reasoning_source: None,
         first_tool_call_us: None,
         tool_calls: 0,
+        held_reads: 0,
+        first_held: false,
     }
 }
 

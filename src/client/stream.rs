@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use super::http::{Body, Resp};
 use super::{
-    Client, Failure, RequestSpec, RequestTag, bursts, dialect, failed_record, record_of, rxtime,
-    sse, us_since,
+    Client, Failure, RequestSpec, RequestTag, bursts, dialect, failed_record, held, record_of,
+    rxtime, sse, us_since,
 };
 use crate::client::dialect::{Dialect, is_context_error};
 use crate::metrics::{
@@ -31,6 +31,15 @@ struct StreamFold {
     done: bool,
     /// Reasoning and tool calls, event by event.
     kinds: super::kinds::KindFold,
+    held: HeldReads,
+}
+
+/// Token-carrying reads that were held (docs/metrics.md "Held reads"), and whether the first
+/// token came in one.
+#[derive(Default)]
+struct HeldReads {
+    reads: u32,
+    first: bool,
 }
 
 impl StreamFold {
@@ -47,6 +56,7 @@ impl StreamFold {
             length_stop: false,
             done: false,
             kinds: super::kinds::KindFold::default(),
+            held: HeldReads::default(),
         }
     }
 }
@@ -181,6 +191,8 @@ impl Client {
         mut reply: Option<&mut String>,
     ) -> Option<Failure> {
         let mut last_arrival = t_send;
+        // The previous read: a stall of the runtime after it may hold this read's arrivals.
+        let mut last_read = t_send;
         let mut sse = sse::SseDecoder::new();
         // One timer for the whole stream, moved only when it fires early: resetting a timer on
         // every read would cost more than the read at thousands of streams.
@@ -227,19 +239,41 @@ impl Client {
                 .unwrap_or(now)
                 .max(last_arrival);
             last_arrival = arrival;
+            let held = held::held(
+                arrival,
+                body.woken(),
+                Duration::from_micros(bursts::DELIVERY_WINDOW_US),
+                &self.stalls,
+                last_read,
+                now,
+            );
+            last_read = now;
             let at_us = us_since(t_send, arrival);
+            let chunks_before = fold.chunks.len();
+            let mut ended = None;
             while let Some(raw) = sse.next_data() {
                 let Ok(data) = std::str::from_utf8(raw) else {
-                    return Some(Failure::new(
+                    ended = Some(Some(Failure::new(
                         FailureKind::BadPayload,
                         "the stream is not valid UTF-8".to_string(),
-                    ));
+                    )));
+                    break;
                 };
                 match self.fold_event(fold, data.trim(), at_us, reply.as_deref_mut()) {
-                    Ok(true) => return None,
-                    Ok(false) => {}
-                    Err(f) => return Some(f),
+                    Ok(true) => ended = Some(None),
+                    Ok(false) => continue,
+                    Err(f) => ended = Some(Some(f)),
                 }
+                break;
+            }
+            // One token event cannot hold two arrivals of tokens: what came with it carries
+            // none (a usage or [DONE] chunk, written right after the last token).
+            if held && fold.chunks.len() >= chunks_before + 2 {
+                fold.held.reads += 1;
+                fold.held.first |= chunks_before == 0;
+            }
+            if let Some(end) = ended {
+                return end;
             }
             if !fold.chunks.is_empty() {
                 deadline = now + self.opts.idle_timeout;
@@ -352,6 +386,7 @@ impl Client {
             usage_cached,
             length_stop,
             kinds,
+            held,
             ..
         } = fold;
         let counting = counting.unwrap_or(ChunkCounting::OnePerChunk);
@@ -403,6 +438,8 @@ impl Client {
             e2e_us,
             chunks,
             cached_tokens: usage_cached,
+            held_reads: held.reads,
+            first_held: held.first,
             ..record_of(spec, tag, t_send, end, Outcome::Ok, retries)
         }
     }

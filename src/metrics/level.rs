@@ -34,6 +34,9 @@ pub struct LevelAccumulator {
     /// Token-carrying deliveries, and those that held more than one event.
     deliveries: u64,
     multi_event_deliveries: u64,
+    /// Held reads (docs/metrics.md "Held reads"), and requests whose first token came in one.
+    held_reads: u64,
+    held_first_tokens: u64,
     /// milli-tokens/s, so integer buckets keep three digits for slow streams.
     decode_speed: Dist,
     prefill_speed: Dist,
@@ -164,6 +167,8 @@ impl LevelAccumulator {
         });
         self.deliveries += r.chunks.len() as u64;
         self.multi_event_deliveries += r.chunks.iter().filter(|c| c.events > 1).count() as u64;
+        self.held_reads += u64::from(r.held_reads);
+        self.held_first_tokens += u64::from(r.first_held);
         for c in &r.chunks {
             let bin = ((r.send_at_us + c.t_us) / US_PER_S) as usize;
             if self.bins.len() <= bin {
@@ -298,6 +303,10 @@ impl LevelAccumulator {
             deliveries: self.deliveries,
             multi_event_delivery_share: (self.deliveries > 0)
                 .then(|| self.multi_event_deliveries as f64 / self.deliveries as f64),
+            held_reads: self.held_reads,
+            held_read_share: (self.deliveries > 0)
+                .then(|| (self.held_reads as f64 / self.deliveries as f64).min(1.0)),
+            held_first_tokens: self.held_first_tokens,
             mean_input_tokens: (self.completed > 0)
                 .then(|| self.input_tokens as f64 / self.completed as f64),
             mean_output_tokens: (self.completed > 0)

@@ -61,6 +61,15 @@ pub struct LevelScalars {
     /// Share of those deliveries that held more than one token event (0..1).
     #[serde(default)]
     pub multi_event_delivery_share: Option<f64>,
+    /// Token-carrying reads that may hold arrivals earlier than their stamp (docs/metrics.md
+    /// "Held reads"), their share of the deliveries, and the requests whose first token came
+    /// in one.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub held_reads: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_read_share: Option<f64>,
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub held_first_tokens: u64,
     pub mean_input_tokens: Option<f64>,
     pub mean_output_tokens: Option<f64>,
     /// Mean over requests of input tokens / TTFT (the long-context prefill speed).

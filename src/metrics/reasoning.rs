@@ -111,6 +111,8 @@ mod tests {
             reasoning_source: (reasoning > 0).then_some(CountSource::Usage),
             first_tool_call_us: None,
             tool_calls: 0,
+            held_reads: 0,
+            first_held: false,
         }
     }
 

@@ -212,6 +212,13 @@ pub struct RequestRecord {
     /// Tool calls the stream opened.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tool_calls: u32,
+    /// Token-carrying reads whose events may have arrived earlier than stamped (docs/metrics.md
+    /// "Held reads").
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub held_reads: u32,
+    /// The first token came in a held read: TTFT may be long by the stall.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub first_held: bool,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)]
@@ -406,6 +413,8 @@ pub(crate) mod tests {
             reasoning_source: None,
             first_tool_call_us: None,
             tool_calls: 0,
+            held_reads: 0,
+            first_held: false,
         }
     }
 

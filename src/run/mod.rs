@@ -45,7 +45,13 @@ pub fn start(cfg: &RunConfig, prepared: Prepared, cancel: &CancellationToken) ->
     let to_run = tx.clone();
     let reports =
         crate::telemetry::Reports::new(move |r| to_run.send(event::Event::Telemetry(r)).is_ok());
-    crate::telemetry::spawn_all(cfg, &prepared.client.http(), &reports, &telemetry_stop);
+    crate::telemetry::spawn_all(
+        cfg,
+        &prepared.client.http(),
+        prepared.client.stalls(),
+        &reports,
+        &telemetry_stop,
+    );
     let (control, control_rx) = watch::channel(Control::default());
     let runner = Runner::new(cfg, prepared, tx, cancel.clone(), control_rx);
     Started {

@@ -534,6 +534,8 @@ mod tests {
             reasoning_source: None,
             first_tool_call_us: None,
             tool_calls: 0,
+            held_reads: 0,
+            first_held: false,
         })
     }
 

@@ -29,7 +29,6 @@ pub mod wave;
 
 pub use report::{medians, print};
 
-use std::collections::HashMap;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -78,6 +77,14 @@ pub struct CaseResult {
     pub ttft_error_p50_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ttft_error_p99_ms: Option<f64>,
+    /// servetop's cases: the level's held reads (docs/metrics.md "Held reads"); accuracy and
+    /// wave cases: the token events stamped more than [`UNHELD_LATE_US`] after their write
+    /// ended in requests that counted no held read (the flag's promise is that there are none).
+    /// `--json`'s medians keep the most of any repeat.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_reads: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub late_unheld_events: Option<u64>,
     /// Capacity cases: the reference reader's tokens/s against the same firehose, on the same
     /// core, in the same repeat, and servetop's as a ratio to it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -231,6 +238,7 @@ pub async fn case(a: BenchCaseArgs) -> Result<CaseResult, String> {
         peak_rss_mb: soak::rss_mb(std::process::id()).map_or(0.0, |r| r.1),
         origin_unix_us: origin,
         frames_per_s: (a.ui == "dashboard").then(|| drawn.per_second()),
+        held_reads: Some(sc.held_reads),
         ..CaseResult::default()
     })
 }
@@ -405,7 +413,7 @@ fn run_case(
 }
 
 /// `GET /firehose/writes` over a plain socket (this side is synchronous).
-fn fetch_writes(url: &str) -> Result<HashMap<String, Vec<(u64, u32)>>, String> {
+fn fetch_writes(url: &str) -> Result<crate::sim::firehose::Writes, String> {
     use std::io::{Read, Write};
     let host = url.trim_start_matches("http://");
     let mut sock =
@@ -427,10 +435,23 @@ fn fetch_writes(url: &str) -> Result<HashMap<String, Vec<(u64, u32)>>, String> {
 
 /// Client arrival minus write time for every token event and for each request's first, how many
 /// requests matched a write, and each request's index, send time and first error.
-fn timing_errors(
-    dir: &Path,
-    writes: &HashMap<String, Vec<(u64, u32)>>,
-) -> Result<(Dist, Dist, usize, Vec<wave::Sent>), String> {
+/// An event this late after its write ended, in a request with no held read, breaks the held
+/// flag's promise (a stall the probe cannot see is under about 4 ms).
+pub const UNHELD_LATE_US: u64 = 5_000;
+
+/// What the firehose's record says of a case's readings.
+struct Timing {
+    /// Every token event's error and each request's first's, µs.
+    all: Dist,
+    first: Dist,
+    /// Requests found in the record.
+    matched: usize,
+    sent: Vec<wave::Sent>,
+    /// Events more than [`UNHELD_LATE_US`] late in requests that counted no held read.
+    late_unheld: u64,
+}
+
+fn timing_errors(dir: &Path, writes: &crate::sim::firehose::Writes) -> Result<Timing, String> {
     let results: serde_json::Value = serde_json::from_slice(
         &std::fs::read(dir.join("results.json")).map_err(|e| format!("results.json: {e}"))?,
     )
@@ -443,6 +464,7 @@ fn timing_errors(
     let (mut all, mut first) = (Dist::new(), Dist::new());
     let mut matched = 0;
     let mut sent = Vec::new();
+    let mut late_unheld = 0;
     for line in text.lines() {
         let r: RequestRecord = serde_json::from_str(line).map_err(|e| e.to_string())?;
         if r.warmup || !r.is_ok() {
@@ -456,12 +478,12 @@ fn timing_errors(
         let mut first_error = None;
         let written = w
             .iter()
-            .flat_map(|&(t, n)| std::iter::repeat_n(t, n as usize));
+            .flat_map(|&(t, n, end)| std::iter::repeat_n((t, end), n as usize));
         let mut arrivals = r
             .chunks
             .iter()
             .flat_map(|c| std::iter::repeat_n(origin + r.send_at_us + c.t_us, c.tokens as usize));
-        for (k, wt) in written.enumerate() {
+        for (k, (wt, end)) in written.enumerate() {
             let Some(at) = arrivals.next() else { break };
             // Clocks agree to the microsecond on one machine; an arrival can only follow its write.
             let e = at.saturating_sub(wt);
@@ -470,10 +492,19 @@ fn timing_errors(
                 first.record(e);
                 first_error = Some(e);
             }
+            if r.held_reads == 0 && at.saturating_sub(end) > UNHELD_LATE_US {
+                late_unheld += 1;
+            }
         }
         sent.push((r.index, r.send_at_us, first_error));
     }
-    Ok((all, first, matched, sent))
+    Ok(Timing {
+        all,
+        first,
+        matched,
+        sent,
+        late_unheld,
+    })
 }
 
 /// One case's line on stderr as it ends.
@@ -490,9 +521,11 @@ fn print_case(r: &CaseResult) {
         r.server_cpu_pct,
         r.peak_rss_mb,
         r.timing_error_p99_ms.map_or(String::new(), |p| format!(
-            "  timing error p50 {:.3} p99 {p:.3} ms, TTFT error p99 {:.3} ms",
+            "  timing error p50 {:.3} p99 {p:.3} ms, TTFT error p99 {:.3} ms, held reads {}, late unheld {}",
             r.timing_error_p50_ms.unwrap_or(0.0),
-            r.ttft_error_p99_ms.unwrap_or(f64::NAN)
+            r.ttft_error_p99_ms.unwrap_or(f64::NAN),
+            r.held_reads.unwrap_or(0),
+            r.late_unheld_events.unwrap_or(0)
         ))
     );
     if let Some(f) = r.frames_per_s {
@@ -522,7 +555,14 @@ fn add_timing_errors(r: &mut CaseResult, url: &str, d: &Path) -> Result<Vec<wave
         d.join("firehose-writes.json"),
         serde_json::to_vec(&writes).unwrap_or_default(),
     );
-    let (all, first, matched, sent) = timing_errors(d, &writes)?;
+    let Timing {
+        all,
+        first,
+        matched,
+        sent,
+        late_unheld,
+    } = timing_errors(d, &writes)?;
+    r.late_unheld_events = Some(late_unheld);
     if matched == 0 {
         return Err("no request matched the firehose's record (is X-Request-Id sent?)".into());
     }

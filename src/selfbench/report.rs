@@ -62,6 +62,9 @@ pub fn medians(rows: &[CaseResult]) -> Vec<CaseResult> {
                 reference_cpu_s_per_million_tokens: mo(|r| r.reference_cpu_s_per_million_tokens),
                 cpu_ratio_to_reference: mo(|r| r.cpu_ratio_to_reference),
                 waves: wave_medians(&group),
+                // Counts that should be zero: the most of any repeat.
+                held_reads: group.iter().filter_map(|r| r.held_reads).max(),
+                late_unheld_events: group.iter().filter_map(|r| r.late_unheld_events).max(),
                 ..group[0].clone()
             }
         })
@@ -125,9 +128,9 @@ pub fn print(all: &[CaseResult], json: bool) {
     println!("SIMULATED firehose server; client and firehose on this machine.");
     println!();
     println!(
-        "| case | C | ui | events/write | prompt | tok/s | × reference | client CPU s per Mtok | × reference | server CPU % | peak RSS MB | frames/s | timing error p50 / p99 / worst p99 ms | TTFT error p50 / p99 / worst p99 ms | failed |"
+        "| case | C | ui | events/write | prompt | tok/s | × reference | client CPU s per Mtok | × reference | server CPU % | peak RSS MB | frames/s | timing error p50 / p99 / worst p99 ms | TTFT error p50 / p99 / worst p99 ms | held reads / late unheld (most) | failed |"
     );
-    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let ratio = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
     let three = |a: Option<f64>, b: Option<f64>, w: Option<f64>| match (a, b, w) {
         (Some(a), Some(b), Some(w)) => format!("{a:.3} / {b:.3} / {w:.3}"),
@@ -139,7 +142,7 @@ pub fn print(all: &[CaseResult], json: bool) {
     };
     for r in &rows {
         println!(
-            "| {} | {} | {} | {} | {} | {:.0} | {} | {:.2} | {} | {:.0} | {:.1} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {:.0} | {} | {:.2} | {} | {:.0} | {:.1} | {} | {} | {} | {} | {} |",
             r.kind,
             r.concurrency,
             r.ui,
@@ -162,6 +165,10 @@ pub fn print(all: &[CaseResult], json: bool) {
                 r.ttft_error_p99_ms,
                 worst(all, r, |x| x.ttft_error_p99_ms)
             ),
+            match (r.held_reads, r.late_unheld_events) {
+                (Some(h), Some(l)) => format!("{h} / {l}"),
+                _ => "-".into(),
+            },
             r.failed
         );
     }

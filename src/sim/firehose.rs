@@ -9,7 +9,8 @@
 //! millions of events a second.
 //!
 //! Ground truth: with `record_writes`, the time of every write (µs since the Unix epoch, taken
-//! just before the write) and how many token events it held are kept per `X-Request-Id` and
+//! just before and just after the write) and how many token events it held are kept per
+//! `X-Request-Id` and
 //! served, then cleared, at `GET /firehose/writes`.
 
 use std::collections::HashMap;
@@ -41,8 +42,9 @@ pub struct FirehoseConfig {
     pub record_writes: bool,
 }
 
-/// Per request id: `(µs since the epoch just before the write, token events in it)`.
-pub type Writes = HashMap<String, Vec<(u64, u32)>>;
+/// Per request id: `(µs since the epoch just before the write, token events in it, µs just
+/// after it)`. Over loopback the bytes reach the reader's socket within the write call.
+pub type Writes = HashMap<String, Vec<(u64, u32, u64)>>;
 
 struct State {
     cfg: FirehoseConfig,
@@ -350,10 +352,11 @@ async fn completion(
         if let Some(p) = st.cfg.pace {
             tokio::time::sleep_until(start + p * write_no).await;
         }
-        if let Some(t) = times.as_mut() {
-            t.push((unix_us(), events as u32));
-        }
+        let before = unix_us();
         sock.write_all(&chunk).await?;
+        if let Some(t) = times.as_mut() {
+            t.push((before, events as u32, unix_us()));
+        }
         st.tokens.fetch_add(events, Ordering::Relaxed);
     }
     if let (Some(t), Some(id)) = (times, id)

@@ -54,15 +54,17 @@ pub fn engine_urls(cfg: &crate::config::RunConfig) -> Option<(String, String)> {
     Some((url, format!("{base}/server_info")))
 }
 
-/// Starts the samplers a run asked for: servetop's own load (always), the engine's `/metrics`
+/// Starts the samplers a run asked for: servetop's own load (always; its timer probe notes
+/// stalls in `stalls`), the engine's `/metrics`
 /// (unless `no_metrics`), and GPUs from a DCGM exporter (`dcgm_url`) or NVML (unless `no_gpu`). They stop when `cancel` fires.
 pub fn spawn_all(
     cfg: &crate::config::RunConfig,
     http: &reqwest::Client,
+    stalls: std::sync::Arc<crate::client::held::Stalls>,
     tx: &Reports,
     cancel: &tokio_util::sync::CancellationToken,
 ) {
-    client::spawn(tx.clone(), cancel.clone());
+    client::spawn(tx.clone(), cancel.clone(), stalls);
     let every = std::time::Duration::from_secs_f64(cfg.gpu_interval_s);
     if let Some((url, info)) = engine_urls(cfg) {
         scrape::spawn_engine(

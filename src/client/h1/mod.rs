@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
+use super::held::Wakes;
 use super::http::{POOL_IDLE, SendError};
 use super::rxtime;
 use framing::{Decoder, Head};
@@ -56,19 +57,27 @@ struct Conn {
     buf: Vec<u8>,
     /// ...and the receive time of the read that brought them.
     buf_stamp: Option<u64>,
+    /// When the runtime last woke the reader for this socket, through `noting`.
+    wakes: Arc<Wakes>,
+    noting: Waker,
 }
 
 /// One read into the thread's scratch buffer, handed to `f` with its receive time (an empty
 /// slice at the end of the stream).
+/// The socket's readiness goes through the connection's own waker, which notes when the runtime
+/// woke the reader (docs/metrics.md "Held reads").
 fn poll_recv<R>(
     tcp: &TcpStream,
     cmsg: &mut Vec<u8>,
+    (wakes, noting): (&Wakes, &Waker),
     cx: &mut Context<'_>,
     mut f: impl FnMut(&[u8], Option<u64>) -> R,
 ) -> Poll<io::Result<R>> {
     let fd = tcp.as_raw_fd();
+    wakes.register(cx.waker());
+    let mut noted = Context::from_waker(noting);
     loop {
-        ready!(tcp.poll_read_ready(cx))?;
+        ready!(tcp.poll_read_ready(&mut noted))?;
         let got = SCRATCH.with_borrow_mut(|scratch| {
             tcp.try_io(Interest::READABLE, || {
                 rxtime::recv_stamped(fd, scratch, cmsg)
@@ -92,11 +101,14 @@ impl Conn {
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "tcp connect timed out"))??;
         tcp.set_nodelay(true)?;
         rxtime::stamp_receives(&tcp);
+        let (wakes, noting) = Wakes::new();
         Ok(Conn {
             tcp,
             cmsg: rxtime::cmsg_space(),
             buf: Vec::new(),
             buf_stamp: None,
+            wakes,
+            noting,
         })
     }
 
@@ -123,9 +135,11 @@ impl Conn {
                 cmsg,
                 buf,
                 buf_stamp,
+                wakes,
+                noting,
             } = self;
             let n = poll_fn(|cx| {
-                poll_recv(tcp, cmsg, cx, |b, ts| {
+                poll_recv(tcp, cmsg, (wakes, noting), cx, |b, ts| {
                     buf.extend_from_slice(b);
                     *buf_stamp = ts;
                     b.len()
@@ -285,6 +299,11 @@ pub(crate) struct Body {
 }
 
 impl Body {
+    /// When the runtime last woke the reader of this body's socket.
+    pub(crate) fn woken(&self) -> Option<Instant> {
+        self.conn.as_ref()?.wakes.last()
+    }
+
     /// Waits for the body's next bytes and hands their data to `out` (a read may bring framing
     /// only).
     pub(crate) fn poll_read(
@@ -303,6 +322,8 @@ impl Body {
             cmsg,
             buf,
             buf_stamp,
+            wakes,
+            noting,
         } = conn;
         let dec = &mut self.dec;
         // Bytes that came with the head (or a partial line) first, with their read's time.
@@ -313,7 +334,7 @@ impl Body {
                 return Poll::Ready(Ok(Got::Bytes(*buf_stamp)));
             }
         }
-        let got = ready!(poll_recv(tcp, cmsg, cx, |bytes, ts| {
+        let got = ready!(poll_recv(tcp, cmsg, (wakes, noting), cx, |bytes, ts| {
             if bytes.is_empty() {
                 return dec.eof().map(|()| Got::End);
             }

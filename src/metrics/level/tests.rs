@@ -38,6 +38,8 @@ fn ok_record(send: u64, ttft: u64, n_steps: u64) -> RequestRecord {
         reasoning_source: None,
         first_tool_call_us: None,
         tool_calls: 0,
+        held_reads: 0,
+        first_held: false,
     }
 }
 

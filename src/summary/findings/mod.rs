@@ -38,6 +38,9 @@ pub const LINEAR_SLOPE_RATIO: f64 = 1.25;
 pub const CLIENT_CPU_BOUND: f64 = 0.8;
 /// …or where its runtime's timer woke later than this at the p99 (ms).
 pub const TIMER_LAG_BOUND_MS: f64 = 5.0;
+/// …or where more than this share of its deliveries, or of its first tokens, came in held reads
+/// (docs/metrics.md "Held reads").
+pub const HELD_SHARE: f64 = 0.01;
 /// Fewer completed requests than this: a level's percentiles are rough.
 pub const FEW_REQUESTS: u64 = 10;
 /// More than this share of a no-prefix plan's prompt tokens from the prefix cache: its TTFT is

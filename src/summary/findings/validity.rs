@@ -3,29 +3,59 @@
 
 use std::fmt::Write;
 
-use super::{CLIENT_CPU_BOUND, Finding, TIMER_LAG_BOUND_MS, measured, num};
+use super::{CLIENT_CPU_BOUND, Finding, HELD_SHARE, TIMER_LAG_BOUND_MS, measured, num};
 use crate::summary::{LevelSummary, RunSummary};
 
-/// Whether servetop may have been the limit at `l`: its CPU near a core, or its timer late.
+/// Whether servetop may have been the limit at `l`: its CPU near a core, its timer late, or its
+/// reads held.
 pub(super) fn client_bound(l: &LevelSummary) -> Option<String> {
     let c = &l.client;
-    let cpu = c.client_cpu_share.filter(|x| *x >= CLIENT_CPU_BOUND);
-    let lag = c
+    let mut why = Vec::new();
+    if let Some(x) = c.client_cpu_share.filter(|x| *x >= CLIENT_CPU_BOUND) {
+        why.push(format!("it used {:.0} % of a core", x * 100.0));
+    }
+    if let Some(ms) = c
         .client_timer_lag_p99_ms
-        .filter(|x| *x > TIMER_LAG_BOUND_MS);
-    let why = match (cpu, lag) {
-        (None, None) => return None,
-        (Some(x), None) => format!("it used {:.0} % of a core", x * 100.0),
-        (None, Some(ms)) => format!("its timer woke {} ms late (p99)", num(ms)),
-        (Some(x), Some(ms)) => format!(
-            "it used {:.0} % of a core and its timer woke {} ms late (p99)",
-            x * 100.0,
-            num(ms)
-        ),
-    };
+        .filter(|x| *x > TIMER_LAG_BOUND_MS)
+    {
+        why.push(format!("its timer woke {} ms late (p99)", num(ms)));
+    }
+    if let Some(held) = held_text(l) {
+        why.push(held);
+    }
+    if why.is_empty() {
+        return None;
+    }
+    let why = why.join(" and ");
     Some(format!(
         "servetop may have been the limit at {}: {why}, so its readings may be stamped late; use fewer streams, a bigger client machine, or spread the load over several client machines with --shard I/N (not several shards on one machine: they share its cores)",
         l.label()
+    ))
+}
+
+/// The held reads of `l`, when more than [`HELD_SHARE`] of its deliveries or first tokens.
+fn held_text(l: &LevelSummary) -> Option<String> {
+    let sc = &l.stats.as_ref()?.scalars;
+    let share = sc.held_read_share.unwrap_or(0.0);
+    let first = if sc.completed > 0 {
+        sc.held_first_tokens as f64 / sc.completed as f64
+    } else {
+        0.0
+    };
+    if share <= HELD_SHARE && first <= HELD_SHARE {
+        return None;
+    }
+    let stall = l
+        .client
+        .client_timer_lag_max_ms
+        .filter(|ms| *ms >= 1.0)
+        .map(|ms| format!(", its runtime stalled up to {} ms", num(ms)))
+        .unwrap_or_default();
+    Some(format!(
+        "{} of its reads ({:.1} % of deliveries, {} first tokens) were held{stall}: their tokens may have arrived earlier than stamped",
+        sc.held_reads,
+        share * 100.0,
+        sc.held_first_tokens
     ))
 }
 
