@@ -13,7 +13,6 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -27,17 +26,7 @@ mod sim_child;
 type Writes = HashMap<String, Vec<(u64, u32, u64)>>;
 
 fn fetch_writes(url: &str) -> Writes {
-    let host = url.trim_start_matches("http://");
-    let mut s = std::net::TcpStream::connect(host).unwrap();
-    write!(
-        s,
-        "GET /firehose/writes HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).unwrap();
-    let at = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-    serde_json::from_slice(&buf[at..]).unwrap()
+    serde_json::from_slice(&sim_child::get(url, "/firehose/writes")).unwrap()
 }
 
 /// Runs servetop against `url` into `dir`, stopping it for 60 ms every 300 ms; the stops made.

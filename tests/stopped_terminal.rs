@@ -30,15 +30,7 @@ const START: u8 = 0x11;
 
 /// The simulator's generated-tokens counter (`vllm:` or `sglang:`), from its Prometheus page.
 fn generated(url: &str) -> f64 {
-    let host = url.trim_start_matches("http://");
-    let mut s = std::net::TcpStream::connect(host).unwrap();
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
+    let text = String::from_utf8(sim_child::get(url, "/metrics")).unwrap();
     text.lines()
         .filter(|l| !l.starts_with('#') && l.contains(":generation_tokens_total"))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())

@@ -39,3 +39,22 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// The body of `GET path` from the server at `url` (`http://host:port`), over a plain socket.
+pub fn get(url: &str, path: &str) -> Vec<u8> {
+    use std::io::{Read, Write};
+    let host = url.trim_start_matches("http://").trim_end_matches('/');
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).unwrap();
+    let at = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("an HTTP answer");
+    buf.split_off(at + 4)
+}
