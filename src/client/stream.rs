@@ -239,15 +239,7 @@ impl Client {
                 .unwrap_or(now)
                 .max(last_arrival);
             last_arrival = arrival;
-            let held = held::held(
-                arrival,
-                body.woken(),
-                Duration::from_micros(bursts::DELIVERY_WINDOW_US),
-                &self.stalls,
-                last_read,
-                now,
-            );
-            last_read = now;
+            let since = std::mem::replace(&mut last_read, now);
             let at_us = us_since(t_send, arrival);
             let chunks_before = fold.chunks.len();
             let mut ended = None;
@@ -268,7 +260,16 @@ impl Client {
             }
             // One token event cannot hold two arrivals of tokens: what came with it carries
             // none (a usage or [DONE] chunk, written right after the last token).
-            if held && fold.chunks.len() >= chunks_before + 2 {
+            if fold.chunks.len() >= chunks_before + 2
+                && held::held(
+                    arrival,
+                    body.woken(),
+                    Duration::from_micros(bursts::DELIVERY_WINDOW_US),
+                    &self.stalls,
+                    since,
+                    now,
+                )
+            {
                 fold.held.reads += 1;
                 fold.held.first |= chunks_before == 0;
             }
