@@ -32,6 +32,8 @@ struct StreamFold {
     /// Reasoning and tool calls, event by event.
     kinds: super::kinds::KindFold,
     held: HeldReads,
+    /// What the stream's events repeat, parsed once.
+    repeat: dialect::Repeat,
 }
 
 /// Token-carrying reads that were held (docs/metrics.md "Held reads"), and whether the first
@@ -57,6 +59,7 @@ impl StreamFold {
             done: false,
             kinds: super::kinds::KindFold::default(),
             held: HeldReads::default(),
+            repeat: dialect::Repeat::default(),
         }
     }
 }
@@ -298,8 +301,8 @@ impl Client {
             return Ok(true);
         }
         let dialect = fold.dialect;
-        let c =
-            dialect::parse(dialect, data).map_err(|e| Failure::new(FailureKind::BadPayload, e))?;
+        let c = dialect::parse_in_stream(dialect, data, &mut fold.repeat)
+            .map_err(|e| Failure::new(FailureKind::BadPayload, e))?;
         if let Some(msg) = c.error {
             let kind = if is_context_error(&msg) {
                 FailureKind::ContextTooLong

@@ -162,10 +162,21 @@ impl<'a> Scan<'a> {
         if self.eat(b'}').is_some() {
             return Some(());
         }
+        self.members(|sc, _, key| f(sc, key))
+    }
+
+    /// The members of an object from the next key on: `f` is given where the key starts (its
+    /// opening quote) and the key.
+    fn members(
+        &mut self,
+        mut f: impl FnMut(&mut Self, usize, &'a str) -> Option<()>,
+    ) -> Option<()> {
         loop {
+            self.ws();
+            let at = self.i;
             let key = self.string()?;
             self.eat(b':')?;
-            f(self, key)?;
+            f(self, at, key)?;
             if self.eat(b',').is_none() {
                 return self.eat(b'}');
             }
@@ -235,8 +246,30 @@ fn choice<'a>(sc: &mut Scan<'a>) -> Option<Choice<'a>> {
     })
 }
 
-/// An OpenAI completions event, or `None` to leave it to the general parse.
-pub(super) fn completions(data: &str) -> Option<ChunkData<'_>> {
+/// The members before `"choices"` in a stream's last event, when they were only fields the
+/// fast path skips (and a plain `object`): an event that opens with the same bytes is read from
+/// `"choices"` on. Every engine repeats `id`, `object`, `created` and `model` in each event of
+/// a stream, about half of its bytes.
+///
+/// Skipping them gives what reading them would: the scan is left to right, and where a key
+/// starts in the top-level object, all it carries from before is whether `object` was seen.
+#[derive(Debug, Default)]
+pub struct Repeat {
+    /// The last event's bytes up to the opening quote of `"choices"` (empty: none kept).
+    prefix: Vec<u8>,
+    /// `object` was among them.
+    object: bool,
+}
+
+/// `{}`: what the general parse makes of it, if nothing follows.
+fn empty_object<'a>(sc: &mut Scan<'a>) -> Option<ChunkData<'a>> {
+    sc.ws();
+    (sc.i == sc.s.len()).then(ChunkData::default)
+}
+
+/// An OpenAI completions event, or `None` to leave it to the general parse; `repeat` holds
+/// what the stream's earlier events began with ([`Repeat`]).
+pub(super) fn completions<'a>(data: &'a str, repeat: &mut Repeat) -> Option<ChunkData<'a>> {
     let mut sc = Scan {
         s: data.as_bytes(),
         text: data,
@@ -245,8 +278,23 @@ pub(super) fn completions(data: &str) -> Option<ChunkData<'_>> {
     let mut first = None;
     let mut use_ = None;
     let (mut ch, mut us, mut ob, mut er) = (false, false, false, false);
-    sc.object(|sc, key| match key {
+    let resumed = !repeat.prefix.is_empty() && sc.s.starts_with(&repeat.prefix);
+    // Where `"choices"` starts when only plain members came before it.
+    let (mut plain, mut mark) = (!resumed, None);
+    if resumed {
+        sc.i = repeat.prefix.len();
+        ob = repeat.object;
+    } else {
+        sc.eat(b'{')?;
+        if sc.eat(b'}').is_some() {
+            return empty_object(&mut sc);
+        }
+    }
+    let read = sc.members(|sc, at, key| match key {
         "choices" => {
+            if std::mem::take(&mut plain) {
+                mark = Some((at, ob));
+            }
             once(&mut ch)?;
             sc.eat(b'[')?;
             if sc.eat(b']').is_none() {
@@ -256,6 +304,7 @@ pub(super) fn completions(data: &str) -> Option<ChunkData<'_>> {
             Some(())
         }
         "usage" => {
+            plain = false;
             once(&mut us)?;
             use_ = usage(sc).ok()?;
             Some(())
@@ -268,12 +317,20 @@ pub(super) fn completions(data: &str) -> Option<ChunkData<'_>> {
             (sc.string()? != "error").then_some(())
         }
         "error" => {
+            plain = false;
             once(&mut er)?;
             sc.null().then_some(())
         }
         "message" | "text" | "meta_info" => None,
         _ => sc.skip(1),
-    })?;
+    });
+    // What came before `"choices"` was read whatever follows it.
+    if let Some((at, object)) = mark {
+        repeat.prefix.clear();
+        repeat.prefix.extend_from_slice(&sc.s[..at]);
+        repeat.object = object;
+    }
+    read?;
     sc.ws();
     if sc.i != sc.s.len() {
         return None;
@@ -315,10 +372,11 @@ mod tests {
             r#"{"id":"cmpl-9","object":"text_completion","created":1733,"model":"x/y","choices":[],"usage":{"prompt_tokens":32,"total_tokens":288,"completion_tokens":256}}"#,
         ];
         for e in events {
-            let fast = completions(e).unwrap_or_else(|| panic!("not taken: {e}"));
+            let fast =
+                completions(e, &mut Repeat::default()).unwrap_or_else(|| panic!("not taken: {e}"));
             assert_eq!(Ok(fast), general(e), "{e}");
         }
-        let last = completions(events[2]).unwrap();
+        let last = completions(events[2], &mut Repeat::default()).unwrap();
         assert!(last.finished && last.length_stop && last.has_choice);
         assert_eq!(last.cumulative_completion, Some(256));
         // What it leaves to the general parse.
@@ -332,7 +390,7 @@ mod tests {
             r#"{"choices":[{"text":"a"}],"choices":[]}"#,
             r#"{"choices":[{"text":"a"}]} x"#,
         ] {
-            assert_eq!(completions(e), None, "{e}");
+            assert_eq!(completions(e, &mut Repeat::default()), None, "{e}");
         }
         assert_eq!(
             parse(Dialect::Completions, r#"{"error":{"message":"boom"}}"#)
@@ -435,7 +493,7 @@ mod tests {
             let data = event.new_tree(&mut runner).unwrap().current();
             let want = general(&data);
             valid += usize::from(want.is_ok());
-            if let Some(fast) = completions(&data) {
+            if let Some(fast) = completions(&data, &mut Repeat::default()) {
                 taken += 1;
                 assert_eq!(Ok(fast), want, "{data}");
             }
@@ -444,5 +502,57 @@ mod tests {
             taken * 4 > valid,
             "fast path taken {taken} times of {valid} valid events"
         );
+    }
+
+    /// An event read after another that opened with the same members (skipped, [`Repeat`])
+    /// gives what the general parse gives, whatever came before and after `"choices"`; and the
+    /// skip is taken often.
+    #[test]
+    fn an_event_that_repeats_the_last_ones_opening_parses_the_same() {
+        // Mostly what engines open with, sometimes any member (a duplicate, usage, an error).
+        let opening = prop_oneof![
+            2 => Just("\"id\":\"cmpl-3\"".to_string()),
+            2 => junk().prop_map(|j| format!("\"model\":{j}")),
+            1 => Just("\"object\":\"text_completion\"".to_string()),
+            1 => Just(" \"created\" : 17".to_string()),
+            1 => member(),
+        ];
+        let members = || proptest::collection::vec(member(), 0..3);
+        let pair = (
+            proptest::collection::vec(opening, 0..5),
+            members(),
+            members(),
+            member(),
+            member(),
+        )
+            .prop_map(|(head, a, b, first, other)| {
+                // Two events of a stream: the same members before their choices, then each
+                // its own; or (when the member drawn is not choices) two that differ.
+                let join = |m: &[String]| m.join(",");
+                let choices = if first.starts_with("\"choices\"") {
+                    first
+                } else {
+                    "\"choices\":[{\"text\":\"x\"}]".to_string()
+                };
+                let e1 = format!(
+                    "{{{}}}",
+                    join(&[head.clone(), vec![choices.clone()], a].concat())
+                );
+                let e2 = format!("{{{}}}", join(&[head, vec![choices, other], b].concat()));
+                (e1, e2)
+            });
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let mut resumed = 0;
+        for _ in 0..4000 {
+            let (e1, e2) = pair.new_tree(&mut runner).unwrap().current();
+            let mut repeat = Repeat::default();
+            let _ = completions(&e1, &mut repeat);
+            let kept = !repeat.prefix.is_empty() && e2.as_bytes().starts_with(&repeat.prefix);
+            if let Some(fast) = completions(&e2, &mut repeat) {
+                resumed += usize::from(kept);
+                assert_eq!(Ok(fast), general(&e2), "{e1} then {e2}");
+            }
+        }
+        assert!(resumed > 300, "resumed {resumed} times of 4000");
     }
 }

@@ -5,6 +5,7 @@
 //! or counted with a tokenizer when one is configured).
 
 mod fast;
+pub use fast::Repeat;
 
 use std::borrow::Cow;
 
@@ -187,8 +188,18 @@ struct MetaInfo {
 
 /// Parses one `data:` payload (not `[DONE]`). `Err` carries a short description of bad JSON.
 pub fn parse(dialect: Dialect, data: &str) -> Result<ChunkData<'_>, String> {
+    parse_in_stream(dialect, data, &mut Repeat::default())
+}
+
+/// [`parse`] for the next event of a stream: `repeat` keeps what its events repeat, so that
+/// the next one skips it ([`Repeat`]).
+pub fn parse_in_stream<'a>(
+    dialect: Dialect,
+    data: &'a str,
+    repeat: &mut Repeat,
+) -> Result<ChunkData<'a>, String> {
     if dialect == Dialect::Completions
-        && let Some(c) = fast::completions(data)
+        && let Some(c) = fast::completions(data, repeat)
     {
         return Ok(c);
     }
