@@ -14,6 +14,8 @@
 #                      telemetry.jsonl, results.json (energy per level from the real counter),
 #                      summary.md; the GPU idles, since the simulator computes on the CPU
 #   nvidia-smi.txt     `nvidia-smi -q`, when the tool is there, to check the readings against
+#   nvidia-smi-query.csv  what the static binary's sampler reads (src/telemetry/smi.rs): copy
+#                      it to tests/fixtures/gpu/<gpu-name>.csv too
 # Then copy gpu-once.json to tests/fixtures/gpu/<gpu-name>.json and commit it.
 set -euo pipefail
 BIN=${1:-target/release/servetop}
@@ -23,6 +25,8 @@ mkdir -p "$OUT"
 "$BIN" --version | tee "$OUT/version.txt"
 if command -v nvidia-smi >/dev/null; then
   nvidia-smi -q > "$OUT/nvidia-smi.txt" 2>&1 || true
+  nvidia-smi --query-gpu=index,name,uuid,memory.used,memory.total,utilization.gpu,utilization.memory,power.draw,enforced.power.limit,temperature.gpu,clocks.sm \
+    --format=csv,noheader,nounits > "$OUT/nvidia-smi-query.csv" 2>&1 || true
 else
   echo "nvidia-smi is not on this machine" > "$OUT/nvidia-smi.txt"
 fi

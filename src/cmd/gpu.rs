@@ -8,18 +8,18 @@ pub async fn gpu(a: &crate::cli::GpuArgs) -> i32 {
             .unwrap_or_else(|e| Err(format!("sampler thread failed: {e}")));
         if a.json {
             let v = match &reading {
-                Ok(g) => {
-                    serde_json::json!({"available": true, "reason": null, "source": "nvml", "gpus": g})
+                Ok(s) => {
+                    serde_json::json!({"available": true, "reason": null, "source": s.source, "gpus": s.gpus})
                 }
                 Err(r) => {
-                    serde_json::json!({"available": false, "reason": r, "source": "nvml", "gpus": []})
+                    serde_json::json!({"available": false, "reason": r, "source": null, "gpus": []})
                 }
             };
             println!("{v}");
         } else {
             match &reading {
-                Ok(gpus) => {
-                    for g in gpus {
+                Ok(s) => {
+                    for g in &s.gpus {
                         println!("{}", crate::telemetry::gpu_line(g));
                     }
                 }

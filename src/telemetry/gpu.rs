@@ -1,5 +1,6 @@
-//! Local GPUs through NVML, sampled on a thread of their own: NVML calls are blocking FFI and
-//! must never stall the async runtime that times requests.
+//! Local GPUs through NVML, else through `nvidia-smi` ([`super::smi`]: the static build cannot
+//! load NVML), sampled on a thread of their own: both calls block and must never stall the
+//! async runtime that times requests.
 
 use std::time::Duration;
 
@@ -7,17 +8,58 @@ use tokio_util::sync::CancellationToken;
 
 use super::{GpuReading, GpuSample, GpuSource, Reports, TelemetryRecord, now_unix_ms};
 
-/// Every GPU now, or why there are none (the reason NVML gives, in words).
-pub fn read_once() -> Result<Vec<GpuReading>, String> {
-    imp::Sampler::init()?.sample()
+/// NVML, or `nvidia-smi` where NVML cannot be loaded.
+enum Sampler {
+    Nvml(Box<imp::Sampler>),
+    Smi,
 }
 
-/// [`read_once`] through one NVML handle kept for the process (readings on demand, at level
+impl Sampler {
+    /// NVML first; without it, `nvidia-smi` if it reads a GPU; else both reasons.
+    fn init() -> Result<Self, String> {
+        match imp::Sampler::init() {
+            Ok(s) => Ok(Self::Nvml(Box::new(s))),
+            Err(nvml) => match super::smi::read() {
+                Ok(_) => Ok(Self::Smi),
+                Err(smi) => Err(format!("{nvml}; {smi}")),
+            },
+        }
+    }
+
+    fn source(&self) -> GpuSource {
+        match self {
+            Self::Nvml(_) => GpuSource::Nvml,
+            Self::Smi => GpuSource::NvidiaSmi,
+        }
+    }
+
+    fn sample(&self) -> Result<Vec<GpuReading>, String> {
+        match self {
+            Self::Nvml(s) => s.sample(),
+            Self::Smi => super::smi::read(),
+        }
+    }
+
+    fn reading(&self) -> Result<GpuSample, String> {
+        Ok(GpuSample {
+            at_unix_ms: now_unix_ms(),
+            source: self.source(),
+            gpus: self.sample()?,
+        })
+    }
+}
+
+/// Every GPU now, or why there are none (the reasons NVML and `nvidia-smi` give, in words).
+pub fn read_once() -> Result<GpuSample, String> {
+    Sampler::init()?.reading()
+}
+
+/// [`read_once`] through one sampler kept for the process (readings on demand, at level
 /// boundaries, should not load the driver library each time).
-pub fn read_cached() -> Result<Vec<GpuReading>, String> {
-    static SAMPLER: std::sync::OnceLock<Result<imp::Sampler, String>> = std::sync::OnceLock::new();
-    match SAMPLER.get_or_init(imp::Sampler::init) {
-        Ok(s) => s.sample(),
+pub fn read_cached() -> Result<GpuSample, String> {
+    static SAMPLER: std::sync::OnceLock<Result<Sampler, String>> = std::sync::OnceLock::new();
+    match SAMPLER.get_or_init(Sampler::init) {
+        Ok(s) => s.reading(),
         Err(e) => Err(e.clone()),
     }
 }
@@ -26,9 +68,9 @@ pub fn read_cached() -> Result<Vec<GpuReading>, String> {
 /// driver or without GPUs sends one `GpuUnavailable` with the reason and stops.
 pub fn spawn(interval: Duration, tx: Reports, cancel: CancellationToken) {
     let spawned = std::thread::Builder::new()
-        .name("servetop-nvml".into())
+        .name("servetop-gpus".into())
         .spawn(move || {
-            let sampler = match imp::Sampler::init() {
+            let sampler = match Sampler::init() {
                 Ok(s) => s,
                 Err(reason) => {
                     tx.send(TelemetryRecord::GpuUnavailable {
@@ -39,12 +81,8 @@ pub fn spawn(interval: Duration, tx: Reports, cancel: CancellationToken) {
                 }
             };
             while !cancel.is_cancelled() {
-                let rec = match sampler.sample() {
-                    Ok(gpus) => TelemetryRecord::Gpu(GpuSample {
-                        at_unix_ms: now_unix_ms(),
-                        source: GpuSource::Nvml,
-                        gpus,
-                    }),
+                let rec = match sampler.reading() {
+                    Ok(sample) => TelemetryRecord::Gpu(sample),
                     Err(reason) => TelemetryRecord::GpuUnavailable {
                         at_unix_ms: now_unix_ms(),
                         reason,
@@ -153,7 +191,7 @@ mod tests {
         // real GPUs.
         let driver = std::path::Path::new("/proc/driver/nvidia/version").exists();
         match super::read_once() {
-            Ok(gpus) => assert!(driver && !gpus.is_empty(), "{gpus:?} without a driver"),
+            Ok(s) => assert!(driver && !s.gpus.is_empty(), "{s:?} without a driver"),
             Err(reason) => {
                 assert!(!driver, "a driver is loaded, yet: {reason}");
                 assert!(

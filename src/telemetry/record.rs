@@ -31,6 +31,8 @@ pub struct GpuReading {
 #[serde(rename_all = "snake_case")]
 pub enum GpuSource {
     Nvml,
+    /// `nvidia-smi --query-gpu`, where NVML could not be loaded (the static build).
+    NvidiaSmi,
     Dcgm,
     /// The simulator's DCGM-style endpoint: not real hardware.
     SimulatedDcgm,

@@ -51,6 +51,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
 fn gpu_title(app: &App) -> String {
     let source = match app.session.latest_gpu.as_ref().map(|g| g.source) {
         Some(GpuSource::Nvml) => " GPUs (NVML)",
+        Some(GpuSource::NvidiaSmi) => " GPUs (nvidia-smi)",
         Some(GpuSource::Dcgm) => " GPUs (DCGM exporter)",
         Some(GpuSource::SimulatedDcgm) => " GPUs — SIMULATED by servetop-sim",
         None => " GPUs",
