@@ -530,4 +530,24 @@ impl RunSummary {
             .chain(self.multi_turn.iter())
             .chain(self.traces.iter())
     }
+
+    /// The first level each restarted server measured (a length that needed a larger context),
+    /// with that server's context, in the order they ran.
+    pub fn first_after_restarts(&self) -> Vec<(&LevelSummary, Option<u64>)> {
+        let mut ran: Vec<&LevelSummary> = self
+            .levels()
+            .filter(|l| l.started_at_unix_ms.is_some())
+            .collect();
+        ran.sort_by_key(|l| l.started_at_unix_ms);
+        let mut seen = std::collections::HashSet::from([0]);
+        ran.into_iter()
+            .filter_map(|l| {
+                let i = l.server_index?;
+                seen.insert(i).then(|| {
+                    let ctx = self.servers.get(i as usize).and_then(|v| v.context_len);
+                    (l, ctx)
+                })
+            })
+            .collect()
+    }
 }

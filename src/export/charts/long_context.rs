@@ -15,33 +15,7 @@ pub(super) fn draw(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Resu
         let levels = runs.iter().map(|r| r.summary.long_context.as_slice());
         grouped::with_errors(lines, levels, k, f)
     };
-    // A length skipped in every `--repeat` run is marked once.
-    let mut skipped: Vec<&LevelSummary> = runs
-        .iter()
-        .flat_map(|r| r.summary.long_context.iter())
-        .filter(|l| l.status == LevelStatus::Skipped)
-        .collect();
-    let mut seen = std::collections::HashSet::new();
-    skipped.retain(|l| seen.insert((l.input_len, l.reason.clone())));
-    let marks: Vec<(f64, String)> = skipped
-        .iter()
-        .map(|l| {
-            (
-                l.input_len as f64 / 1000.0,
-                format!("{}K skipped", l.input_len / 1000),
-            )
-        })
-        .collect();
-    let footer: Vec<String> = skipped
-        .iter()
-        .map(|l| {
-            format!(
-                "{}K skipped: {}",
-                l.input_len / 1000,
-                l.reason.as_deref().unwrap_or("")
-            )
-        })
-        .collect();
+    let (marks, footer) = notes(runs);
     let empty = "no long-context length finished in this run".to_string();
     let panel = |title: &str, y: &str, name: &str, f: fn(&LevelSummary) -> Option<f64>| Panel {
         title: title.into(),
@@ -52,6 +26,7 @@ pub(super) fn draw(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Resu
         lines: ctx_lines(name, f),
         marks: marks.clone(),
         limits: vec![],
+        events: vec![],
         empty: empty.clone(),
     };
     let settings = settings(runs[0].summary);
@@ -77,6 +52,49 @@ pub(super) fn draw(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Resu
         3,
         &footer,
     )
+}
+
+/// The lengths' vertical marks and the footer's notes: skipped lengths (once, when skipped in
+/// every `--repeat` run) and where servetop restarted the server with a larger context.
+fn notes(runs: &[ChartRun<'_>]) -> (Vec<(f64, String)>, Vec<String>) {
+    // A length skipped in every `--repeat` run is marked once.
+    let mut skipped: Vec<&LevelSummary> = runs
+        .iter()
+        .flat_map(|r| r.summary.long_context.iter())
+        .filter(|l| l.status == LevelStatus::Skipped)
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    skipped.retain(|l| seen.insert((l.input_len, l.reason.clone())));
+    let mut marks: Vec<(f64, String)> = skipped
+        .iter()
+        .map(|l| {
+            (
+                l.input_len as f64 / 1000.0,
+                format!("{}K skipped", l.input_len / 1000),
+            )
+        })
+        .collect();
+    let mut footer: Vec<String> = skipped
+        .iter()
+        .map(|l| {
+            format!(
+                "{}K skipped: {}",
+                l.input_len / 1000,
+                l.reason.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    // Where servetop restarted the server with a larger context (the first run's restarts).
+    let restarts = runs[0].summary.first_after_restarts();
+    for (l, ctx) in restarts.iter().filter(|(l, _)| l.input_len > 0) {
+        let ctx = ctx.map_or("?".to_string(), |c| c.to_string());
+        marks.push((l.input_len as f64 / 1000.0, format!("restart: {ctx} ctx")));
+        footer.push(format!(
+            "Server restarted before {}: context {ctx} from here on.",
+            l.label()
+        ));
+    }
+    (marks, footer)
 }
 
 /// The long-context plan for the subtitle: its lengths and output tokens, one request at a
@@ -116,5 +134,38 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains(&s.config.lengths_label()), "{text}");
+    }
+
+    #[test]
+    fn a_restart_is_marked_at_the_first_length_it_measured() {
+        let s = super::super::restarted_run();
+        let first = s
+            .long_context
+            .iter()
+            .find(|l| l.input_len > 16_384 && l.status == crate::summary::LevelStatus::Done)
+            .expect("a length above 16K in the fixture");
+        let runs = [super::ChartRun {
+            label: "run".into(),
+            summary: &s,
+            telemetry: &[],
+        }];
+        let (marks, footer) = super::notes(&runs);
+        let at = first.input_len as f64 / 1000.0;
+        assert!(
+            marks.contains(&(at, "restart: 131072 ctx".to_string())),
+            "{marks:?}"
+        );
+        assert!(
+            footer.contains(&format!(
+                "Server restarted before {}: context 131072 from here on.",
+                first.label()
+            )),
+            "{footer:?}"
+        );
+        // One restart, one mark: the later lengths on the same server are not marked.
+        assert_eq!(
+            marks.iter().filter(|m| m.1.starts_with("restart")).count(),
+            1
+        );
     }
 }

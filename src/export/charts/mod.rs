@@ -188,3 +188,26 @@ pub fn render_all(
     }
     Ok(written)
 }
+
+#[cfg(test)]
+/// A finished run whose lengths above 16K ran on a server restarted with a 128K context.
+pub(super) fn restarted_run() -> crate::summary::RunSummary {
+    let mut s = crate::tui::fixtures::finished_run().session.summary;
+    let launch = |ctx: u64| crate::serve::ServerLaunch {
+        command: format!("serve --context-length {ctx}"),
+        context_len: Some(ctx),
+        port: 30000,
+        ready_s: Some(60.0),
+    };
+    s.servers = vec![launch(16_384), launch(131_072)];
+    let mut t = 1_000;
+    for l in s
+        .levels_mut()
+        .filter(|l| l.status == crate::summary::LevelStatus::Done)
+    {
+        t += 1_000;
+        l.started_at_unix_ms = Some(t);
+        l.server_index = Some(u32::from(l.input_len > 16_384));
+    }
+    s
+}

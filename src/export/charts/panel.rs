@@ -77,6 +77,8 @@ pub(super) struct Panel {
     pub(super) marks: Vec<(f64, String)>,
     /// Horizontal marks (an SLO limit): `(y, label)`.
     pub(super) limits: Vec<(f64, String)>,
+    /// On a time axis, moments across the whole panel (a server restart): `(x, label)`.
+    pub(super) events: Vec<(f64, String)>,
     /// Said in the panel when there is nothing to draw.
     pub(super) empty: String,
 }
@@ -320,6 +322,30 @@ fn draw_marks<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, p: &Panel, sc: Scale) -> Re
             )))
             .map_err(err)?;
     }
+    let per_px = (x1 - x0) / f64::from(chart.plotting_area().dim_in_pixel().0.max(1));
+    for (m, label) in p.events.iter().filter(|_| p.x == XKind::Seconds) {
+        let x = sc.tx(*m);
+        let red = RGBColor(170, 30, 30);
+        chart
+            .draw_series(DashedLineSeries::new(
+                vec![(x, y0), (x, y1)],
+                8,
+                5,
+                red.mix(0.8).stroke_width(2),
+            ))
+            .map_err(err)?;
+        chart
+            .draw_series(std::iter::once(Text::new(
+                label.clone(),
+                // Beside the line, not across it: the text's top is on the right once turned.
+                (x + 20.0 * per_px, y1),
+                ("sans-serif", 15)
+                    .into_font()
+                    .color(&red)
+                    .transform(FontTransform::Rotate90),
+            )))
+            .map_err(err)?;
+    }
     for (y, label) in &p.limits {
         let y = sc.ty(*y);
         chart
@@ -547,10 +573,20 @@ pub(super) fn figure_of(
         ("sans-serif", 32).into_font().style(FontStyle::Bold),
     ))
     .map_err(err)?;
+    // The subtitle in the largest size that fits the width (long settings, a long model name).
+    let sub = subtitle(runs, settings);
+    let width = size.0.saturating_sub(40);
+    let px = [20.0, 18.0, 16.0, 14.0, 12.0]
+        .into_iter()
+        .find(|&px| {
+            head.estimate_text_size(&sub, &("sans-serif", px).into_text_style(&head))
+                .is_ok_and(|(w, _)| w <= width)
+        })
+        .unwrap_or(12.0);
     head.draw(&Text::new(
-        subtitle(runs, settings),
+        sub,
         (20, 50),
-        ("sans-serif", 20).into_font().color(&BLACK.mix(0.75)),
+        ("sans-serif", px).into_font().color(&BLACK.mix(0.75)),
     ))
     .map_err(err)?;
     let rows = panels.len().div_ceil(cols.max(1));

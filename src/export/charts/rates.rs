@@ -25,6 +25,7 @@ pub(super) fn rates_figure(
             lines,
             marks: vec![],
             limits: vec![],
+            events: vec![],
             empty: empty.clone(),
         }
     };
@@ -63,6 +64,7 @@ pub(super) fn rates_figure(
             lines: rate_lines_all,
             marks: vec![],
             limits: vec![],
+            events: vec![],
             empty: empty.clone(),
         },
         pct_panel("Client queue (t_send − t_sched)", curves::CLIENT_QUEUE_MS),

@@ -70,6 +70,7 @@ pub(super) fn slo_search_figure(
         lines: good,
         marks: marks.clone(),
         limits: vec![],
+        events: vec![],
         empty: empty.clone(),
     }];
     let pct = crate::metrics::slo::fmt_pct(first.slo.percentile);
@@ -105,6 +106,7 @@ pub(super) fn slo_search_figure(
             lines,
             marks: marks.clone(),
             limits: vec![(limit, format!("SLO limit {} ms", fmt_num(limit)))],
+            events: vec![],
             empty: empty.clone(),
         });
     }

@@ -49,6 +49,7 @@ pub(super) fn latency(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> R
             lines,
             marks: vec![],
             limits: vec![],
+            events: vec![],
             empty: NO_SWEEP.to_string(),
         }
     };
@@ -121,6 +122,7 @@ pub(super) fn spec_decoding(
             lines,
             marks: vec![],
             limits: vec![],
+            events: vec![],
             empty: NO_SWEEP.to_string(),
         }],
         1,
@@ -188,6 +190,7 @@ fn per_level_panel(
         lines: lines_per_run(runs, "", f, false),
         marks: vec![],
         limits: vec![],
+        events: vec![],
         empty: empty.to_string(),
     }
 }

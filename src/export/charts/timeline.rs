@@ -96,13 +96,32 @@ fn level_starts(r: &ChartRun<'_>, secs: impl Fn(i64) -> f64) -> Vec<(f64, String
     marks
 }
 
-/// A panel over the run's seconds, with the level starts marked.
+/// Where servetop restarted the server it started with a larger context: the start of the
+/// first level the new server measured (seconds on the timeline), labelled with its context.
+fn restarts(r: &ChartRun<'_>, secs: impl Fn(i64) -> f64) -> Vec<(f64, String)> {
+    r.summary
+        .first_after_restarts()
+        .into_iter()
+        .filter_map(|(l, ctx)| {
+            let ctx = ctx.map_or("?".to_string(), |c| c.to_string());
+            Some((
+                secs(l.started_at_unix_ms?),
+                format!("server restarted: {ctx} ctx"),
+            ))
+        })
+        .collect()
+}
+
+/// A moment on the timeline and its label.
+type Mark = (f64, String);
+
+/// A panel over the run's seconds, with the level starts and server restarts marked.
 fn time_panel(
     title: String,
     y_desc: &str,
     y_top: Option<f64>,
     lines: Vec<Line>,
-    marks: &[(f64, String)],
+    (marks, events): (&[Mark], &[Mark]),
     empty: String,
 ) -> Panel {
     Panel {
@@ -114,6 +133,7 @@ fn time_panel(
         lines,
         marks: marks.to_vec(),
         limits: vec![],
+        events: events.to_vec(),
         empty,
     }
 }
@@ -134,6 +154,7 @@ pub(super) fn timeline_panels(runs: &[ChartRun<'_>]) -> (Vec<Panel>, Vec<String>
         total_gib,
     } = Series::of(r, secs);
     let marks = level_starts(r, secs);
+    let events = restarts(r, secs);
     let gpu_lines = |sets: &[Vec<(f64, f64)>]| -> Vec<Line> {
         sets.iter()
             .enumerate()
@@ -161,7 +182,7 @@ pub(super) fn timeline_panels(runs: &[ChartRun<'_>]) -> (Vec<Panel>, Vec<String>
             "GiB",
             (total_gib > 0.0).then_some(total_gib),
             gpu_lines(&mem),
-            &marks,
+            (&marks, &events),
             why_gpu.clone(),
         ),
         time_panel(
@@ -169,7 +190,7 @@ pub(super) fn timeline_panels(runs: &[ChartRun<'_>]) -> (Vec<Panel>, Vec<String>
             "%",
             Some(100.0),
             gpu_lines(&util),
-            &marks,
+            (&marks, &events),
             why_gpu,
         ),
         time_panel(
@@ -183,7 +204,7 @@ pub(super) fn timeline_panels(runs: &[ChartRun<'_>]) -> (Vec<Panel>, Vec<String>
                 dashed: false,
                 errors: Vec::new(),
             }],
-            &marks,
+            (&marks, &events),
             why_srv.clone(),
         ),
         time_panel(
@@ -206,7 +227,7 @@ pub(super) fn timeline_panels(runs: &[ChartRun<'_>]) -> (Vec<Panel>, Vec<String>
                     errors: Vec::new(),
                 },
             ],
-            &marks,
+            (&marks, &events),
             why_srv,
         ),
     ];
@@ -233,4 +254,30 @@ pub(super) fn figure(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Re
         2,
         &footer,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    /// The start of the first level on a restarted server is marked as a restart, with the new
+    /// context.
+    #[test]
+    fn a_restart_is_marked_where_the_new_server_started_measuring() {
+        let s = super::super::restarted_run();
+        let run = super::ChartRun {
+            label: "run".into(),
+            summary: &s,
+            telemetry: &[],
+        };
+        let secs = |ms: i64| ms as f64 / 1000.0;
+        let first = s
+            .long_context
+            .iter()
+            .find(|l| l.server_index == Some(1))
+            .expect("a level on the restarted server");
+        let at = secs(first.started_at_unix_ms.unwrap());
+        assert_eq!(
+            super::restarts(&run, secs),
+            vec![(at, "server restarted: 131072 ctx".to_string())]
+        );
+    }
 }

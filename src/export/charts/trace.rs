@@ -40,6 +40,7 @@ fn panel(title: &str, y_desc: &str, lines: Vec<Line>, log: bool) -> Panel {
         lines,
         marks: vec![],
         limits: vec![],
+        events: vec![],
         empty: "no request of the trace finished".into(),
     }
 }

@@ -43,6 +43,7 @@ pub(super) fn turns_figure(
             lines: ttft,
             marks: vec![],
             limits: vec![],
+            events: vec![],
             empty: empty.clone(),
         },
         Panel {
@@ -54,6 +55,7 @@ pub(super) fn turns_figure(
             lines: tokens,
             marks: vec![],
             limits: vec![],
+            events: vec![],
             empty,
         },
     ];
