@@ -488,6 +488,22 @@ mod tests {
         );
     }
 
+    /// After a restart for a length that needed more context: the restart named with its
+    /// context and first length, the lengths still to come waiting for restarts of their own,
+    /// none called too long.
+    #[test]
+    fn long_context_after_a_server_restart() {
+        let mut app = fixtures::long_context_restarted();
+        snap("long_context_restarted", &mut app, Tab::LongContext);
+        let text = draw(&app, 80, 24);
+        assert!(
+            text.contains("server restarted with context 32768 for 30K ctx"),
+            "{text}"
+        );
+        assert!(text.contains("│60K      restarts"), "{text}");
+        assert!(!text.contains("too long"), "{text}");
+    }
+
     #[test]
     fn long_context_tab_with_multi_turn_chats() {
         snap(

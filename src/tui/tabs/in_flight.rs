@@ -62,7 +62,7 @@ fn render_request(
         });
     let first = app.first_token_seen_at.map(|t| t.saturating_sub(sent));
     let elapsed = app.now.saturating_sub(sent).as_secs_f64();
-    let (ratio, text) = match (first, expected) {
+    let line = |how: &str| match (first, expected) {
         (Some(t), Some(e)) => (
             1.0,
             format!(
@@ -95,6 +95,11 @@ fn render_request(
             ),
         ),
     };
+    // The estimate's source goes first when the line is too long for the panel.
+    let (ratio, text) = match line(&how) {
+        (_, t) if t.chars().count() > inner.width as usize => line(""),
+        full => full,
+    };
     gauge(ratio, &text, th.series[1], prefill, buf);
     let tokens = app.tokens_since_send;
     let (ratio, text) = match app.first_token_seen_at {
@@ -118,6 +123,18 @@ fn render_request(
     {
         let row = Rect::new(inner.x, inner.y + 2, inner.width, 1);
         Line::styled(fit(&format!("next: {line}"), row.width as usize), th.dim).render(row, buf);
+    }
+    // The restarts so far (the newest is why this length can run), below.
+    let below = inner.height.saturating_sub(3);
+    let rows = Rect::new(inner.x, inner.y + 3, inner.width, below);
+    let lines: Vec<Line> = restarts(&app.session.summary)
+        .into_iter()
+        .map(|r| Line::styled(r, th.warn))
+        .collect();
+    if below > 0 && !lines.is_empty() {
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: true })
+            .render(rows, buf);
     }
 }
 
