@@ -23,7 +23,12 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         render_percentiles(app, area, buf, th);
         return;
     };
-    let block = th.panel(format!(" TTFT ms · {} · {} requests ", v.label, v.count));
+    let block = th.panel(format!(
+        " TTFT ms · {} · {} request{} ",
+        v.label,
+        v.count,
+        if v.count == 1 { "" } else { "s" }
+    ));
     let inner = block.inner(area);
     block.render(area, buf);
     if inner.height < 4 || inner.width < 8 {
