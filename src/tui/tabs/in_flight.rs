@@ -124,11 +124,12 @@ fn render_request(
         let row = Rect::new(inner.x, inner.y + 2, inner.width, 1);
         Line::styled(fit(&format!("next: {line}"), row.width as usize), th.dim).render(row, buf);
     }
-    // The restarts so far (the newest is why this length can run), below.
+    // The restarts so far below, the newest first: it is why this length can run.
     let below = inner.height.saturating_sub(3);
     let rows = Rect::new(inner.x, inner.y + 3, inner.width, below);
     let lines: Vec<Line> = restarts(&app.session.summary)
         .into_iter()
+        .rev()
         .map(|r| Line::styled(r, th.warn))
         .collect();
     if below > 0 && !lines.is_empty() {
