@@ -301,50 +301,30 @@ fn draw_marks<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, p: &Panel, sc: Scale) -> Re
     if p.x == XKind::Seconds {
         draw_bands(chart, p, sc)?;
     }
-    for (m, label) in p.marks.iter().filter(|_| p.x != XKind::Seconds) {
-        let x = sc.tx(*m);
-        chart
-            .draw_series(DashedLineSeries::new(
-                vec![(x, y0), (x, y1)],
-                6,
-                6,
-                BLACK.mix(0.35).stroke_width(1),
-            ))
-            .map_err(err)?;
-        chart
-            .draw_series(std::iter::once(Text::new(
-                label.clone(),
-                (x, y1),
-                ("sans-serif", 15)
-                    .into_font()
-                    .color(&BLACK.mix(0.6))
-                    .transform(FontTransform::Rotate90),
-            )))
-            .map_err(err)?;
-    }
     let per_px = (x1 - x0) / f64::from(chart.plotting_area().dim_in_pixel().0.max(1));
+    for (m, label) in p.marks.iter().filter(|_| p.x != XKind::Seconds) {
+        let grey = BLACK.mix(0.35).stroke_width(1);
+        vertical(
+            chart,
+            (sc.tx(*m), 0.0),
+            (y0, y1),
+            label,
+            (grey, 6),
+            BLACK.mix(0.6),
+        )?;
+    }
+    let red = RGBColor(170, 30, 30);
     for (m, label) in p.events.iter().filter(|_| p.x == XKind::Seconds) {
-        let x = sc.tx(*m);
-        let red = RGBColor(170, 30, 30);
-        chart
-            .draw_series(DashedLineSeries::new(
-                vec![(x, y0), (x, y1)],
-                8,
-                5,
-                red.mix(0.8).stroke_width(2),
-            ))
-            .map_err(err)?;
-        chart
-            .draw_series(std::iter::once(Text::new(
-                label.clone(),
-                // Beside the line, not across it: the text's top is on the right once turned.
-                (x + 20.0 * per_px, y1),
-                ("sans-serif", 15)
-                    .into_font()
-                    .color(&red)
-                    .transform(FontTransform::Rotate90),
-            )))
-            .map_err(err)?;
+        // Beside the line, not across it: the text's top is on the right once turned.
+        let at = (sc.tx(*m), 20.0 * per_px);
+        vertical(
+            chart,
+            at,
+            (y0, y1),
+            label,
+            (red.mix(0.8).stroke_width(2), 8),
+            red.into(),
+        )?;
     }
     for (y, label) in &p.limits {
         let y = sc.ty(*y);
@@ -364,6 +344,36 @@ fn draw_marks<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, p: &Panel, sc: Scale) -> Re
             )))
             .map_err(err)?;
     }
+    Ok(())
+}
+
+/// A dashed vertical line across the panel at `x`, its label turned along it, `dx` to its right.
+fn vertical<'a, 'b: 'a>(
+    chart: &mut Chart<'a, 'b>,
+    (x, dx): (f64, f64),
+    (y0, y1): (f64, f64),
+    label: &str,
+    (line, dash): (ShapeStyle, u32),
+    text: RGBAColor,
+) -> Result<(), String> {
+    chart
+        .draw_series(DashedLineSeries::new(
+            vec![(x, y0), (x, y1)],
+            dash,
+            dash.min(6),
+            line,
+        ))
+        .map_err(err)?;
+    chart
+        .draw_series(std::iter::once(Text::new(
+            label.to_string(),
+            (x + dx, y1),
+            ("sans-serif", 15)
+                .into_font()
+                .color(&text)
+                .transform(FontTransform::Rotate90),
+        )))
+        .map_err(err)?;
     Ok(())
 }
 
