@@ -211,15 +211,16 @@ fn render_plan(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
 /// `server restarted with context 60416 for 60K ctx (ready after 1.2 s)`: each restart of the
 /// server servetop started, and the first level it measured.
 pub(super) fn restarts(s: &crate::summary::RunSummary) -> Vec<String> {
+    let firsts = s.first_after_restarts();
     s.servers
         .iter()
         .enumerate()
         .skip(1)
         .map(|(i, sv)| {
-            let first = s
-                .levels()
-                .find(|l| l.server_index == u32::try_from(i).ok())
-                .map_or(String::new(), |l| format!(" for {}", l.label()));
+            let first = firsts
+                .iter()
+                .find(|(l, _)| l.server_index == u32::try_from(i).ok())
+                .map_or(String::new(), |(l, _)| format!(" for {}", l.label()));
             format!(
                 "server restarted{}{first}{}",
                 sv.context_len
@@ -252,6 +253,7 @@ mod restart_tests {
         let at = s.long_context.len() - 1;
         for (i, l) in s.long_context.iter_mut().enumerate() {
             l.server_index = Some(u32::from(i == at));
+            l.started_at_unix_ms = Some(1_000 * i as i64);
         }
         let label = s.long_context[at].label();
         assert_eq!(
