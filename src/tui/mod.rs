@@ -501,6 +501,12 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("│60K      restarts"), "{text}");
+        assert!(
+            text.contains(
+                "┌ 30K ctx in flight · request 1 of 1 · server restarted with context 32768 ─"
+            ),
+            "{text}"
+        );
         assert!(!text.contains("too long"), "{text}");
     }
 

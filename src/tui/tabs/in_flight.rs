@@ -38,12 +38,7 @@ fn render_request(
     th: &Theme,
 ) {
     let done = app.session.progress.get(&l.index).map_or(0, |p| p.finished);
-    let block = th.panel(format!(
-        " {} in flight · request {} of {} ",
-        l.label(),
-        (done + 1).min(u64::from(l.requests)),
-        l.requests
-    ));
+    let block = th.panel(title(app, l, done));
     let inner = block.inner(area);
     block.render(area, buf);
     let [prefill, decode, _] = Layout::vertical([
@@ -137,6 +132,27 @@ fn render_request(
             .wrap(Wrap { trim: true })
             .render(rows, buf);
     }
+}
+
+/// ` 60K ctx in flight · request 1 of 1 · server restarted with context 65536 `: the server
+/// that measures it is said even where the panel has no row for the restarts.
+fn title(app: &App, l: &LevelSummary, done: u64) -> String {
+    let on = l
+        .server_index
+        .filter(|&i| i > 0)
+        .and_then(|i| app.session.summary.servers.get(i as usize))
+        .map_or(String::new(), |sv| {
+            sv.context_len
+                .map_or(" · restarted server".to_string(), |c| {
+                    format!(" · server restarted with context {c}")
+                })
+        });
+    format!(
+        " {} in flight · request {} of {}{on} ",
+        l.label(),
+        (done + 1).min(u64::from(l.requests)),
+        l.requests
+    )
 }
 
 /// `16K ~2.4 s · 30K ~4.5 s`: the expected TTFT of the waiting lengths `keep` admits.
