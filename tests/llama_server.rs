@@ -32,12 +32,9 @@
 mod real_server;
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
-use real_server::cores;
-use real_server::llama::{ALIAS, Paths, paths};
+use real_server::llama::{ALIAS, LlamaServer, Paths, paths};
 use servetop::client::{Backend, Engine, detect};
 use servetop::config::{BackendChoice, RunConfig};
 use servetop::event::RunState;
@@ -50,112 +47,6 @@ use tokio_util::sync::CancellationToken;
 
 /// Tests that talk to a server take turns: they share one core.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Keeps this process (the client) off the server's core (the last), once.
-fn pin_client() {
-    let n = cores();
-    if n >= 2 {
-        real_server::pin_client(&format!("0-{}", n - 2));
-    }
-}
-
-/// A llama-server child process; killed on drop, and by its watchdog when this process ends.
-struct LlamaServer {
-    child: Child,
-    watchdog: Option<Child>,
-    url: String,
-    log: PathBuf,
-}
-
-impl LlamaServer {
-    fn start(p: &Paths, name: &str, args: &[&str]) -> Self {
-        pin_client();
-        let port = real_server::free_port();
-        let log =
-            std::env::temp_dir().join(format!("servetop-llama-{}-{name}.log", std::process::id()));
-        let n = cores();
-        let mut cmd = if n >= 2 {
-            let mut c = Command::new("taskset");
-            c.args(["-c", &(n - 1).to_string()]).arg(&p.server);
-            c
-        } else {
-            Command::new(&p.server)
-        };
-        cmd.arg("-m")
-            .arg(&p.target)
-            .args(["-a", ALIAS, "--host", "127.0.0.1", "--port"])
-            .arg(port.to_string())
-            .args(["-t", "1", "--metrics"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(&log).unwrap())
-            .stderr(std::fs::File::create(&log).unwrap());
-        let child = cmd.spawn().unwrap_or_else(|e| {
-            panic!("cannot start {}: {e}", p.server.display());
-        });
-        // Ends the server once this test process is gone, however it ended (the shared servers
-        // live in statics, which are never dropped). Checks the name before killing the pid.
-        let watchdog = Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "while kill -0 {me} 2>/dev/null && kill -0 {srv} 2>/dev/null; do sleep 0.5; done; \
-                 grep -q llama-server /proc/{srv}/cmdline 2>/dev/null && kill {srv}",
-                me = std::process::id(),
-                srv = child.id()
-            ))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok();
-        let mut server = Self {
-            child,
-            watchdog,
-            url: format!("http://127.0.0.1:{port}"),
-            log,
-        };
-        let started = Instant::now();
-        loop {
-            if let Ok(Some(status)) = server.child.try_wait() {
-                panic!(
-                    "llama-server {name} exited ({status}) while starting:\n{}",
-                    server.log_tail()
-                );
-            }
-            if real_server::http_get(port, "/health").is_some_and(|r| r.0 == 200) {
-                break;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(120),
-                "llama-server {name} not healthy after 120 s:\n{}",
-                server.log_tail()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        server
-    }
-
-    fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(30)..].join("\n")
-    }
-
-    fn metrics_url(&self) -> String {
-        format!("{}/metrics", self.url)
-    }
-}
-
-impl Drop for LlamaServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if let Some(w) = self.watchdog.as_mut() {
-            let _ = w.kill();
-            let _ = w.wait();
-        }
-    }
-}
 
 /// The server most tests share: 4 slots of 4096 tokens (`-c` is divided among `-np` slots).
 fn base_server(p: &Paths) -> &'static LlamaServer {

@@ -34,13 +34,12 @@
 
 mod real_server;
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use real_server::vllm::{available, cache_dir, root};
-use real_server::{free_port, http_get};
+use real_server::http_get;
+use real_server::vllm::{MAX_MODEL_LEN, VllmServer, available, cache_dir, root};
 use servetop::client::{Engine, RequestSpec, RequestTag};
 use servetop::config::{BackendChoice, RunConfig};
 use servetop::event::RunState;
@@ -52,175 +51,17 @@ use servetop::workload::RequestCount;
 
 /// The name the server gives its model (`--served-model-name` in scripts/vllm/serve.sh).
 const MODEL: &str = "tiny-vllm";
-/// The context every server here is started with.
-const MAX_MODEL_LEN: u64 = 4096;
 /// vLLM's n-gram speculator: propose up to 3 tokens from the last 4-gram seen before.
 const NGRAM: &str = r#"{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":4}"#;
 
 /// Tests that talk to a server take turns: vLLM takes a core of two.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// Keeps this process (the client) off core 0, where vLLM computes.
-fn pin_client() {
-    let n = real_server::cores();
-    if n >= 2 {
-        real_server::pin_client(&format!("1-{}", n - 1));
-    }
-}
-
-fn kill_group(pid: u32, signal: &str) {
-    let _ = Command::new("kill")
-        .args([signal, "--", &format!("-{pid}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-}
-
-/// A vLLM server in its own process group (the API server and its engine core), ended on drop
-/// and by its watchdog when this process ends.
-struct VllmServer {
-    name: String,
-    args: Vec<String>,
-    port: u16,
-    child: Child,
-    watchdog: Option<Child>,
-    log: PathBuf,
-}
-
 impl VllmServer {
-    fn start(name: &str, args: &[&str]) -> Self {
-        pin_client();
-        let args: Vec<String> = args.iter().map(|a| (*a).to_string()).collect();
-        let port = free_port();
-        let log =
-            std::env::temp_dir().join(format!("servetop-vllm-{}-{name}.log", std::process::id()));
-        let (child, watchdog) = Self::spawn(port, &args, &log);
-        let s = Self {
-            name: name.to_string(),
-            args,
-            port,
-            child,
-            watchdog,
-            log,
-        };
-        s.wait_healthy()
-    }
-
-    fn spawn(port: u16, args: &[String], log: &Path) -> (Child, Option<Child>) {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-            .unwrap();
-        let child = Command::new(root().join("scripts/vllm/serve.sh"))
-            .args([
-                "--port",
-                &port.to_string(),
-                "--max-model-len",
-                &MAX_MODEL_LEN.to_string(),
-            ])
-            .args(args)
-            .env("SERVETOP_VLLM_DIR", cache_dir())
-            .process_group(0)
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().unwrap())
-            .stderr(file)
-            .spawn()
-            .unwrap();
-        let watchdog = Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "while kill -0 {me} 2>/dev/null && kill -0 {srv} 2>/dev/null; do sleep 0.5; done; \
-                 kill -TERM -- -{srv} 2>/dev/null; sleep 3; kill -KILL -- -{srv} 2>/dev/null",
-                me = std::process::id(),
-                srv = child.id()
-            ))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok();
-        (child, watchdog)
-    }
-
-    fn wait_healthy(mut self) -> Self {
-        let started = Instant::now();
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!(
-                    "vLLM {} exited ({status}) while starting:\n{}",
-                    self.name,
-                    self.log_tail()
-                );
-            }
-            if http_get(self.port, "/health").is_some_and(|r| r.0 == 200) {
-                eprintln!(
-                    "vLLM {} healthy after {:.0} s",
-                    self.name,
-                    started.elapsed().as_secs_f64()
-                );
-                return self;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(600),
-                "vLLM {} not healthy after 600 s:\n{}",
-                self.name,
-                self.log_tail()
-            );
-            std::thread::sleep(Duration::from_millis(250));
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// Kills the whole server at once (SIGKILL to its group), as a crash would.
-    fn kill_hard(&mut self) {
-        kill_group(self.child.id(), "-KILL");
-        let _ = self.child.wait();
-        if let Some(w) = self.watchdog.as_mut() {
-            let _ = w.kill();
-            let _ = w.wait();
-        }
-    }
-
-    /// Starts it again on the same port, without waiting for it to be healthy.
-    fn respawn(&mut self) {
-        let (child, watchdog) = Self::spawn(self.port, &self.args, &self.log);
-        self.child = child;
-        self.watchdog = watchdog;
-    }
-
-    fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(30)..].join("\n")
-    }
-
     fn counters(&self) -> Counters {
         let (status, body) = http_get(self.port, "/metrics").expect("GET /metrics");
         assert_eq!(status, 200);
         Counters(real_server::Prom(body))
-    }
-}
-
-impl Drop for VllmServer {
-    fn drop(&mut self) {
-        kill_group(self.child.id(), "-TERM");
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(10) {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        kill_group(self.child.id(), "-KILL");
-        let _ = self.child.wait();
-        if let Some(w) = self.watchdog.as_mut() {
-            let _ = w.kill();
-            let _ = w.wait();
-        }
     }
 }
 

@@ -10,6 +10,7 @@
 # What it leaves (tests/real_server/llama.rs looks in the same places):
 #   $DIR/bin/llama-server    a link into the build's bin/ (shared libraries sit beside the binary)
 #   $DIR/models/tiny-llama.gguf, $DIR/models/tiny-llama-draft.gguf
+#   $DIR/templates/think.jinja, think-nospace.jinja (scripts/llama/think_templates.py)
 #
 # Needs: python3 with pip (PyPI reachable), a C/C++ compiler, cmake (installed with apt-get when
 # missing and running as root). Nothing else is downloaded: the sdist carries the whole llama.cpp
@@ -91,3 +92,6 @@ for spec in "tiny-llama.gguf --target" "tiny-llama-draft.gguf --draft"; do
   fi
 done
 echo "llama: models in $DIR/models: $(cd "$DIR/models" && echo *.gguf)"
+# Thinking templates for tests/llama_reasoning.rs, from the tree's Qwen3 template.
+python3 scripts/llama/think_templates.py \
+  --qwen3 "$TREE/models/templates/Qwen-Qwen3-0.6B.jinja" --out "$DIR/templates"

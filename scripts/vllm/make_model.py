@@ -8,6 +8,14 @@ At temperature 0 the model falls into loops, which is what lets vLLM's n-gram sp
 drafts.
 
     make_model.py --out DIR
+    make_model.py --reasoning --out DIR   # a thinking model's tokenizer and template
+
+With --reasoning the tokenizer also has `<think>`, `</think>`, `<tool_call>` and `</tool_call>` as
+single tokens (vLLM's reasoning parsers and its thinking budget need the tags as tokens), and the
+chat template opens `<think>` after the assistant's turn unless `enable_thinking` is false, as
+Qwen3's does: everything the model writes is thinking until `</think>`, which vLLM forces when a
+request's `thinking_token_budget` runs out. The template ends right after `<think>`, so a budget
+of N is N reasoning tokens.
 
 Same arguments, same files: the weights come from a seeded generator and the tokenizer trainer
 sees the same texts in the same order.
@@ -26,6 +34,19 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 SPECIAL = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
+# A thinking model's template: ChatML, then `<think>` opened for the answer unless the request's
+# chat_template_kwargs say {"enable_thinking": false}.
+REASONING_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + (message['content'] or '') + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
+    "{% if enable_thinking is not defined or enable_thinking %}{{ '<think>' }}{% endif %}"
+    "{% endif %}"
+)
+# Tags a reasoning or tool-call parser looks for, as plain (not special) added tokens: they are
+# detokenized like any other text.
+TAGS = ["<think>", "</think>", "<tool_call>", "</tool_call>"]
 
 
 def train_tokenizer(corpus: list[Path], vocab_size: int):
@@ -51,6 +72,7 @@ def main() -> int:
     ap.add_argument("--vocab-size", type=int, default=4096)
     ap.add_argument("--max-positions", type=int, default=131072)
     ap.add_argument("--licences", type=Path, default=Path("/usr/share/common-licenses"))
+    ap.add_argument("--reasoning", action="store_true", help="add the thinking and tool-call tags")
     a = ap.parse_args()
 
     import torch
@@ -60,12 +82,16 @@ def main() -> int:
     if not corpus:
         raise SystemExit(f"make_model: no text files in {a.licences} to train a tokenizer on")
     raw = train_tokenizer(corpus, a.vocab_size)
+    if a.reasoning:
+        from tokenizers import AddedToken
+
+        raw.add_tokens([AddedToken(t, special=False, normalized=False) for t in TAGS])
     tok = PreTrainedTokenizerFast(
         tokenizer_object=raw,
         unk_token="<unk>",
         bos_token="<s>",
         eos_token="</s>",
-        chat_template=CHAT_TEMPLATE,
+        chat_template=REASONING_TEMPLATE if a.reasoning else CHAT_TEMPLATE,
         model_max_length=a.max_positions,
     )
 

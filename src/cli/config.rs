@@ -92,6 +92,8 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         cost_per_hour: a.cost_per_hour,
         trace: a.trace.load()?,
         repeat: a.repeat,
+        thinking_budgets: a.thinking_budget.clone().map(|b| b.0).unwrap_or_default(),
+        extra_body: a.extra_body.as_deref().map(extra_body).transpose()?,
         clock: a.clock.clock(crate::telemetry::now_unix_ms())?,
         shard: a.clock.shard()?,
     };
@@ -228,6 +230,19 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, String> {
     }
     c.validate()?;
     Ok(c)
+}
+
+/// `--extra-body`: a JSON object.
+fn extra_body(j: &str) -> Result<serde_json::Value, String> {
+    let v: serde_json::Value =
+        serde_json::from_str(j).map_err(|e| format!("--extra-body: not JSON ({e}): {j}"))?;
+    if v.is_object() {
+        Ok(v)
+    } else {
+        Err(format!(
+            "--extra-body takes a JSON object, e.g. '{{\"parallel_tool_calls\": false}}', not {j}"
+        ))
+    }
 }
 
 /// `--tools`, `--tool-choice` and `--chat-template-kwargs`.

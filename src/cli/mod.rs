@@ -16,8 +16,8 @@ use clap::{Args, Parser, Subcommand};
 use crate::config::BackendChoice;
 pub use shard::ShardArgs;
 pub use trace::TraceArgs;
-pub use values::{List, Rates, parse_pair, parse_size};
-use values::{count, count_u32, list, parse_cells, percent, rates};
+pub use values::{Budgets, List, Rates, parse_pair, parse_size};
+use values::{budgets, count, count_u32, list, parse_cells, percent, rates};
 
 /// servetop: live dashboard and headless runner for LLM-serving benchmarks.
 #[derive(Debug, Parser)]
@@ -586,6 +586,27 @@ pub struct RunArgs {
         hide_short_help = true
     )]
     pub chat_template_kwargs: Option<String>,
+    /// Reasoning tokens a request may think for before the server closes its thinking, sent
+    /// the way the engine takes it (vLLM `thinking_token_budget`, llama.cpp's
+    /// `thinking_budget_tokens`). A list runs the whole plan once per budget, each budget's
+    /// levels labelled with it, e.g. `0,256,1024`.
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_parser = budgets,
+        help_heading = "Workload",
+        hide_short_help = true
+    )]
+    pub thinking_budget: Option<Budgets>,
+    /// Fields added to every request's body, over servetop's own, e.g.
+    /// `'{"parallel_tool_calls": false}'` or an engine's sampling switch.
+    #[arg(
+        long,
+        value_name = "JSON",
+        help_heading = "Workload",
+        hide_short_help = true
+    )]
+    pub extra_body: Option<String>,
     /// Seconds from sending to the first token before a request counts as a timeout.
     #[arg(
         long,
@@ -803,7 +824,8 @@ pub struct SimArgs {
     pub trailer_delay_ms: Option<f64>,
     /// Chat answers think N tokens first (streamed as `reasoning_content` with SGLang's
     /// flavor, as vLLM's `reasoning` with `completion_tokens_details.reasoning_tokens`
-    /// otherwise), then answer. Default 0: no reasoning.
+    /// otherwise), then answer; a request's `thinking_token_budget` (vLLM's field) thinks at
+    /// most that. Default 0: no reasoning.
     #[arg(long, value_name = "N")]
     pub reasoning_tokens: Option<u64>,
     /// A chat request that offers `tools` gets N tool calls (`tool_calls` deltas) after any

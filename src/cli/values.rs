@@ -11,6 +11,27 @@ pub(super) fn list(s: &str) -> Result<List, String> {
     parse_list(s).map(List)
 }
 
+/// `--thinking-budget`: reasoning-token budgets, in the order given (`0,256,1k`), each once;
+/// 0 asks for no thinking at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Budgets(pub Vec<u32>);
+
+pub(super) fn budgets(s: &str) -> Result<Budgets, String> {
+    let mut out: Vec<u32> = Vec::new();
+    for item in s.split(',').map(str::trim) {
+        let v = parse_count(item)
+            .map_err(|e| format!("--thinking-budget: {e} (examples: 256, 0,1k)"))?;
+        let v = u32::try_from(v).map_err(|_| {
+            format!("--thinking-budget: {item} is more tokens than a request can hold")
+        })?;
+        if out.contains(&v) {
+            return Err(format!("--thinking-budget '{s}' names {v} twice"));
+        }
+        out.push(v);
+    }
+    Ok(Budgets(out))
+}
+
 /// A parsed `--request-rate` (requests/s).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rates(pub Vec<f64>);

@@ -44,6 +44,18 @@ impl Engine {
         }
     }
 
+    /// The chat request field that carries a thinking budget (`--thinking-budget`), where the
+    /// engine takes one per request (docs/real-servers.md "Thinking models and tool calls").
+    pub fn thinking_budget_field(self) -> Option<&'static str> {
+        match self {
+            // The simulator reads vLLM's field.
+            Engine::Sim | Engine::Vllm => Some("thinking_token_budget"),
+            Engine::Llamacpp => Some("thinking_budget_tokens"),
+            // SGLang's budget is a pickled custom logit processor; TGI has none.
+            Engine::Sglang | Engine::Tgi | Engine::Unknown => None,
+        }
+    }
+
     /// Whether the OpenAI stream accepts `stream_options.continuous_usage_stats`.
     pub fn has_continuous_usage(self) -> bool {
         matches!(self, Engine::Sim | Engine::Vllm | Engine::Sglang)

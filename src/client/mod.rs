@@ -75,6 +75,8 @@ pub struct ClientOptions {
     pub temperature: f64,
     /// Fields every chat request carries besides its messages (tools, template switches).
     pub chat_extras: Arc<serde_json::Map<String, serde_json::Value>>,
+    /// Fields added to every request's body (`--extra-body`), over servetop's own.
+    pub extra_body: Arc<serde_json::Map<String, serde_json::Value>>,
     /// How every request's `X-Request-Id` begins: `servetop`, or `servetop-shardIofN` on a
     /// shard, so that the shards of one run never send the same id to one server.
     pub request_id_prefix: Arc<str>,
@@ -102,6 +104,9 @@ pub struct RequestSpec {
     /// Let the server reuse a cached prefix (multi-turn, shared prefix). Off, servetop asks
     /// servers that would otherwise reuse an earlier run's prompts (llama-server) not to.
     pub cache_prompt: bool,
+    /// Reasoning tokens the request may think for (`--thinking-budget`), sent in the field the
+    /// engine reads (see `Client::body`).
+    pub thinking_budget: Option<u32>,
 }
 
 impl RequestSpec {
@@ -119,6 +124,7 @@ impl RequestSpec {
             max_tokens,
             messages: None,
             cache_prompt: false,
+            thinking_budget: None,
         }
     }
 }
@@ -284,7 +290,7 @@ impl Client {
         } else {
             self.backend
         };
-        match backend {
+        let mut body = match backend {
             Backend::Sglang => json!({
                 "text": prompt,
                 "sampling_params": {
@@ -328,10 +334,22 @@ impl Client {
                     for (k, v) in self.opts.chat_extras.iter() {
                         body.insert(k.clone(), v.clone());
                     }
+                    if let (Some(n), Some(field)) =
+                        (spec.thinking_budget, self.engine.thinking_budget_field())
+                    {
+                        body.insert(field.into(), json!(n));
+                    }
                 }
                 b
             }
+        };
+        // `--extra-body` last: the user's fields win over servetop's own.
+        if let Some(body) = body.as_object_mut() {
+            for (k, v) in self.opts.extra_body.iter() {
+                body.insert(k.clone(), v.clone());
+            }
         }
+        body
     }
 
     /// Opens up to `n` pooled connections before a level (best effort, at most 5 s): `t_send` is
@@ -498,6 +516,8 @@ fn record_of(
         tool_calls: 0,
         held_reads: 0,
         first_held: false,
+        finish: None,
+        think_tags: false,
     }
 }
 

@@ -11,7 +11,8 @@ use super::{
 };
 use crate::client::dialect::{Dialect, is_context_error};
 use crate::metrics::{
-    ChunkCounting, CountSource, FailureKind, Outcome, RequestRecord, TokenChunk, finalize_counts,
+    ChunkCounting, CountSource, FailureKind, Finish, Outcome, RequestRecord, TokenChunk,
+    finalize_counts,
 };
 
 /// What a stream has told so far, folded event by event.
@@ -326,6 +327,9 @@ impl Client {
         if !c.has_choice {
             return Ok(false);
         }
+        if dialect == Dialect::Chat && !c.content.is_empty() {
+            fold.kinds.content(&c.content);
+        }
         if let Some(r) = reply {
             if dialect == Dialect::SglangNative {
                 // SGLang resends the whole text so far.
@@ -388,6 +392,7 @@ impl Client {
             usage_prompt,
             usage_completion,
             usage_cached,
+            finished,
             length_stop,
             kinds,
             held,
@@ -426,7 +431,11 @@ impl Client {
             Some((a, b)) => (Some(a), Some(b)),
             None => (None, None),
         };
-        let reasoning = kinds.settle(&chunks, &counts);
+        // llama.cpp streams one token an event; the tokens of a `</think>` it forces or
+        // swallows come in none.
+        let silent_rest = self.engine == crate::client::Engine::Llamacpp
+            && counting == ChunkCounting::OnePerChunk;
+        let reasoning = kinds.settle(&chunks, &counts, silent_rest);
         RequestRecord {
             ttfc_us: reasoning.ttfc_us,
             reasoning_tokens: reasoning.reasoning_tokens,
@@ -444,6 +453,12 @@ impl Client {
             cached_tokens: usage_cached,
             held_reads: held.reads,
             first_held: held.first,
+            finish: finished.then_some(if length_stop {
+                Finish::Length
+            } else {
+                Finish::Stop
+            }),
+            think_tags: reasoning.think_tags,
             ..record_of(spec, tag, t_send, end, Outcome::Ok, retries)
         }
     }

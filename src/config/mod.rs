@@ -109,6 +109,12 @@ pub struct RunConfig {
     /// Runs of every level (`--repeat N`): the plan once, then again, N times in all.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub repeat: u32,
+    /// Fields added to every request's body (`--extra-body`), a JSON object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra_body: Option<serde_json::Value>,
+    /// Thinking budgets (`--thinking-budget`): the plan once per budget, in this order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thinking_budgets: Vec<u32>,
     /// Time-bounded levels and when each starts (`--level-seconds`, `--drain-seconds`,
     /// `--start-at`).
     #[serde(default, skip_serializing_if = "LevelClock::is_off")]
@@ -292,6 +298,12 @@ fn one_second() -> f64 {
 }
 
 impl RunConfig {
+    /// Whether the run asks for something only chat requests carry: tools, template switches,
+    /// a thinking budget.
+    pub fn wants_chat(&self) -> bool {
+        !self.chat.is_empty() || !self.thinking_budgets.is_empty()
+    }
+
     /// The demo's plan: the brief's deployment, shortened so it finishes in under 3 minutes.
     #[must_use]
     pub fn demo() -> Self {
@@ -357,6 +369,8 @@ impl RunConfig {
             cost_per_hour: None,
             trace: None,
             repeat: 1,
+            thinking_budgets: Vec::new(),
+            extra_body: None,
             clock: LevelClock::default(),
             shard: None,
         }
@@ -396,6 +410,7 @@ impl RunConfig {
                 }),
                 trace: None,
                 repeat: None,
+                thinking_budget: None,
                 shard: None,
                 seconds: None,
             });
@@ -407,6 +422,7 @@ impl RunConfig {
         {
             levels.push(t);
         }
+        let levels = crate::workload::budget_plan(levels, &self.thinking_budgets);
         let mut levels = crate::workload::repeat_plan(levels, self.repeat);
         for l in &mut levels {
             self.bound_in_time(l);

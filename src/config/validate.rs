@@ -24,6 +24,26 @@ impl RunConfig {
         Ok(())
     }
 
+    /// What only chat requests carry needs the chat endpoint; a thinking budget list is not
+    /// searched over.
+    fn validate_chat(&self) -> Result<(), String> {
+        if self.wants_chat()
+            && matches!(self.backend, BackendChoice::Openai | BackendChoice::Sglang)
+        {
+            return Err(
+                "--tools, --tool-choice, --chat-template-kwargs and --thinking-budget go with chat requests: use --backend openai-chat (or auto)"
+                    .into(),
+            );
+        }
+        if !self.thinking_budgets.is_empty() && self.search.is_some() {
+            return Err(
+                "--thinking-budget with --search: search once per budget instead (one budget a run)"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
     /// `--repeat`: at least 1, and not with the search (its probes are chosen as it goes).
     fn validate_repeat(&self) -> Result<(), String> {
         if !(1..=100).contains(&self.repeat) {
@@ -107,14 +127,7 @@ impl RunConfig {
                 ));
             }
         }
-        if !self.chat.is_empty()
-            && matches!(self.backend, BackendChoice::Openai | BackendChoice::Sglang)
-        {
-            return Err(
-                "--tools, --tool-choice and --chat-template-kwargs go with chat requests: use --backend openai-chat (or auto)"
-                    .into(),
-            );
-        }
+        self.validate_chat()?;
         if let Some(s) = &self.search {
             s.validate()?;
             if self.slo.is_none() {

@@ -327,6 +327,9 @@ impl LevelAccumulator {
             mean_content_tokens: reasoning.mean_content_tokens,
             reasoning_share: reasoning.reasoning_share,
             mean_tool_calls: reasoning.mean_tool_calls.filter(|&m| m > 0.0),
+            unanswered_requests: reasoning.unanswered_requests,
+            unanswered_stopped: reasoning.unanswered_stopped,
+            think_tag_requests: reasoning.think_tag_requests,
             timeline: self
                 .timeline
                 .as_ref()

@@ -102,6 +102,17 @@ pub struct LevelScalars {
     /// Tool calls per completed request (absent when none was made).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mean_tool_calls: Option<f64>,
+    /// Completed requests that thought and never began an answer (no content, no tool call):
+    /// no TTFC (docs/metrics.md "Reasoning and tool calls").
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub unanswered_requests: u64,
+    /// Of those, the ones the model ended itself (a finish reason other than `length`) while
+    /// the server still counted every token as thinking.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub unanswered_stopped: u64,
+    /// Completed requests whose answer text held a literal `<think>` or `</think>`.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub think_tag_requests: u64,
     /// Latency over the level's timeline, by scheduled time (a trace level's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timeline: Vec<super::timeline::TimelineBin>,

@@ -18,8 +18,8 @@ pub use chunks::{ChunkVerdict, chunk_verdict};
 pub use dist::{Dist, DistStats};
 pub use level::{FailureCount, LevelAccumulator, LevelDists, LevelScalars, LevelStats};
 pub use record::{
-    ChunkCounting, CountSource, FailureKind, FinalCounts, Outcome, RequestRecord, TokenChunk,
-    finalize_counts,
+    ChunkCounting, CountSource, FailureKind, FinalCounts, Finish, Outcome, RequestRecord,
+    TokenChunk, finalize_counts,
 };
 pub use slo::{MetricCheck, Slo, SloCheck};
 pub use turns::TurnStats;

@@ -18,6 +18,9 @@ pub struct ReasoningFold {
     /// Requests that reasoned at all.
     reasoned: u64,
     tool_calls: u64,
+    unanswered: u64,
+    unanswered_stopped: u64,
+    think_tags: u64,
 }
 
 /// The figures of a level, in the units results.json uses.
@@ -32,6 +35,12 @@ pub struct ReasoningStats {
     /// Σ reasoning / Σ output tokens.
     pub reasoning_share: Option<f64>,
     pub mean_tool_calls: Option<f64>,
+    /// Requests that thought and never began an answer.
+    pub unanswered_requests: u64,
+    /// Of those, the ones that ended with a finish reason other than `length`.
+    pub unanswered_stopped: u64,
+    /// Requests whose answer held a literal `<think>` / `</think>`.
+    pub think_tag_requests: u64,
 }
 
 impl ReasoningFold {
@@ -43,6 +52,11 @@ impl ReasoningFold {
         self.reasoning_tokens += reasoning;
         self.reasoned += u64::from(reasoning > 0);
         self.tool_calls += u64::from(r.tool_calls);
+        if reasoning > 0 && r.ttfc_us.is_none() && r.first_tool_call_us.is_none() {
+            self.unanswered += 1;
+            self.unanswered_stopped += u64::from(r.finish == Some(super::record::Finish::Stop));
+        }
+        self.think_tags += u64::from(r.think_tags);
         if let Some(v) = r.ttfc_or_ttft_us() {
             self.ttfc.record(v);
         }
@@ -72,6 +86,9 @@ impl ReasoningFold {
             reasoning_share: (self.output_tokens > 0)
                 .then(|| self.reasoning_tokens as f64 / self.output_tokens as f64),
             mean_tool_calls: per_request(self.tool_calls),
+            unanswered_requests: self.unanswered,
+            unanswered_stopped: self.unanswered_stopped,
+            think_tag_requests: self.think_tags,
         }
     }
 }
@@ -113,6 +130,8 @@ mod tests {
             tool_calls: 0,
             held_reads: 0,
             first_held: false,
+            finish: None,
+            think_tags: false,
         }
     }
 

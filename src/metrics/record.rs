@@ -219,6 +219,23 @@ pub struct RequestRecord {
     /// The first token came in a held read: TTFT may be long by the stall.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub first_held: bool,
+    /// Why the stream ended, as its `finish_reason` said (None: it gave none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish: Option<Finish>,
+    /// The answer text held a literal `<think>` or `</think>`: thinking arrived as the answer
+    /// (no reasoning parser on the server).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub think_tags: bool,
+}
+
+/// A stream's `finish_reason`, as far as the figures care.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Finish {
+    /// `length`: `max_tokens` (or the context) cut it.
+    Length,
+    /// Any other reason (`stop`, `tool_calls`, an end-of-sequence token): the model ended it.
+    Stop,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)]
@@ -415,6 +432,8 @@ pub(crate) mod tests {
             tool_calls: 0,
             held_reads: 0,
             first_held: false,
+            finish: None,
+            think_tags: false,
         }
     }
 

@@ -171,6 +171,8 @@ mod tests {
             tool_calls: 0,
             held_reads: 0,
             first_held: false,
+            finish: None,
+            think_tags: false,
         }
     }
 

@@ -224,6 +224,7 @@ impl Session {
                 self.summary.compare_to_baseline();
                 self.summary.summarize_repeats();
                 self.summary.warn_short_levels();
+                self.summary.warn_reasoning(index);
                 self.summary.refresh_findings();
             }
             Event::Telemetry(rec) => {
@@ -500,6 +501,7 @@ mod tests {
             conversation: None,
             trace: None,
             repeat: None,
+            thinking_budget: None,
             shard: None,
             seconds: None,
         }
@@ -536,6 +538,8 @@ mod tests {
             tool_calls: 0,
             held_reads: 0,
             first_held: false,
+            finish: None,
+            think_tags: false,
         })
     }
 

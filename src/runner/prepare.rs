@@ -90,8 +90,8 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
     }
     let server = detect::identify(&base, &probes, cfg.model.as_deref())?;
     let backend = match cfg.backend {
-        // Tools and template switches exist only in chat requests.
-        BackendChoice::Auto if !cfg.chat.is_empty() => Backend::OpenaiChat,
+        // Tools, template switches and thinking budgets exist only in chat requests.
+        BackendChoice::Auto if cfg.wants_chat() => Backend::OpenaiChat,
         BackendChoice::Auto | BackendChoice::Openai => Backend::Openai,
         BackendChoice::OpenaiChat => Backend::OpenaiChat,
         BackendChoice::Sglang => Backend::Sglang,
@@ -188,6 +188,7 @@ pub(super) fn search_fits(server: &ServerInfo, cfg: &RunConfig) -> Option<String
         conversation: None,
         trace: None,
         repeat: None,
+        thinking_budget: None,
         shard: None,
         seconds: None,
     };
@@ -213,6 +214,13 @@ fn client_options(
         tokenizer,
         temperature: cfg.temperature,
         chat_extras: std::sync::Arc::new(cfg.chat.fields()),
+        extra_body: std::sync::Arc::new(
+            cfg.extra_body
+                .as_ref()
+                .and_then(serde_json::Value::as_object)
+                .cloned()
+                .unwrap_or_default(),
+        ),
         request_id_prefix: cfg.shard.map_or_else(
             || "servetop".into(),
             |s| format!("servetop-shard{}of{}", s.index, s.count).into(),

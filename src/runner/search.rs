@@ -201,6 +201,7 @@ fn throughput_probe_spec(plan: &SearchPlan, index: u32) -> LevelSpec {
         conversation: None,
         trace: None,
         repeat: None,
+        thinking_budget: None,
         shard: None,
         seconds: None,
     }
@@ -226,6 +227,7 @@ fn rate_probe_spec(plan: &SearchPlan, index: u32, rate: f64) -> LevelSpec {
         conversation: None,
         trace: None,
         repeat: None,
+        thinking_budget: None,
         shard: None,
         seconds: None,
     }

@@ -185,6 +185,8 @@ struct Ask {
     continuous_usage: bool,
     /// The names of the tools a chat request offers (none when `tool_choice` is "none").
     tools: Vec<String>,
+    /// vLLM's `thinking_token_budget`: thinking stops after this many tokens.
+    thinking_budget: Option<u64>,
 }
 
 fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, Box<Response>> {
@@ -269,6 +271,7 @@ fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, Box<Response
             .and_then(Value::as_bool)
             .unwrap_or(false);
     let tools = offered_tools(body);
+    let thinking_budget = body.get("thinking_token_budget").and_then(Value::as_u64);
     Ok(Ask {
         input_tokens,
         prompt_ids,
@@ -277,6 +280,7 @@ fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, Box<Response
         include_usage,
         continuous_usage,
         tools,
+        thinking_budget,
     })
 }
 
@@ -331,7 +335,10 @@ fn answer_plan(cfg: &super::SimConfig, kind: Kind, ask: &Ask) -> AnswerPlan {
     if kind != Kind::Chat {
         return AnswerPlan::default();
     }
-    let think = cfg.reasoning_tokens.min(ask.max_tokens);
+    let think = cfg
+        .reasoning_tokens
+        .min(ask.thinking_budget.unwrap_or(u64::MAX))
+        .min(ask.max_tokens);
     let vllm = cfg.metrics == Some(super::MetricsFlavor::Vllm);
     AnswerPlan {
         think,

@@ -6,6 +6,7 @@ pub mod baseline;
 pub mod eta;
 pub mod findings;
 pub mod merge;
+pub mod reasoning;
 pub mod repeats;
 
 use crate::client::{Backend, ServerInfo};
@@ -79,6 +80,9 @@ pub struct LevelSummary {
     /// Which of its level's `--repeat` runs this is (`n` of `of`; `first`: the first's index).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat: Option<crate::workload::Repeat>,
+    /// The thinking budget its requests carried (`--thinking-budget`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u32>,
     /// With `--repeat`: each figure's mean over the level's finished runs, its 95 % interval
     /// (Student's t over the runs' values; two runs at least), and the figures whose runs
     /// disagree beyond their own intervals. The same on every run of the level.
@@ -174,6 +178,7 @@ impl LevelSummary {
             conversation: spec.conversation,
             trace: spec.trace.clone(),
             repeat: spec.repeat,
+            thinking_budget: spec.thinking_budget,
             repeat_mean: std::collections::BTreeMap::new(),
             ci95: std::collections::BTreeMap::new(),
             repeats_disagree: Vec::new(),
@@ -205,8 +210,12 @@ impl LevelSummary {
         self.base_label() + &crate::workload::repeat_suffix(self.repeat)
     }
 
-    /// The label without the repeat's number.
+    /// The label without the repeat's number (with the thinking budget's).
     pub fn base_label(&self) -> String {
+        self.plain_label() + &crate::workload::budget_suffix(self.thinking_budget)
+    }
+
+    fn plain_label(&self) -> String {
         match self.kind {
             LevelKind::Sweep => format!("C={}", self.concurrency),
             LevelKind::LongContext => {
@@ -487,13 +496,30 @@ impl RunSummary {
         })
     }
 
-    /// Keeps the run's one warning about finished concurrency and rate levels too short to
-    /// reach steady state up to date, naming each (`C=8 (0 of 8)`).
     /// Recomputes the findings from the summary as it stands.
     pub fn refresh_findings(&mut self) {
         self.findings = findings::of(self);
     }
 
+    /// Adds what finished level `index` says of the server's reasoning and tool-call parsers
+    /// ([`reasoning::warnings`]), each once.
+    pub fn warn_reasoning(&mut self, index: u32) {
+        let engine = self
+            .server
+            .as_ref()
+            .map_or(crate::client::Engine::Unknown, |s| s.engine);
+        let Some(l) = self.levels().find(|l| l.index == index) else {
+            return;
+        };
+        for w in reasoning::warnings(&self.config, engine, l) {
+            if !self.warnings.contains(&w) {
+                self.warnings.push(w);
+            }
+        }
+    }
+
+    /// Keeps the run's one warning about finished concurrency and rate levels too short to
+    /// reach steady state up to date, naming each (`C=8 (0 of 8)`).
     pub fn warn_short_levels(&mut self) {
         use crate::metrics::steady::{SHORT_LEVELS, short_level, short_levels_warning};
         let short: Vec<String> = self

@@ -62,6 +62,10 @@ pub struct LevelSpec {
     /// Which run of its level this is (`--repeat N`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat: Option<Repeat>,
+    /// Reasoning tokens each request may think for (`--thinking-budget`), sent the way the
+    /// engine takes it; None: no budget sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u32>,
     /// This process's share of the level when the run is split over machines (`--shard`):
     /// which of the shards the level is dealt over it is (a closed-loop level with fewer
     /// workers than shards is dealt over the first C only).
@@ -87,6 +91,31 @@ pub struct Repeat {
 /// ` #2` for the second run of a repeated level, nothing otherwise.
 pub fn repeat_suffix(r: Option<Repeat>) -> String {
     r.map_or(String::new(), |r| format!(" #{}", r.n))
+}
+
+/// ` (think 256)` for a level run with a thinking budget, nothing otherwise.
+pub fn budget_suffix(b: Option<u32>) -> String {
+    b.map_or(String::new(), |b| format!(" (think {b})"))
+}
+
+/// The plan once per thinking budget (`--thinking-budget`), in the order given: every level
+/// with the first budget, then every level with the next, each a level of its own.
+pub fn budget_plan(levels: Vec<LevelSpec>, budgets: &[u32]) -> Vec<LevelSpec> {
+    if budgets.is_empty() {
+        return levels;
+    }
+    let per_pass = levels.len() as u32;
+    budgets
+        .iter()
+        .enumerate()
+        .flat_map(|(pass, &b)| {
+            levels.iter().map(move |l| LevelSpec {
+                index: pass as u32 * per_pass + l.index,
+                thinking_budget: Some(b),
+                ..l.clone()
+            })
+        })
+        .collect()
 }
 
 /// The plan run `n` times over (`--repeat`): every level once, then again, each run a level
@@ -165,8 +194,12 @@ impl LevelSpec {
         self.base_label() + &repeat_suffix(self.repeat)
     }
 
-    /// The label without the repeat's number.
+    /// The label without the repeat's number (with the thinking budget's).
     pub fn base_label(&self) -> String {
+        self.plain_label() + &budget_suffix(self.thinking_budget)
+    }
+
+    fn plain_label(&self) -> String {
         match self.kind {
             LevelKind::Sweep => format!("C={}", self.concurrency),
             LevelKind::LongContext => format!("{} ctx", fmt_tokens(self.input_tokens)),
@@ -418,6 +451,7 @@ pub fn build_plan(
             conversation: None,
             trace: None,
             repeat: None,
+            thinking_budget: None,
             shard: None,
             seconds: None,
         });
@@ -440,6 +474,7 @@ pub fn build_plan(
             conversation: None,
             trace: None,
             repeat: None,
+            thinking_budget: None,
             shard: None,
             seconds: None,
         });
@@ -457,6 +492,7 @@ pub fn build_plan(
             conversation: None,
             trace: None,
             repeat: None,
+            thinking_budget: None,
             shard: None,
             seconds: None,
         });

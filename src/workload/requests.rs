@@ -48,8 +48,18 @@ impl Jobs {
 }
 
 /// The request for `spec`'s `i`-th prompt. At a multi-turn level, a turn's new user message
-/// (see [`make_turn`]).
+/// (see [`make_turn`]). It carries the level's thinking budget.
 pub async fn make_request(
+    factory: &mut PromptFactory,
+    spec: &LevelSpec,
+    i: u32,
+) -> Result<RequestSpec, String> {
+    let mut r = build_request(factory, spec, i).await?;
+    r.thinking_budget = spec.thinking_budget;
+    Ok(r)
+}
+
+async fn build_request(
     factory: &mut PromptFactory,
     spec: &LevelSpec,
     i: u32,

@@ -174,6 +174,7 @@ impl TraceConfig {
             conversation: None,
             trace: Some(t.level(&name, self.speedup, max_concurrency)),
             repeat: None,
+            thinking_budget: None,
             shard: None,
             seconds: None,
         })

@@ -246,3 +246,85 @@ pub fn assert_crash_recorded_and_restarted(r: &serde_json::Value, requests: u64)
     assert_eq!(second["server_index"].as_u64(), Some(1));
     assert_eq!(r["servers"].as_array().unwrap().len(), 2);
 }
+
+/// The sweep levels of a `--thinking-budget` run against a real engine: every measured request
+/// of `records` thought exactly its level's budget and produced `output` tokens, and TTFC − TTFT
+/// spans the thinking's steps — the budget's tokens and `closing(r)` more (the forced
+/// `</think>`) — at the request's own time per output token: each at least 70 % of that, and
+/// the median at C=1 within 30 % (at C=2 the other request's prefill may land inside the
+/// thinking, which only lengthens it; a level's first request may start cold).
+pub fn thinking_took_its_budget(
+    s: &servetop::run::session::Session,
+    records: &[servetop::metrics::RequestRecord],
+    output: u32,
+    closing: impl Fn(&servetop::metrics::RequestRecord) -> f64,
+) {
+    println!(
+        "| level | TTFT p50 (ms) | TTFC p50 (ms) | thinking p50 (ms) | reasoning / answer tokens |"
+    );
+    for l in &s.summary.sweep {
+        let st = l.stats.as_ref().unwrap();
+        let d = &st.dists;
+        let budget = l.thinking_budget.unwrap();
+        println!(
+            "| {} | {:.1} | {:.1} | {:.1} | {:?} / {:?} |",
+            l.label(),
+            d.ttft_ms.as_ref().unwrap().p50,
+            d.ttfc_ms.as_ref().unwrap().p50,
+            d.thinking_ms.as_ref().unwrap().p50,
+            st.scalars.mean_reasoning_tokens,
+            st.scalars.mean_content_tokens
+        );
+        assert_eq!(st.scalars.unanswered_requests, 0, "{}", l.label());
+        let mine: Vec<_> = records
+            .iter()
+            .filter(|r| r.level == l.index && !r.warmup)
+            .collect();
+        assert_eq!(mine.len() as u64, st.scalars.completed, "{}", l.label());
+        assert!(mine.len() >= 3, "{}: {} requests", l.label(), mine.len());
+        let mut ratios = Vec::new();
+        for r in &mine {
+            assert_eq!(r.output_tokens, u64::from(output), "{r:?}");
+            assert_eq!(
+                r.reasoning_tokens,
+                Some(u64::from(budget)),
+                "{}: a request of budget {budget} thought {:?} tokens",
+                l.label(),
+                r.reasoning_tokens
+            );
+            assert!(!r.think_tags, "{r:?}");
+            let steps = f64::from(budget) + closing(r);
+            let per_token = r.tpot_us().unwrap();
+            let thinking = r.thinking_us().unwrap() as f64;
+            let ratio = thinking / (steps * per_token);
+            assert!(
+                ratio >= 0.7,
+                "{}: TTFC − TTFT {:.1} ms against {steps} steps of {:.2} ms ({ratio:.2}×)",
+                l.label(),
+                thinking / 1e3,
+                per_token / 1e3
+            );
+            ratios.push(ratio);
+        }
+        ratios.sort_by(f64::total_cmp);
+        let median = ratios[ratios.len() / 2];
+        assert!(
+            l.concurrency != 1 || (0.7..=1.3).contains(&median),
+            "{}: TTFC − TTFT over the thinking's steps at the request's time per token: median {median:.2}× ({ratios:.2?})",
+            l.label()
+        );
+    }
+}
+
+/// The warnings of `s` that begin with `label: ` and say `what`.
+pub fn warnings_of<'a>(
+    s: &'a servetop::run::session::Session,
+    label: &str,
+    what: &str,
+) -> Vec<&'a String> {
+    s.summary
+        .warnings
+        .iter()
+        .filter(|w| w.starts_with(&format!("{label}: ")) && w.contains(what))
+        .collect()
+}

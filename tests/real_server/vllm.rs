@@ -1,7 +1,13 @@
 //! vLLM's CPU build and its tiny test model, as `scripts/vllm/setup.sh` leaves them (the suites
 //! `vllm_server.rs` and `vllm_serve.rs`).
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The context every server here is started with.
+pub const MAX_MODEL_LEN: u64 = 4096;
 
 /// The project's root (where `scripts/vllm/serve.sh` is).
 pub fn root() -> &'static Path {
@@ -35,4 +41,162 @@ pub fn available(test: &str) -> bool {
     );
     super::skip("vLLM", "SERVETOP_REQUIRE_VLLM", &why);
     false
+}
+
+/// Keeps this process (the client) off core 0, where vLLM computes.
+pub fn pin_client() {
+    let n = super::cores();
+    if n >= 2 {
+        super::pin_client(&format!("1-{}", n - 1));
+    }
+}
+
+pub fn kill_group(pid: u32, signal: &str) {
+    let _ = Command::new("kill")
+        .args([signal, "--", &format!("-{pid}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// A vLLM server in its own process group (the API server and its engine core), ended on drop
+/// and by its watchdog when this process ends.
+pub struct VllmServer {
+    pub name: String,
+    pub args: Vec<String>,
+    pub port: u16,
+    pub child: Child,
+    pub watchdog: Option<Child>,
+    pub log: PathBuf,
+}
+
+impl VllmServer {
+    pub fn start(name: &str, args: &[&str]) -> Self {
+        pin_client();
+        let args: Vec<String> = args.iter().map(|a| (*a).to_string()).collect();
+        let port = super::free_port();
+        let log =
+            std::env::temp_dir().join(format!("servetop-vllm-{}-{name}.log", std::process::id()));
+        let (child, watchdog) = Self::spawn(port, &args, &log);
+        let s = Self {
+            name: name.to_string(),
+            args,
+            port,
+            child,
+            watchdog,
+            log,
+        };
+        s.wait_healthy()
+    }
+
+    pub fn spawn(port: u16, args: &[String], log: &Path) -> (Child, Option<Child>) {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .unwrap();
+        let child = Command::new(root().join("scripts/vllm/serve.sh"))
+            .args([
+                "--port",
+                &port.to_string(),
+                "--max-model-len",
+                &MAX_MODEL_LEN.to_string(),
+            ])
+            .args(args)
+            .env("SERVETOP_VLLM_DIR", cache_dir())
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .unwrap();
+        let watchdog = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "while kill -0 {me} 2>/dev/null && kill -0 {srv} 2>/dev/null; do sleep 0.5; done; \
+                 kill -TERM -- -{srv} 2>/dev/null; sleep 3; kill -KILL -- -{srv} 2>/dev/null",
+                me = std::process::id(),
+                srv = child.id()
+            ))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok();
+        (child, watchdog)
+    }
+
+    pub fn wait_healthy(mut self) -> Self {
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "vLLM {} exited ({status}) while starting:\n{}",
+                    self.name,
+                    self.log_tail()
+                );
+            }
+            if super::http_get(self.port, "/health").is_some_and(|r| r.0 == 200) {
+                eprintln!(
+                    "vLLM {} healthy after {:.0} s",
+                    self.name,
+                    started.elapsed().as_secs_f64()
+                );
+                return self;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(600),
+                "vLLM {} not healthy after 600 s:\n{}",
+                self.name,
+                self.log_tail()
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Kills the whole server at once (SIGKILL to its group), as a crash would.
+    pub fn kill_hard(&mut self) {
+        kill_group(self.child.id(), "-KILL");
+        let _ = self.child.wait();
+        if let Some(w) = self.watchdog.as_mut() {
+            let _ = w.kill();
+            let _ = w.wait();
+        }
+    }
+
+    /// Starts it again on the same port, without waiting for it to be healthy.
+    pub fn respawn(&mut self) {
+        let (child, watchdog) = Self::spawn(self.port, &self.args, &self.log);
+        self.child = child;
+        self.watchdog = watchdog;
+    }
+
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+}
+
+impl Drop for VllmServer {
+    fn drop(&mut self) {
+        kill_group(self.child.id(), "-TERM");
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(10) {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        kill_group(self.child.id(), "-KILL");
+        let _ = self.child.wait();
+        if let Some(w) = self.watchdog.as_mut() {
+            let _ = w.kill();
+            let _ = w.wait();
+        }
+    }
 }

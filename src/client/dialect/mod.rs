@@ -61,7 +61,7 @@ pub enum DeltaKind {
     /// a dialect without reasoning fields.
     #[default]
     Content,
-    /// `reasoning_content` / `reasoning` text only.
+    /// A `reasoning_content` / `reasoning` field (even empty) and no answer text.
     Reasoning,
     /// A `tool_calls` delta.
     ToolCall,
@@ -291,7 +291,9 @@ fn is_length(v: &serde_json::Value) -> bool {
 /// A chat delta into `out`: its text, the answer part, its kind and tool-call indices.
 fn chat_delta<'a>(out: &mut ChunkData<'a>, d: Delta<'a>) {
     let nonempty = |c: &Option<Cow<'a, str>>| c.as_deref().is_some_and(|t| !t.is_empty());
-    let thinking = nonempty(&d.reasoning_content) || nonempty(&d.reasoning);
+    // A reasoning field, even empty, is a thinking token: vLLM streams one whose text its
+    // detokenizer still holds as `"reasoning": ""`.
+    let thinking = d.reasoning_content.is_some() || d.reasoning.is_some();
     let answer = nonempty(&d.content);
     let mut tool_text: Option<Cow<'a, str>> = None;
     if let Some(calls) = d.tool_calls.filter(|c| !c.is_empty()) {
@@ -312,6 +314,9 @@ fn chat_delta<'a>(out: &mut ChunkData<'a>, d: Delta<'a>) {
         DeltaKind::Content
     } else if thinking {
         DeltaKind::Reasoning
+    } else if d.content.is_some() {
+        // An answer token whose text is still held (`"content": ""`).
+        DeltaKind::Content
     } else {
         DeltaKind::Silent
     };

@@ -140,6 +140,25 @@ fn chat_role_chunk_is_empty_and_reasoning_counts_as_text() {
     assert_eq!(both.content, "b");
     assert_eq!(r.kind, DeltaKind::Reasoning);
     assert_eq!(r.content, "");
+    // vLLM 0.32 streams a thinking token whose text its detokenizer still holds as an empty
+    // reasoning field: thinking, not a silent event.
+    let held = parse(
+        Dialect::Chat,
+        r#"{"choices":[{"index":0,"delta":{"reasoning":""},"logprobs":null,"finish_reason":null,"token_ids":null}],"usage":{"prompt_tokens":64,"total_tokens":65,"completion_tokens":1,"completion_tokens_details":{"reasoning_tokens":0}}}"#,
+    )
+    .unwrap();
+    assert_eq!(held.kind, DeltaKind::Reasoning);
+    assert_eq!(held.text, "");
+    let held = parse(Dialect::Chat, r#"{"choices":[{"delta":{"content":""}}]}"#).unwrap();
+    assert_eq!(held.kind, DeltaKind::Content);
+    let held = parse(
+        Dialect::Chat,
+        r#"{"choices":[{"delta":{"content":"","reasoning_content":"x"}}]}"#,
+    )
+    .unwrap();
+    assert_eq!(held.kind, DeltaKind::Reasoning);
+    let silent = parse(Dialect::Chat, r#"{"choices":[{"delta":{}}]}"#).unwrap();
+    assert_eq!(silent.kind, DeltaKind::Silent);
 }
 
 #[test]

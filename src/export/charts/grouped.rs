@@ -73,6 +73,7 @@ mod tests {
             conversation: None,
             trace: None,
             repeat: None,
+            thinking_budget: None,
             shard: None,
             seconds: None,
         };

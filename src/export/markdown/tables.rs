@@ -136,7 +136,10 @@ pub fn reasoning_table(levels: &[LevelSummary]) -> String {
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             l.label(),
             pair(d.ttft_ms.as_ref(), |d| d.p50, |d| d.p99),
-            if reasoned {
+            if reasoned && d.ttfc_ms.is_none() {
+                // No answer began: TTFC never happened (see the level's warning).
+                "never".into()
+            } else if reasoned {
                 pair(d.ttfc_ms.as_ref(), |d| d.p50, |d| d.p99)
             } else {
                 "= TTFT".into()

@@ -40,6 +40,8 @@ fn ok_record(send: u64, ttft: u64, n_steps: u64) -> RequestRecord {
         tool_calls: 0,
         held_reads: 0,
         first_held: false,
+        finish: None,
+        think_tags: false,
     }
 }
 

@@ -290,12 +290,16 @@ fn row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a> {
     if wide {
         cells.push(Cell::from(ppp(d.and_then(|d| d.tpot_ms.as_ref()), true)));
         // A thinking model: when its answer began, in the place of E2E (in the files still).
-        let last = if app.sweep_reasons() {
-            d.and_then(|d| d.ttfc_ms.as_ref())
+        let cell = if app.sweep_reasons() {
+            match d.and_then(|d| d.ttfc_ms.as_ref()) {
+                // Every request still thinking: TTFC never happened (never 0, never "-").
+                None if s.is_some_and(|s| s.scalars.unanswered_requests > 0) => "never".into(),
+                t => ppp(t, true),
+            }
         } else {
-            d.and_then(|d| d.e2el_ms.as_ref())
+            ppp(d.and_then(|d| d.e2el_ms.as_ref()), true)
         };
-        cells.push(Cell::from(ppp(last, true)));
+        cells.push(Cell::from(cell));
     }
     // Tokens per chunk that are delivery bursts are no accept length (see `chunk_verdict`).
     if wide || !base {
@@ -483,10 +487,13 @@ fn render_progress(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
                 .level_stats(l.index)
                 .filter(|s| s.scalars.reasoning_share.is_some_and(|r| r > 0.0))
                 .map_or(String::new(), |s| {
+                    let ttfc = s.dists.ttfc_ms.as_ref().map_or_else(
+                        || "never".to_string(),
+                        |d| format!("{} ms", num(Some(d.p50))),
+                    );
                     format!(
-                        " · thinking {:.0} % · TTFC p50 {} ms",
+                        " · thinking {:.0} % · TTFC p50 {ttfc}",
                         s.scalars.reasoning_share.unwrap_or(0.0) * 100.0,
-                        num(s.dists.ttfc_ms.as_ref().map(|d| d.p50))
                     )
                 });
             let done = match l.seconds {
