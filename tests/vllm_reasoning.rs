@@ -8,12 +8,12 @@
 //! Known answers, from two servers:
 //! - `--reasoning-parser deepseek_r1 --enable-auto-tool-choice --tool-call-parser hermes`: each
 //!   request thinks exactly its budget (counted from the events: `deepseek_r1`'s usage says 0
-//!   when the template opened `<think>`); TTFC − TTFT is the budget's steps and the forced
-//!   tag's at the request's own time per output token (the median at C=1 within 30 %; at C=2
-//!   each at least 70 %, as the other request's prefill may land inside the thinking); a
-//!   required call with `parallel_tool_calls: false` is exactly one call a request. Planted: the template told not
-//!   to open `<think>` (`deepseek_r1` then calls every token thinking and the budget never starts)
-//!   is caught, naming `--reasoning-parser`.
+//!   when the template opened `<think>`); TTFC − TTFT is the budget's steps and the forced tag's
+//!   at the request's own time per output token (each level's median at least 70 % of it, and
+//!   at C=1 at most 130 %: at C=2 the other request's prefill may land inside the thinking); a
+//!   required call with `parallel_tool_calls: false` is exactly one call a request. Planted: the
+//!   template told not to open `<think>` (`deepseek_r1` then calls every token thinking and the
+//!   budget never starts) is caught, naming `--reasoning-parser`.
 //! - No parser at all: a budget is refused (vLLM's own message, kept as the failure); thinking
 //!   asked for but none streamed, and `</think>` written as answer text (forced with a logit
 //!   bias), are each caught.

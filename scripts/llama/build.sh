@@ -9,8 +9,9 @@
 #
 # What it leaves (tests/real_server/llama.rs looks in the same places):
 #   $DIR/bin/llama-server    a link into the build's bin/ (shared libraries sit beside the binary)
-#   $DIR/models/tiny-llama.gguf, $DIR/models/tiny-llama-draft.gguf
-#   $DIR/templates/think.jinja, think-nospace.jinja (scripts/llama/think_templates.py)
+#   $DIR/models/tiny-llama.gguf, $DIR/models/tiny-llama-draft.gguf, tiny-llama-nospace.gguf (the
+#     target tokenizing without a leading space: llama-server can constrain tool calls on it)
+#   $DIR/templates/think.jinja, think-nospace.jinja, qwen3.jinja (scripts/llama/think_templates.py)
 #
 # Needs: python3 with pip (PyPI reachable), a C/C++ compiler, cmake (installed with apt-get when
 # missing and running as root). Nothing else is downloaded: the sdist carries the whole llama.cpp
@@ -83,10 +84,11 @@ if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c 'import numpy, yaml'
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check numpy==2.2.6 PyYAML==6.0.2
 fi
 mkdir -p "$DIR/models"
-for spec in "tiny-llama.gguf --target" "tiny-llama-draft.gguf --draft"; do
+for spec in "tiny-llama.gguf --target" "tiny-llama-draft.gguf --draft" \
+  "tiny-llama-nospace.gguf --target --no-space-prefix"; do
   set -- $spec
   if [[ ! -s "$DIR/models/$1" ]]; then
-    "$VENV/bin/python" scripts/llama/make_model.py "$2" \
+    "$VENV/bin/python" scripts/llama/make_model.py "${@:2}" \
       --gguf-py "$TREE/gguf-py" --vocab "$TREE/models/ggml-vocab-llama-spm.gguf" \
       --out "$DIR/models/$1"
   fi

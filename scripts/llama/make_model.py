@@ -10,6 +10,12 @@ the last token.
     make_model.py --target --gguf-py TREE/gguf-py --vocab TREE/models/ggml-vocab-llama-spm.gguf \
         --out tiny-llama.gguf
     make_model.py --draft ...   # a smaller model with the same vocabulary (speculative drafts)
+    make_model.py --target --no-space-prefix ...   # the target, tokenizing without a leading space
+
+--no-space-prefix: SentencePiece normally tokenizes a text as if it began with a space, so a
+template's `<` reads differently from the `<` of a grammar's first token, and llama-server cannot
+constrain a tool call's output ("Failed to initialize samplers"); without the prefix it can
+(tests/llama_reasoning.rs, tool calls).
 
 Same arguments, same bytes: weights come from a seeded generator and nothing depends on time.
 """
@@ -44,6 +50,7 @@ def main() -> int:
     ap.add_argument("--vocab", required=True, type=Path, help="a vocab-only llama GGUF")
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--context", type=int, default=32768, help="trained context length")
+    ap.add_argument("--no-space-prefix", action="store_true", help="no leading space when tokenizing")
     a = ap.parse_args()
 
     sys.path.insert(0, str(a.gguf_py))
@@ -87,6 +94,8 @@ def main() -> int:
     w.add_unk_token_id(int(field("tokenizer.ggml.unknown_token_id").contents()))
     w.add_add_bos_token(True)
     w.add_add_eos_token(False)
+    if a.no_space_prefix:
+        w.add_add_space_prefix(False)
     w.add_chat_template(CHAT_TEMPLATE)
 
     rng = np.random.default_rng(seed)

@@ -13,6 +13,7 @@ thinking-only models' templates do; everything the model writes is then thinking
 - think-nospace.jinja opens `<think>` right after a newline, where SentencePiece tokenizes `<`
   differently: llama-server never sees the thinking begin and silently ignores the budget (a
   misconfiguration servetop must catch).
+- qwen3.jinja is the stock template as it is (tool calls in `<tool_call>` tags).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def main() -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "think.jinja").write_text(opened(stock, " <think>\\n"))
     (a.out / "think-nospace.jinja").write_text(opened(stock, "<think>\\n"))
-    print(f"think_templates: {a.out}/think.jinja, {a.out}/think-nospace.jinja")
+    (a.out / "qwen3.jinja").write_text(stock)
+    print(f"think_templates: {a.out}/think.jinja, think-nospace.jinja, qwen3.jinja")
     return 0
 
 

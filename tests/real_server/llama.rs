@@ -16,6 +16,10 @@ pub struct Paths {
     /// whose budget llama-server cannot see begin.
     pub think_template: PathBuf,
     pub think_nospace_template: PathBuf,
+    /// The target tokenizing without a leading space, and llama.cpp's stock Qwen3 template:
+    /// tool calls llama-server can constrain.
+    pub nospace: PathBuf,
+    pub qwen3_template: PathBuf,
 }
 
 pub fn cache_dir() -> PathBuf {
@@ -34,6 +38,8 @@ pub fn paths(test: &str) -> Option<Paths> {
         draft: dir.join("models/tiny-llama-draft.gguf"),
         think_template: dir.join("templates/think.jinja"),
         think_nospace_template: dir.join("templates/think-nospace.jinja"),
+        nospace: dir.join("models/tiny-llama-nospace.gguf"),
+        qwen3_template: dir.join("templates/qwen3.jinja"),
     };
     let missing: Vec<String> = [
         &p.server,
@@ -41,6 +47,8 @@ pub fn paths(test: &str) -> Option<Paths> {
         &p.draft,
         &p.think_template,
         &p.think_nospace_template,
+        &p.nospace,
+        &p.qwen3_template,
     ]
     .iter()
     .filter(|f| !f.exists())

@@ -250,9 +250,10 @@ pub fn assert_crash_recorded_and_restarted(r: &serde_json::Value, requests: u64)
 /// The sweep levels of a `--thinking-budget` run against a real engine: every measured request
 /// of `records` thought exactly its level's budget and produced `output` tokens, and TTFC − TTFT
 /// spans the thinking's steps — the budget's tokens and `closing(r)` more (the forced
-/// `</think>`) — at the request's own time per output token: each at least 70 % of that, and
-/// the median at C=1 within 30 % (at C=2 the other request's prefill may land inside the
-/// thinking, which only lengthens it; a level's first request may start cold).
+/// `</think>`) — at the request's own time per output token: the level's median at least 70 %
+/// of that, and at C=1 at most 130 % (at C=2 the other request's prefill may land inside the
+/// thinking, which only lengthens it). A median, as one request's stall (a level's first may
+/// start cold) moves its own ratio either way.
 pub fn thinking_took_its_budget(
     s: &servetop::run::session::Session,
     records: &[servetop::metrics::RequestRecord],
@@ -296,20 +297,22 @@ pub fn thinking_took_its_budget(
             let steps = f64::from(budget) + closing(r);
             let per_token = r.tpot_us().unwrap();
             let thinking = r.thinking_us().unwrap() as f64;
-            let ratio = thinking / (steps * per_token);
             assert!(
-                ratio >= 0.7,
-                "{}: TTFC − TTFT {:.1} ms against {steps} steps of {:.2} ms ({ratio:.2}×)",
-                l.label(),
-                thinking / 1e3,
-                per_token / 1e3
+                thinking > 0.0,
+                "{}: the answer began with the first token",
+                l.label()
             );
-            ratios.push(ratio);
+            ratios.push(thinking / (steps * per_token));
         }
         ratios.sort_by(f64::total_cmp);
         let median = ratios[ratios.len() / 2];
+        let ceiling = if l.concurrency == 1 {
+            1.3
+        } else {
+            f64::INFINITY
+        };
         assert!(
-            l.concurrency != 1 || (0.7..=1.3).contains(&median),
+            (0.7..=ceiling).contains(&median),
             "{}: TTFC − TTFT over the thinking's steps at the request's time per token: median {median:.2}× ({ratios:.2?})",
             l.label()
         );
