@@ -97,6 +97,22 @@ async fn each_budget_runs_the_plan_and_thinks_exactly_that_long() {
         "a kept budget warns of nothing: {:?}",
         s.summary.warnings
     );
+    // The findings: what each budget cost at C=1; the others rest on the first budget's plan.
+    let f = &s.summary.findings;
+    let budgets = f.iter().find(|f| f.id == "thinking_budgets").unwrap();
+    assert_eq!(budgets.levels, ["C=1 (think 5)", "C=1 (think 12)"]);
+    assert_eq!(budgets.values.get("reasoning_tokens_think_5"), Some(&5.0));
+    assert_eq!(budgets.values.get("reasoning_tokens_think_12"), Some(&12.0));
+    assert!(
+        budgets.values["ttfc_p50_ms_think_12"] > budgets.values["ttfc_p50_ms_think_5"],
+        "{budgets:?}"
+    );
+    for other in f.iter().filter(|f| f.id != "thinking_budgets") {
+        assert!(
+            other.levels.iter().all(|l| !l.contains("think 12")),
+            "{other:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -536,6 +536,24 @@ impl RunSummary {
         }
     }
 
+    /// The run as if only thinking budget `b` had been planned: its levels alone (with
+    /// `--thinking-budget`, each budget's plan is a run of its own for charts and findings).
+    #[must_use]
+    pub fn only_budget(&self, b: u32) -> RunSummary {
+        let mut s = self.clone();
+        for part in [
+            &mut s.sweep,
+            &mut s.rates,
+            &mut s.long_context,
+            &mut s.multi_turn,
+            &mut s.traces,
+        ] {
+            part.retain(|l| l.thinking_budget == Some(b));
+        }
+        s.config.thinking_budgets = vec![b];
+        s
+    }
+
     /// Every level, to change: in the order of [`RunSummary::levels`].
     pub fn levels_mut(&mut self) -> impl Iterator<Item = &mut LevelSummary> {
         self.sweep

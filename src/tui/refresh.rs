@@ -29,9 +29,12 @@ impl App {
         let lit = self.highlighted(&s.sweep);
         // A repeated level is one point: its latest run with results (the running one live).
         let latest = self.latest_runs(&s.sweep);
+        // With several thinking budgets, the curve of one: the budget being measured.
+        let budget = self.shown_budget(&s.sweep);
         for l in &s.sweep {
             if l.repeat
                 .is_some_and(|r| latest.get(&r.first).is_some_and(|&i| i != l.index))
+                || l.thinking_budget != budget
             {
                 continue;
             }
@@ -142,6 +145,22 @@ impl App {
         lv
     }
 
+    /// The thinking budget whose levels the sweep's curves draw: the running level's, else the
+    /// last level's with results, else the first level's (None without budgets).
+    fn shown_budget(&self, levels: &[crate::summary::LevelSummary]) -> Option<u32> {
+        levels
+            .iter()
+            .find(|l| l.status == crate::summary::LevelStatus::Running)
+            .or_else(|| {
+                levels.iter().rev().find(|l| {
+                    self.level_stats(l.index)
+                        .is_some_and(|s| s.scalars.completed > 0)
+                })
+            })
+            .or_else(|| levels.first())
+            .and_then(|l| l.thinking_budget)
+    }
+
     /// Of each repeated level, the index of its latest run with results, else its first run.
     fn latest_runs(
         &self,
@@ -164,9 +183,11 @@ impl App {
     fn rate_points(&self, sv: &mut SweepView) {
         use crate::metrics::curves::{self, at};
         let latest = self.latest_runs(&self.session.summary.rates);
+        let budget = self.shown_budget(&self.session.summary.rates);
         for l in &self.session.summary.rates {
             if l.repeat
                 .is_some_and(|r| latest.get(&r.first).is_some_and(|&i| i != l.index))
+                || l.thinking_budget != budget
             {
                 continue;
             }

@@ -136,6 +136,24 @@ pub fn render_all(
         return Err("no run to draw".into());
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    // A run of several thinking budgets is drawn as one run per budget (each its own line), but
+    // for the GPU timeline, which is the whole run's.
+    let split: Vec<(String, RunSummary, &[TelemetryRecord])> =
+        runs.iter().flat_map(per_budget).collect();
+    let split_runs: Vec<ChartRun<'_>> = split
+        .iter()
+        .map(|(label, summary, telemetry)| ChartRun {
+            label: label.clone(),
+            summary,
+            telemetry,
+        })
+        .collect();
+    let whole = runs;
+    let runs: &[ChartRun<'_>] = if split_runs.len() > whole.len() {
+        &split_runs
+    } else {
+        whole
+    };
     let any = |f: fn(&RunSummary) -> bool| runs.iter().any(|r| f(r.summary));
     let figures: [(&str, Draw, bool); 10] = [
         ("throughput.png", sweep::throughput, true),
@@ -182,11 +200,33 @@ pub fn render_all(
     for (name, draw, wanted) in figures {
         if wanted {
             let p = dir.join(name);
+            let runs = if name == "gpu_timeline.png" {
+                whole
+            } else {
+                runs
+            };
             draw(&p, size, runs)?;
             written.push(p);
         }
     }
     Ok(written)
+}
+
+/// `r` once per thinking budget when it ran several (`label · think N`), else as it is.
+fn per_budget<'a>(r: &ChartRun<'a>) -> Vec<(String, RunSummary, &'a [TelemetryRecord])> {
+    match r.summary.config.thinking_budgets.as_slice() {
+        budgets @ [_, _, ..] => budgets
+            .iter()
+            .map(|&b| {
+                (
+                    format!("{} · think {b}", r.label),
+                    r.summary.only_budget(b),
+                    r.telemetry,
+                )
+            })
+            .collect(),
+        _ => vec![(r.label.clone(), r.summary.clone(), r.telemetry)],
+    }
 }
 
 #[cfg(test)]
@@ -210,4 +250,50 @@ pub(super) fn restarted_run() -> crate::summary::RunSummary {
         l.server_index = Some(u32::from(l.input_len > 16_384));
     }
     s
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::*;
+
+    /// A finished run whose sweep ran twice, once per thinking budget (64 then 512).
+    fn two_budgets() -> RunSummary {
+        let mut s = crate::tui::fixtures::finished_run().session.summary;
+        let n = s.sweep.len();
+        let mut second = s.sweep.clone();
+        for (i, l) in s.sweep.iter_mut().enumerate() {
+            l.thinking_budget = Some(64);
+            second[i].thinking_budget = Some(512);
+            second[i].index += u32::try_from(n).unwrap_or(0) + 100;
+        }
+        s.sweep.extend(second);
+        s.config.thinking_budgets = vec![64, 512];
+        s
+    }
+
+    #[test]
+    fn a_run_of_two_budgets_is_drawn_as_one_run_per_budget() {
+        let s = two_budgets();
+        let run = ChartRun {
+            label: "r".into(),
+            summary: &s,
+            telemetry: &[],
+        };
+        let split = per_budget(&run);
+        let labels: Vec<&str> = split.iter().map(|(l, _, _)| l.as_str()).collect();
+        assert_eq!(labels, ["r · think 64", "r · think 512"]);
+        for ((_, part, _), b) in split.iter().zip([64, 512]) {
+            assert_eq!(part.sweep.len(), s.sweep.len() / 2);
+            assert!(part.sweep.iter().all(|l| l.thinking_budget == Some(b)));
+        }
+        // One budget (or none): the run as it is.
+        let one = crate::tui::fixtures::finished_run().session.summary;
+        let run = ChartRun {
+            label: "r".into(),
+            summary: &one,
+            telemetry: &[],
+        };
+        assert_eq!(per_budget(&run).len(), 1);
+        assert_eq!(per_budget(&run)[0].1.sweep.len(), one.sweep.len());
+    }
 }

@@ -101,12 +101,24 @@ impl Finding {
 
 /// Every finding the run supports, in reading order: the sweep's, long context's, then the
 /// rest.
-pub fn of(s: &RunSummary) -> Vec<Finding> {
+pub fn of(whole: &RunSummary) -> Vec<Finding> {
+    // Several thinking budgets: the findings of the first budget's plan (the levels of the
+    // others are the same plan again, not more points of one curve), and what each budget
+    // cost.
+    let first_budget;
+    let s = match whole.config.thinking_budgets.as_slice() {
+        [first, _, ..] => {
+            first_budget = whole.only_budget(*first);
+            &first_budget
+        }
+        _ => whole,
+    };
     let mut out = sweep::findings(s);
     out.extend(long_context::findings(s));
     out.extend(others::findings(s));
     out.extend(validity::finding(s));
-    let by_level = level_caveats(s);
+    out.extend(others::thinking_budgets(whole));
+    let by_level = level_caveats(whole);
     for f in &mut out {
         for c in f.rests_on.iter().filter_map(|i| by_level.get(i)).flatten() {
             if !f.caveats.contains(c) {

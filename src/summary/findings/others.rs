@@ -187,6 +187,44 @@ fn reasoning(s: &RunSummary) -> Option<Finding> {
     )
 }
 
+/// With several thinking budgets: what each cost at the lowest concurrency all of them ran.
+pub(super) fn thinking_budgets(s: &RunSummary) -> Option<Finding> {
+    let budgets = &s.config.thinking_budgets;
+    let at = |c: u32, b: u32| {
+        s.sweep
+            .iter()
+            .find(|l| measured(l) && l.concurrency == c && l.thinking_budget == Some(b))
+    };
+    let c = s
+        .sweep
+        .iter()
+        .filter(|l| measured(l))
+        .map(|l| l.concurrency)
+        .filter(|&c| budgets.iter().all(|&b| at(c, b).is_some()))
+        .min()?;
+    if budgets.len() < 2 {
+        return None;
+    }
+    let levels: Vec<&LevelSummary> = budgets.iter().filter_map(|&b| at(c, b)).collect();
+    let mut parts = Vec::new();
+    let mut f = Finding::new("thinking_budgets", String::new(), &levels);
+    for (l, b) in levels.iter().zip(budgets) {
+        let st = l.stats.as_ref()?;
+        let ttfc = st.dists.ttfc_ms.as_ref().map(|d| d.p50);
+        let thought = st.scalars.mean_reasoning_tokens;
+        parts.push(format!(
+            "{b} tokens: TTFC p50 {} ({} thinking tokens a request)",
+            ttfc.map_or_else(|| "never".into(), ms_text),
+            num(thought.unwrap_or(0.0))
+        ));
+        f = f
+            .value(&format!("ttfc_p50_ms_think_{b}"), ttfc)
+            .value(&format!("reasoning_tokens_think_{b}"), thought);
+    }
+    f.text = format!("Thinking budgets at C={c}: {}.", parts.join("; "));
+    Some(f)
+}
+
 fn baseline(s: &RunSummary) -> Option<Finding> {
     let b = s.baseline.as_ref()?;
     // The change that matters most: the largest in size of any figure at any level.

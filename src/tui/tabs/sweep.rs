@@ -322,13 +322,25 @@ fn row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a> {
     finish_row(cells, l, stats.is_some(), failed, running, th)
 }
 
+/// The level column as wide as the longest label: `C=100 #3` with --repeat, `C=64 (think
+/// 1024)` with --thinking-budget.
+fn label_width(app: &App) -> u16 {
+    let longest = app
+        .session
+        .summary
+        .sweep
+        .iter()
+        .map(|l| l.label().chars().count())
+        .max()
+        .unwrap_or(0);
+    u16::try_from(longest.clamp(6, 24)).unwrap_or(24)
+}
+
 fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool) {
     // Narrow terminals get shorter headers and two percentiles, so nothing is cut mid-word.
     let mut header = vec!["C", "status", "done"];
-    // `C=100 #3` with --repeat.
-    let repeated = app.session.summary.sweep.iter().any(|l| l.repeat.is_some());
     let mut widths = vec![
-        Constraint::Length(if repeated { 9 } else { 6 }),
+        Constraint::Length(label_width(app)),
         Constraint::Length(7),
         Constraint::Length(7),
     ];
