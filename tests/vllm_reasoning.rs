@@ -149,9 +149,6 @@ async fn thinking_budgets_tool_calls_and_a_misfit_template() {
         ],
     );
     let server_up = started.elapsed().as_secs_f64();
-    println!(
-        "| level | TTFT p50 (ms) | TTFC p50 (ms) | thinking p50 (ms) | reasoning / answer tokens | tool calls |"
-    );
 
     // Two budgets over C=1 and C=2.
     let dir = temp_run_dir("budgets");
@@ -191,6 +188,9 @@ async fn thinking_budgets_tool_calls_and_a_misfit_template() {
     )
     .await;
     let l = &s.summary.sweep[0];
+    println!(
+        "| level | TTFT p50 (ms) | TTFC p50 (ms) | thinking p50 (ms) | reasoning / answer tokens | tool calls |"
+    );
     row(l);
     for r in real_server::records(&dir).iter().filter(|r| !r.warmup) {
         assert_eq!(r.tool_calls, 1, "{r:?}");
