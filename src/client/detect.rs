@@ -78,6 +78,10 @@ pub struct ServerInfo {
     pub context_limit_source: Option<String>,
     /// True when the engine is servetop's simulator: every number is from a simulation.
     pub simulated: bool,
+    /// The reasoning parser the server says it runs (SGLang's `/get_server_info`
+    /// `reasoning_parser`); None where it does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_parser: Option<String>,
 }
 
 /// Probes answered by the server, gathered concurrently.
@@ -237,7 +241,18 @@ pub fn identify(
         context_limit,
         context_limit_source,
         simulated: engine == Engine::Sim,
+        reasoning_parser: reasoning_parser(p),
     })
+}
+
+/// The reasoning parser SGLang says it runs (`/get_server_info` `reasoning_parser`).
+fn reasoning_parser(p: &Probes) -> Option<String> {
+    p.server_info
+        .as_ref()
+        .and_then(|v| v.get("reasoning_parser"))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
 }
 
 fn context_limit(
@@ -315,6 +330,15 @@ mod tests {
         assert_eq!(s.engine_version.as_deref(), Some("0.5.4"));
         assert_eq!(s.context_limit, Some(32768));
         assert_eq!(s.engine.context_flag(), "--context-length");
+        assert_eq!(s.reasoning_parser, None);
+        // Its server arguments name the reasoning parser it runs (null when none).
+        p.server_info =
+            Some(json!({"version":"0.5.4","reasoning_parser":"qwen3","tool_call_parser":"qwen25"}));
+        let s = identify("http://h", &p, Some("m")).unwrap();
+        assert_eq!(s.reasoning_parser.as_deref(), Some("qwen3"));
+        p.server_info = Some(json!({"version":"0.5.4","reasoning_parser":null}));
+        let s = identify("http://h", &p, Some("m")).unwrap();
+        assert_eq!(s.reasoning_parser, None);
     }
 
     #[test]

@@ -504,14 +504,21 @@ impl RunSummary {
     /// Adds what finished level `index` says of the server's reasoning and tool-call parsers
     /// ([`reasoning::warnings`]), each once.
     pub fn warn_reasoning(&mut self, index: u32) {
-        let engine = self
-            .server
-            .as_ref()
-            .map_or(crate::client::Engine::Unknown, |s| s.engine);
+        let server = reasoning::Server {
+            engine: self
+                .server
+                .as_ref()
+                .map_or(crate::client::Engine::Unknown, |s| s.engine),
+            reasoning_parser: self
+                .server
+                .as_ref()
+                .and_then(|s| s.reasoning_parser.as_deref()),
+            chat: self.backend == Some(crate::client::Backend::OpenaiChat),
+        };
         let Some(l) = self.levels().find(|l| l.index == index) else {
             return;
         };
-        for w in reasoning::warnings(&self.config, engine, l) {
+        for w in reasoning::warnings(&self.config, server, l) {
             if !self.warnings.contains(&w) {
                 self.warnings.push(w);
             }

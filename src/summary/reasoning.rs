@@ -46,21 +46,38 @@ fn tool_flag(engine: Engine) -> &'static str {
     }
 }
 
-/// Whether the run asked for thinking: a budget above 0, or `enable_thinking` in the template's
-/// switches.
-fn thinking_asked(cfg: &RunConfig, l: &LevelSummary) -> bool {
-    l.thinking_budget.is_some_and(|b| b > 0)
-        || cfg
-            .chat
-            .chat_template_kwargs
-            .as_ref()
-            .and_then(|k| k.get("enable_thinking"))
-            .and_then(serde_json::Value::as_bool)
-            == Some(true)
+/// Why thinking was expected of `l`, if it was: the run sent a budget above 0 or
+/// `enable_thinking`, or the server says it runs a reasoning parser (on the chat endpoint,
+/// unless the run turned thinking off).
+fn thinking_expected(cfg: &RunConfig, server: Server<'_>, l: &LevelSummary) -> Option<String> {
+    let enable_thinking = cfg
+        .chat
+        .chat_template_kwargs
+        .as_ref()
+        .and_then(|k| k.get("enable_thinking"))
+        .and_then(serde_json::Value::as_bool);
+    match (l.thinking_budget, enable_thinking, server.reasoning_parser) {
+        (Some(b), _, _) if b > 0 => Some(format!("a thinking budget of {b} tokens was sent")),
+        (_, Some(true), _) => Some("enable_thinking was sent".into()),
+        (Some(0), _, _) | (_, Some(false), _) => None,
+        (_, None, Some(p)) if server.chat => Some(format!("the server runs reasoning parser {p}")),
+        _ => None,
+    }
+}
+
+/// The server as the checks need it: its engine, the reasoning parser it says it runs (SGLang
+/// says), and whether the level's requests went to the chat endpoint (the only one where
+/// thinking is told apart).
+#[derive(Clone, Copy, Debug)]
+pub struct Server<'a> {
+    pub engine: Engine,
+    pub reasoning_parser: Option<&'a str>,
+    pub chat: bool,
 }
 
 /// What `l` (a finished level) says of the server's reasoning and tool-call parsers.
-pub fn warnings(cfg: &RunConfig, engine: Engine, l: &LevelSummary) -> Vec<String> {
+pub fn warnings(cfg: &RunConfig, server: Server<'_>, l: &LevelSummary) -> Vec<String> {
+    let engine = server.engine;
     let Some(s) = l.stats.as_ref() else {
         return Vec::new();
     };
@@ -124,14 +141,22 @@ pub fn warnings(cfg: &RunConfig, engine: Engine, l: &LevelSummary) -> Vec<String
             sc.think_tag_requests,
             parser_flag(engine)
         ));
-    } else if thinking_asked(cfg, l) && sc.reasoning_share.is_none_or(|r| r <= 0.0) {
-        let asked = match l.thinking_budget {
-            Some(b) if b > 0 => format!("a thinking budget of {b} tokens was sent"),
-            _ => "enable_thinking was sent".into(),
+    } else if sc.reasoning_share.is_none_or(|r| r <= 0.0)
+        && let Some(asked) = thinking_expected(cfg, server, l)
+    {
+        let why = if server.reasoning_parser.is_some() && l.thinking_budget.is_none() {
+            format!(
+                "the model's template turned thinking off (chat_template_kwargs enable_thinking), or the parser does not fit the model; check {}",
+                parser_flag(engine)
+            )
+        } else {
+            format!(
+                "the server has no reasoning parser on, or the template turned thinking off; start it with {}",
+                parser_flag(engine)
+            )
         };
         out.push(format!(
-            "{label}: {asked}, yet none of {n} requests streamed any reasoning, so TTFC here is TTFT: the server has no reasoning parser on, or the template turned thinking off; start it with {}",
-            parser_flag(engine)
+            "{label}: {asked}, yet none of {n} requests streamed any reasoning, so TTFC here is TTFT: {why}"
         ));
     }
     let required = cfg.chat.tools.is_some() && cfg.chat.tool_choice.as_deref() == Some("required");
@@ -180,6 +205,41 @@ mod tests {
         RunConfig::minimal("http://127.0.0.1:1")
     }
 
+    /// A chat run against `engine`, which says nothing of its parsers.
+    fn srv(engine: Engine) -> Server<'static> {
+        Server {
+            engine,
+            reasoning_parser: None,
+            chat: true,
+        }
+    }
+
+    #[test]
+    fn a_parser_the_server_reports_and_no_thinking_is_warned_on_the_chat_endpoint_only() {
+        let l = level(None, |s| s.scalars.reasoning_share = Some(0.0));
+        let sglang = Server {
+            engine: Engine::Sglang,
+            reasoning_parser: Some("qwen3"),
+            chat: true,
+        };
+        let w = warnings(&cfg(), sglang, &l);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("C=4: the server runs reasoning parser qwen3, yet none of 8 requests streamed any reasoning, so TTFC here is TTFT: the model's template turned thinking off"),
+            "{w:?}"
+        );
+        // Through /v1/completions nothing is told apart: no warning.
+        let plain = Server {
+            chat: false,
+            ..sglang
+        };
+        assert!(warnings(&cfg(), plain, &l).is_empty());
+        // Thinking turned off on purpose: none expected.
+        let mut off = cfg();
+        off.chat.chat_template_kwargs = Some(serde_json::json!({"enable_thinking": false}));
+        assert!(warnings(&off, sglang, &l).is_empty());
+    }
+
     #[test]
     fn thinking_that_ended_on_its_own_blames_the_reasoning_parser() {
         let l = level(None, |s| {
@@ -187,7 +247,7 @@ mod tests {
             s.scalars.unanswered_stopped = 3;
             s.scalars.reasoning_share = Some(1.0);
         });
-        let w = warnings(&cfg(), Engine::Vllm, &l);
+        let w = warnings(&cfg(), srv(Engine::Vllm), &l);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(
             w[0].starts_with("C=4: every output token of all 8 requests arrived as reasoning and no answer began, so TTFC never happened (it is not 0): 3 of them ended on their own"),
@@ -206,7 +266,7 @@ mod tests {
             s.scalars.unanswered_requests = 8;
             s.scalars.reasoning_share = Some(1.0);
         });
-        let w = warnings(&cfg(), Engine::Llamacpp, &l);
+        let w = warnings(&cfg(), srv(Engine::Llamacpp), &l);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(
             w[0].starts_with("C=4 (think 16): every output token"),
@@ -224,7 +284,7 @@ mod tests {
             s.scalars.unanswered_requests = 2;
             s.scalars.reasoning_share = Some(0.9);
         });
-        let w = warnings(&cfg(), Engine::Vllm, &l);
+        let w = warnings(&cfg(), srv(Engine::Vllm), &l);
         assert!(
             w[0].starts_with("C=4 (think 500): 2 of 8 requests streamed only reasoning and never began an answer (their TTFC never happened; the level's TTFC is over the other 6): they were still thinking when --output-len (100) cut them off"),
             "{w:?}"
@@ -237,7 +297,7 @@ mod tests {
             s.scalars.mean_reasoning_tokens = Some(40.0);
             s.scalars.reasoning_share = Some(0.4);
         });
-        let w = warnings(&cfg(), Engine::Vllm, &l);
+        let w = warnings(&cfg(), srv(Engine::Vllm), &l);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(
             w[0].starts_with("C=4 (think 16): a thinking budget of 16 tokens was sent, yet the requests thought for 40 tokens on average"),
@@ -248,12 +308,12 @@ mod tests {
             s.scalars.mean_reasoning_tokens = Some(17.0);
             s.scalars.reasoning_share = Some(0.2);
         });
-        assert!(warnings(&cfg(), Engine::Vllm, &l).is_empty());
+        assert!(warnings(&cfg(), srv(Engine::Vllm), &l).is_empty());
         let l = level(None, |s| {
             s.scalars.think_tag_requests = 8;
             s.scalars.reasoning_share = Some(0.0);
         });
-        let w = warnings(&cfg(), Engine::Sglang, &l);
+        let w = warnings(&cfg(), srv(Engine::Sglang), &l);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(
             w[0].starts_with(
@@ -267,8 +327,8 @@ mod tests {
     #[test]
     fn a_level_without_thinking_asked_for_or_found_warns_of_nothing() {
         let l = level(None, |s| s.scalars.reasoning_share = Some(0.0));
-        assert!(warnings(&cfg(), Engine::Vllm, &l).is_empty());
+        assert!(warnings(&cfg(), srv(Engine::Vllm), &l).is_empty());
         let l = level(None, |s| s.scalars.completed = 0);
-        assert!(warnings(&cfg(), Engine::Vllm, &l).is_empty());
+        assert!(warnings(&cfg(), srv(Engine::Vllm), &l).is_empty());
     }
 }
