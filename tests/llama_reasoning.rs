@@ -36,7 +36,7 @@ mod real_server;
 use std::path::{Path, PathBuf};
 
 use real_server::llama::{LlamaServer, Paths, paths};
-use real_server::warnings_of;
+use real_server::{the_warning, warnings_of};
 use servetop::config::{BackendChoice, ChatExtras, RunConfig};
 use servetop::event::RunState;
 use servetop::run::run_headless;
@@ -139,10 +139,12 @@ async fn thinking_budgets_and_a_parser_turned_off() {
     let st = s.summary.sweep[0].stats.as_ref().unwrap();
     assert_eq!(st.scalars.think_tag_requests, 4);
     assert_eq!(st.scalars.reasoning_share, Some(0.0));
-    let w = warnings_of(&s, "C=2 (think 6)", "literal <think> or </think>");
-    assert_eq!(w.len(), 1, "{:?}", s.summary.warnings);
-    assert!(w[0].contains("--reasoning-format deepseek"), "{}", w[0]);
-    println!("parser off: {}", w[0]);
+    the_warning(
+        &s,
+        "parser off",
+        "C=2 (think 6)",
+        &["literal <think> or </think>", "--reasoning-format deepseek"],
+    );
 
     // The template told not to think while a budget was sent: nothing streams as reasoning.
     let dir = temp_run_dir("no-thinking");
@@ -159,13 +161,15 @@ async fn thinking_budgets_and_a_parser_turned_off() {
         &dir,
     )
     .await;
-    let w = warnings_of(
+    the_warning(
         &s,
+        "thinking off",
         "C=2 (think 8)",
-        "yet none of 4 requests streamed any reasoning",
+        &[
+            "yet none of 4 requests streamed any reasoning",
+            "--reasoning-parser",
+        ],
     );
-    assert_eq!(w.len(), 1, "{:?}", s.summary.warnings);
-    println!("thinking off: {}", w[0]);
     println!(
         "llama_reasoning (budgets, parser off, thinking off): {:.0} s",
         started.elapsed().as_secs_f64()
@@ -197,19 +201,16 @@ async fn a_budget_the_server_cannot_see_begin_is_caught() {
     assert_eq!(st.scalars.unanswered_requests, 4);
     assert!(st.dists.ttfc_ms.is_none(), "TTFC never happened");
     assert_eq!(st.scalars.mean_reasoning_tokens, Some(f64::from(OUTPUT)));
-    let w = warnings_of(
+    the_warning(
         &s,
+        "budget ignored",
         "C=2 (think 6)",
-        "every output token of all 4 requests arrived as reasoning",
+        &[
+            "every output token of all 4 requests arrived as reasoning",
+            "a thinking budget of 6 tokens was sent, yet they thought for all 40 tokens",
+            "--reasoning-parser",
+        ],
     );
-    assert_eq!(w.len(), 1, "{:?}", s.summary.warnings);
-    assert!(
-        w[0].contains("a thinking budget of 6 tokens was sent, yet they thought for all 40 tokens")
-            && w[0].contains("--reasoning-parser"),
-        "{}",
-        w[0]
-    );
-    println!("budget ignored: {}", w[0]);
     println!(
         "llama_reasoning (budget unseen): {:.0} s",
         started.elapsed().as_secs_f64()

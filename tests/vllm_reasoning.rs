@@ -30,7 +30,7 @@ mod real_server;
 use std::path::{Path, PathBuf};
 
 use real_server::vllm::{VllmServer, available, cache_dir, root};
-use real_server::warnings_of;
+use real_server::{the_warning, warnings_of};
 use servetop::config::{BackendChoice, ChatExtras, RunConfig};
 use servetop::event::RunState;
 use servetop::run::run_headless;
@@ -228,19 +228,16 @@ async fn a_misfit_template_is_caught(url: &str) {
     let st = l.stats.as_ref().unwrap();
     assert_eq!(st.scalars.unanswered_requests, 4);
     assert!(st.dists.ttfc_ms.is_none(), "TTFC never happened");
-    let w = warnings_of(
+    the_warning(
         &s,
+        "template misfit",
         "C=2 (think 8)",
-        "every output token of all 4 requests arrived as reasoning",
+        &[
+            "every output token of all 4 requests arrived as reasoning",
+            "a thinking budget of 8 tokens was sent, yet they thought for all 40 tokens",
+            "--reasoning-parser",
+        ],
     );
-    assert_eq!(w.len(), 1, "{:?}", s.summary.warnings);
-    assert!(
-        w[0].contains("a thinking budget of 8 tokens was sent, yet they thought for all 40 tokens")
-            && w[0].contains("--reasoning-parser"),
-        "{}",
-        w[0]
-    );
-    println!("template misfit: {}", w[0]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -290,14 +287,15 @@ async fn no_reasoning_parser_is_caught() {
         &dir,
     )
     .await;
-    let w = warnings_of(
+    the_warning(
         &s,
+        "no reasoning",
         "C=2",
-        "enable_thinking was sent, yet none of 4 requests streamed any reasoning",
+        &[
+            "enable_thinking was sent, yet none of 4 requests streamed any reasoning",
+            "--reasoning-parser",
+        ],
     );
-    assert_eq!(w.len(), 1, "{:?}", s.summary.warnings);
-    assert!(w[0].contains("--reasoning-parser"), "{}", w[0]);
-    println!("no reasoning: {}", w[0]);
 
     // `</think>` written as the answer (a logit bias makes it every token).
     let dir = temp_run_dir("literal-tags");
@@ -313,10 +311,12 @@ async fn no_reasoning_parser_is_caught() {
     .await;
     let st = s.summary.sweep[0].stats.as_ref().unwrap();
     assert_eq!(st.scalars.think_tag_requests, 4);
-    let w = warnings_of(&s, "C=2", "literal <think> or </think>");
-    assert_eq!(w.len(), 1, "{:?}", s.summary.warnings);
-    assert!(w[0].contains("--reasoning-parser"), "{}", w[0]);
-    println!("literal tags: {}", w[0]);
+    the_warning(
+        &s,
+        "literal tags",
+        "C=2",
+        &["literal <think> or </think>", "--reasoning-parser"],
+    );
     drop(srv);
     println!(
         "vllm_reasoning (no parser): server up in {server_up:.0} s, {:.0} s in all",

@@ -331,3 +331,27 @@ pub fn warnings_of<'a>(
         .filter(|w| w.starts_with(&format!("{label}: ")) && w.contains(what))
         .collect()
 }
+
+/// The one warning of `s` about `label` that says every one of `says` (a panic, listing the
+/// run's warnings, when there is none or more than one), printed under `name`.
+pub fn the_warning<'a>(
+    s: &'a servetop::run::session::Session,
+    name: &str,
+    label: &str,
+    says: &[&str],
+) -> &'a String {
+    let found: Vec<&String> = s
+        .summary
+        .warnings
+        .iter()
+        .filter(|w| w.starts_with(&format!("{label}: ")) && says.iter().all(|x| w.contains(x)))
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "{label}: {says:?} in {:?}",
+        s.summary.warnings
+    );
+    println!("{name}: {}", found[0]);
+    found[0]
+}
