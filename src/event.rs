@@ -38,8 +38,11 @@ impl RunState {
     }
 }
 
-/// Everything that happens during a run.
-#[derive(Clone, Debug)]
+/// Everything that happens during a run. It crosses the channel in memory, and the run
+/// directory's journal (`events.jsonl`) and the live feed as one JSON object a line: a viewer
+/// folds exactly what the run folded.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "event", content = "data", rename_all = "snake_case")]
 pub enum Event {
     /// The server is identified and the plan is fixed.
     RunStarted {
@@ -70,8 +73,13 @@ pub enum Event {
     Sent { level: u32, slot: u32 },
     /// A request finished (successfully or not).
     Request(Box<RequestRecord>),
-    /// A level's last request ended.
-    LevelFinished { index: u32, interrupted: bool },
+    /// A level's last request ended; `at_unix_ms` when the runner said so (the fold reads no
+    /// clock: a viewer folding this later sets the same time).
+    LevelFinished {
+        index: u32,
+        interrupted: bool,
+        at_unix_ms: i64,
+    },
     /// A GPU or engine telemetry sample, or the reason there is none.
     Telemetry(crate::telemetry::record::TelemetryRecord),
     /// The server servetop owns was restarted (a length needed a larger context) and is ready:

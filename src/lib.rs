@@ -49,6 +49,7 @@ pub mod config;
 pub mod event;
 pub mod export;
 pub mod fmt;
+pub mod live;
 pub mod metrics;
 pub mod run;
 pub mod runner;

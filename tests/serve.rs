@@ -187,9 +187,11 @@ fn an_interrupted_run_stops_the_server_it_started() {
 
 /// The dashboard's terminal disappears mid-level (an SSH session dropped: the pseudo-terminal
 /// `script` gave it is closed, so servetop gets SIGHUP and every write to the screen fails).
-/// servetop must still stop its server and leave nothing running.
+/// The dashboard detaches: the run and its server go on (more requests end after the terminal
+/// is gone, results.json still says `running`). Stopped from its live feed as a viewer would,
+/// it stops its server and leaves nothing running.
 #[test]
-fn a_dashboard_whose_terminal_disappears_still_stops_the_server() {
+fn a_dashboard_whose_terminal_disappears_detaches_and_the_run_goes_on() {
     let dir = std::env::temp_dir().join(format!("servetop-serve-hup-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let inner = format!(
@@ -211,11 +213,28 @@ fn a_dashboard_whose_terminal_disappears_still_stops_the_server() {
     // SIGKILL: the terminal goes without a word, as when the network drops.
     term.kill().unwrap();
     let _ = term.wait();
+    let out = format!("--out {}", dir.display());
+    let ended =
+        || std::fs::read_to_string(dir.join("requests.jsonl")).map_or(0, |t| t.lines().count());
+    let gone_at = ended();
+    let t = Instant::now();
+    while ended() < gone_at + 20 && t.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        ended() >= gone_at + 20,
+        "requests go on ending after the terminal is gone ({gone_at}, then {})",
+        ended()
+    );
+    assert!(running(&out), "servetop goes on");
+    assert!(listening(port), "so does its server");
+    assert_eq!(results(&dir)["state"], "running");
+    let mut feed = std::os::unix::net::UnixStream::connect(dir.join("live.sock")).unwrap();
+    std::io::Write::write_all(&mut feed, b"stop\n").unwrap();
     assert!(
         wait_gone(port),
-        "the server on port {port} outlived its dashboard"
+        "the server on port {port} outlived the run stopped from its feed"
     );
-    let out = format!("--out {}", dir.display());
     let t = Instant::now();
     while running(&out) && t.elapsed() < Duration::from_secs(20) {
         std::thread::sleep(Duration::from_millis(50));

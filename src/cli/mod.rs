@@ -40,6 +40,17 @@ Examples (the default plan: C=1..100, 1000 in / 500 out, then 30K, 60K, 100K):
       'vllm serve M --port {port} --max-model-len {context_len}'
 --help lists every flag, grouped.";
 
+/// `attach -h` ends with these.
+const ATTACH_EXAMPLES: &str = "\
+Examples:
+  servetop attach                      # the newest run going on for this user
+  servetop attach --list               # every run going on
+  servetop attach runs/20261203-…      # a run going on, or a finished one to browse
+  # from a laptop, over SSH, to a run's socket on the server:
+  ssh -N -L 7700:/path/to/run/live.sock user@server &
+  servetop attach --connect 127.0.0.1:7700
+In the viewer q, Ctrl-C and d leave it (the run goes on); X stops the run, asking first.";
+
 // Parsed once at startup: the size of the `run` flags does not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
@@ -56,6 +67,10 @@ pub enum Command {
     Gpu(GpuArgs),
     /// Re-render charts, CSV and summary.md from saved run directories; several overlay.
     Report(ReportArgs),
+    /// Watch a run going on (started anywhere, headless or detached) in the dashboard, or
+    /// browse a finished one. Leaving the viewer never stops the run.
+    #[command(after_help = ATTACH_EXAMPLES)]
+    Attach(AttachArgs),
     /// Benchmark: a long run against the simulator with mixed faults, sampling the memory of
     /// the client and the simulator (for developers; not part of the tests).
     Soak(SoakArgs),
@@ -65,6 +80,23 @@ pub enum Command {
     /// One case of bench-client, in its own process (internal).
     #[command(hide = true)]
     BenchCase(BenchCaseArgs),
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct AttachArgs {
+    /// The run directory [default: the newest run going on for this user].
+    #[arg(value_name = "RUN_DIR", conflicts_with_all = ["list", "connect"])]
+    pub run_dir: Option<PathBuf>,
+    /// List the runs going on for this user, newest first.
+    #[arg(long)]
+    pub list: bool,
+    /// Read a run's live feed at ADDR (`HOST:PORT`): a run's `--live-listen`, or its
+    /// live.sock forwarded with `ssh -L PORT:/path/live.sock`. Such a viewer only watches.
+    #[arg(long, value_name = "ADDR")]
+    pub connect: Option<String>,
+    /// Dashboard frames per second.
+    #[arg(long, default_value = "10")]
+    pub fps: f64,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -268,6 +300,17 @@ pub struct OutputArgs {
         hide_short_help = true
     )]
     pub metrics_listen: Option<String>,
+    /// Also serve the run's live feed on TCP at ADDR (`HOST:PORT`, or a port on 127.0.0.1), for
+    /// `servetop attach --connect ADDR`. Read-only: stopping, pausing and skipping are for
+    /// viewers on the run directory's live.sock. The feed has no API key in it; anyone who can
+    /// reach ADDR can watch the run.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        help_heading = "Outputs",
+        hide_short_help = true
+    )]
+    pub live_listen: Option<String>,
     /// Size of the PNG charts written into <run dir>/charts/.
     #[arg(long, value_name = "WxH", default_value = "1600x900", value_parser = parse_size, help_heading = "Outputs", hide_short_help = true)]
     pub chart_size: (u32, u32),
@@ -520,6 +563,10 @@ pub struct RunArgs {
     /// headless it only warns).
     #[arg(long, help_heading = "Plan")]
     pub yes: bool,
+    /// Run in the background, with no terminal: it survives this SSH session, its output goes
+    /// to <run dir>/run.log, and `servetop attach` watches it. Returns once the run has started.
+    #[arg(long, conflicts_with = "dry_run", help_heading = "Outputs")]
+    pub detach: bool,
     /// Requests per long-context length.
     #[arg(
         long,

@@ -22,7 +22,9 @@ macro_rules! print_out {
     }};
 }
 
+pub mod attach;
 pub mod demo;
+pub mod detach;
 pub mod gpu;
 pub mod report;
 pub mod run;

@@ -18,6 +18,9 @@ use crate::summary::RunSummary;
 /// `servetop run`.
 pub async fn run(a: RunArgs) -> i32 {
     if let Some(dir) = &a.resume {
+        if a.detach {
+            return super::detach::detach(super::detach::args_without_detach(), Some(dir));
+        }
         return Box::pin(resume(dir, &a.output)).await;
     }
     let combos = match crate::cli::config::serve_combinations(&a.serve_param) {
@@ -34,6 +37,12 @@ pub async fn run(a: RunArgs) -> i32 {
     if !confirmed(&cfg, combos.len().max(1), &a) {
         say!("servetop: not started");
         return 1;
+    }
+    if a.detach {
+        return super::detach::detach(
+            super::detach::args_without_detach(),
+            a.output.out.as_deref(),
+        );
     }
     if combos.is_empty() {
         Box::pin(execute(cfg, None, &a.output)).await
@@ -187,9 +196,10 @@ fn init_file_log(dir: &std::path::Path) {
         .try_init();
 }
 
-/// Cancels `cancel` on Ctrl-C, SIGTERM or SIGHUP (a dropped SSH session). `say` prints a line
-/// (headless only: under the dashboard the screen says it).
-fn spawn_signal_watch(cancel: CancellationToken, say: bool) {
+/// Cancels `cancel` on Ctrl-C or SIGTERM. SIGHUP (a dropped SSH session) cancels `hangup`
+/// when given (the dashboard detaches, the run goes on), else `cancel` too. `say` prints a
+/// line (headless only: under the dashboard the screen says it).
+fn spawn_signal_watch(cancel: CancellationToken, hangup: Option<CancellationToken>, say: bool) {
     tokio::spawn(async move {
         #[cfg(unix)]
         {
@@ -202,10 +212,15 @@ fn spawn_signal_watch(cancel: CancellationToken, say: bool) {
                 cancel.cancel();
                 return;
             };
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-                _ = hup.recv() => {}
+            loop {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => break,
+                    _ = term.recv() => break,
+                    _ = hup.recv() => match &hangup {
+                        Some(h) => h.cancel(),
+                        None => break,
+                    },
+                }
             }
         }
         #[cfg(not(unix))]
@@ -219,6 +234,17 @@ fn spawn_signal_watch(cancel: CancellationToken, say: bool) {
         }
         cancel.cancel();
     });
+}
+
+/// The run's cancel token and its hang-up token, both watched. Under the dashboard (which
+/// detaches) and in a detached run, SIGHUP cancels only the latter; a headless run in a
+/// terminal stops on it.
+fn watch_signals(dashboard: bool) -> (CancellationToken, CancellationToken) {
+    let cancel = CancellationToken::new();
+    let hangup = CancellationToken::new();
+    let survive = dashboard || super::detach::is_detached();
+    spawn_signal_watch(cancel.clone(), survive.then(|| hangup.clone()), !dashboard);
+    (cancel, hangup)
 }
 
 /// The `--serve` server, ready: the server, the run directory its log went into, and how it
@@ -349,13 +375,11 @@ async fn execute_with(
             .clone()
             .unwrap_or_else(|| default_run_dir(&prepared.server.model))
     });
-    let files = match RunFiles::create(&dir) {
-        Ok(f) => match page {
-            Some(p) => f.with_metrics_page(p),
-            None => f,
-        },
+    let files = match open_run_files(&dir, page, out) {
+        Ok(f) => f,
         Err(e) => return fail(&e),
     };
+    super::detach::adopt_log(&dir);
     cfg.out_dir = dir.clone();
     let mut initial = initial_summary(&cfg, simulator, previous, &mut prepared);
     if let Some((_, launch)) = &serve {
@@ -367,9 +391,8 @@ async fn execute_with(
         }
         initial.baseline = Some(b);
     }
-    let cancel = CancellationToken::new();
     let dashboard = !out.headless && crate::tui::available();
-    spawn_signal_watch(cancel.clone(), !dashboard);
+    let (cancel, hangup) = watch_signals(dashboard);
     init_file_log(&dir);
     let ran = if dashboard {
         // Boxed: the dashboard's and the headless loop's futures are large, and every command
@@ -383,6 +406,7 @@ async fn execute_with(
                 fps: out.fps,
                 chart_size: out.chart_size,
                 exit_when_done,
+                hangup,
             },
             cancel,
         ))
@@ -417,6 +441,28 @@ async fn execute_with(
     write_charts(&dir, session.summary.clone(), out.chart_size).await;
     say!("results: {}", dir.display());
     exit_code(state, &session.summary)
+}
+
+/// The run directory's files, serving the metrics page (`--metrics-listen`) and the run's
+/// live feed (`live.sock`, and `--live-listen`; said on stderr).
+fn open_run_files(
+    dir: &std::path::Path,
+    page: Option<crate::export::prometheus::Page>,
+    out: &OutputArgs,
+) -> Result<RunFiles, String> {
+    let mut files = RunFiles::create(dir)?;
+    if let Some(p) = page {
+        files = files.with_metrics_page(p);
+    }
+    let feed = crate::live::Feed::start(dir, out.live_listen.as_deref())?;
+    say!(
+        "[live] watch it from any terminal: servetop attach {}",
+        dir.display()
+    );
+    if let Some(a) = feed.tcp_addr() {
+        say!("[live] its feed on TCP at {a}: servetop attach --connect {a}");
+    }
+    Ok(files.with_live(feed))
 }
 
 /// The end-of-run tables as printed: on a terminal, aligned and narrowed to its width (a table

@@ -237,6 +237,16 @@ impl LevelAccumulator {
         self.ttft.bins(n, 1e-3)
     }
 
+    /// The ITL so far in `n` equal bins, in ms.
+    pub fn itl_bins(&self, n: usize) -> Option<super::dist::Bins> {
+        self.itl.bins(n, 1e-3)
+    }
+
+    /// Output tokens by the second of their arrival, from the level's start.
+    pub fn tokens_by_second(&self) -> &[u64] {
+        &self.bins
+    }
+
     /// The summary of everything folded so far (cheap enough to call for a live view).
     /// Steady state: from the first completion (ramp-up over) to the last send (drain
     /// starts), counted over whole 1 s bins inside that span: its seconds and output tok/s.

@@ -4,6 +4,7 @@
 
 pub mod follower;
 pub mod headless;
+pub mod journal;
 pub mod session;
 pub mod sink;
 
@@ -29,8 +30,8 @@ pub struct Started {
     pub task: tokio::task::JoinHandle<RunState>,
     /// Everything the run tells, in order.
     pub events: EventRx,
-    /// Pause and skip (nobody sends on it headless).
-    pub control: watch::Sender<Control>,
+    /// Pause and skip (the dashboard's keys, and viewers on the live feed).
+    pub control: Arc<watch::Sender<Control>>,
     /// Output tokens streamed so far, counted as they arrive (the dashboard's live rate).
     pub live_tokens: Arc<AtomicU64>,
     /// Stops the GPU and engine samplers; cancel it once the events are drained.
@@ -57,9 +58,20 @@ pub fn start(cfg: &RunConfig, prepared: Prepared, cancel: &CancellationToken) ->
     Started {
         task: tokio::spawn(runner.run()),
         events,
-        control,
+        control: Arc::new(control),
         live_tokens,
         telemetry_stop,
+    }
+}
+
+/// From now on, viewers on the live feed of `files` (if it has one) may pause, skip and stop
+/// the run `run` is.
+pub fn let_viewers_steer(files: Option<&RunFiles>, run: &Started, cancel: &CancellationToken) {
+    if let Some(feed) = files.and_then(RunFiles::live) {
+        feed.obey(crate::live::Remote {
+            control: run.control.clone(),
+            cancel: cancel.clone(),
+        });
     }
 }
 
@@ -74,12 +86,14 @@ pub async fn run_prepared(
     cancel: CancellationToken,
 ) -> (RunState, Session) {
     let run = start(cfg, prepared, &cancel);
+    let_viewers_steer(files.as_ref(), &run, &cancel);
     let events = run.events;
+    let tokens = run.live_tokens.clone();
     // Folding, file writes and progress lines on the follower thread: the streams' reads never
     // wait for them (a terminal that blocks included).
     let (state, mut session, mut sink) = follower::follow("servetop-follow", move || async move {
         let mut session = Session::new(summary);
-        let mut sink = Sink::new(files);
+        let mut sink = Sink::new(files).with_tokens(tokens);
         let state = headless::drive(events, &mut session, &mut sink, quiet).await;
         (state, session, sink)
     })

@@ -136,6 +136,11 @@ impl Session {
         self.accs.get(&level).map(LevelAccumulator::stats)
     }
 
+    /// The fold of `level`'s requests (none for a level measured before a resume).
+    pub fn accumulator(&self, level: u32) -> Option<&LevelAccumulator> {
+        self.accs.get(&level)
+    }
+
     /// The TTFT of `level` so far in `n` equal bins, in ms.
     pub fn live_ttft_bins(&self, level: u32, n: usize) -> Option<crate::metrics::dist::Bins> {
         self.accs.get(&level)?.ttft_bins(n)
@@ -216,8 +221,12 @@ impl Session {
                 return Persist::Nothing;
             }
             Event::Request(r) => return self.request(r),
-            Event::LevelFinished { index, interrupted } => {
-                self.finish_level(index, interrupted);
+            Event::LevelFinished {
+                index,
+                interrupted,
+                at_unix_ms,
+            } => {
+                self.finish_level(index, interrupted, at_unix_ms);
                 if self.current == Some(index) {
                     self.current = None;
                 }
@@ -227,10 +236,7 @@ impl Session {
                 self.summary.warn_reasoning(index);
                 self.summary.refresh_findings();
             }
-            Event::Telemetry(rec) => {
-                self.telemetry(&rec);
-                return Persist::Telemetry(rec);
-            }
+            Event::Telemetry(rec) => return self.telemetry_event(rec),
             Event::ServerStarted {
                 launch,
                 context_limit,
@@ -265,6 +271,15 @@ impl Session {
             }
         }
         self.stamp()
+    }
+
+    /// Folds a telemetry record; telemetry.jsonl keeps the timer lag's summary, not every probe.
+    fn telemetry_event(&mut self, mut rec: TelemetryRecord) -> Persist {
+        self.telemetry(&rec);
+        if let TelemetryRecord::Client(c) = &mut rec {
+            c.lag_us = Vec::new();
+        }
+        Persist::Telemetry(rec)
     }
 
     /// The server's clock against this machine's: kept, and a skewed one flagged.
@@ -350,7 +365,7 @@ impl Session {
         let mut late_warning = None;
         if let Some(l) = self.summary.level_mut(index) {
             l.status = LevelStatus::Running;
-            l.started_at_unix_ms = Some(crate::telemetry::now_unix_ms());
+            l.started_at_unix_ms = Some((origin_unix_us / 1000) as i64);
             l.origin_unix_us = Some(origin_unix_us);
             l.server_index = server;
             l.start_late_ms = late_ms;
@@ -402,9 +417,9 @@ impl Session {
         self.stamp()
     }
 
-    fn finish_level(&mut self, index: u32, interrupted: bool) {
+    fn finish_level(&mut self, index: u32, interrupted: bool, at_unix_ms: i64) {
         if let Some(l) = self.summary.level_mut(index) {
-            l.finished_at_unix_ms = Some(crate::telemetry::now_unix_ms());
+            l.finished_at_unix_ms = Some(at_unix_ms);
         }
         let tel = self.level_telemetry.remove(&index);
         let mut warning = None;
@@ -578,6 +593,7 @@ mod tests {
         let finished = Event::LevelFinished {
             index: 0,
             interrupted: false,
+            at_unix_ms: 0,
         };
         assert!(matches!(s.apply(finished), Persist::Summary));
         assert_eq!(

@@ -542,6 +542,7 @@ impl Runner {
         self.emit(Event::LevelFinished {
             index: spec.index,
             interrupted,
+            at_unix_ms: crate::telemetry::now_unix_ms(),
         });
         let crash = watch
             .crash()

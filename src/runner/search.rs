@@ -168,7 +168,9 @@ impl Runner {
                 match &ev {
                     Event::Request(r) if r.level == level => seen.acc.add(r),
                     Event::Sent { level: l, slot } if *l == level => seen.acc.note_slot(*slot),
-                    Event::LevelFinished { index, interrupted } if *index == level => {
+                    Event::LevelFinished {
+                        index, interrupted, ..
+                    } if *index == level => {
                         seen.finished = Some(*interrupted);
                     }
                     _ => {}

@@ -22,9 +22,9 @@ pub struct ClientSample {
     /// Wall seconds the sample covers, and the process's user + system CPU seconds in them.
     pub wall_s: f64,
     pub cpu_s: f64,
-    /// How late each probe woke past its interval, µs (in the session only; the file keeps the
-    /// summary below).
-    #[serde(skip)]
+    /// How late each probe woke past its interval, µs (in the session and the journal;
+    /// telemetry.jsonl keeps the summary below).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lag_us: Vec<u32>,
     pub probes: u32,
     pub lag_p50_ms: f64,

@@ -27,6 +27,12 @@ pub enum Action {
     Cancel,
     /// Ctrl-C: quit without asking.
     ForceQuit,
+    /// Leave the dashboard, the run going on (`servetop attach` comes back to it).
+    Detach,
+    /// Stop the run (a viewer's way; asks first).
+    StopRun,
+    /// Open the details of the level picked in a table.
+    Open,
     /// Scroll the tab's text by this many lines (negative: up; `i32::MIN`/`MAX`: to an end).
     Scroll(i32),
 }
@@ -63,6 +69,9 @@ pub fn map_key(key: KeyEvent, confirming: bool) -> Option<Action> {
         KeyCode::Char('S') => Action::Screenshot,
         KeyCode::Char('?' | 'h') => Action::ToggleHelp,
         KeyCode::Char('q') => Action::Quit,
+        KeyCode::Char('d') => Action::Detach,
+        KeyCode::Char('X') => Action::StopRun,
+        KeyCode::Enter => Action::Open,
         KeyCode::Esc => Action::Cancel,
         KeyCode::Up | KeyCode::Char('k') => Action::Scroll(-1),
         KeyCode::Down | KeyCode::Char('j') => Action::Scroll(1),
@@ -123,6 +132,14 @@ mod tests {
             Some(Action::ToggleHelp)
         );
         assert_eq!(map_key(key(KeyCode::Char('q')), false), Some(Action::Quit));
+        assert_eq!(
+            map_key(key(KeyCode::Char('d')), false),
+            Some(Action::Detach)
+        );
+        assert_eq!(
+            map_key(key(KeyCode::Char('X')), false),
+            Some(Action::StopRun)
+        );
         let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
         assert_eq!(map_key(ctrl_c, false), Some(Action::ForceQuit));
         assert_eq!(map_key(ctrl_c, true), Some(Action::ForceQuit));

@@ -31,6 +31,23 @@ pub enum Effect {
     Screenshots,
     /// Draw the PNG charts and CSV tables into the run directory.
     Charts,
+    /// Leave the dashboard and let the run go on without it.
+    Detach,
+}
+
+/// Whose dashboard this is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// The run's own: `q` stops the run (asking first), Ctrl-C at once, `d` detaches.
+    Run,
+    /// A viewer (`servetop attach`): `q`, Ctrl-C and `d` leave it and never stop the run;
+    /// `X` stops the run, asking first, when the viewer can steer it.
+    Viewer {
+        /// It can pause, skip and stop the run (a run going on, on its socket).
+        steers: bool,
+        /// The feed ended: the run is over, or its process is gone.
+        ended: bool,
+    },
 }
 
 /// The dashboard state.
@@ -38,6 +55,7 @@ pub enum Effect {
 // hidden state machine.
 #[allow(clippy::struct_excessive_bools)]
 pub struct App {
+    pub role: Role,
     pub session: Session,
     /// Where the session's changes are written (the run directory, or nowhere).
     pub sink: Sink,
@@ -87,6 +105,10 @@ pub struct App {
     pub frames: super::frames::FrameRate,
     /// Lines scrolled down, per tab (in `Tab::ALL` order); drawing keeps it within the text.
     pub scroll: [u16; Tab::ALL.len()],
+    /// The level picked in the tab's tables (↑↓), if any.
+    pub selected: Option<u32>,
+    /// The picked level's details (Enter), drawn in place of the tab until Esc.
+    pub detail: Option<super::views::DetailView>,
     /// Frames a second drawn lately, when below what was asked (set by `tick`).
     pub frames_lowered: Option<f64>,
 }
@@ -95,6 +117,7 @@ impl App {
     /// A dashboard over `session`; `live_tokens` is the client's running token count.
     pub fn new(session: Session, live_tokens: Arc<AtomicU64>, no_color: bool) -> Self {
         Self {
+            role: Role::Run,
             session,
             sink: Sink::none(),
             tab: Tab::Sweep,
@@ -127,6 +150,8 @@ impl App {
             frames: super::frames::FrameRate::default(),
             frames_lowered: None,
             scroll: [0; Tab::ALL.len()],
+            selected: None,
+            detail: None,
         }
     }
 
@@ -369,7 +394,11 @@ impl App {
     /// Advances the clock: samples the live token rate once a second.
     pub fn tick(&mut self, now: Duration) {
         self.now = now;
-        self.frames_lowered = self.frames.lowered(now);
+        // A viewer's frames say nothing of the run's reads.
+        self.frames_lowered = match self.role {
+            Role::Run => self.frames.lowered(now),
+            Role::Viewer { .. } => None,
+        };
         let tokens = self.live_tokens.load(Ordering::Relaxed);
         self.tokens_since_send = tokens.saturating_sub(self.tokens_at_send);
         if self.tokens_since_send > 0 && self.first_token_seen_at.is_none() {
@@ -397,10 +426,43 @@ impl App {
 
     /// Applies a user intent; returns what the loop must tell the runner.
     pub fn handle(&mut self, a: Action) -> Option<Effect> {
+        if let Role::Viewer { steers, ended } = self.role {
+            let steers = steers && !ended && !self.run_over();
+            match a {
+                // Leaving a viewer never stops the run.
+                Action::Quit | Action::ForceQuit | Action::Detach => {
+                    self.exit = true;
+                    return None;
+                }
+                Action::StopRun if steers => {
+                    self.confirm_quit = true;
+                    return None;
+                }
+                Action::Confirm if self.confirm_quit => {
+                    self.confirm_quit = false;
+                    self.say(
+                        "asked the run to stop: in-flight requests get their grace period".into(),
+                    );
+                    return Some(Effect::Cancel);
+                }
+                Action::TogglePause | Action::Skip | Action::StopRun if !steers => {
+                    self.say(if self.run_over() || ended {
+                        "the run is over".into()
+                    } else {
+                        "a viewer on TCP only watches: steer the run from its live.sock".into()
+                    });
+                    return None;
+                }
+                _ => {}
+            }
+        }
+        if self.handle_levels(a) {
+            return None;
+        }
         match a {
-            Action::NextTab => self.tab = self.tab.next(),
-            Action::PrevTab => self.tab = self.tab.prev(),
-            Action::Tab(t) => self.tab = t,
+            Action::NextTab => self.show_tab(self.tab.next()),
+            Action::PrevTab => self.show_tab(self.tab.prev()),
+            Action::Tab(t) => self.show_tab(t),
             Action::ToggleHelp => self.show_help = !self.show_help,
             Action::Scroll(d) => {
                 let i = self.tab.index();
@@ -437,8 +499,11 @@ impl App {
                 self.say(msg);
                 return self.sink.dir().map(|_| Effect::Charts);
             }
-            Action::Quit if self.run_over() => self.exit = true,
-            Action::Quit => self.confirm_quit = true,
+            Action::Quit | Action::StopRun | Action::Detach if self.run_over() => {
+                self.exit = true;
+            }
+            Action::Quit | Action::StopRun => self.confirm_quit = true,
+            Action::Detach => return Some(Effect::Detach),
             Action::Confirm if self.confirm_quit => return self.quit(),
             Action::ForceQuit => {
                 if self.run_over() {
@@ -448,12 +513,78 @@ impl App {
                 }
             }
             Action::Cancel => {
-                self.confirm_quit = false;
-                self.show_help = false;
+                if self.confirm_quit || self.show_help {
+                    self.confirm_quit = false;
+                    self.show_help = false;
+                } else if self.detail.is_some() {
+                    self.detail = None;
+                } else {
+                    self.selected = None;
+                }
             }
-            Action::TogglePause | Action::Skip | Action::Confirm => {}
+            Action::TogglePause | Action::Skip | Action::Confirm | Action::Open => {}
         }
         None
+    }
+
+    /// Switches to `t`; a level picked in the tab left is let go.
+    fn show_tab(&mut self, t: Tab) {
+        if t != self.tab {
+            self.selected = None;
+            self.detail = None;
+        }
+        self.tab = t;
+    }
+
+    /// The levels the current tab's tables list, top to bottom (none: a tab without levels).
+    pub fn tab_levels(&self) -> Vec<u32> {
+        let s = &self.session.summary;
+        let levels: Vec<&crate::summary::LevelSummary> = match self.tab {
+            Tab::Sweep => s.sweep.iter().chain(&s.rates).chain(&s.traces).collect(),
+            Tab::LongContext => s.long_context.iter().chain(&s.multi_turn).collect(),
+            Tab::Telemetry | Tab::Log | Tab::Findings => Vec::new(),
+        };
+        levels.iter().map(|l| l.index).collect()
+    }
+
+    /// ↑↓ and Enter in a tab with level tables pick a level and open its details; whether
+    /// `a` was such a key here.
+    fn handle_levels(&mut self, a: Action) -> bool {
+        let levels = self.tab_levels();
+        if levels.is_empty() || self.show_help || self.confirm_quit {
+            return false;
+        }
+        match a {
+            Action::Scroll(d) => {
+                let here = self
+                    .selected
+                    .or(self.detail.as_ref().map(|v| v.index))
+                    .or(self.session.current)
+                    .and_then(|i| levels.iter().position(|&x| x == i));
+                let last = levels.len() as i64 - 1;
+                let to = match here {
+                    Some(p) => (p as i64).saturating_add(i64::from(d)).clamp(0, last),
+                    None if d > 0 => 0,
+                    None => last,
+                };
+                self.selected = Some(levels[to as usize]);
+                if self.detail.is_some() {
+                    self.refresh_detail();
+                }
+            }
+            Action::Open => {
+                if self.selected.is_none() {
+                    self.selected = self
+                        .session
+                        .current
+                        .filter(|c| levels.contains(c))
+                        .or(levels.last().copied());
+                }
+                self.refresh_detail();
+            }
+            _ => return false,
+        }
+        true
     }
 
     fn quit(&mut self) -> Option<Effect> {
@@ -594,6 +725,7 @@ mod tests {
             a.apply(Event::LevelFinished {
                 index: level,
                 interrupted: false,
+                at_unix_ms: 0,
             });
             let (label, pts) = a.live.finished.last().unwrap();
             let want = a.session.summary.level(level).unwrap().short_label();

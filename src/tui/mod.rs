@@ -15,6 +15,7 @@ pub mod tabs;
 pub mod text;
 pub mod theme;
 pub mod ui;
+pub mod viewer;
 pub mod views;
 
 use std::io::IsTerminal;
@@ -120,23 +121,38 @@ pub async fn run(
     let mut terminal = terminal?;
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let start = crate::run::start(cfg, prepared, &cancel);
+    crate::run::let_viewers_steer(files.as_ref(), &start, &cancel);
     let cancel = cancel.clone();
     // Folding, drawing and keys on the follower thread: the streams' reads never wait for a
     // frame.
     let r = follow("servetop-dashboard", move || async move {
         let loop_ = Loop {
             fps: screen.fps,
+            hangup: screen.hangup,
             chart_size: screen.chart_size,
             input: Some(EventStream::new()),
             exit_when_done: screen.exit_when_done,
         };
         let app = App::new(Session::new(summary), start.live_tokens.clone(), no_color)
-            .with_sink(Sink::new(files));
+            .with_sink(Sink::new(files).with_tokens(start.live_tokens.clone()));
         loop_.run(app, start, &mut terminal, &cancel).await
     })
     .await;
     let _ = ratatui::try_restore();
     r.map(|(state, session, _)| (state, session))
+}
+
+/// Runs `viewer` (`servetop attach`) on this terminal until the user leaves.
+pub async fn attach(viewer: viewer::Viewer, fps: f64) -> std::io::Result<viewer::Viewed> {
+    let mut terminal = ratatui::try_init()?;
+    install_panic_hook(|| {
+        let _ = ratatui::try_restore();
+    });
+    let r = viewer
+        .run(&mut terminal, fps, Some(EventStream::new()))
+        .await;
+    let _ = ratatui::try_restore();
+    r
 }
 
 /// Runs the plan with the dashboard drawn at `fps` into a terminal of `size` cells that goes
@@ -163,19 +179,31 @@ pub async fn run_offscreen(
     follow("servetop-dashboard", move || async move {
         let loop_ = Loop {
             fps,
+            hangup: CancellationToken::new(),
             chart_size: (1600, 900),
             input: None,
             exit_when_done: true,
         };
         let app = App::new(Session::new(summary), start.live_tokens.clone(), false)
-            .with_sink(Sink::new(files));
+            .with_sink(Sink::new(files).with_tokens(start.live_tokens.clone()));
         loop_.run(app, start, &mut terminal, &cancel).await
     })
     .await
 }
 
+/// Tells the terminal the dashboard left it and the run goes on.
+fn say_detached(dir: Option<&std::path::Path>) {
+    use std::io::Write as _;
+    let attach = dir.map_or_else(String::new, |d| format!(" {}", d.display()));
+    let _ = writeln!(
+        std::io::stderr(),
+        "servetop: detached; the run goes on (pid {}). Watch it from any terminal: servetop attach{attach}\nClosing this terminal does not stop it; Ctrl-C here does. Its tables are printed here when it ends.",
+        std::process::id()
+    );
+}
+
 /// How the dashboard on a terminal runs.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Screen {
     /// Frames a second at most.
     pub fps: f64,
@@ -184,11 +212,16 @@ pub struct Screen {
     /// Leave when the run is over instead of waiting for `q` (a run with more to follow, as in
     /// a server-configuration sweep).
     pub exit_when_done: bool,
+    /// Cancelled when the terminal hangs up (SIGHUP: a dropped SSH session): the dashboard
+    /// detaches, the run goes on.
+    pub hangup: CancellationToken,
 }
 
 /// The dashboard's event loop, over any terminal.
 struct Loop {
     fps: f64,
+    /// The terminal hung up (never, off screen).
+    hangup: CancellationToken,
     chart_size: (u32, u32),
     /// Keyboard input; none off screen.
     input: Option<EventStream>,
@@ -233,11 +266,13 @@ impl Loop {
         let mut frames = tokio::time::interval(period);
         frames.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let start = Instant::now();
-        let mut draw_error = None;
         // The runner drops its sender when it is done; the screen stays up until the user leaves.
         let mut runner_open = true;
         let mut take_events = crate::run::follower::drain_ticker();
         let mut batch = Vec::new();
+        // Detached (`d`, or the terminal hung up): no more frames or keys; the run goes on and
+        // the loop folds its events until it ends.
+        let mut detached = false;
         while !app.exit {
             let key = async {
                 match self.input.as_mut() {
@@ -256,17 +291,27 @@ impl Loop {
                     // end is its last event, not the channel's.
                     if closed || app.run_over() {
                         runner_open = !closed;
-                        if self.exit_when_done { break; }
+                        if self.exit_when_done || detached { break; }
                     }
                 }
                 Some(term) = key => {
-                    if let Ok(TermEvent::Key(k)) = term
+                    if term.is_err() {
+                        // The terminal cannot be read: it is gone.
+                        detached = true;
+                        self.input = None;
+                    } else if let Ok(TermEvent::Key(k)) = term
                         && let Some(action) = map_key(k, app.confirm_quit)
                     {
                         match app.handle(action) {
                             Some(Effect::Pause(p)) => control_tx.send_modify(|c| c.paused = p),
                             Some(Effect::Skip) => control_tx.send_modify(|c| c.skip += 1),
                             Some(Effect::Cancel) => cancel.cancel(),
+                            Some(Effect::Detach) => {
+                                detached = true;
+                                self.input = None;
+                                let _ = ratatui::try_restore();
+                                say_detached(app.sink.dir());
+                            }
                             Some(Effect::Charts) => spawn_charts(&app, self.chart_size),
                             Some(Effect::Screenshots) => {
                                 let size = terminal.size().unwrap_or_default();
@@ -276,15 +321,23 @@ impl Loop {
                         }
                     }
                 }
-                _ = frames.tick() => {
+                _ = frames.tick(), if !detached => {
                     app.end_batch();
                     app.tick(start.elapsed());
                     if let Err(e) = terminal.draw(|f| f.render_widget(&app, f.area())) {
-                        draw_error = Some(e);
-                        cancel.cancel();
-                        break;
+                        // The terminal is gone (writes fail before its SIGHUP comes): the
+                        // dashboard detaches, the run goes on.
+                        tracing::warn!("the dashboard detached: drawing failed: {e}");
+                        detached = true;
+                        self.input = None;
+                        continue;
                     }
                     app.frames.drew(start.elapsed());
+                }
+                () = self.hangup.cancelled(), if !detached => {
+                    // The terminal is gone: nothing to restore or say there.
+                    detached = true;
+                    self.input = None;
                 }
                 () = cancel.cancelled(), if !app.quitting => {
                     // SIGTERM or SIGHUP: stop like a confirmed quit.
@@ -300,9 +353,6 @@ impl Loop {
         }
         app.end_batch();
         app.sink.save(&mut app.session);
-        if let Some(e) = draw_error {
-            return Err(e);
-        }
         let drawn = frames::Drawn {
             frames: app.frames.total,
             seconds: start.elapsed().as_secs_f64(),
@@ -589,6 +639,81 @@ mod tests {
         for cut in ["runnin ", "out to ", "p50/90/9 "] {
             assert!(!screen.contains(cut), "{cut:?} in\n{screen}");
         }
+    }
+
+    /// ↑↓ pick a level in the tables, Enter opens its details in place of the tab (its
+    /// figures, TTFT and ITL histograms, output tokens over time, failures), ↑↓ walk the
+    /// levels while open, Esc closes them and then lets the level go.
+    #[test]
+    fn level_details() {
+        let mut app = fixtures::finished_run();
+        app.tab = Tab::Sweep;
+        let levels = app.tab_levels();
+        app.handle(Action::Scroll(1));
+        assert_eq!(
+            app.selected,
+            Some(levels[0]),
+            "nothing picked: ↓ picks the first"
+        );
+        app.handle(Action::Scroll(2));
+        app.handle(Action::Open);
+        let v = app.detail.clone().expect("details open");
+        assert_eq!(v.index, levels[2]);
+        assert!(v.ttft.is_some() && v.itl.is_some() && !v.tokens_per_s.is_empty());
+        for (w, h) in [(80, 24), (160, 48)] {
+            insta::assert_snapshot!(format!("level_detail_{w}x{h}"), draw(&app, w, h));
+        }
+        app.handle(Action::Scroll(i32::MAX));
+        assert_eq!(
+            app.detail.as_ref().map(|v| v.index),
+            levels.last().copied(),
+            "End walks to the last level, details open"
+        );
+        app.handle(Action::Cancel);
+        assert!(app.detail.is_none());
+        assert_eq!(app.selected, levels.last().copied());
+        app.handle(Action::Cancel);
+        assert_eq!(app.selected, None);
+        // A level picked is let go with its tab.
+        app.handle(Action::Scroll(-1));
+        app.handle(Action::Open);
+        app.handle(Action::NextTab);
+        assert!(app.detail.is_none() && app.selected.is_none());
+    }
+
+    /// The running level's details while it runs: its figures so far.
+    #[test]
+    fn level_details_of_the_running_level() {
+        let mut app = fixtures::mid_sweep(vec![1, 4, 8]);
+        app.handle(Action::Open);
+        let v = app.detail.clone().expect("details open");
+        assert_eq!(Some(v.index), app.session.current);
+        insta::assert_snapshot!("level_detail_running_80x24", draw(&app, 80, 24));
+    }
+
+    /// A viewer's footer says how to leave it and how to stop the run.
+    #[test]
+    fn a_viewer_says_q_leaves_and_x_stops() {
+        let mut app = fixtures::mid_sweep(vec![1, 4, 8]);
+        app.role = super::app::Role::Viewer {
+            steers: true,
+            ended: false,
+        };
+        insta::assert_snapshot!("viewer_80x24", draw(&app, 80, 24));
+        app.handle(Action::Quit);
+        assert!(app.exit, "q leaves a viewer at once");
+        let mut app = fixtures::mid_sweep(vec![1, 4, 8]);
+        app.role = super::app::Role::Viewer {
+            steers: true,
+            ended: false,
+        };
+        assert_eq!(app.handle(Action::StopRun), None);
+        assert!(app.confirm_quit, "X asks first");
+        assert_eq!(
+            app.handle(Action::Confirm),
+            Some(super::app::Effect::Cancel)
+        );
+        assert!(!app.exit, "the viewer stays to watch the run stop");
     }
 
     #[test]

@@ -6,7 +6,7 @@ use crate::metrics::LevelStats;
 use crate::workload::LevelKind;
 
 use super::app::App;
-use super::views::{LatencyView, LongView, SweepView, TraceView};
+use super::views::{DetailView, LatencyView, LongView, SweepView, TraceView};
 
 impl App {
     /// The level whose points the charts label: the one running once it has results, else
@@ -86,6 +86,9 @@ impl App {
         self.trace_view = self.trace_points();
         self.findings_view = super::views::FindingsView::of(s);
         self.waiting_eta = crate::summary::eta::waiting(s);
+        if self.detail.is_some() {
+            self.refresh_detail();
+        }
     }
 
     /// The long-context ladder's points, and each length's expected prefill time.
@@ -359,4 +362,115 @@ fn prefill_estimate<'a>(
         .filter(|l| l.concurrency == 1)
         .find_map(|l| at(stats(l.index), curves::PREFILL_TOK_S))
         .map(|r| (r, "at C=1".to_string()))
+}
+
+/// `d`'s p50/p90/p99 as `a/b/c`, or `-`.
+fn ppp(d: Option<&crate::metrics::DistStats>) -> String {
+    use crate::fmt::num;
+    d.map_or("-".into(), |d| {
+        format!(
+            "{}/{}/{}",
+            num(Some(d.p50)),
+            num(Some(d.p90)),
+            num(Some(d.p99))
+        )
+    })
+}
+
+/// A histogram view of `d` over `bins`.
+fn histogram(
+    label: String,
+    d: &crate::metrics::DistStats,
+    bins: crate::metrics::dist::Bins,
+) -> LatencyView {
+    LatencyView {
+        label,
+        bins,
+        p50: d.p50,
+        p90: d.p90,
+        p99: d.p99,
+        count: d.count,
+    }
+}
+
+/// Histogram bars for `count` values: about √count, within the panel's limit.
+fn bins_for(count: u64) -> usize {
+    ((count as f64).sqrt().ceil() as usize).clamp(4, super::views::LATENCY_BINS)
+}
+
+impl App {
+    /// Recomputes the open level details (or opens them on the picked level).
+    pub(super) fn refresh_detail(&mut self) {
+        let Some(index) = self.selected.or(self.detail.as_ref().map(|v| v.index)) else {
+            return;
+        };
+        self.detail = self.detail_of(index);
+    }
+
+    /// The details of level `index`.
+    fn detail_of(&self, index: u32) -> Option<DetailView> {
+        use crate::fmt::num;
+        let l = self.session.summary.level(index)?;
+        let mut v = DetailView {
+            index,
+            title: format!("{} · {}", l.label(), l.status.name()),
+            ..DetailView::default()
+        };
+        let Some(st) = self.level_stats(index) else {
+            v.note = Some(match l.reason.as_deref() {
+                Some(r) => format!("not run: {r}"),
+                None => "no request of this level has ended yet".into(),
+            });
+            return Some(v);
+        };
+        let (sc, ds) = (&st.scalars, &st.dists);
+        let per_request = |n: u64| num(Some(n as f64 / sc.completed.max(1) as f64));
+        v.facts = vec![
+            format!("{} done", sc.completed),
+            format!("{} failed", sc.failed),
+            format!("{} cancelled", sc.cancelled),
+            format!("{} s", num(Some(sc.duration_s))),
+            format!("out {} tok/s", num(Some(sc.output_throughput))),
+            format!("{} req/s", num(Some(sc.request_throughput))),
+            format!("peak {} in flight", sc.max_concurrent_requests),
+            format!("TTFT p50/90/99 {} ms", ppp(ds.ttft_ms.as_ref())),
+            format!("TPOT {} ms", ppp(ds.tpot_ms.as_ref())),
+            format!("ITL {} ms", ppp(ds.itl_ms.as_ref())),
+            format!("E2E {} ms", ppp(ds.e2el_ms.as_ref())),
+            format!(
+                "per-stream decode p50 {} tok/s",
+                num(ds.decode_tokens_per_s.as_ref().map(|d| d.p50))
+            ),
+            format!("accept {}", num(l.accept_length_client())),
+            format!(
+                "{} in → {} out tokens a request",
+                per_request(sc.total_input_tokens),
+                per_request(sc.total_output_tokens)
+            ),
+        ];
+        v.failures = sc
+            .failures
+            .iter()
+            .map(|(kind, f)| format!("{kind} ×{}: {}", f.count, f.first_message))
+            .collect();
+        let Some(acc) = self.session.accumulator(index) else {
+            v.note = Some(
+                "its histograms and timeline were measured before this run was resumed: results.json keeps its figures".into(),
+            );
+            return Some(v);
+        };
+        v.ttft = ds.ttft_ms.as_ref().and_then(|d| {
+            Some(histogram(
+                "TTFT".into(),
+                d,
+                acc.ttft_bins(bins_for(d.count))?,
+            ))
+        });
+        v.itl = ds
+            .itl_ms
+            .as_ref()
+            .and_then(|d| Some(histogram("ITL".into(), d, acc.itl_bins(bins_for(d.count))?)));
+        v.tokens_per_s = acc.tokens_by_second().to_vec();
+        Some(v)
+    }
 }

@@ -18,6 +18,8 @@ pub struct Theme {
     pub dim: Style,
     /// The row of the level in progress.
     pub current: Style,
+    /// The row of the level picked (↑↓).
+    pub selected: Style,
     /// The SIMULATED badge.
     pub badge: Style,
     pub series: [Color; 3],
@@ -36,6 +38,7 @@ impl Theme {
                 bad: plain.add_modifier(Modifier::BOLD),
                 dim: plain,
                 current: plain.add_modifier(Modifier::REVERSED),
+                selected: plain.add_modifier(Modifier::UNDERLINED | Modifier::BOLD),
                 badge: plain.add_modifier(Modifier::REVERSED | Modifier::BOLD),
                 series: [Color::Reset; 3],
             };
@@ -48,6 +51,9 @@ impl Theme {
             bad: Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
             dim: Style::default().add_modifier(Modifier::DIM),
             current: Style::default().add_modifier(Modifier::REVERSED | Modifier::BOLD),
+            selected: Style::default()
+                .fg(Color::Cyan)
+                .add_modifier(Modifier::UNDERLINED | Modifier::BOLD),
             badge: Style::default()
                 .fg(Color::Black)
                 .bg(Color::Magenta)

@@ -29,6 +29,11 @@ impl Widget for &App {
             .divider("│")
             .render(tabs_bar, buf);
         match self.tab {
+            _ if self.detail.is_some() => {
+                if let Some(v) = &self.detail {
+                    tabs::detail::render(self, v, body, buf, &th);
+                }
+            }
             Tab::Sweep => tabs::sweep::render(self, body, buf, &th),
             Tab::LongContext => tabs::long_context::render(self, body, buf, &th),
             Tab::Telemetry => tabs::telemetry::render(self, body, buf, &th),
@@ -117,12 +122,29 @@ fn header_middle(
     (String::new(), super::text::fit(phase, room))
 }
 
+/// The footer's keys: for the run's own dashboard or a viewer, wide or narrow, with the
+/// level keys in a tab with level tables.
+fn footer_keys(app: &App, wide: bool) -> &'static str {
+    let viewer = matches!(app.role, super::app::Role::Viewer { .. });
+    let levels = !app.tab_levels().is_empty();
+    match (viewer, levels, wide) {
+        (false, true, true) => {
+            " Tab/←→ tabs · ↑↓ Enter level · p pause · s skip · e export · d detach · ? help · q quit "
+        }
+        (false, false, true) => {
+            " Tab/←→ tabs · p pause · s skip level · e export · d detach · ? help · q quit "
+        }
+        (false, true, false) => " ←→ tabs ↑↓⏎ level p pause s skip e export ? help q quit ",
+        (false, false, false) => " ←→ tabs p pause s skip e export ? help q quit ",
+        (true, true, true) => " Tab/←→ tabs · ↑↓ Enter level · X stop run · ? help · q leave ",
+        (true, false, true) => " Tab/←→ tabs · X stop run · ? help · q leave ",
+        (true, true, false) => " ←→ tabs ↑↓⏎ level X stop ? help q leave ",
+        (true, false, false) => " ←→ tabs X stop run ? help q leave ",
+    }
+}
+
 fn render_footer(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
-    let keys = if area.width >= 100 {
-        " Tab/←→ tabs · p pause · s skip level · e export · ? help · q quit "
-    } else {
-        " ←→ tabs p pause s skip e export ? help q quit "
-    };
+    let keys = footer_keys(app, area.width >= 100);
     let room = (area.width as usize).saturating_sub(keys.chars().count());
     let status = if let Some((msg, _)) = &app.flash {
         Span::styled(fit(msg, room), th.warn)
@@ -185,7 +207,10 @@ fn render_help(area: Rect, buf: &mut Buffer, th: &Theme) {
         "p                pause / resume sending (in-flight requests finish)",
         "s                skip the rest of the level in progress",
         "e                write results.json and summary.md now",
+        "↑ ↓ then Enter   pick a level in a table, open its details (Esc closes)",
+        "d                detach: the dashboard closes, the run goes on",
         "q                quit (asks first while running); Ctrl-C quits at once",
+        "                 (servetop attach: q leaves the viewer, X stops the run)",
         "? / Esc          this help",
         "",
         "per-stream tok/s  one request's decode speed: (out − 1) / (E2E − TTFT)",

@@ -217,6 +217,25 @@ pub struct LatencyView {
     pub count: u64,
 }
 
+/// A level picked in a table (↑↓ then Enter), drawn in place of the tab's body: its figures,
+/// its TTFT and ITL histograms, its output tokens over time and its failures.
+#[derive(Clone, Debug, Default)]
+pub struct DetailView {
+    pub index: u32,
+    /// The level's label and status.
+    pub title: String,
+    /// Its figures, each a short phrase (drawn joined by ` · `, as many to a line as fit).
+    pub facts: Vec<String>,
+    pub ttft: Option<LatencyView>,
+    pub itl: Option<LatencyView>,
+    /// Output tokens a second, from the level's start.
+    pub tokens_per_s: Vec<u64>,
+    /// Each kind of failure: count and first message.
+    pub failures: Vec<String>,
+    /// Why the level has no histograms (measured before a resume, or not yet started).
+    pub note: Option<String>,
+}
+
 /// Bars in the latency panel's histogram.
 pub const LATENCY_BINS: usize = 40;
 

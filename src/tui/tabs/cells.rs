@@ -35,6 +35,7 @@ pub(super) fn finish_row(
     has_stats: bool,
     failed: u64,
     running: bool,
+    selected: bool,
     th: &Theme,
 ) -> Row<'static> {
     let fail_text = if has_stats {
@@ -50,7 +51,11 @@ pub(super) fn finish_row(
     } else {
         ratatui::style::Style::default()
     };
-    Row::new(cells).style(style)
+    Row::new(cells).style(if selected {
+        style.patch(th.selected)
+    } else {
+        style
+    })
 }
 
 /// What every level row starts from: its statistics (live for the running one), whether it is

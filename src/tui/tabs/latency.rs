@@ -23,12 +23,19 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         render_percentiles(app, area, buf, th);
         return;
     };
-    let block = th.panel(format!(
+    let title = format!(
         " TTFT ms · {} · {} request{} ",
         v.label,
         v.count,
         if v.count == 1 { "" } else { "s" }
-    ));
+    );
+    histogram(title, v, area, buf, th);
+}
+
+/// Draws `v` as a histogram in a panel titled `title`: p50 · p90 · p99 above, the bars, the
+/// axis from its low to its high end with the percentiles ticked.
+pub fn histogram(title: String, v: &LatencyView, area: Rect, buf: &mut Buffer, th: &Theme) {
+    let block = th.panel(title);
     let inner = block.inner(area);
     block.render(area, buf);
     if inner.height < 4 || inner.width < 8 {

@@ -171,10 +171,15 @@ fn row(
         })
         .style(if failed > 0 { th.bad } else { th.dim }),
     );
-    Row::new(cells).style(if running {
+    let style = if running {
         th.current
     } else {
         Style::default()
+    };
+    Row::new(cells).style(if app.selected == Some(l.index) {
+        style.patch(th.selected)
+    } else {
+        style
     })
 }
 

@@ -2,6 +2,7 @@
 
 mod cells;
 mod chart;
+pub mod detail;
 pub mod findings;
 mod in_flight;
 mod latency;

@@ -66,7 +66,15 @@ pub(super) fn rate_row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) 
     if app.session.summary.config.slo.is_some() {
         cells.push(slo_cell(l, running, th));
     }
-    finish_row(cells, l, stats.is_some(), failed, running, th)
+    finish_row(
+        cells,
+        l,
+        stats.is_some(),
+        failed,
+        running,
+        app.selected == Some(l.index),
+        th,
+    )
 }
 
 /// The level's verdict against the SLO: pass, fail, `?` when its interval straddles a limit.

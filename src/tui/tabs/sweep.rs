@@ -319,7 +319,15 @@ fn row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a> {
             cells.push(Cell::from(num(l.energy.output_tokens_per_joule)));
         }
     }
-    finish_row(cells, l, stats.is_some(), failed, running, th)
+    finish_row(
+        cells,
+        l,
+        stats.is_some(),
+        failed,
+        running,
+        app.selected == Some(l.index),
+        th,
+    )
 }
 
 /// The level column as wide as the longest label: `C=100 #3` with --repeat, `C=64 (think
@@ -405,7 +413,7 @@ fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool)
         .summary
         .sweep
         .iter()
-        .position(|l| app.session.current == Some(l.index))
+        .position(|l| app.selected.or(app.session.current) == Some(l.index))
         .unwrap_or(0);
     let skip = (current_pos + 1).saturating_sub(visible);
     let repeats = match app.session.summary.config.repeat {

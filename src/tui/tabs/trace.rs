@@ -69,7 +69,15 @@ fn trace_row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a>
         cells.push(kv_cell(l));
     }
     cells.push(Cell::from(cache_cell(l, stats)));
-    finish_row(cells, l, stats.is_some(), failed, running, th)
+    finish_row(
+        cells,
+        l,
+        stats.is_some(),
+        failed,
+        running,
+        app.selected == Some(l.index),
+        th,
+    )
 }
 
 /// The trace table: one row per replayed trace.
