@@ -171,6 +171,28 @@ fn a_finished_run_browsed_is_the_run() {
         ran.contains(&printed),
         "run printed:\n{ran}\nattach printed:\n{printed}"
     );
+
+    // A journal that stops before the run's end (its process was killed): browsed, it says so.
+    let cut = scratch("killed");
+    std::fs::create_dir_all(&cut).unwrap();
+    let journal = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let upto: String = journal
+        .lines()
+        .take_while(|l| !l.contains("\"run_finished\""))
+        .flat_map(|l| [l, "\n"])
+        .collect();
+    std::fs::write(cut.join("events.jsonl"), upto).unwrap();
+    let v = view_to_end(&rt, &Origin::of_dir(&cut).unwrap());
+    assert_eq!(
+        v.app().session.summary.state,
+        servetop::event::RunState::Running
+    );
+    assert!(
+        v.app().session.phase.contains("process is gone"),
+        "{}",
+        v.app().session.phase
+    );
+    std::fs::remove_dir_all(&cut).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -216,7 +216,12 @@ fn a_dashboard_whose_terminal_disappears_detaches_and_the_run_goes_on() {
     let out = format!("--out {}", dir.display());
     let ended =
         || std::fs::read_to_string(dir.join("requests.jsonl")).map_or(0, |t| t.lines().count());
+    let flushes = || {
+        std::fs::read_to_string(dir.join("events.jsonl"))
+            .map_or(0, |t| t.matches("\"live_tokens\"").count())
+    };
     let gone_at = ended();
+    let flushed_at = flushes();
     let t = Instant::now();
     while ended() < gone_at + 20 && t.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(50));
@@ -225,6 +230,12 @@ fn a_dashboard_whose_terminal_disappears_detaches_and_the_run_goes_on() {
         ended() >= gone_at + 20,
         "requests go on ending after the terminal is gone ({gone_at}, then {})",
         ended()
+    );
+    // Detached, the run still flushes its files and journal as it goes (viewers read them).
+    assert!(
+        flushes() >= flushed_at + 3,
+        "the journal is flushed after the terminal is gone ({flushed_at}, then {})",
+        flushes()
     );
     assert!(running(&out), "servetop goes on");
     assert!(listening(port), "so does its server");

@@ -287,6 +287,11 @@ impl Loop {
                     for ev in batch.drain(..) {
                         app.apply(ev);
                     }
+                    if detached {
+                        // No frames to end the batches: the files and the journal are
+                        // flushed here (viewers read the journal).
+                        app.end_batch();
+                    }
                     // The runner's channel stays open while the samplers report, so the run's
                     // end is its last event, not the channel's.
                     if closed || app.run_over() {

@@ -109,6 +109,11 @@ impl Viewer {
                         ended: true,
                     };
                 }
+                if self.app.session.summary.state == RunState::Running {
+                    // Ended without its end: killed, or its machine went down.
+                    "the run stopped without saying so: its process is gone"
+                        .clone_into(&mut self.app.session.phase);
+                }
                 return false;
             }
             Some(Err(e)) => {
