@@ -55,6 +55,8 @@ pub struct LevelAccumulator {
     last_sched_us: u64,
     /// Output tokens placed at their arrival time, 1 s bins from the level origin.
     bins: Vec<u64>,
+    /// Requests ended (completed or failed) by the second of their end, from the level origin.
+    ends: Vec<u64>,
     /// The exact peak in flight, folded online.
     in_flight: InFlight,
     busy_us: u64,
@@ -114,6 +116,11 @@ impl LevelAccumulator {
             r.end_at_us
         };
         self.window_end_us = self.window_end_us.max(end);
+        let second = (end / US_PER_S) as usize;
+        if self.ends.len() <= second {
+            self.ends.resize(second + 1, 0);
+        }
+        self.ends[second] += 1;
         self.first_end_us = Some(self.first_end_us.map_or(end, |f| f.min(end)));
         self.in_flight
             .add(r.slot, r.send_at_us, end.max(r.send_at_us));
@@ -245,6 +252,11 @@ impl LevelAccumulator {
     /// Output tokens by the second of their arrival, from the level's start.
     pub fn tokens_by_second(&self) -> &[u64] {
         &self.bins
+    }
+
+    /// Requests ended (completed or failed) by the second of their end, from the level's start.
+    pub fn ends_by_second(&self) -> &[u64] {
+        &self.ends
     }
 
     /// The summary of everything folded so far (cheap enough to call for a live view).

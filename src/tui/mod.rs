@@ -719,6 +719,19 @@ mod tests {
             Some(super::app::Effect::Cancel)
         );
         assert!(!app.exit, "the viewer stays to watch the run stop");
+        // A finished run browsed cannot be stopped: no X offered, X says why.
+        let mut app = fixtures::finished_run();
+        app.role = super::app::Role::Viewer {
+            steers: false,
+            ended: true,
+        };
+        let screen = draw(&app, 80, 24);
+        assert!(
+            screen.contains("q leave") && !screen.contains("X stop"),
+            "{screen}"
+        );
+        assert_eq!(app.handle(Action::StopRun), None);
+        assert!(!app.confirm_quit);
     }
 
     #[test]

@@ -471,6 +471,7 @@ impl App {
             .as_ref()
             .and_then(|d| Some(histogram("ITL".into(), d, acc.itl_bins(bins_for(d.count))?)));
         v.tokens_per_s = acc.tokens_by_second().to_vec();
+        v.ends_per_s = acc.ends_by_second().to_vec();
         Some(v)
     }
 }

@@ -126,6 +126,17 @@ fn header_middle(
 /// level keys in a tab with level tables.
 fn footer_keys(app: &App, wide: bool) -> &'static str {
     let viewer = matches!(app.role, super::app::Role::Viewer { .. });
+    // A viewer that cannot steer (a finished run, a TCP feed) has no X to offer.
+    if let super::app::Role::Viewer { steers, ended } = app.role
+        && (!steers || ended || app.run_over())
+    {
+        return match (app.tab_levels().is_empty(), wide) {
+            (false, true) => " Tab/←→ tabs · ↑↓ Enter level · ? help · q leave ",
+            (false, false) => " ←→ tabs ↑↓⏎ level ? help q leave ",
+            (true, true) => " Tab/←→ tabs · ? help · q leave ",
+            (true, false) => " ←→ tabs ? help q leave ",
+        };
+    }
     let levels = !app.tab_levels().is_empty();
     match (viewer, levels, wide) {
         (false, true, true) => {

@@ -230,6 +230,8 @@ pub struct DetailView {
     pub itl: Option<LatencyView>,
     /// Output tokens a second, from the level's start.
     pub tokens_per_s: Vec<u64>,
+    /// Requests ended a second (completed or failed), from the level's start.
+    pub ends_per_s: Vec<u64>,
     /// Each kind of failure: count and first message.
     pub failures: Vec<String>,
     /// Why the level has no histograms (measured before a resume, or not yet started).

@@ -50,9 +50,14 @@ pub fn render(app: &App, v: &DetailView, area: Rect, buf: &mut Buffer, th: &Them
         Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(middle);
     histogram_or_nothing("TTFT", "requests", v.ttft.as_ref(), left, buf, th);
     histogram_or_nothing("ITL", "gaps", v.itl.as_ref(), right, buf, th);
-    let [over_time, failures] =
-        Layout::horizontal([Constraint::Percentage(60), Constraint::Percentage(40)]).areas(bottom);
-    render_over_time(&v.tokens_per_s, over_time, buf, th);
+    let [tokens, ends, failures] = Layout::horizontal([
+        Constraint::Percentage(40),
+        Constraint::Percentage(30),
+        Constraint::Percentage(30),
+    ])
+    .areas(bottom);
+    render_over_time(Over::Rate("output tok/s"), &v.tokens_per_s, tokens, buf, th);
+    render_over_time(Over::Count("requests ended"), &v.ends_per_s, ends, buf, th);
     let failed: Vec<Line> = if v.failures.is_empty() {
         vec![Line::styled("none", th.dim)]
     } else {
@@ -107,14 +112,30 @@ fn histogram_or_nothing(
     }
 }
 
-/// Output tokens a second over the level, a bar a second (several seconds a bar, averaged,
-/// when the level is longer than the panel is wide).
-fn render_over_time(per_s: &[u64], area: Rect, buf: &mut Buffer, th: &Theme) {
+/// What a bar over time shows.
+#[derive(Clone, Copy)]
+enum Over<'a> {
+    /// A rate a second: a bar of several seconds is their mean.
+    Rate(&'a str),
+    /// A count: a bar of several seconds is their sum.
+    Count(&'a str),
+}
+
+/// Per-second values over the level, a bar a second (several seconds a bar when the level is
+/// longer than the panel is wide).
+fn render_over_time(over: Over, per_s: &[u64], area: Rect, buf: &mut Buffer, th: &Theme) {
     let width = usize::from(area.width.saturating_sub(2)).max(1);
     let per_bar = per_s.len().div_ceil(width).max(1);
+    let (what, mean) = match over {
+        Over::Rate(w) => (w, true),
+        Over::Count(w) => (w, false),
+    };
     let bars: Vec<u64> = per_s
         .chunks(per_bar)
-        .map(|c| c.iter().sum::<u64>() / c.len() as u64)
+        .map(|c| {
+            let sum = c.iter().sum::<u64>();
+            if mean { sum / c.len() as u64 } else { sum }
+        })
         .collect();
     let peak = bars.iter().copied().max().unwrap_or(0);
     let unit = if per_bar == 1 {
@@ -124,12 +145,9 @@ fn render_over_time(per_s: &[u64], area: Rect, buf: &mut Buffer, th: &Theme) {
     };
     let title = first_fitting(
         &[
-            format!(
-                " output tok/s over {} s · {unit} · peak {peak} ",
-                per_s.len()
-            ),
-            format!(" output tok/s · peak {peak} "),
-            " output tok/s ".to_string(),
+            format!(" {what} over {} s · {unit} · peak {peak} ", per_s.len()),
+            format!(" {what} · peak {peak} "),
+            format!(" {what} "),
         ],
         usize::from(area.width.saturating_sub(2)),
     );
