@@ -107,6 +107,16 @@ fn run_args<'a>(url: &'a str, dir: &'a Path, concurrency: &'a str) -> Vec<&'a st
     ]
 }
 
+/// What `servetop attach --list` prints with `registry` as the runtime directory.
+fn list_runs(registry: &Path) -> String {
+    let out = Command::new(bin())
+        .args(["attach", "--list"])
+        .env("SERVETOP_RUNTIME_DIR", registry)
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
+
 fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     let t = Instant::now();
     while !f() {
@@ -216,12 +226,7 @@ fn viewers_follow_a_run_going_on_and_a_stalled_one_changes_nothing() {
     });
     // A viewer that connects and never reads.
     let stalled = std::os::unix::net::UnixStream::connect(&socket).unwrap();
-    let listed = Command::new(bin())
-        .args(["attach", "--list"])
-        .env("SERVETOP_RUNTIME_DIR", &registry)
-        .output()
-        .unwrap();
-    let listed = String::from_utf8(listed.stdout).unwrap();
+    let listed = list_runs(&registry);
     assert!(
         listed.contains(&format!("{}", child.id())) && listed.contains("servetop-attach-live-"),
         "{listed}"
@@ -247,15 +252,8 @@ fn viewers_follow_a_run_going_on_and_a_stalled_one_changes_nothing() {
     assert_same(&second, &want);
     assert_same(&first.join().unwrap(), &want);
     assert!(!socket.exists());
-    let listed = Command::new(bin())
-        .args(["attach", "--list"])
-        .env("SERVETOP_RUNTIME_DIR", &registry)
-        .output()
-        .unwrap();
     assert!(
-        !String::from_utf8(listed.stdout)
-            .unwrap()
-            .contains("servetop-attach-live-"),
+        !list_runs(&registry).contains("servetop-attach-live-"),
         "an ended run is not listed"
     );
     drop(stalled);
@@ -312,12 +310,7 @@ fn a_detached_run_goes_on_alone_and_a_hangup_does_not_stop_it() {
         said.contains(&format!("servetop attach {}", dir.display())),
         "{said}"
     );
-    let listed = Command::new(bin())
-        .args(["attach", "--list"])
-        .env("SERVETOP_RUNTIME_DIR", &registry)
-        .output()
-        .unwrap();
-    let listed = String::from_utf8(listed.stdout).unwrap();
+    let listed = list_runs(&registry);
     let pid = listed
         .lines()
         .find(|l| l.contains("servetop-attach-detached-"))

@@ -325,19 +325,10 @@ impl App {
         else {
             return;
         };
-        let n = ((d.count as f64).sqrt().ceil() as usize).clamp(4, super::views::LATENCY_BINS);
-        let Some(bins) = self.session.live_ttft_bins(l.index, n) else {
+        let Some(bins) = self.session.live_ttft_bins(l.index, bins_for(d.count)) else {
             return;
         };
-        let label = l.short_label();
-        self.latency = Some(LatencyView {
-            label,
-            bins,
-            p50: d.p50,
-            p90: d.p90,
-            p99: d.p99,
-            count: d.count,
-        });
+        self.latency = Some(histogram(l.short_label(), &d, bins));
     }
 }
 
