@@ -556,16 +556,18 @@ impl App {
         }
         match a {
             Action::Scroll(d) => {
-                let here = self
+                let at = |i: u32| levels.iter().position(|&x| x == i).map(|p| p as i64);
+                let picked = self
                     .selected
                     .or(self.detail.as_ref().map(|v| v.index))
-                    .or(self.session.current)
-                    .and_then(|i| levels.iter().position(|&x| x == i));
+                    .and_then(at);
                 let last = levels.len() as i64 - 1;
-                let to = match here {
-                    Some(p) => (p as i64).saturating_add(i64::from(d)).clamp(0, last),
-                    None if d > 0 => 0,
-                    None => last,
+                let to = match (picked, self.session.current.and_then(at)) {
+                    (Some(p), _) => p.saturating_add(i64::from(d)).clamp(0, last),
+                    // The first press picks the level running.
+                    (None, Some(running)) => running,
+                    (None, None) if d > 0 => 0,
+                    (None, None) => last,
                 };
                 self.selected = Some(levels[to as usize]);
                 if self.detail.is_some() {

@@ -690,6 +690,8 @@ mod tests {
     #[test]
     fn level_details_of_the_running_level() {
         let mut app = fixtures::mid_sweep(vec![1, 4, 8]);
+        app.handle(Action::Scroll(1));
+        assert_eq!(app.selected, app.session.current, "↓ first picks it");
         app.handle(Action::Open);
         let v = app.detail.clone().expect("details open");
         assert_eq!(Some(v.index), app.session.current);
