@@ -14,8 +14,8 @@
 //! ```
 //!
 //! Layers, top down (a module imports only from layers below it; nothing imports [`cmd`]):
-//! - [`cmd`]: one file per command (`run`, `sim`, `demo`, `report`, `gpu`, `soak`,
-//!   `bench-client`), flags in, exit code out.
+//! - [`cmd`]: one file per command (`run`, `sim`, `demo`, `report`, `gpu`, `attach`, `tune`,
+//!   `soak`, `bench-client`), flags in, exit code out.
 //! - [`cli`]: the command line (clap) and flags → [`config::RunConfig`] / [`sim::SimConfig`].
 //! - [`selfbench`]: servetop measuring itself: the client benchmark and the memory soak.
 //! - [`tui`]: the dashboard: the `App` folds events, tabs render it.
@@ -26,7 +26,8 @@
 //!   computed from it alone: [`summary::findings`] (what the numbers mean, with their caveats,
 //!   numbered once for every output), [`summary::baseline`] (a previous run's levels and this run's
 //!   change against them), [`summary::repeats`] (means and intervals across `--repeat`),
-//!   [`summary::merge`] (shards folded into one run).
+//!   [`summary::merge`] (shards folded into one run), [`summary::tune`] (`servetop tune`'s
+//!   leaderboard, early stop and Pareto front, read from its configurations' runs).
 //! - [`export`]: run directory, results.json, summary.md, CSV, PNG charts, screenshots, `report`.
 //! - [`runner`]: warmup, closed-loop and open-loop levels, chats, the SLO search driver,
 //!   cancellation, pause and skip.

@@ -29,6 +29,7 @@ fn main() {
             servetop::cli::Command::Gpu(a) => servetop::cmd::gpu::gpu(&a).await,
             servetop::cli::Command::Report(a) => servetop::cmd::report::report(&a),
             servetop::cli::Command::Attach(a) => servetop::cmd::attach::attach(a).await,
+            servetop::cli::Command::Tune(a) => Box::pin(servetop::cmd::tune::tune(a)).await,
             servetop::cli::Command::Soak(a) => servetop::cmd::selfbench::soak(a).await,
             servetop::cli::Command::BenchClient(a) => {
                 servetop::cmd::selfbench::bench_client(a).await

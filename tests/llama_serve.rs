@@ -300,3 +300,99 @@ fn an_np_sweep_runs_each_slot_count_and_compares_them() {
         3
     );
 }
+
+/// `servetop tune` over llama-server's slot count: four configurations, one of them an
+/// invalid value llama-server refuses, each searched for the highest rate meeting a TTFT SLO
+/// on its own server. The refused one is recorded as failed with llama-server's own words;
+/// every other gets a capacity or the bound its early stop proved, the best is one of them,
+/// and no llama-server outlives the tune.
+#[test]
+fn a_tune_of_slot_counts_finds_the_best_and_skips_the_one_that_cannot_start() {
+    let Some(Setup {
+        cmd, dir, _turn, ..
+    }) = setup(
+        "a_tune_of_slot_counts_finds_the_best_and_skips_the_one_that_cannot_start",
+        "tune",
+        1,
+    )
+    else {
+        return;
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_servetop"))
+        .args([
+            "tune",
+            "--headless",
+            "--no-gpu",
+            "--serve",
+            &cmd,
+            "--context-len",
+            "2048",
+            "--serve-param=-np=1,2,4,nope",
+            "--concurrency",
+            "1",
+            "--requests-per-level",
+            "3",
+            "--min-requests",
+            "3",
+            "--input-len",
+            "64",
+            "--output-len",
+            "16",
+            "--slo",
+            "ttft:500",
+            "--search-seconds",
+            "2",
+            "--search-min-requests",
+            "20",
+            "--search-probe-concurrency",
+            "8",
+            "--search-precision",
+            "25%",
+            "--out",
+            dir_arg(&dir),
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let t = results(&dir);
+    let configs = t["tune"]["configs"].as_array().unwrap();
+    assert_eq!(configs.len(), 4);
+    let nope = &configs[3];
+    assert_eq!(nope["params"]["-np"], "nope");
+    assert_eq!(nope["status"], "failed", "{nope}");
+    assert!(nope["capacity"].is_null());
+    assert!(nope["reason"].as_str().unwrap().contains("-np"), "{nope}");
+    let mut best_capacity: f64 = 0.0;
+    for c in &configs[..3] {
+        let sub = results(&dir.join(c["dir"].as_str().unwrap()));
+        let port = sub["servers"][0]["port"].as_u64().unwrap();
+        assert!(
+            server_gone(port),
+            "a llama-server on port {port} outlived the tune"
+        );
+        assert!(
+            c["single_stream_tokens_per_s"].as_f64().unwrap() > 0.0,
+            "{c}"
+        );
+        match c["status"].as_str().unwrap() {
+            "measured" => best_capacity = best_capacity.max(c["capacity"].as_f64().unwrap()),
+            "stopped early" => {
+                // Stopped after one probe, at a rate an earlier configuration met.
+                assert_eq!(sub["search"]["probes"].as_array().unwrap().len(), 1, "{c}");
+                assert_eq!(sub["search"]["status"], "stopped_early");
+                assert!(c["below"].as_f64().unwrap() > 0.0, "{c}");
+            }
+            other => panic!("{other}: {c}"),
+        }
+    }
+    let best = &t["tune"]["best"];
+    assert_eq!(best["capacity"].as_f64(), Some(best_capacity), "{best}");
+    assert!(dir.join("charts/pareto.png").is_file());
+    let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(
+        md.contains("## Leaderboard") && md.contains("| failed |"),
+        "{md}"
+    );
+    assert!(pids_with(" -np nope ").is_empty());
+}

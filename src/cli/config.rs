@@ -144,6 +144,52 @@ fn search_config(a: &RunArgs) -> Result<Option<crate::workload::search::SearchCo
     }))
 }
 
+/// A `--serve-param` value that is a numeric range (`1..8`, `0.80..0.90:0.05`, `1..64*2`),
+/// expanded; `None` when the value is not a range (`../model.gguf` is a value).
+fn range(v: &str) -> Option<Result<Vec<String>, String>> {
+    let (a, rest) = v.split_once("..")?;
+    let (b, step, geometric) = match (rest.split_once(':'), rest.split_once('*')) {
+        (Some((b, s)), _) => (b, Some(s), false),
+        (None, Some((b, f))) => (b, Some(f), true),
+        (None, None) => (rest, None, false),
+    };
+    let num = |t: &str| t.trim().parse::<f64>().ok().filter(|x| x.is_finite());
+    let (start, end) = (num(a)?, num(b)?);
+    let decimals = [a, b, step.unwrap_or("1")]
+        .iter()
+        .map(|t| t.trim().split_once('.').map_or(0, |(_, d)| d.len()))
+        .max()
+        .unwrap_or(0);
+    let Some(by) = step.map_or(Some(1.0), num) else {
+        return Some(Err(format!(
+            "'{v}': the step after the range is not a number"
+        )));
+    };
+    if end < start {
+        return Some(Err(format!("'{v}': the range ends below its start")));
+    }
+    if (geometric && (by <= 1.0 || start <= 0.0)) || (!geometric && by <= 0.0) {
+        return Some(Err(format!(
+            "'{v}': a range steps up by a positive step (A..B:S) or a factor above 1 from a positive start (A..B*F)"
+        )));
+    }
+    let mut out = Vec::new();
+    let mut x = start;
+    // A small slack so 0.80..0.90:0.05 ends at 0.90 despite rounding.
+    while x <= end + by.abs() * 1e-9 && out.len() <= 1000 {
+        out.push(format!("{x:.decimals$}"));
+        x = if geometric {
+            x * by
+        } else {
+            start + by * out.len() as f64
+        };
+    }
+    if out.len() > 1000 {
+        return Some(Err(format!("'{v}': more than 1000 values")));
+    }
+    Some(Ok(out))
+}
+
 /// Applies `servetop sim` flags over the chosen preset.
 pub fn sim_config(a: &SimArgs) -> Result<SimConfig, String> {
     let mut c = SimConfig::preset(&a.preset)?;
@@ -278,7 +324,8 @@ fn chat_extras(a: &RunArgs) -> Result<crate::config::ChatExtras, String> {
 
 /// Every combination of one value per `--serve-param NAME=V1,V2` (the first flag's values vary
 /// slowest), as `(NAME, value)` lists; empty without the flag. A NAME without a leading dash
-/// gets `--`.
+/// gets `--`. A value may be a numeric range: `A..B` (step 1), `A..B:S` (step S) or `A..B*F`
+/// (each value F times the last), both ends included when reached.
 pub fn serve_combinations(specs: &[String]) -> Result<Vec<Vec<(String, String)>>, String> {
     let mut axes: Vec<(String, Vec<String>)> = Vec::new();
     for spec in specs {
@@ -289,12 +336,14 @@ pub fn serve_combinations(specs: &[String]) -> Result<Vec<Vec<(String, String)>>
         };
         let (name, values) = spec.split_once('=').ok_or_else(bad)?;
         let name = name.trim();
-        let values: Vec<String> = values
-            .split(',')
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-            .map(String::from)
-            .collect();
+        let mut expanded: Vec<String> = Vec::new();
+        for v in values.split(',').map(str::trim).filter(|v| !v.is_empty()) {
+            match range(v) {
+                Some(r) => expanded.extend(r.map_err(|e| format!("--serve-param {spec}: {e}"))?),
+                None => expanded.push(v.to_string()),
+            }
+        }
+        let values = expanded;
         if name.trim_start_matches('-').is_empty() || values.is_empty() {
             return Err(bad());
         }
@@ -433,6 +482,38 @@ mod tests {
             ])
             .is_err()
         );
+    }
+
+    #[test]
+    fn serve_param_ranges_expand_and_paths_stay_values() {
+        let values = |spec: &str| -> Vec<String> {
+            serve_combinations(&[spec.to_string()])
+                .unwrap()
+                .into_iter()
+                .map(|c| c[0].1.clone())
+                .collect()
+        };
+        assert_eq!(values("-np=1..4"), ["1", "2", "3", "4"]);
+        assert_eq!(
+            values("-np=1..64*2"),
+            ["1", "2", "4", "8", "16", "32", "64"]
+        );
+        assert_eq!(values("--mem=0.80..0.90:0.05"), ["0.80", "0.85", "0.90"]);
+        assert_eq!(values("-np=1..5:2,8"), ["1", "3", "5", "8"]);
+        assert_eq!(values("-m=../m.gguf,a..b"), ["../m.gguf", "a..b"]);
+        for bad in [
+            "-np=4..1",
+            "-np=1..4:0",
+            "-np=1..8*1",
+            "-np=1..4:x",
+            "-np=0..1000000",
+        ] {
+            assert!(
+                serve_combinations(&[bad.to_string()])
+                    .is_err_and(|e| e.starts_with("--serve-param")),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

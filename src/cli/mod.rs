@@ -40,6 +40,20 @@ Examples (the default plan: C=1..100, 1000 in / 500 out, then 30K, 60K, 100K):
       'vllm serve M --port {port} --max-model-len {context_len}'
 --help lists every flag, grouped.";
 
+/// `tune -h` ends with these.
+const TUNE_EXAMPLES: &str = "\
+Examples:
+  # which slot count and batch size serve the most requests with TTFT p90 under 2 s?
+  servetop tune --serve 'vllm serve M --port {port}' \\
+      --serve-param=--max-num-seqs=16,32,64 --serve-param=--max-num-batched-tokens=2048,8192 \\
+      --slo ttft:2000,tpot:50
+  servetop tune --serve 'llama-server -m m.gguf --port {port}' --serve-param=-np=1..4 \\
+      --slo ttft:1000 --input-len 512 --output-len 128
+  servetop tune --resume runs/tune-…           # go on with an interrupted tune
+Each configuration: one server start, a C=1 level (--concurrency), then the search for the
+highest request rate meeting --slo; a configuration failing at the best rate so far is
+stopped there (--no-early-stop measures every one).";
+
 /// `attach -h` ends with these.
 const ATTACH_EXAMPLES: &str = "\
 Examples:
@@ -71,6 +85,10 @@ pub enum Command {
     /// browse a finished one. Leaving the viewer never stops the run.
     #[command(after_help = ATTACH_EXAMPLES)]
     Attach(AttachArgs),
+    /// Find the server configuration that serves the most requests within an SLO: one server
+    /// per --serve-param combination, each searched for its SLO capacity.
+    #[command(after_help = TUNE_EXAMPLES, after_long_help = TUNE_EXAMPLES)]
+    Tune(TuneArgs),
     /// Benchmark: a long run against the simulator with mixed faults, sampling the memory of
     /// the client and the simulator (for developers; not part of the tests).
     Soak(SoakArgs),
@@ -80,6 +98,24 @@ pub enum Command {
     /// One case of bench-client, in its own process (internal).
     #[command(hide = true)]
     BenchCase(BenchCaseArgs),
+}
+
+/// `servetop tune`: `run`'s flags (its plan, SLO, outputs and server), with a C=1 level and no
+/// long-context ladder by default, and the tune's own.
+#[derive(Debug, Args, Clone)]
+#[command(
+    mut_arg("concurrency", |a| a.default_value("1")),
+    mut_arg("long_context", |a| a.default_value("none")),
+    mut_arg("slo", |a| a.required_unless_present("resume")),
+    mut_arg("serve", |a| a.required_unless_present("resume")),
+)]
+pub struct TuneArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Search every configuration to its end, even one that fails at the best capacity so
+    /// far (slower; each capacity then stands alone).
+    #[arg(long, help_heading = "Tune")]
+    pub no_early_stop: bool,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -385,8 +421,9 @@ pub struct RunArgs {
     /// Run the whole plan once per server configuration: NAME=V1,V2,... sets the --serve
     /// command's option NAME (replaced if the command has it, added if not) to each value;
     /// repeated, every combination. E.g. --serve-param=--max-num-seqs=64,128
-    /// --serve-param=-np=1,2. Each run gets a sub-directory, and the overlay comparison of
-    /// all of them is written to the run directory.
+    /// --serve-param=-np=1,2. A value may be a range: 1..8 (step 1), 0.80..0.90:0.05 (step),
+    /// 1..64*2 (doubling). Each run gets a sub-directory, and the overlay comparison of all of
+    /// them is written to the run directory.
     #[arg(
         help_heading = "Server",
         hide_short_help = true,

@@ -31,6 +31,7 @@ pub mod run;
 pub mod selfbench;
 pub mod serve_sweep;
 pub mod sim;
+pub mod tune;
 
 /// Exit code for bad input.
 pub const EXIT_BAD_INPUT: i32 = 2;

@@ -238,13 +238,27 @@ fn spawn_signal_watch(cancel: CancellationToken, hangup: Option<CancellationToke
 
 /// The run's cancel token and its hang-up token, both watched. Under the dashboard (which
 /// detaches) and in a detached run, SIGHUP cancels only the latter; a headless run in a
-/// terminal stops on it.
-fn watch_signals(dashboard: bool) -> (CancellationToken, CancellationToken) {
+/// terminal stops on it. A run that is one of several takes the series' tokens, which the
+/// series watches ([`watch_series`]).
+fn watch_signals(
+    dashboard: bool,
+    several: Option<&OneOfSeveral>,
+) -> (CancellationToken, CancellationToken) {
+    if let Some(s) = several {
+        return (s.stop.child_token(), s.hangup.child_token());
+    }
     let cancel = CancellationToken::new();
     let hangup = CancellationToken::new();
     let survive = dashboard || super::detach::is_detached();
     spawn_signal_watch(cancel.clone(), survive.then(|| hangup.clone()), !dashboard);
     (cancel, hangup)
+}
+
+/// The stop and hang-up tokens of a series of runs (a tune), watched from now to the end of
+/// the process: Ctrl-C between two runs stops the series too.
+pub(super) fn watch_series(out: &OutputArgs) -> (CancellationToken, CancellationToken) {
+    let dashboard = !out.headless && crate::tui::available();
+    watch_signals(dashboard, None)
 }
 
 /// The `--serve` server, ready: the server, the run directory its log went into, and how it
@@ -331,28 +345,76 @@ pub async fn execute_one_of_several(cfg: RunConfig, out: &OutputArgs, more_follo
 
 /// [`execute`], continuing `previous` (a resumed run) when given.
 async fn execute_with(
-    mut cfg: RunConfig,
+    cfg: RunConfig,
     simulator: Option<SimConfig>,
     out: &OutputArgs,
     previous: Option<RunSummary>,
     exit_when_done: bool,
 ) -> i32 {
-    // A baseline that cannot be read is bad input, found before any server is started.
-    let baseline = match read_baseline(out) {
-        Ok(b) => b,
-        Err(e) => return fail(&e),
-    };
-    // So is an address servetop cannot serve its metrics on.
-    let page = match out.metrics_listen.as_deref().map(serve_metrics).transpose() {
-        Ok(p) => p,
-        Err(e) => return fail(&e),
+    let several = exit_when_done.then(|| {
+        let (stop, hangup) = watch_series(out);
+        OneOfSeveral {
+            more_follow: true,
+            quiet: false,
+            stop,
+            hangup,
+            tune: None,
+        }
+    });
+    Box::pin(execute_outcome(
+        cfg,
+        simulator,
+        out,
+        previous,
+        several.as_ref(),
+    ))
+    .await
+    .0
+}
+
+/// How a run that is one of several (a `servetop tune`) differs from a run alone.
+pub(super) struct OneOfSeveral {
+    /// The dashboard leaves when the run is over instead of waiting for `q`.
+    pub more_follow: bool,
+    /// The run's final tables are not printed (its summary.md has them).
+    pub quiet: bool,
+    /// Cancelled when the whole series is stopped.
+    pub stop: CancellationToken,
+    /// Cancelled when the terminal hangs up (the dashboard detaches, the series goes on).
+    pub hangup: CancellationToken,
+    /// The tune this run is a configuration of, as its dashboard shows it.
+    pub tune: Option<crate::summary::tune::progress::TuneProgress>,
+}
+
+/// [`execute_with`], with why it ended early when it did (bad input, a server that did not
+/// come up, a dashboard that failed): what `servetop tune` records of a configuration.
+pub(super) async fn execute_outcome(
+    mut cfg: RunConfig,
+    simulator: Option<SimConfig>,
+    out: &OutputArgs,
+    previous: Option<RunSummary>,
+    several: Option<&OneOfSeveral>,
+) -> (i32, Option<String>) {
+    let exit_when_done = several.is_some_and(|s| s.more_follow);
+    // A baseline that cannot be read is bad input, found before any server is started; so is
+    // an address servetop cannot serve its metrics on.
+    let (baseline, page) = match read_baseline(out).and_then(|b| {
+        let page = out
+            .metrics_listen
+            .as_deref()
+            .map(serve_metrics)
+            .transpose()?;
+        Ok((b, page))
+    }) {
+        Ok(x) => x,
+        Err(e) => return (fail(&e), Some(e)),
     };
     let mut served = match Box::pin(launch(&mut cfg, out)).await {
         Ok(s) => s,
         Err(e) => {
             // Not bad input: the server it was asked to start did not come up.
             say!("servetop: {e}");
-            return 1;
+            return (1, Some(e));
         }
     };
     let api_key = std::env::var(&cfg.api_key_env)
@@ -360,10 +422,10 @@ async fn execute_with(
         .filter(|k| !k.is_empty());
     let mut prepared = match Box::pin(runner::prepare(&cfg, api_key)).await {
         Ok(p) => p,
-        Err(e) => return fail(&e),
+        Err(e) => return (fail(&e), Some(e)),
     };
     let baseline_warning = match baseline.as_ref().map(|b| check_baseline(b, &prepared, out)) {
-        Some(Err(e)) => return fail(&e),
+        Some(Err(e)) => return (fail(&e), Some(e)),
         Some(Ok(w)) => w,
         None => None,
     };
@@ -377,22 +439,18 @@ async fn execute_with(
     });
     let files = match open_run_files(&dir, page, out) {
         Ok(f) => f,
-        Err(e) => return fail(&e),
+        Err(e) => return (fail(&e), Some(e)),
     };
     super::detach::adopt_log(&dir);
     cfg.out_dir = dir.clone();
-    let mut initial = initial_summary(&cfg, simulator, previous, &mut prepared);
-    if let Some((_, launch)) = &serve {
-        initial.servers.push(launch.clone());
-    }
-    if let Some(b) = baseline {
-        if let Some(w) = &baseline_warning {
-            initial.warnings.push(w.clone());
-        }
-        initial.baseline = Some(b);
-    }
+    let mut initial = with_server_and_baseline(
+        initial_summary(&cfg, simulator, previous, &mut prepared),
+        serve.as_ref().map(|(_, l)| l),
+        baseline.map(|b| (b, baseline_warning)),
+    );
+    initial.tune_progress = several.and_then(|s| s.tune.clone());
     let dashboard = !out.headless && crate::tui::available();
-    let (cancel, hangup) = watch_signals(dashboard);
+    let (cancel, hangup) = watch_signals(dashboard, several);
     init_file_log(&dir);
     let ran = if dashboard {
         // Boxed: the dashboard's and the headless loop's futures are large, and every command
@@ -434,13 +492,32 @@ async fn execute_with(
                 "servetop: the dashboard failed ({e}); results so far are in {}",
                 dir.display()
             );
-            return 1;
+            return (1, Some(format!("the dashboard failed: {e}")));
         }
     };
-    print_out!("{}", terminal_fit(&headless::final_tables(&session)));
+    if !several.is_some_and(|s| s.quiet) {
+        print_out!("{}", terminal_fit(&headless::final_tables(&session)));
+    }
     write_charts(&dir, session.summary.clone(), out.chart_size).await;
     say!("results: {}", dir.display());
-    exit_code(state, &session.summary)
+    (exit_code(state, &session.summary), None)
+}
+
+/// The summary a run starts from, with the server servetop started for it and the baseline it
+/// is compared with (and the warning that comparison carries).
+fn with_server_and_baseline(
+    mut initial: RunSummary,
+    launch: Option<&crate::serve::ServerLaunch>,
+    baseline: Option<(crate::summary::baseline::Baseline, Option<String>)>,
+) -> RunSummary {
+    if let Some(l) = launch {
+        initial.servers.push(l.clone());
+    }
+    if let Some((b, warning)) = baseline {
+        initial.warnings.extend(warning);
+        initial.baseline = Some(b);
+    }
+    initial
 }
 
 /// The run directory's files, serving the metrics page (`--metrics-listen`) and the run's

@@ -8,8 +8,15 @@ use super::{EXIT_INTERRUPTED, fail};
 use crate::cli::OutputArgs;
 use crate::config::RunConfig;
 
+/// The --serve command with one configuration's values set.
+pub(super) fn command(template: &str, params: &[(String, String)]) -> String {
+    params.iter().fold(template.to_string(), |cmd, (name, v)| {
+        crate::serve::with_param(&cmd, name, v)
+    })
+}
+
 /// A sub-directory name for one configuration: `np-2_max-num-seqs-64`.
-fn dir_name(params: &[(String, String)]) -> String {
+pub(super) fn dir_name(params: &[(String, String)]) -> String {
     params
         .iter()
         .map(|(n, v)| format!("{}-{v}", n.trim_start_matches('-')))
@@ -46,9 +53,7 @@ pub async fn serve_sweep(
     for (i, params) in combos.into_iter().enumerate() {
         let mut c = cfg.clone();
         let mut s = serve.clone();
-        s.command = params.iter().fold(serve.command.clone(), |cmd, (name, v)| {
-            crate::serve::with_param(&cmd, name, v)
-        });
+        s.command = command(&serve.command, &params);
         s.params = params;
         let label = s.params_label();
         let sub = parent.join(dir_name(&s.params));

@@ -9,6 +9,7 @@ pub mod merged;
 pub mod prometheus;
 pub mod report;
 pub mod screenshot;
+pub mod tune;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Write};

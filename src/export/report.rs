@@ -17,8 +17,16 @@ use crate::telemetry::TelemetryRecord;
 pub fn load_run(dir: &Path) -> Result<(RunSummary, Vec<TelemetryRecord>), String> {
     let path = dir.join("results.json");
     let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let mut summary: RunSummary = serde_json::from_slice(&bytes)
-        .map_err(|e| format!("{} is not a servetop results file: {e}", path.display()))?;
+    let mut summary: RunSummary = serde_json::from_slice(&bytes).map_err(|e| {
+        if crate::summary::tune::record::is_tune(&bytes) {
+            format!(
+                "{} is a servetop tune: its summary.md has the leaderboard, and each configuration's run is in a sub-directory",
+                dir.display()
+            )
+        } else {
+            format!("{} is not a servetop results file: {e}", path.display())
+        }
+    })?;
     // Findings are the run's own numbers read again: a saved run gets today's.
     summary.refresh_findings();
     Ok((summary, load_telemetry(dir)))

@@ -87,11 +87,10 @@ impl Runner {
         loop {
             let rate = match next_rate(
                 bound,
-                s.pass_rate,
-                s.fail_rate,
+                (s.pass_rate, s.fail_rate),
+                cfg.beat,
                 cfg.precision,
-                s.probes.len() as u32,
-                cfg.max_probes,
+                (s.probes.len() as u32, cfg.max_probes),
             ) {
                 Ok(r) => r,
                 Err(status) => {

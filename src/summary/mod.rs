@@ -8,6 +8,7 @@ pub mod findings;
 pub mod merge;
 pub mod reasoning;
 pub mod repeats;
+pub mod tune;
 
 use crate::client::{Backend, ServerInfo};
 use crate::config::RunConfig;
@@ -347,6 +348,9 @@ pub struct RunSummary {
     /// ([`findings::of`]; docs/metrics.md "Findings").
     #[serde(default)]
     pub findings: Vec<findings::Finding>,
+    /// A configuration's run of a `servetop tune`: the tune's configurations so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tune_progress: Option<tune::progress::TuneProgress>,
 }
 
 /// What telemetry the run had.
@@ -404,6 +408,7 @@ impl RunSummary {
             baseline: None,
             resumed_with_seed: None,
             findings: Vec::new(),
+            tune_progress: None,
         }
     }
 

@@ -405,6 +405,7 @@ mod tests {
             ("telemetry", fixtures::with_telemetry(8)),
             ("rates", fixtures::mid_rates()),
             ("search", fixtures::mid_search()),
+            ("tune", fixtures::mid_tune()),
             ("chats", fixtures::finished_chats()),
             ("trace", fixtures::mid_trace()),
         ];
@@ -445,6 +446,13 @@ mod tests {
     #[test]
     fn sweep_tab_slo_search_mid_run() {
         snap("search_mid", &mut fixtures::mid_search(), Tab::Sweep);
+    }
+
+    /// A tune's configuration: the tune's configurations above its levels, this one's search
+    /// bracket live in its row.
+    #[test]
+    fn sweep_tab_tune_mid_search() {
+        snap("tune_mid", &mut fixtures::mid_tune(), Tab::Sweep);
     }
 
     #[test]

@@ -90,6 +90,10 @@ pub struct SearchConfig {
     pub probe_concurrency: u32,
     /// Most rate probes before the search stops unconverged.
     pub max_probes: u32,
+    /// The rate to beat (`servetop tune`'s early stop): the first rate probe is at it, and a
+    /// fail there ends the search `stopped_early` — its capacity is below this rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beat: Option<f64>,
 }
 
 impl SearchConfig {
@@ -102,6 +106,7 @@ impl SearchConfig {
             min_requests: 100,
             probe_concurrency: 64,
             max_probes: 16,
+            beat: None,
         }
     }
 
@@ -159,6 +164,9 @@ pub enum SearchStatus {
     NoThroughput,
     /// Stopped by the user or by an error part-way.
     Stopped,
+    /// The first probe, at the rate to beat (`SearchConfig::beat`), failed: the capacity is
+    /// below it, and not searched further.
+    StoppedEarly,
 }
 
 impl SearchStatus {
@@ -175,6 +183,7 @@ impl SearchStatus {
             SearchStatus::NoFailingRate => "every rate tried meets the SLO",
             SearchStatus::NoThroughput => "the throughput probe completed no request",
             SearchStatus::Stopped => "stopped before the end",
+            SearchStatus::StoppedEarly => "stopped early: fails at the rate to beat",
         }
     }
 
@@ -187,19 +196,24 @@ impl SearchStatus {
 /// The next step of the search, given the bracket so far: a rate to probe, or why to stop.
 ///
 /// `pass` is the highest rate that met the SLO, `fail` the lowest that did not (`None`: not
-/// found yet); `throughput` the measured bound; `probes` the rate probes run so far.
+/// found yet); `throughput` the measured bound; `probes` the rate probes run so far; `beat`
+/// the rate to beat, if any: the first probe is at it, and a fail at or below it stops the
+/// search early (no rate above it can pass, if passing falls with the rate as the bisection
+/// assumes).
 pub fn next_rate(
     throughput: f64,
-    pass: Option<f64>,
-    fail: Option<f64>,
+    (pass, fail): (Option<f64>, Option<f64>),
+    beat: Option<f64>,
     precision: Precision,
-    probes: u32,
-    max_probes: u32,
+    (probes, max_probes): (u32, u32),
 ) -> Result<f64, SearchStatus> {
     let next = match (pass, fail) {
+        (None, Some(f)) if beat.is_some_and(|b| f <= b) => {
+            return Err(SearchStatus::StoppedEarly);
+        }
         (Some(p), Some(f)) if precision.satisfied(p, f) => return Err(SearchStatus::Converged),
         (Some(p), Some(f)) => f64::midpoint(p, f),
-        (None, None) => throughput,
+        (None, None) => beat.unwrap_or(throughput),
         (Some(p), None) if p >= throughput * 2f64.powi(MAX_DOUBLINGS) => {
             return Err(SearchStatus::NoFailingRate);
         }
@@ -275,6 +289,9 @@ pub struct SearchSummary {
     pub pass_rate: Option<f64>,
     /// The lowest rate that did not.
     pub fail_rate: Option<f64>,
+    /// The rate to beat, when the search was asked to stop early below it (`servetop tune`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beat: Option<f64>,
 }
 
 impl SearchSummary {
@@ -291,6 +308,7 @@ impl SearchSummary {
             status: SearchStatus::Probing,
             pass_rate: None,
             fail_rate: None,
+            beat: cfg.beat,
         }
     }
 
@@ -335,6 +353,11 @@ impl SearchSummary {
             self.fail_rate.map_or("-".into(), fmt_rate)
         );
         match (self.status, self.pass_rate) {
+            (SearchStatus::StoppedEarly, _) => format!(
+                "stopped early: below {} req/s for {} (it fails at the rate to beat)",
+                self.fail_rate.map_or("-".into(), fmt_rate),
+                self.slo.describe()
+            ),
             (SearchStatus::Converged, Some(p)) => format!(
                 "{} req/s meets {} (bracket {bracket}, precision {})",
                 fmt_rate(p),
@@ -377,7 +400,13 @@ mod tests {
         let (mut pass, mut fail) = (None, None);
         let mut rates = Vec::new();
         loop {
-            match next_rate(throughput, pass, fail, precision, rates.len() as u32, 40) {
+            match next_rate(
+                throughput,
+                (pass, fail),
+                None,
+                precision,
+                (rates.len() as u32, 40),
+            ) {
                 Ok(r) => {
                     rates.push(r);
                     if r <= truth {
@@ -418,14 +447,53 @@ mod tests {
         assert_eq!(
             next_rate(
                 25.0,
-                Some(1.0),
-                Some(20.0),
+                (Some(1.0), Some(20.0)),
+                None,
                 Precision::Relative(0.01),
-                16,
-                16
+                (16, 16)
             ),
             Err(SearchStatus::OutOfProbes)
         );
+    }
+
+    /// With a rate to beat, the first probe is at it: a fail there stops the search early
+    /// (the truth is below it), a pass goes on to the same kind of bracket as without.
+    #[test]
+    fn a_rate_to_beat_is_probed_first_and_a_fail_there_stops_early() {
+        let run = |truth: f64, beat: f64| {
+            let (mut pass, mut fail, mut rates) = (None, None, Vec::new());
+            loop {
+                let next = next_rate(
+                    25.0,
+                    (pass, fail),
+                    Some(beat),
+                    Precision::Relative(0.05),
+                    (rates.len() as u32, 40),
+                );
+                match next {
+                    Ok(r) => {
+                        rates.push(r);
+                        if r <= truth {
+                            pass = Some(r);
+                        } else {
+                            fail = Some(r);
+                        }
+                    }
+                    Err(s) => return (rates, pass, fail, s),
+                }
+            }
+        };
+        assert_eq!(
+            run(10.0, 12.0),
+            (vec![12.0], None, Some(12.0), SearchStatus::StoppedEarly)
+        );
+        let (rates, pass, fail, s) = run(21.0, 12.0);
+        assert_eq!((rates[0], rates[1]), (12.0, 24.0));
+        assert_eq!(s, SearchStatus::Converged);
+        assert!(pass.unwrap() <= 21.0 && 21.0 < fail.unwrap());
+        assert!(Precision::Relative(0.05).satisfied(pass.unwrap(), fail.unwrap()));
+        // Exactly at the rate to beat passes: a tie is measured, not stopped.
+        assert_eq!(run(12.0, 12.0).3, SearchStatus::Converged);
     }
 
     proptest::proptest! {

@@ -8,6 +8,7 @@
 mod grouped;
 mod long_context;
 mod panel;
+mod pareto;
 mod rates;
 mod search;
 mod sweep;
@@ -22,6 +23,7 @@ use crate::metrics::curves;
 use crate::summary::{LevelSummary, RunSummary};
 use crate::telemetry::TelemetryRecord;
 use panel::{Line, color};
+pub use pareto::pareto_figure;
 use plotters::style::{FontStyle, register_font};
 
 const SANS: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");

@@ -62,6 +62,8 @@ pub(super) enum XKind {
     Rate,
     /// Turn of a conversation (1, 2, …).
     Turn,
+    /// Per-user output tokens/s (a request's median decode speed), linear.
+    PerUser,
 }
 
 pub(super) struct Panel {
@@ -167,6 +169,7 @@ fn x_desc(x: XKind) -> &'static str {
         XKind::TraceSeconds => "seconds into the trace (when requests were due)",
         XKind::Rate => "offered request rate (req/s)",
         XKind::Turn => "turn of the conversation",
+        XKind::PerUser => "per-user output tokens/s (median decode speed of a request)",
     }
 }
 
@@ -183,7 +186,7 @@ fn x_label(x: XKind, v: f64) -> String {
         }
         XKind::ContextK => format!("{v:.0}K"),
         XKind::Seconds => format!("{v:.0}"),
-        XKind::TraceSeconds | XKind::Rate => fmt_num(v),
+        XKind::TraceSeconds | XKind::Rate | XKind::PerUser => fmt_num(v),
         XKind::Turn if (v - v.round()).abs() < 0.01 && v >= 0.5 => format!("{}", v.round()),
         XKind::Turn => String::new(),
     }

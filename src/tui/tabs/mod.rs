@@ -13,6 +13,7 @@ mod scrolled;
 pub mod sweep;
 pub mod telemetry;
 mod trace;
+mod tune;
 pub mod turns;
 
 pub use chart::{LineChart, Series, curve_chart, line_chart};

@@ -36,11 +36,13 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     } else {
         (n_sweep, n_rates)
     };
-    let wanted_table = match (n_sweep, n_rates) {
-        (_, 0) => n_sweep + 3,
-        (0, _) => n_rates + 3,
-        _ => n_sweep + n_rates + 6,
-    };
+    let tune_h = super::tune::height(app);
+    let wanted_table = tune_h
+        + match (n_sweep, n_rates) {
+            (_, 0) => n_sweep + 3,
+            (0, _) => n_rates + 3,
+            _ => n_sweep + n_rates + 6,
+        };
     let min_chart = if area.height >= 30 { 12 } else { 7 };
     let chart_h = if area.width < 60 {
         0
@@ -60,6 +62,22 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     if chart_h > 0 {
         render_charts(app, top, buf, th);
     }
+    // A tune's configurations above the level tables: all of them where the level tables keep
+    // room for their rows, else this one alone.
+    let table = match app.session.summary.tune_progress.as_ref() {
+        Some(t) if table.height >= super::tune::COMPACT + 8 => {
+            let h = if table.height >= tune_h + 8 {
+                tune_h
+            } else {
+                super::tune::COMPACT
+            };
+            let [a, rest] =
+                Layout::vertical([Constraint::Length(h), Constraint::Min(8)]).areas(table);
+            super::tune::render(app, t, a, buf, th);
+            rest
+        }
+        _ => table,
+    };
     // The wide table (p90s, TPOT, E2E, server accept, KV%) needs about 145 columns.
     let wide = area.width >= 148;
     match (n_sweep, n_rates) {

@@ -1,0 +1,394 @@
+//! `servetop tune` against the simulator, where the best configuration is known from its
+//! flags: with one request's service time set by `--decode-step-ms` and `--max-running`
+//! requests served at once, a configuration's capacity grows as max-running / step. Of
+//! (1, 10 ms), (1, 20 ms), (4, 10 ms), (4, 20 ms) the third serves 2× the next best.
+//!
+//! Each capacity is checked against an independent answer: a plain `run --search rate` of that
+//! configuration alone, on its own server, with the same seed (the same arrival schedule).
+
+// Integration tests may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+mod real_server;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use real_server::results;
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_servetop")
+}
+
+/// The simulator as a --serve command: one token per step, steps that do not grow with the
+/// batch, so a request's service time is its tokens × `--decode-step-ms`.
+fn sim() -> String {
+    format!(
+        "{} sim --port {{port}} --preset fast --batch-growth 0 --accept-length 1",
+        bin()
+    )
+}
+
+/// The plan both the tune and the plain searches run: short probes, near-constant arrivals
+/// (so a rate above capacity builds its queue at once), one seed.
+const PLAN: &[&str] = &[
+    "--input-len",
+    "32",
+    "--output-len",
+    "4",
+    "--slo",
+    "ttft:150",
+    "--search-seconds",
+    "1",
+    "--search-min-requests",
+    "20",
+    "--search-probe-concurrency",
+    "8",
+    "--search-precision",
+    "20%",
+    "--burstiness",
+    "100",
+    "--seed",
+    "7",
+    "--no-gpu",
+    "--headless",
+];
+
+/// The tests take turns: each compares capacities measured at different times, which another
+/// test's load on the same cores would shift.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn turn() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+const GRID: [(&str, &str); 4] = [("1", "10"), ("1", "20"), ("4", "10"), ("4", "20")];
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("servetop-tune-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// `servetop tune` of the grid into `dir`; its results.json.
+fn tune(dir: &Path, extra: &[&str]) -> serde_json::Value {
+    let sim = sim();
+    let mut args = vec![
+        "tune",
+        "--serve",
+        &sim,
+        "--serve-param=--max-running=1,4",
+        "--serve-param=--decode-step-ms=10,20",
+        "--concurrency",
+        "1",
+        "--requests-per-level",
+        "3",
+        "--min-requests",
+        "3",
+        "--out",
+        dir.to_str().unwrap(),
+    ];
+    args.extend_from_slice(PLAN);
+    args.extend_from_slice(extra);
+    let out = Command::new(bin()).args(&args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    results(dir)
+}
+
+/// A plain `run --search rate` of one configuration: `(capacity, lowest failing rate)`.
+fn plain_search(dir: &Path, (running, step): (&str, &str)) -> (f64, f64) {
+    let cmd = format!("{} --max-running {running} --decode-step-ms {step}", sim());
+    let mut args = vec![
+        "run",
+        "--serve",
+        &cmd,
+        "--search",
+        "rate",
+        "--out",
+        dir.to_str().unwrap(),
+    ];
+    args.extend_from_slice(PLAN);
+    let out = Command::new(bin()).args(&args).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = &results(dir)["search"];
+    assert_eq!(s["status"], "converged", "{s}");
+    (
+        s["pass_rate"].as_f64().unwrap(),
+        s["fail_rate"].as_f64().unwrap(),
+    )
+}
+
+/// The entry of `tune.configs` for one configuration.
+fn entry<'a>(t: &'a serde_json::Value, (running, step): (&str, &str)) -> &'a serde_json::Value {
+    t["tune"]["configs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| {
+            c["params"]["--max-running"] == running && c["params"]["--decode-step-ms"] == step
+        })
+        .unwrap()
+}
+
+/// Two searches' capacities agree within the searches' precision (`--search-precision 20%`):
+/// they differ by at most 20 % of the larger.
+fn agree(a: (f64, f64), b: (f64, f64)) -> bool {
+    (a.0 - b.0).abs() <= 0.2 * a.0.max(b.0)
+}
+
+/// Every server a tune started is gone once it ends (no process with its port runs).
+fn servers_gone(dir: &Path, t: &serde_json::Value) {
+    for c in t["tune"]["configs"].as_array().unwrap() {
+        let r = results(&dir.join(c["dir"].as_str().unwrap()));
+        for s in r["servers"].as_array().unwrap() {
+            let port = s["port"].as_u64().unwrap();
+            assert!(
+                real_server::server_gone(port),
+                "the server on port {port} still runs"
+            );
+        }
+    }
+}
+
+#[test]
+fn tune_picks_the_known_best_and_each_capacity_matches_a_plain_search() {
+    let _turn = turn();
+    let plain_dir = scratch("plain");
+    let plain: Vec<(f64, f64)> = GRID
+        .iter()
+        .enumerate()
+        .map(|(i, c)| plain_search(&plain_dir.join(i.to_string()), *c))
+        .collect();
+    // The known order: (4, 10 ms) first, by far.
+    assert!(plain[2].0 > 1.5 * plain[3].0.max(plain[0].0), "{plain:?}");
+
+    // With the early stop.
+    let dir = scratch("early");
+    let t = tune(&dir, &[]);
+    let best = &t["tune"]["best"];
+    assert_eq!(best["params"]["--max-running"], "4", "{best}");
+    assert_eq!(best["params"]["--decode-step-ms"], "10", "{best}");
+    assert_eq!(best["status"], "measured");
+    for (i, c) in GRID.iter().enumerate() {
+        let e = entry(&t, *c);
+        match e["status"].as_str().unwrap() {
+            "measured" => {
+                let mine = (
+                    e["capacity"].as_f64().unwrap(),
+                    e["fail_rate"].as_f64().unwrap(),
+                );
+                assert!(
+                    agree(mine, plain[i]),
+                    "{c:?}: tune {mine:?}, plain {:?}",
+                    plain[i]
+                );
+            }
+            "stopped early" => {
+                // Stopped after one rate probe, below a bound its plain search confirms.
+                assert!(e["capacity"].is_null(), "{e}");
+                let bound = e["below"].as_f64().unwrap();
+                assert!(
+                    plain[i].0 < bound,
+                    "{c:?}: plain {:?}, bound {bound}",
+                    plain[i]
+                );
+                let sub = results(&dir.join(e["dir"].as_str().unwrap()));
+                assert_eq!(
+                    sub["search"]["probes"].as_array().unwrap().len(),
+                    1,
+                    "{c:?}"
+                );
+            }
+            other => panic!("{c:?}: {other}: {e}"),
+        }
+    }
+    // The two slow configurations come after a faster one: both are stopped early.
+    assert_eq!(entry(&t, GRID[1])["status"], "stopped early");
+    assert_eq!(entry(&t, GRID[3])["status"], "stopped early");
+    servers_gone(&dir, &t);
+    let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(
+        md.contains("SIMULATED SERVER") && md.contains("## Leaderboard"),
+        "{md}"
+    );
+    assert!(md.contains("--max-running 4 --decode-step-ms 10"), "{md}");
+    assert!(dir.join("charts/pareto.png").is_file());
+    assert!(
+        t["tune"]["pareto"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["on_front"] == true)
+    );
+
+    // Without it, every configuration is measured and agrees with its plain search.
+    let full_dir = scratch("full");
+    let full = tune(&full_dir, &["--no-early-stop"]);
+    assert_eq!(full["tune"]["best"]["params"]["--max-running"], "4");
+    assert_eq!(full["tune"]["best"]["params"]["--decode-step-ms"], "10");
+    for (i, c) in GRID.iter().enumerate() {
+        let e = entry(&full, *c);
+        assert_eq!(e["status"], "measured", "{e}");
+        let mine = (
+            e["capacity"].as_f64().unwrap(),
+            e["fail_rate"].as_f64().unwrap(),
+        );
+        assert!(
+            agree(mine, plain[i]),
+            "{c:?}: tune {mine:?}, plain {:?}",
+            plain[i]
+        );
+        assert!(
+            e["single_stream_tokens_per_s"].as_f64().unwrap() > 0.0,
+            "{e}"
+        );
+    }
+    for d in [plain_dir, dir, full_dir] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+/// A configuration whose server cannot start is recorded with the reason and skipped; the
+/// others are measured, and the tune's results.json says which is which.
+#[test]
+fn a_configuration_that_cannot_start_is_skipped_with_its_reason() {
+    let _turn = turn();
+    let dir = scratch("bad");
+    let sim = sim();
+    let mut args = vec![
+        "tune",
+        "--serve",
+        &sim,
+        "--serve-param=--max-running=2,0,oops",
+        "--concurrency",
+        "none",
+        "--out",
+        dir.to_str().unwrap(),
+    ];
+    args.extend_from_slice(PLAN);
+    let out = Command::new(bin()).args(&args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let t = results(&dir);
+    let configs = t["tune"]["configs"].as_array().unwrap();
+    assert_eq!(configs.len(), 3);
+    assert_eq!(configs[0]["status"], "measured", "{}", configs[0]);
+    for bad in &configs[1..] {
+        assert_eq!(bad["status"], "failed", "{bad}");
+        assert!(bad["capacity"].is_null());
+        let reason = bad["reason"].as_str().unwrap();
+        assert!(reason.contains("exited"), "{reason}");
+    }
+    assert_eq!(t["tune"]["best"]["params"]["--max-running"], "2");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Waits until a level of the run writing `dir` is under way; the port of its server.
+fn level_running(dir: &Path) -> u64 {
+    let t = std::time::Instant::now();
+    loop {
+        let r = std::fs::read(dir.join("results.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+        if let Some(r) = r {
+            let levels = r["sweep"]
+                .as_array()
+                .into_iter()
+                .chain(r["rates"].as_array())
+                .flatten();
+            if levels.into_iter().any(|l| l["status"] == "running") {
+                return r["servers"][0]["port"].as_u64().unwrap();
+            }
+        }
+        assert!(
+            t.elapsed().as_secs() < 120,
+            "no level of {} ran",
+            dir.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Ctrl-C in the middle of the second configuration stops the tune (130), its server goes,
+/// and the tune's results.json keeps the first configuration's answer; `--resume` runs the rest
+/// without measuring the first again.
+#[test]
+fn an_interrupted_tune_stops_its_server_and_resumes_where_it_stopped() {
+    let _turn = turn();
+    let dir = scratch("resume");
+    let sim = sim();
+    let mut args = vec![
+        "tune",
+        "--serve",
+        &sim,
+        "--serve-param=--max-running=1,2,4",
+        "--serve-param=--decode-step-ms=10",
+        "--concurrency",
+        "1",
+        "--requests-per-level",
+        "3",
+        "--min-requests",
+        "3",
+        "--out",
+        dir.to_str().unwrap(),
+    ];
+    args.extend_from_slice(PLAN);
+    let first = dir.join("max-running-1_decode-step-ms-10");
+    let second = dir.join("max-running-2_decode-step-ms-10");
+    let mut child = Command::new(bin())
+        .args(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let port = level_running(&second);
+    assert!(first.join("results.json").is_file());
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert!(
+        real_server::server_gone(port),
+        "the server on port {port} still runs"
+    );
+    let t = results(&dir);
+    assert_eq!(t["state"], "interrupted");
+    let statuses: Vec<&str> = t["tune"]["configs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses[1..], ["pending", "pending"], "{statuses:?}");
+    assert!(statuses[0] == "measured", "{statuses:?}");
+    let first_answer = t["tune"]["configs"][0].clone();
+
+    let out = Command::new(bin())
+        .args(["tune", "--resume", dir.to_str().unwrap(), "--headless"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let t = results(&dir);
+    assert_eq!(t["state"], "finished");
+    assert_eq!(
+        t["tune"]["configs"][0], first_answer,
+        "the first was measured again"
+    );
+    for c in t["tune"]["configs"].as_array().unwrap() {
+        let s = c["status"].as_str().unwrap();
+        assert!(s == "measured" || s == "stopped early", "{c}");
+    }
+    assert!(!stderr.contains("[tune 1/3]"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
