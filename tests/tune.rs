@@ -390,5 +390,24 @@ fn an_interrupted_tune_stops_its_server_and_resumes_where_it_stopped() {
         assert!(s == "measured" || s == "stopped early", "{c}");
     }
     assert!(!stderr.contains("[tune 1/3]"), "{stderr}");
+    // What the interrupted run measured is kept beside the new one.
+    let aside = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("max-running-2_decode-step-ms-10.interrupted-")
+        })
+        .count();
+    assert_eq!(aside, 1);
+    // A finished tune has nothing to resume: bad input, nothing rewritten.
+    let again = Command::new(bin())
+        .args(["tune", "--resume", dir.to_str().unwrap(), "--headless"])
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already finished"));
+    assert_eq!(results(&dir), t);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -17,6 +17,10 @@ use crate::summary::tune::{ConfigStatus, TuneConfig, TuneSummary};
 pub async fn tune(a: TuneArgs) -> i32 {
     if let Some(dir) = &a.run.resume {
         return match TuneRun::load(dir) {
+            Ok(t) if t.tune.configs.iter().all(|c| c.status.settled()) => fail(&format!(
+                "the tune in {} already finished; nothing to resume",
+                dir.display()
+            )),
             Ok(t) => Box::pin(run_tune(t, dir.clone(), &a.run.output)).await,
             Err(e) => fail(&e),
         };
@@ -219,8 +223,21 @@ async fn run_config(
     let c = &mut t.tune.configs[i];
     c.status = ConfigStatus::Running;
     let sub = dir.join(&c.dir);
-    // A configuration run again (a resumed tune) starts afresh: a new server, a new seed.
-    let _ = std::fs::remove_dir_all(&sub);
+    // A configuration run again (a resumed tune) starts afresh: a new server, a new seed. What
+    // its interrupted run measured is kept aside, not deleted.
+    if sub.exists() {
+        let aside = dir.join(format!(
+            "{}.interrupted-{}",
+            c.dir,
+            crate::telemetry::now_unix_ms()
+        ));
+        if let Err(e) = std::fs::rename(&sub, &aside) {
+            say!(
+                "servetop: cannot move the interrupted run {} aside: {e}",
+                sub.display()
+            );
+        }
+    }
     say!(
         "[tune {}/{}] {}{} → {}",
         i + 1,
