@@ -394,5 +394,4 @@ fn a_tune_of_slot_counts_finds_the_best_and_skips_the_one_that_cannot_start() {
         md.contains("## Leaderboard") && md.contains("| failed |"),
         "{md}"
     );
-    assert!(pids_with(" -np nope ").is_empty());
 }

@@ -411,3 +411,65 @@ fn an_interrupted_tune_stops_its_server_and_resumes_where_it_stopped() {
     assert_eq!(results(&dir), t);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The processes of a server still "loading" (its `sleep 60`), not the tune that started it
+/// (whose own command line holds the template, `{port}` unfilled).
+fn loading_server() -> Vec<String> {
+    real_server::pids_with("sleep 60")
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| !String::from_utf8_lossy(&c).contains("{port}"))
+        })
+        .collect()
+}
+
+/// Ctrl-C while a configuration's server is still loading stops the tune at once, and the
+/// server's whole process group with it (here a command that would load for 60 s).
+#[test]
+fn ctrl_c_while_a_server_loads_stops_it() {
+    let _turn = turn();
+    let dir = scratch("loading");
+    let slow = format!("sleep 60; {}", sim());
+    let mut args = vec![
+        "tune",
+        "--serve",
+        &slow,
+        "--serve-param=--max-running=1,2",
+        "--out",
+        dir.to_str().unwrap(),
+    ];
+    args.extend_from_slice(PLAN);
+    let mut child = Command::new(bin())
+        .args(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The tune has written its results.json and started the first server (the sleep).
+    let t0 = std::time::Instant::now();
+    while loading_server().is_empty() {
+        assert!(t0.elapsed().as_secs() < 30, "the server never started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let t1 = std::time::Instant::now();
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    // Not after the 60 s load or the 600 s --serve-timeout: at once (the grace period aside).
+    assert!(t1.elapsed().as_secs() < 20, "{:?}", t1.elapsed());
+    let t = std::time::Instant::now();
+    while !loading_server().is_empty() {
+        assert!(
+            t.elapsed().as_secs() < 10,
+            "the loading server outlived the tune"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let r = results(&dir);
+    assert_eq!(r["state"], "interrupted");
+    assert_eq!(r["tune"]["configs"][0]["status"], "pending");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -153,9 +153,20 @@ fn range(v: &str) -> Option<Result<Vec<String>, String>> {
         (None, Some((b, f))) => (b, Some(f), true),
         (None, None) => (rest, None, false),
     };
+    // Plain decimals only (`1e-3` would print as `0`): anything else is a value, not a range.
+    let plain = |t: &str| {
+        let t = t.trim();
+        !t.is_empty()
+            && t.chars()
+                .all(|c| c.is_ascii_digit() || c == '.' || c == '-')
+    };
     let num = |t: &str| t.trim().parse::<f64>().ok().filter(|x| x.is_finite());
+    if !plain(a) || !plain(b) {
+        return None;
+    }
     let (start, end) = (num(a)?, num(b)?);
-    let decimals = [a, b, step.unwrap_or("1")]
+    // Values print with the ends' decimals (and an arithmetic step's): 1..16*1.5 is whole.
+    let decimals = [a, b, if geometric { "1" } else { step.unwrap_or("1") }]
         .iter()
         .map(|t| t.trim().split_once('.').map_or(0, |(_, d)| d.len()))
         .max()
@@ -173,15 +184,21 @@ fn range(v: &str) -> Option<Result<Vec<String>, String>> {
             "'{v}': a range steps up by a positive step (A..B:S) or a factor above 1 from a positive start (A..B*F)"
         )));
     }
-    let mut out = Vec::new();
+    let mut out: Vec<String> = Vec::new();
     let mut x = start;
+    let mut steps = 0u32;
     // A small slack so 0.80..0.90:0.05 ends at 0.90 despite rounding.
     while x <= end + by.abs() * 1e-9 && out.len() <= 1000 {
-        out.push(format!("{x:.decimals$}"));
+        let text = format!("{x:.decimals$}");
+        // Rounding can print two steps of a geometric range alike (1..16*1.5: 2.25 and 2): once.
+        if out.last() != Some(&text) {
+            out.push(text);
+        }
+        steps += 1;
         x = if geometric {
             x * by
         } else {
-            start + by * out.len() as f64
+            start + by * f64::from(steps)
         };
     }
     if out.len() > 1000 {
@@ -347,6 +364,15 @@ pub fn serve_combinations(specs: &[String]) -> Result<Vec<Vec<(String, String)>>
         if name.trim_start_matches('-').is_empty() || values.is_empty() {
             return Err(bad());
         }
+        if let Some(twice) = values
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| values[..i].contains(v).then_some(v))
+        {
+            return Err(format!(
+                "--serve-param {spec}: the value {twice} is given twice (two configurations alike would share one run directory)"
+            ));
+        }
         let name = if name.starts_with('-') {
             name.to_string()
         } else {
@@ -501,12 +527,16 @@ mod tests {
         assert_eq!(values("--mem=0.80..0.90:0.05"), ["0.80", "0.85", "0.90"]);
         assert_eq!(values("-np=1..5:2,8"), ["1", "3", "5", "8"]);
         assert_eq!(values("-m=../m.gguf,a..b"), ["../m.gguf", "a..b"]);
+        assert_eq!(values("-np=1..16*1.5"), ["1", "2", "3", "5", "8", "11"]);
+        assert_eq!(values("--lr=1e-3..1e-2"), ["1e-3..1e-2"]);
         for bad in [
             "-np=4..1",
             "-np=1..4:0",
             "-np=1..8*1",
             "-np=1..4:x",
             "-np=0..1000000",
+            "-np=1..4,2",
+            "-np=1,1",
         ] {
             assert!(
                 serve_combinations(&[bad.to_string()])

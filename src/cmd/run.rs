@@ -310,6 +310,31 @@ async fn launch(cfg: &mut RunConfig, out: &OutputArgs) -> Result<Option<Served>,
     }))
 }
 
+/// [`launch`], unless `cancel` fires first (Ctrl-C while the server loads): then the launch is
+/// dropped, and the server with it. `Err` is how the run ends: its exit code and why.
+async fn launch_unless_stopped(
+    cfg: &mut RunConfig,
+    out: &OutputArgs,
+    cancel: &CancellationToken,
+) -> Result<Option<Served>, (i32, Option<String>)> {
+    let launched = tokio::select! {
+        r = Box::pin(launch(cfg, out)) => Some(r),
+        () = cancel.cancelled() => None,
+    };
+    match launched {
+        Some(Ok(s)) => Ok(s),
+        Some(Err(e)) => {
+            // Not bad input: the server it was asked to start did not come up.
+            say!("servetop: {e}");
+            Err((1, Some(e)))
+        }
+        None => {
+            say!("servetop: stopped while the server was starting; it was stopped too");
+            Err((EXIT_INTERRUPTED, None))
+        }
+    }
+}
+
 /// A server servetop started, handed to its supervisor (which the runner may ask for a
 /// restart), with how it was launched, and the run directory its log went into.
 fn hand_over(
@@ -409,13 +434,13 @@ pub(super) async fn execute_outcome(
         Ok(x) => x,
         Err(e) => return (fail(&e), Some(e)),
     };
-    let mut served = match Box::pin(launch(&mut cfg, out)).await {
+    // Signals are watched from before the server starts: Ctrl-C while it loads drops the
+    // launch, and the server with it (its Drop kills its process group).
+    let dashboard = !out.headless && crate::tui::available();
+    let (cancel, hangup) = watch_signals(dashboard, several);
+    let mut served = match Box::pin(launch_unless_stopped(&mut cfg, out, &cancel)).await {
         Ok(s) => s,
-        Err(e) => {
-            // Not bad input: the server it was asked to start did not come up.
-            say!("servetop: {e}");
-            return (1, Some(e));
-        }
+        Err(ended) => return ended,
     };
     let api_key = std::env::var(&cfg.api_key_env)
         .ok()
@@ -449,8 +474,6 @@ pub(super) async fn execute_outcome(
         baseline.map(|b| (b, baseline_warning)),
     );
     initial.tune_progress = several.and_then(|s| s.tune.clone());
-    let dashboard = !out.headless && crate::tui::available();
-    let (cancel, hangup) = watch_signals(dashboard, several);
     init_file_log(&dir);
     let ran = if dashboard {
         // Boxed: the dashboard's and the headless loop's futures are large, and every command

@@ -57,6 +57,9 @@ fn plan(a: &TuneArgs) -> Result<(TuneRun, PathBuf), String> {
             "tune --detach is not supported yet: run it in tmux or screen (each configuration's run can be watched with servetop attach)".into(),
         );
     }
+    if a.run.output.metrics_listen.is_some() || a.run.output.live_listen.is_some() {
+        return Err("tune --metrics-listen / --live-listen: not supported yet (each configuration's run would listen on the address again); watch a tune's runs with servetop attach".into());
+    }
     if a.run.search.as_deref().is_some_and(|s| s.trim() != "rate") {
         return Err(
             "tune searches the request rate: leave out --search (or say --search rate)".into(),
@@ -116,15 +119,10 @@ fn plan(a: &TuneArgs) -> Result<(TuneRun, PathBuf), String> {
 /// leaderboard. Exit code: 0 when it ran to the end, 130 when stopped, 1 when no configuration
 /// could be measured.
 async fn run_tune(mut t: TuneRun, dir: PathBuf, out: &OutputArgs) -> i32 {
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        return fail(&format!("cannot create {}: {e}", dir.display()));
-    }
-    t.state = RunState::Running;
-    if let Err(e) = t.save(&dir) {
-        return fail(&e);
-    }
+    // The configurations as the flags expand now must be the ones the tune recorded (a resumed
+    // tune), value for value, before anything is written.
     let params = match crate::cli::config::serve_combinations(&t.serve_param) {
-        Ok(p) if p.len() == t.tune.configs.len() => p,
+        Ok(p) if same_configurations(&p, &t.tune.configs) => p,
         _ => {
             return fail(&format!(
                 "{}: its --serve-param values no longer expand to its configurations",
@@ -132,6 +130,13 @@ async fn run_tune(mut t: TuneRun, dir: PathBuf, out: &OutputArgs) -> i32 {
             ));
         }
     };
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        return fail(&format!("cannot create {}: {e}", dir.display()));
+    }
+    t.state = RunState::Running;
+    if let Err(e) = t.save(&dir) {
+        return fail(&e);
+    }
     let n = params.len();
     say!(
         "[tune] {n} configurations · {} · results: {}",
@@ -203,6 +208,14 @@ async fn run_tune(mut t: TuneRun, dir: PathBuf, out: &OutputArgs) -> i32 {
     }
 }
 
+/// Whether `params` (the flags expanded) are the recorded configurations, in order.
+fn same_configurations(params: &[Vec<(String, String)>], configs: &[TuneConfig]) -> bool {
+    params.len() == configs.len()
+        && params.iter().zip(configs).all(|(p, c)| {
+            p.len() == c.params.len() && p.iter().all(|(n, v)| c.params.get(n) == Some(v))
+        })
+}
+
 /// Runs configuration `i` (`params`) on its own server, and reads what its run found.
 async fn run_config(
     t: &mut TuneRun,
@@ -271,8 +284,13 @@ async fn run_config(
         Err(_) if code == EXIT_INTERRUPTED => c.status = ConfigStatus::Pending,
         Err(e) => c.fail(error.unwrap_or(e)),
     }
-    if code == EXIT_INTERRUPTED && !c.status.settled() {
-        c.status = ConfigStatus::Pending;
+    if !c.status.settled() {
+        if code == EXIT_INTERRUPTED {
+            c.status = ConfigStatus::Pending;
+        } else {
+            // Ended before its search did, yet not stopped: skipped from the dashboard.
+            c.fail("skipped before its search ended (s in the dashboard)".into());
+        }
     }
     code
 }

@@ -195,10 +195,13 @@ impl TuneConfig {
                 self.status = ConfigStatus::Measured;
                 self.capacity = s.pass_rate;
             }
+            SearchStatus::NoThroughput => {
+                // The server completed nothing at the throughput probe: no capacity to rank.
+                self.fail(s.status.describe().to_string());
+            }
             SearchStatus::OutOfProbes
             | SearchStatus::NoPassingRate
-            | SearchStatus::NoFailingRate
-            | SearchStatus::NoThroughput => {
+            | SearchStatus::NoFailingRate => {
                 self.status = ConfigStatus::Measured;
                 self.capacity = s.pass_rate;
                 self.reason = Some(s.status.describe().to_string());
@@ -295,6 +298,11 @@ pub struct RunnerUp {
     /// Within the searches' precision: the runner-up's bracket reaches the best's capacity
     /// (its lowest failing rate is above it, or none was found), so either may be the better.
     pub tie: bool,
+    /// A configuration stopped early may lie above this runner-up (its bound is higher than
+    /// the runner-up's capacity): the best's margin over the true runner-up is then at most
+    /// `margin_pct`, not known.
+    #[serde(default)]
+    pub margin_unknown: bool,
 }
 
 /// The runner-up (the second measured configuration with a capacity), if any.
@@ -306,12 +314,17 @@ pub fn runner_up(configs: &[TuneConfig]) -> Option<RunnerUp> {
     let best = measured.next()?;
     let second = measured.next()?;
     let (b, s) = (best.capacity?, second.capacity?);
+    let margin_unknown = configs
+        .iter()
+        .filter(|c| c.status == ConfigStatus::StoppedEarly)
+        .any(|c| c.below.is_some_and(|bound| bound > s));
     Some(RunnerUp {
         params: second.params.clone(),
         label: second.label.clone(),
         capacity: s,
         margin_pct: if s > 0.0 { (b / s - 1.0) * 100.0 } else { 0.0 },
         tie: second.fail_rate.is_none_or(|f| f > b),
+        margin_unknown,
     })
 }
 
@@ -401,6 +414,12 @@ impl TuneSummary {
         let margin = match &self.runner_up {
             Some(r) if r.tie => format!(
                 "; a tie with {} ({} req/s) within the search's precision",
+                r.label,
+                fmt_rate(r.capacity)
+            ),
+            Some(r) if r.margin_unknown => format!(
+                "; at most {:.0} % more than the next measured, {} ({} req/s): one stopped early may be closer",
+                r.margin_pct,
                 r.label,
                 fmt_rate(r.capacity)
             ),

@@ -30,10 +30,24 @@ fn the_best_is_the_highest_capacity_and_a_close_runner_up_is_a_tie() {
     let r = t.runner_up.clone().unwrap();
     assert_eq!((r.label.as_str(), r.tie), ("-np 1", false));
     assert!((r.margin_pct - 100.0).abs() < 1e-9);
+    // -np 2 stopped early below 4: it may lie anywhere above -np 1's 2, so the margin over the
+    // true runner-up is not known.
+    assert!(r.margin_unknown);
+    let h = t.headline();
     assert!(
-        t.headline().contains("100 % more than the runner-up"),
+        h.contains("at most 100 % more than the next measured"),
+        "{h}"
+    );
+    assert!(h.ends_with("; 1 stopped early, each below 4 req/s"), "{h}");
+    // Stopped early below the runner-up's own capacity: the margin stands.
+    let mut known = configs.clone();
+    known[1].below = Some(2.0);
+    let k = TuneSummary::new("ttft:500".into(), true, known);
+    assert!(!k.runner_up.as_ref().unwrap().margin_unknown);
+    assert!(
+        k.headline().contains("; 100 % more than the runner-up"),
         "{}",
-        t.headline()
+        k.headline()
     );
     assert_eq!(t.rate_to_beat(), Some(4.0));
     assert_eq!(rate_to_beat(&configs, false), None);
