@@ -72,27 +72,33 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
+/// `servetop tune --serve SERVE` of the `--serve-param` flags `params`, into `dir`, with the
+/// shared plan (a C=1 level of 3 requests) and `extra`.
+fn tune_command(serve: &str, params: &[&str], dir: &Path, extra: &[&str]) -> Command {
+    let mut c = Command::new(bin());
+    c.args(["tune", "--serve", serve])
+        .args(params)
+        .args([
+            "--concurrency",
+            "1",
+            "--requests-per-level",
+            "3",
+            "--min-requests",
+            "3",
+        ])
+        .args(["--out", dir.to_str().unwrap()])
+        .args(PLAN)
+        .args(extra);
+    c
+}
+
 /// `servetop tune` of the grid into `dir`; its results.json.
 fn tune(dir: &Path, extra: &[&str]) -> serde_json::Value {
-    let sim = sim();
-    let mut args = vec![
-        "tune",
-        "--serve",
-        &sim,
+    let params = [
         "--serve-param=--max-running=1,4",
         "--serve-param=--decode-step-ms=10,20",
-        "--concurrency",
-        "1",
-        "--requests-per-level",
-        "3",
-        "--min-requests",
-        "3",
-        "--out",
-        dir.to_str().unwrap(),
     ];
-    args.extend_from_slice(PLAN);
-    args.extend_from_slice(extra);
-    let out = Command::new(bin()).args(&args).output().unwrap();
+    let out = tune_command(&sim(), &params, dir, extra).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     results(dir)
@@ -262,19 +268,9 @@ fn tune_picks_the_known_best_and_each_capacity_matches_a_plain_search() {
 fn a_configuration_that_cannot_start_is_skipped_with_its_reason() {
     let _turn = turn();
     let dir = scratch("bad");
-    let sim = sim();
-    let mut args = vec![
-        "tune",
-        "--serve",
-        &sim,
-        "--serve-param=--max-running=2,0,oops",
-        "--concurrency",
-        "none",
-        "--out",
-        dir.to_str().unwrap(),
-    ];
-    args.extend_from_slice(PLAN);
-    let out = Command::new(bin()).args(&args).output().unwrap();
+    let out = tune_command(&sim(), &["--serve-param=--max-running=2,0,oops"], &dir, &[])
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let t = results(&dir);
@@ -324,27 +320,13 @@ fn level_running(dir: &Path) -> u64 {
 fn an_interrupted_tune_stops_its_server_and_resumes_where_it_stopped() {
     let _turn = turn();
     let dir = scratch("resume");
-    let sim = sim();
-    let mut args = vec![
-        "tune",
-        "--serve",
-        &sim,
+    let params = [
         "--serve-param=--max-running=1,2,4",
         "--serve-param=--decode-step-ms=10",
-        "--concurrency",
-        "1",
-        "--requests-per-level",
-        "3",
-        "--min-requests",
-        "3",
-        "--out",
-        dir.to_str().unwrap(),
     ];
-    args.extend_from_slice(PLAN);
     let first = dir.join("max-running-1_decode-step-ms-10");
     let second = dir.join("max-running-2_decode-step-ms-10");
-    let mut child = Command::new(bin())
-        .args(&args)
+    let mut child = tune_command(&sim(), &params, &dir, &[])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -431,17 +413,7 @@ fn ctrl_c_while_a_server_loads_stops_it() {
     let _turn = turn();
     let dir = scratch("loading");
     let slow = format!("sleep 60; {}", sim());
-    let mut args = vec![
-        "tune",
-        "--serve",
-        &slow,
-        "--serve-param=--max-running=1,2",
-        "--out",
-        dir.to_str().unwrap(),
-    ];
-    args.extend_from_slice(PLAN);
-    let mut child = Command::new(bin())
-        .args(&args)
+    let mut child = tune_command(&slow, &["--serve-param=--max-running=1,2"], &dir, &[])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

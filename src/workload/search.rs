@@ -397,13 +397,23 @@ mod tests {
         throughput: f64,
         precision: Precision,
     ) -> (Vec<f64>, Option<f64>, Option<f64>, SearchStatus) {
+        search_beating(truth, throughput, precision, None)
+    }
+
+    /// [`search`] with a rate to beat.
+    fn search_beating(
+        truth: f64,
+        throughput: f64,
+        precision: Precision,
+        beat: Option<f64>,
+    ) -> (Vec<f64>, Option<f64>, Option<f64>, SearchStatus) {
         let (mut pass, mut fail) = (None, None);
         let mut rates = Vec::new();
         loop {
             match next_rate(
                 throughput,
                 (pass, fail),
-                None,
+                beat,
                 precision,
                 (rates.len() as u32, 40),
             ) {
@@ -461,27 +471,7 @@ mod tests {
     #[test]
     fn a_rate_to_beat_is_probed_first_and_a_fail_there_stops_early() {
         let run = |truth: f64, beat: f64| {
-            let (mut pass, mut fail, mut rates) = (None, None, Vec::new());
-            loop {
-                let next = next_rate(
-                    25.0,
-                    (pass, fail),
-                    Some(beat),
-                    Precision::Relative(0.05),
-                    (rates.len() as u32, 40),
-                );
-                match next {
-                    Ok(r) => {
-                        rates.push(r);
-                        if r <= truth {
-                            pass = Some(r);
-                        } else {
-                            fail = Some(r);
-                        }
-                    }
-                    Err(s) => return (rates, pass, fail, s),
-                }
-            }
+            search_beating(truth, 25.0, Precision::Relative(0.05), Some(beat))
         };
         assert_eq!(
             run(10.0, 12.0),
