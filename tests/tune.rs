@@ -104,8 +104,8 @@ fn tune(dir: &Path, extra: &[&str]) -> serde_json::Value {
     results(dir)
 }
 
-/// A plain `run --search rate` of one configuration: `(capacity, lowest failing rate)`.
-fn plain_search(dir: &Path, (running, step): (&str, &str)) -> (f64, f64) {
+/// A plain `run --search rate` of one configuration: its capacity (the search converged).
+fn plain_search(dir: &Path, (running, step): (&str, &str)) -> f64 {
     let cmd = format!("{} --max-running {running} --decode-step-ms {step}", sim());
     let mut args = vec![
         "run",
@@ -126,10 +126,7 @@ fn plain_search(dir: &Path, (running, step): (&str, &str)) -> (f64, f64) {
     );
     let s = &results(dir)["search"];
     assert_eq!(s["status"], "converged", "{s}");
-    (
-        s["pass_rate"].as_f64().unwrap(),
-        s["fail_rate"].as_f64().unwrap(),
-    )
+    s["pass_rate"].as_f64().unwrap()
 }
 
 /// The entry of `tune.configs` for one configuration.
@@ -144,10 +141,16 @@ fn entry<'a>(t: &'a serde_json::Value, (running, step): (&str, &str)) -> &'a ser
         .unwrap()
 }
 
-/// Two searches' capacities agree within the searches' precision (`--search-precision 20%`):
-/// they differ by at most 20 % of the larger.
-fn agree(a: (f64, f64), b: (f64, f64)) -> bool {
-    (a.0 - b.0).abs() <= 0.2 * a.0.max(b.0)
+/// A tune's entry is measured, and its capacity agrees with the plain search's within the
+/// searches' precision (`--search-precision 20%`): they differ by at most 20 % of the larger.
+fn assert_agrees(e: &serde_json::Value, plain: f64) {
+    assert_eq!(e["status"], "measured", "{e}");
+    let mine = e["capacity"].as_f64().unwrap();
+    assert!(
+        (mine - plain).abs() <= 0.2 * mine.max(plain),
+        "{}: tune {mine}, plain {plain}",
+        e["label"]
+    );
 }
 
 /// Every server a tune started is gone once it ends (no process with its port runs).
@@ -168,13 +171,13 @@ fn servers_gone(dir: &Path, t: &serde_json::Value) {
 fn tune_picks_the_known_best_and_each_capacity_matches_a_plain_search() {
     let _turn = turn();
     let plain_dir = scratch("plain");
-    let plain: Vec<(f64, f64)> = GRID
+    let plain: Vec<f64> = GRID
         .iter()
         .enumerate()
         .map(|(i, c)| plain_search(&plain_dir.join(i.to_string()), *c))
         .collect();
     // The known order: (4, 10 ms) first, by far.
-    assert!(plain[2].0 > 1.5 * plain[3].0.max(plain[0].0), "{plain:?}");
+    assert!(plain[2] > 1.5 * plain[3].max(plain[0]), "{plain:?}");
 
     // With the early stop.
     let dir = scratch("early");
@@ -186,23 +189,13 @@ fn tune_picks_the_known_best_and_each_capacity_matches_a_plain_search() {
     for (i, c) in GRID.iter().enumerate() {
         let e = entry(&t, *c);
         match e["status"].as_str().unwrap() {
-            "measured" => {
-                let mine = (
-                    e["capacity"].as_f64().unwrap(),
-                    e["fail_rate"].as_f64().unwrap(),
-                );
-                assert!(
-                    agree(mine, plain[i]),
-                    "{c:?}: tune {mine:?}, plain {:?}",
-                    plain[i]
-                );
-            }
+            "measured" => assert_agrees(e, plain[i]),
             "stopped early" => {
                 // Stopped after one rate probe, below a bound its plain search confirms.
                 assert!(e["capacity"].is_null(), "{e}");
                 let bound = e["below"].as_f64().unwrap();
                 assert!(
-                    plain[i].0 < bound,
+                    plain[i] < bound,
                     "{c:?}: plain {:?}, bound {bound}",
                     plain[i]
                 );
@@ -242,16 +235,7 @@ fn tune_picks_the_known_best_and_each_capacity_matches_a_plain_search() {
     assert_eq!(full["tune"]["best"]["params"]["--decode-step-ms"], "10");
     for (i, c) in GRID.iter().enumerate() {
         let e = entry(&full, *c);
-        assert_eq!(e["status"], "measured", "{e}");
-        let mine = (
-            e["capacity"].as_f64().unwrap(),
-            e["fail_rate"].as_f64().unwrap(),
-        );
-        assert!(
-            agree(mine, plain[i]),
-            "{c:?}: tune {mine:?}, plain {:?}",
-            plain[i]
-        );
+        assert_agrees(e, plain[i]);
         assert!(
             e["single_stream_tokens_per_s"].as_f64().unwrap() > 0.0,
             "{e}"
