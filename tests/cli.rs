@@ -23,7 +23,45 @@ fn servetop(args: &[&str]) -> (i32, String, Duration) {
 const U: &str = "http://127.0.0.1:9";
 
 /// Bad input, and what its one-line error must say.
-const BAD_INPUTS: [(&[&str], &str); 33] = [
+const BAD_INPUTS: [(&[&str], &str); 36] = [
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--concurrency",
+            "1",
+            "--range-ratio",
+            "1",
+        ],
+        "'1' is not a spread from 0 to below 1",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--range-ratio",
+            "0.2",
+            "--dataset",
+            "Cargo.toml",
+        ],
+        "--range-ratio spreads random prompts' lengths; a --dataset or --trace sets each request's own",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--range-ratio",
+            "0.5",
+            "--input-len",
+            "1000",
+            "--shared-prefix-len",
+            "500",
+        ],
+        "--range-ratio 0.5 draws prompts as short as 500 tokens, which cannot hold --shared-prefix-len 500",
+    ),
     (
         &[
             "run",

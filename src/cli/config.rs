@@ -29,6 +29,7 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         input_len: a.input_len,
         output_len: a.output_len,
         shared_prefix_len: a.shared_prefix_len,
+        range_ratio: a.range_ratio,
         dataset: a.dataset.clone(),
         multi_turn: a.multi_turn.map(|turns| MultiTurn {
             turns,

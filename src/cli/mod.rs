@@ -17,7 +17,7 @@ use crate::config::BackendChoice;
 pub use shard::ShardArgs;
 pub use trace::TraceArgs;
 pub use values::{Budgets, List, Rates, parse_pair, parse_size};
-use values::{budgets, count, count_u32, list, parse_cells, percent, rates};
+use values::{budgets, count, count_u32, list, parse_cells, percent, range_ratio, rates};
 
 /// servetop: live dashboard and headless runner for LLM-serving benchmarks.
 #[derive(Debug, Parser)]
@@ -504,6 +504,14 @@ pub struct RunArgs {
     /// prompt stays unique. 0: every prompt is unique from its first token.
     #[arg(long, value_name = "N", default_value = "0", value_parser = count, help_heading = "Workload", hide_short_help = true)]
     pub shared_prefix_len: u64,
+    /// Spread each request's input and output lengths by ±R (0 ≤ R < 1).
+    ///
+    /// Draw each sweep and rate request's input and output lengths uniformly from
+    /// [⌊(1−R)·L⌋, ⌈(1+R)·L⌉] around --input-len and --output-len, as vLLM's
+    /// --random-range-ratio does; prompts stay exact, and the lengths are the same for a given
+    /// --seed at every level. The long-context ladder and multi-turn chats keep their lengths.
+    #[arg(long, value_name = "R", value_parser = range_ratio, help_heading = "Workload", hide_short_help = true)]
+    pub range_ratio: Option<f64>,
     /// Prompts from a ShareGPT or JSONL file, not random text.
     ///
     /// Prompts from a file instead of random text: ShareGPT conversations (JSON array or JSON

@@ -56,6 +56,16 @@ pub(super) fn percent(s: &str) -> Result<f64, String> {
     }
 }
 
+/// `--range-ratio`: a spread of 0 or more and below 1 (vLLM's bounds).
+pub(super) fn range_ratio(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..1.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not a spread from 0 to below 1 (0.5: lengths from half to one and a half times the planned ones)"
+        )),
+    }
+}
+
 pub(super) fn count(s: &str) -> Result<u64, String> {
     parse_count(s)
 }

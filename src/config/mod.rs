@@ -36,6 +36,10 @@ pub struct RunConfig {
     /// Leading tokens of `input_len` every sweep, rate and multi-turn prompt shares (0: none).
     #[serde(default)]
     pub shared_prefix_len: u64,
+    /// Spread of the sweep's and rate levels' input and output lengths around `input_len` and
+    /// `output_len` (`--range-ratio`; none: every request the same).
+    #[serde(default)]
+    pub range_ratio: Option<f64>,
     /// The multi-turn level, run last (none by default).
     #[serde(default)]
     pub multi_turn: Option<MultiTurn>,
@@ -338,6 +342,7 @@ impl RunConfig {
             input_len: 100,
             output_len: 64,
             shared_prefix_len: 0,
+            range_ratio: None,
             multi_turn: None,
             dataset: None,
             requests_per_level: RequestCount::Fixed(8),
@@ -376,6 +381,13 @@ impl RunConfig {
         }
     }
 
+    /// What the sweep's, rate and search levels mix into their requests.
+    pub fn request_mix(&self) -> crate::workload::mix::RequestMix {
+        crate::workload::mix::RequestMix {
+            range_ratio: self.range_ratio.filter(|&r| r > 0.0),
+        }
+    }
+
     /// The planned levels: the concurrency sweep, the rate sweep, the long-context ladder, then
     /// the multi-turn level.
     pub fn levels(&self) -> Vec<LevelSpec> {
@@ -392,6 +404,7 @@ impl RunConfig {
         for l in &mut levels {
             if matches!(l.kind, LevelKind::Sweep | LevelKind::Rate) {
                 l.shared_prefix_tokens = self.shared_prefix_len;
+                l.mix = self.request_mix();
             }
         }
         if let Some(mt) = self.multi_turn {
@@ -413,6 +426,7 @@ impl RunConfig {
                 thinking_budget: None,
                 shard: None,
                 seconds: None,
+                mix: crate::workload::mix::RequestMix::default(),
             });
         }
         if let Some(t) = self
@@ -471,7 +485,20 @@ impl RunConfig {
                     |n| n.to_string_lossy().into_owned()
                 )
             ),
-            None => format!("{} in / {} out tokens", self.input_len, self.output_len),
+            None => match self.request_mix().range_ratio {
+                Some(r) => {
+                    let (il, ih) =
+                        crate::workload::mix::bounds(self.input_len, r, self.shared_prefix_len + 1);
+                    let (ol, oh) = crate::workload::mix::bounds(u64::from(self.output_len), r, 1);
+                    format!(
+                        "{} in / {} out tokens ±{}%: {il}-{ih} in, {ol}-{oh} out",
+                        self.input_len,
+                        self.output_len,
+                        crate::fmt::fmt_rate(r * 100.0)
+                    )
+                }
+                None => format!("{} in / {} out tokens", self.input_len, self.output_len),
+            },
         }
     }
 }

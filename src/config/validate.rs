@@ -110,6 +110,39 @@ impl RunConfig {
         Ok(())
     }
 
+    /// `--range-ratio` spreads the lengths of random prompts at the sweep's and rate levels, and
+    /// each drawn prompt must still hold the shared prefix and a token of its own.
+    fn validate_range_ratio(&self, uses_input: bool) -> Result<(), String> {
+        let Some(r) = self.range_ratio else {
+            return Ok(());
+        };
+        if !(r.is_finite() && (0.0..1.0).contains(&r)) {
+            return Err(format!("--range-ratio {r} must be from 0 to below 1"));
+        }
+        if self.dataset.is_some() || self.trace.is_some() {
+            return Err(
+                "--range-ratio spreads random prompts' lengths; a --dataset or --trace sets each request's own: leave one out"
+                    .into(),
+            );
+        }
+        let spread = !(self.concurrency.is_empty() && self.open_loop.request_rates.is_empty())
+            || self.search.is_some();
+        if !spread {
+            return Err(
+                "--range-ratio spreads the sweep's and rate levels' lengths, and this run has neither (the long-context ladder and multi-turn chats keep theirs)"
+                    .into(),
+            );
+        }
+        let (shortest, _) = crate::workload::mix::bounds(self.input_len, r, 1);
+        if uses_input && self.shared_prefix_len > 0 && shortest <= self.shared_prefix_len {
+            return Err(format!(
+                "--range-ratio {r} draws prompts as short as {shortest} tokens, which cannot hold --shared-prefix-len {} and a token of their own: lower one of them",
+                self.shared_prefix_len
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks what clap cannot.
     pub fn validate(&self) -> Result<(), String> {
         // A file the run will read is checked before any server is asked anything.
@@ -162,6 +195,7 @@ impl RunConfig {
                 self.shared_prefix_len, self.input_len
             ));
         }
+        self.validate_range_ratio(uses_input)?;
         if rates.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
             return Err("--request-rate values must be positive numbers of requests/s".into());
         }

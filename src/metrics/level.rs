@@ -45,6 +45,9 @@ pub struct LevelAccumulator {
     failures: BTreeMap<FailureKind, FailureCount>,
     input_tokens: u64,
     output_tokens: u64,
+    /// Each completed request's input and output tokens.
+    input_lengths: Dist,
+    output_lengths: Dist,
     window_start_us: Option<u64>,
     window_end_us: u64,
     first_end_us: Option<u64>,
@@ -146,6 +149,8 @@ impl LevelAccumulator {
         self.reasoning.add(r);
         self.input_tokens += r.input_tokens;
         self.output_tokens += r.output_tokens;
+        self.input_lengths.record(r.input_tokens);
+        self.output_lengths.record(r.output_tokens);
         *self.output_sources.entry(r.output_source).or_default() += 1;
         *self.chunk_sources.entry(r.chunk_source).or_default() += 1;
         if let Some(v) = r.ttft_us {
@@ -375,6 +380,8 @@ impl LevelAccumulator {
             steady_ttft_ms: steady.as_ref().and_then(|s| s.ttft_ms.clone()),
             steady_tpot_ms: steady.as_ref().and_then(|s| s.tpot_ms.clone()),
             steady_e2el_ms: steady.and_then(|s| s.e2el_ms),
+            input_tokens_per_request: self.input_lengths.stats(1.0),
+            output_tokens_per_request: self.output_lengths.stats(1.0),
         };
         LevelStats { scalars, dists }
     }

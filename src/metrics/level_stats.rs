@@ -145,11 +145,15 @@ pub struct LevelDists {
     pub steady_ttft_ms: Option<DistStats>,
     pub steady_tpot_ms: Option<DistStats>,
     pub steady_e2el_ms: Option<DistStats>,
+    /// Input and output tokens of each completed request, as counted for it: with
+    /// `--range-ratio` (or a dataset) their spread.
+    pub input_tokens_per_request: Option<DistStats>,
+    pub output_tokens_per_request: Option<DistStats>,
 }
 
 impl LevelDists {
     /// `(metric key, distribution)` in file order; the key already carries its unit.
-    fn fields(&self) -> [(&'static str, &Option<DistStats>); 16] {
+    fn fields(&self) -> [(&'static str, &Option<DistStats>); 18] {
         [
             ("ttft_ms", &self.ttft_ms),
             ("tpot_ms", &self.tpot_ms),
@@ -170,10 +174,12 @@ impl LevelDists {
             ("steady_ttft_ms", &self.steady_ttft_ms),
             ("steady_tpot_ms", &self.steady_tpot_ms),
             ("steady_e2el_ms", &self.steady_e2el_ms),
+            ("input_tokens_per_request", &self.input_tokens_per_request),
+            ("output_tokens_per_request", &self.output_tokens_per_request),
         ]
     }
 
-    fn fields_mut(&mut self) -> [(&'static str, &mut Option<DistStats>); 16] {
+    fn fields_mut(&mut self) -> [(&'static str, &mut Option<DistStats>); 18] {
         [
             ("ttft_ms", &mut self.ttft_ms),
             ("tpot_ms", &mut self.tpot_ms),
@@ -194,6 +200,14 @@ impl LevelDists {
             ("steady_ttft_ms", &mut self.steady_ttft_ms),
             ("steady_tpot_ms", &mut self.steady_tpot_ms),
             ("steady_e2el_ms", &mut self.steady_e2el_ms),
+            (
+                "input_tokens_per_request",
+                &mut self.input_tokens_per_request,
+            ),
+            (
+                "output_tokens_per_request",
+                &mut self.output_tokens_per_request,
+            ),
         ]
     }
 }

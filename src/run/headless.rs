@@ -488,6 +488,7 @@ fn search_sweep_and_rates(out: &mut String, s: &Session, notes: &CaveatNumbers) 
             &markdown::sweep_table(&s.summary.sweep),
             &s.summary.sweep,
         ));
+        out.push_str(&markdown::spread_note(&s.summary.sweep));
         out.push('\n');
     }
     if !s.summary.rates.is_empty() {
@@ -507,6 +508,7 @@ fn search_sweep_and_rates(out: &mut String, s: &Session, notes: &CaveatNumbers) 
             &markdown::rate_table(&s.summary.rates),
             &s.summary.rates,
         ));
+        out.push_str(&markdown::spread_note(&s.summary.rates));
         out.push('\n');
     }
 }

@@ -93,7 +93,12 @@ fn prompts_ahead(spec: &LevelSpec) -> u32 {
     let arrivals = open_loop_rate(spec).map_or(0, |rate| {
         (rate * 10.0).ceil().min(f64::from(u32::MAX)) as u32
     });
-    let fit = PROMPT_BYTES_AHEAD / spec.input_tokens.max(1).saturating_mul(BYTES_PER_TOKEN);
+    let fit = PROMPT_BYTES_AHEAD
+        / spec
+            .longest_request()
+            .0
+            .max(1)
+            .saturating_mul(BYTES_PER_TOKEN);
     let cap = u32::try_from(fit).unwrap_or(u32::MAX).max(PROMPTS_AHEAD);
     let most = match spec.seconds {
         Some(_) => spec
@@ -238,7 +243,7 @@ impl Runner {
         let ahead = prompts_ahead(spec);
         self.emit(Event::Phase(format!(
             "preparing {ahead} prompts of {} tokens for {}{}",
-            spec.input_tokens,
+            spec.input_span(),
             spec.label(),
             if ahead < spec.requests {
                 " (the rest while it runs)"
@@ -369,12 +374,11 @@ impl Runner {
 
     fn context_precheck(&self, spec: &LevelSpec) -> Option<String> {
         let limit = self.prepared.server.context_limit?;
-        let need = spec.input_tokens + u64::from(spec.output_tokens);
+        let need = spec.context_needed();
+        let (input, output) = spec.longest_request();
         (need > limit).then(|| {
             format!(
-                "{} prompt tokens + {} output tokens = {need} exceeds the server's context limit of {limit} tokens ({}); raise it with {} to at least {need} and restart the server",
-                spec.input_tokens,
-                spec.output_tokens,
+                "{input} prompt tokens + {output} output tokens = {need} exceeds the server's context limit of {limit} tokens ({}); raise it with {} to at least {need} and restart the server",
                 self.prepared.server.context_limit_source.as_deref().unwrap_or("reported by the server"),
                 self.prepared.server.engine.context_flag(),
             )

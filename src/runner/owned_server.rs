@@ -58,7 +58,7 @@ impl Runner {
         let Some(limit) = self.prepared.server.context_limit else {
             return Ok(true);
         };
-        let need = spec.input_tokens + u64::from(spec.output_tokens);
+        let need = spec.context_needed();
         if need <= limit {
             return Ok(true);
         }
@@ -150,11 +150,11 @@ impl Runner {
         let Some(serve) = &self.prepared.serve else {
             return reason;
         };
-        let need = spec.input_tokens + u64::from(spec.output_tokens);
+        let need = spec.context_needed();
+        let (input, output) = spec.longest_request();
         match serve.context_steps.last() {
             Some(&max) if max < need => format!(
-                "{} prompt tokens + {} output tokens = {need}, more than the largest --context-steps value ({max}); add a larger step to measure this length",
-                spec.input_tokens, spec.output_tokens
+                "{input} prompt tokens + {output} output tokens = {need}, more than the largest --context-steps value ({max}); add a larger step to measure this length",
             ),
             _ => reason,
         }

@@ -142,6 +142,7 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
                 input_tokens: cfg.input_len,
                 output_tokens: cfg.output_len,
                 shared_prefix_tokens: cfg.shared_prefix_len,
+                mix: cfg.request_mix(),
                 open_loop: cfg.open_loop.clone(),
             }),
         serve: None,
@@ -153,8 +154,7 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
 /// fit, the others are skipped one by one with the flag to raise.)
 pub(super) fn nothing_fits(server: &ServerInfo, levels: &[LevelSpec]) -> Option<String> {
     let limit = server.context_limit?;
-    let need = |l: &LevelSpec| l.input_tokens + u64::from(l.output_tokens);
-    let smallest = levels.iter().map(need).min()?;
+    let smallest = levels.iter().map(LevelSpec::context_needed).min()?;
     // The flags that set the lengths that do not fit.
     let lengths = if levels.iter().all(|l| l.kind == LevelKind::LongContext) {
         "--long-context/--long-context-output-len"
@@ -191,6 +191,7 @@ pub(super) fn search_fits(server: &ServerInfo, cfg: &RunConfig) -> Option<String
         thinking_budget: None,
         shard: None,
         seconds: None,
+        mix: crate::workload::mix::RequestMix::default(),
     };
     nothing_fits(server, &[probe])
 }

@@ -27,6 +27,8 @@ pub struct SearchPlan {
     pub output_tokens: u32,
     /// Leading tokens every probe's prompts share (`--shared-prefix-len`).
     pub shared_prefix_tokens: u64,
+    /// What the probes' requests mix in (`--range-ratio`).
+    pub mix: crate::workload::mix::RequestMix,
     /// Burstiness, ramp-up and concurrency cap of the rate probes.
     pub open_loop: OpenLoop,
 }
@@ -205,6 +207,7 @@ fn throughput_probe_spec(plan: &SearchPlan, index: u32) -> LevelSpec {
         thinking_budget: None,
         shard: None,
         seconds: None,
+        mix: plan.mix.clone(),
     }
 }
 
@@ -231,5 +234,6 @@ fn rate_probe_spec(plan: &SearchPlan, index: u32, rate: f64) -> LevelSpec {
         thinking_budget: None,
         shard: None,
         seconds: None,
+        mix: plan.mix.clone(),
     }
 }

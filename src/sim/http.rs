@@ -499,6 +499,8 @@ fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Re
         trace: super::truth::SimRequestTrace {
             request_id,
             received_unix_us,
+            prompt_tokens: ask.input_tokens,
+            max_tokens: ask.max_tokens,
             ..super::truth::SimRequestTrace::default()
         },
     };

@@ -19,6 +19,12 @@ pub struct SimRequestTrace {
     pub request_id: Option<String>,
     /// The request read, before its prompt is tokenized (µs since the Unix epoch).
     pub received_unix_us: u64,
+    /// The prompt's tokens as the simulator counted them (with a chat's template tokens), and
+    /// the output tokens the request asked for.
+    #[serde(default)]
+    pub prompt_tokens: u64,
+    #[serde(default)]
+    pub max_tokens: u64,
     /// The engine admitted it: its prefill began (none if it never did).
     pub admitted_unix_us: Option<u64>,
     /// Each frame of token events as it was handed to the connection: µs since the Unix epoch,

@@ -71,6 +71,10 @@ pub struct LevelSummary {
     /// Leading tokens of every prompt shared by all of the level's requests.
     #[serde(default, skip_serializing_if = "crate::workload::is_zero")]
     pub shared_prefix_tokens: u64,
+    /// The spread of its requests' input and output lengths around `input_len` and
+    /// `output_len` (`--range-ratio`): each drawn from [⌊(1−R)·L⌋, ⌈(1+R)·L⌉].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range_ratio: Option<f64>,
     /// A multi-turn level's conversations: turns, and tokens per follow-up message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversation: Option<crate::workload::Conversation>,
@@ -176,6 +180,7 @@ impl LevelSummary {
             output_len: spec.output_tokens,
             requests: spec.requests,
             shared_prefix_tokens: spec.shared_prefix_tokens,
+            range_ratio: spec.mix.range_ratio,
             conversation: spec.conversation,
             trace: spec.trace.clone(),
             repeat: spec.repeat,

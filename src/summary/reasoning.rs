@@ -192,6 +192,7 @@ mod tests {
             thinking_budget: budget,
             shard: None,
             seconds: None,
+            mix: crate::workload::mix::RequestMix::default(),
         };
         let mut l = LevelSummary::planned(&spec);
         let mut st = LevelStats::default();

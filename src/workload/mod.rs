@@ -4,6 +4,7 @@
 pub mod arrivals;
 pub mod clock;
 pub mod dataset;
+pub mod mix;
 pub mod plan;
 pub mod prompt;
 pub mod requests;
@@ -74,6 +75,10 @@ pub struct LevelSpec {
     /// Seconds the level sends requests for (`--level-seconds`); None: until its request count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seconds: Option<f64>,
+    /// What the level mixes into its requests (spread lengths); plain text of fixed length
+    /// when empty.
+    #[serde(default, skip_serializing_if = "mix::RequestMix::is_plain")]
+    pub mix: mix::RequestMix,
 }
 
 /// One of a level's `--repeat` runs: the plan runs every level once, then again, so drift over
@@ -454,6 +459,7 @@ pub fn build_plan(
             thinking_budget: None,
             shard: None,
             seconds: None,
+            mix: crate::workload::mix::RequestMix::default(),
         });
     }
     for &rate in &open_loop.request_rates {
@@ -477,6 +483,7 @@ pub fn build_plan(
             thinking_budget: None,
             shard: None,
             seconds: None,
+            mix: crate::workload::mix::RequestMix::default(),
         });
     }
     for &n in long_context {
@@ -495,6 +502,7 @@ pub fn build_plan(
             thinking_budget: None,
             shard: None,
             seconds: None,
+            mix: crate::workload::mix::RequestMix::default(),
         });
     }
     levels

@@ -78,16 +78,17 @@ async fn build_request(
         let e = d.pick(factory.seed(), spec.index, i);
         return dataset_request(factory, spec, e).await;
     }
+    let (input, output) = spec.request_lengths(factory.seed(), i);
     let prompt = factory
-        .make_with_prefix(spec.input_tokens, spec.shared_prefix_tokens, spec.index, i)
+        .make_with_prefix(input, spec.shared_prefix_tokens, spec.index, i)
         .await?;
     let mut r = RequestSpec::prompt(
         prompt.text,
-        spec.input_tokens,
+        input,
         prompt
             .counted_tokens
             .map(|n| (n, factory.counter().source())),
-        spec.output_tokens,
+        output,
     );
     r.cache_prompt = spec.shared_prefix_tokens > 0;
     Ok(r)

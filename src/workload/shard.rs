@@ -173,6 +173,7 @@ mod tests {
             thinking_budget: None,
             shard: None,
             seconds: None,
+            mix: crate::workload::mix::RequestMix::default(),
         }
     }
 

@@ -177,6 +177,7 @@ impl TraceConfig {
             thinking_budget: None,
             shard: None,
             seconds: None,
+            mix: crate::workload::mix::RequestMix::default(),
         })
     }
 }

@@ -76,6 +76,7 @@ mod tests {
             thinking_budget: None,
             shard: None,
             seconds: None,
+            mix: crate::workload::mix::RequestMix::default(),
         };
         let plan = repeat_plan(vec![spec(0, 1), spec(1, 8)], 3);
         assert_eq!(

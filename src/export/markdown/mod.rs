@@ -167,6 +167,7 @@ fn sections(out: &mut String, s: &RunSummary) {
             s.config.lengths_label()
         );
         out.push_str(&with_caveats(&notes, &sweep_table(&s.sweep), &s.sweep));
+        out.push_str(&tables::spread_note(&s.sweep));
         out.push_str("\nper-stream tok/s: mean decode speed of one request, (output − 1) / (E2E − TTFT). accept len: mean tokens per chunk after the first, as the client saw them (client / server when the engine reports it).\n");
         out.push_str(&telemetry_table(&s.sweep));
     }
@@ -190,6 +191,7 @@ fn sections(out: &mut String, s: &RunSummary) {
             arrival_description(&s.config.open_loop)
         );
         out.push_str(&with_caveats(&notes, &rate_table(&s.rates), &s.rates));
+        out.push_str(&tables::spread_note(&s.rates));
         out.push_str("\nrate: requests/s the schedule was drawn for; sent req/s: the rate requests actually went out at; done req/s: completions over the level's window. client queue: how long a request waited in servetop past its scheduled time (a full --max-concurrency, or a client that fell behind); the server's own queueing shows up in TTFT.\n");
         out.push_str(&telemetry_table(&s.rates));
     }

@@ -75,6 +75,41 @@ pub fn sweep_table(levels: &[LevelSummary]) -> String {
     out
 }
 
+/// What the levels with spread lengths (`--range-ratio`) really sent, one level a line: the
+/// mean and extremes of their requests' input and output tokens. Empty when none spread.
+pub fn spread_note(levels: &[LevelSummary]) -> String {
+    let lines: Vec<String> = levels
+        .iter()
+        .filter(|l| l.range_ratio.is_some())
+        .filter_map(|l| {
+            let d = &l.stats.as_ref()?.dists;
+            let (i, o) = (
+                d.input_tokens_per_request.as_ref()?,
+                d.output_tokens_per_request.as_ref()?,
+            );
+            Some(format!(
+                "{}: input mean {} ({}-{}), output mean {} ({}-{})",
+                l.label(),
+                num(Some(i.mean)),
+                i.min,
+                i.max,
+                num(Some(o.mean)),
+                o.min,
+                o.max
+            ))
+        })
+        .collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!(
+        "
+Lengths each request was sent with (tokens as counted for it, over the completed requests): {}.
+",
+        lines.join("; ")
+    )
+}
+
 /// Whether any of `levels` has an energy figure or a cost (the energy table is shown then).
 pub fn any_energy(levels: &[LevelSummary]) -> bool {
     levels

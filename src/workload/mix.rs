@@ -1,0 +1,147 @@
+//! What a level sends besides plain text of one fixed length: input and output lengths spread
+//! around the planned ones (`--range-ratio`).
+
+use serde::{Deserialize, Serialize};
+
+use super::dataset::splitmix;
+
+/// The kinds of requests a level mixes; all absent for fixed-length text.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestMix {
+    /// Each request's input and output lengths are drawn uniformly from
+    /// `[⌊(1−R)·L⌋, ⌈(1+R)·L⌉]` around the level's (`--range-ratio R`, as vLLM's
+    /// `--random-range-ratio`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range_ratio: Option<f64>,
+}
+
+impl RequestMix {
+    /// Nothing mixed in: every request of the level is the same kind and length.
+    pub fn is_plain(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+impl super::LevelSpec {
+    /// Request `i`'s input and output tokens (`i` counted over the whole plan, not a shard's
+    /// share): the level's, or drawn around them with a range ratio.
+    pub fn request_lengths(&self, seed: u64, i: u32) -> (u64, u32) {
+        let Some(r) = self.mix.range_ratio else {
+            return (self.input_tokens, self.output_tokens);
+        };
+        let input = draw(
+            self.input_tokens,
+            r,
+            self.shared_prefix_tokens + 1,
+            seed,
+            Length::Input,
+            i,
+        );
+        let output = draw(u64::from(self.output_tokens), r, 1, seed, Length::Output, i);
+        (input, u32::try_from(output).unwrap_or(u32::MAX))
+    }
+
+    /// The most input and output tokens one of its requests may have: what must fit the
+    /// server's context.
+    pub fn longest_request(&self) -> (u64, u32) {
+        let Some(r) = self.mix.range_ratio else {
+            return (self.input_tokens, self.output_tokens);
+        };
+        let (_, input) = bounds(self.input_tokens, r, self.shared_prefix_tokens + 1);
+        let (_, output) = bounds(u64::from(self.output_tokens), r, 1);
+        (input, u32::try_from(output).unwrap_or(u32::MAX))
+    }
+
+    /// Its requests' input tokens: `1000`, or `500-1500` when they are spread.
+    pub fn input_span(&self) -> String {
+        match self.mix.range_ratio {
+            Some(r) => {
+                let (lo, hi) = bounds(self.input_tokens, r, self.shared_prefix_tokens + 1);
+                format!("{lo}-{hi}")
+            }
+            None => self.input_tokens.to_string(),
+        }
+    }
+
+    /// The context its longest request needs: input plus output tokens.
+    pub fn context_needed(&self) -> u64 {
+        let (input, output) = self.longest_request();
+        input + u64::from(output)
+    }
+}
+
+/// Which length a draw is for: a request's input and output lengths are drawn apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Length {
+    Input,
+    Output,
+}
+
+/// The lowest and highest lengths `--range-ratio ratio` draws around `base`: `⌊(1−R)·L⌋` and
+/// `⌈(1+R)·L⌉`, never below `floor` (a prompt must hold its shared prefix and a token more; an
+/// answer a token).
+pub fn bounds(base: u64, ratio: f64, floor: u64) -> (u64, u64) {
+    let lo = ((1.0 - ratio) * base as f64).floor() as u64;
+    let hi = ((1.0 + ratio) * base as f64).ceil() as u64;
+    (lo.max(floor), hi.max(floor))
+}
+
+/// Request `i`'s length drawn uniformly from [`bounds`], the same for a given `seed` and `i`
+/// at every level (so levels that differ in load alone send the same lengths).
+pub fn draw(base: u64, ratio: f64, floor: u64, seed: u64, which: Length, i: u32) -> u64 {
+    let (lo, hi) = bounds(base, ratio, floor);
+    let salt = match which {
+        Length::Input => 0x1E46_7A11_0000_0000,
+        Length::Output => 0x0A75_0E11_0000_0000,
+    };
+    let h = splitmix(seed ^ salt ^ u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    // `hi − lo + 1` values: the remainder's bias is below 2^-40 for any length that fits a
+    // context window.
+    lo + h % (hi - lo + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_are_vllms() {
+        assert_eq!(bounds(1000, 0.5, 1), (500, 1500));
+        assert_eq!(bounds(1001, 0.25, 1), (750, 1252));
+        assert_eq!(bounds(3, 0.9, 1), (1, 6));
+        assert_eq!(bounds(100, 0.0, 1), (100, 100));
+        assert_eq!(bounds(100, 0.5, 60), (60, 150));
+    }
+
+    #[test]
+    fn draws_are_uniform_over_the_bounds_and_reproducible() {
+        let n = 20_000u32;
+        let draws: Vec<u64> = (0..n)
+            .map(|i| draw(1000, 0.5, 1, 7, Length::Input, i))
+            .collect();
+        assert!(draws.iter().all(|&d| (500..=1500).contains(&d)));
+        let mean = draws.iter().sum::<u64>() as f64 / f64::from(n);
+        // A uniform over 500..=1500 has mean 1000 and standard deviation 288.97; the mean of
+        // 20,000 draws has a standard error of 2.04: 10 is five of them.
+        assert!((mean - 1000.0).abs() < 10.0, "mean {mean}");
+        let var = draws
+            .iter()
+            .map(|&d| (d as f64 - mean).powi(2))
+            .sum::<f64>()
+            / f64::from(n - 1);
+        assert!((var.sqrt() - 288.97).abs() < 5.0, "std {}", var.sqrt());
+        assert!(draws.contains(&500) && draws.contains(&1500));
+        let again: Vec<u64> = (0..n)
+            .map(|i| draw(1000, 0.5, 1, 7, Length::Input, i))
+            .collect();
+        assert_eq!(draws, again);
+        let other_seed: Vec<u64> = (0..8)
+            .map(|i| draw(1000, 0.5, 1, 8, Length::Input, i))
+            .collect();
+        assert_ne!(draws[..8], other_seed[..], "the seed moves the draws");
+        let outputs: Vec<u64> = (0..8)
+            .map(|i| draw(1000, 0.5, 1, 7, Length::Output, i))
+            .collect();
+        assert_ne!(draws[..8], outputs[..], "input and output drawn apart");
+    }
+}

@@ -1,0 +1,139 @@
+//! Known answers for the workloads beyond fixed-length text, against the in-process simulator:
+//! what the simulator received is the independent answer each figure is checked against.
+//!
+//! Length spreads (`--range-ratio`): each request's input and output lengths are drawn
+//! uniformly from `[⌊(1−R)·L⌋, ⌈(1+R)·L⌉]`; the simulator's record of every request says what
+//! it was asked for, and results.json's per-request length figures must match that record.
+
+// Integration tests may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+
+use servetop::config::RunConfig;
+use servetop::sim::{self, SimHandle};
+use servetop::workload::RequestCount;
+
+mod sim_run;
+mod sim_truth;
+
+async fn start() -> SimHandle {
+    sim::start(
+        sim_run::steady_config(1.0),
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+    )
+    .await
+    .expect("simulator starts")
+}
+
+fn config(url: &str) -> RunConfig {
+    RunConfig {
+        api_key_env: "SERVETOP_TEST_NO_KEY".into(),
+        warmup_requests: 0,
+        ..RunConfig::minimal(url)
+    }
+}
+
+/// Mean and sample standard deviation.
+fn mean_std(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, var.sqrt())
+}
+
+#[test]
+fn a_range_ratio_sends_lengths_with_the_stated_mean_and_spread() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let h = start().await;
+        // 400 requests of 400 ± 50 % input and 20 ± 50 % output tokens, over the completions
+        // endpoint (no template tokens: the simulator counts the prompt alone).
+        let cfg = RunConfig {
+            concurrency: vec![16],
+            input_len: 400,
+            output_len: 20,
+            range_ratio: Some(0.5),
+            requests_per_level: RequestCount::Fixed(400),
+            seed: 11,
+            backend: servetop::config::BackendChoice::Openai,
+            ..config(&h.url())
+        };
+        let session = sim_run::finished(cfg).await;
+        let truth = sim_truth::of(&h);
+        let got = sim_truth::of_level(&truth, 0);
+        assert_eq!(got.len(), 400);
+        let inputs: Vec<f64> = got.iter().map(|r| r.prompt_tokens as f64).collect();
+        let outputs: Vec<f64> = got.iter().map(|r| r.max_tokens as f64).collect();
+        // Uniform over 200..=600: mean 400, standard deviation √((401² − 1)/12) = 115.76; the
+        // mean of 400 draws has a standard error of 5.8 (four of them: 23), a sample standard
+        // deviation of about 3.3 (four: 13).
+        let (mean, std) = mean_std(&inputs);
+        assert!((mean - 400.0).abs() < 23.0, "input mean {mean}");
+        assert!((std - 115.76).abs() < 13.0, "input std {std}");
+        assert!(inputs.iter().all(|&x| (200.0..=600.0).contains(&x)));
+        // Uniform over 10..=30: mean 20, standard deviation √((21² − 1)/12) = 6.06.
+        let (mean, std) = mean_std(&outputs);
+        assert!((mean - 20.0).abs() < 1.2, "output mean {mean}");
+        assert!((std - 6.06).abs() < 0.7, "output std {std}");
+        assert!(outputs.iter().all(|&x| (10.0..=30.0).contains(&x)));
+
+        // results.json's figures are those of what the server received, exactly.
+        let level = session.summary.levels().next().unwrap();
+        assert_eq!(level.range_ratio, Some(0.5));
+        let d = &level.stats.as_ref().unwrap().dists;
+        let sent = d.input_tokens_per_request.as_ref().unwrap();
+        let (mean, std) = mean_std(&inputs);
+        // (results.json's standard deviations are the population's, over n.)
+        let n = inputs.len() as f64;
+        let population_std = std * ((n - 1.0) / n).sqrt();
+        assert!((sent.mean - mean).abs() < 1e-9, "{} vs {mean}", sent.mean);
+        assert!(
+            (sent.std - population_std).abs() < 1e-6,
+            "{} vs {population_std}",
+            sent.std
+        );
+        let lo = inputs.iter().copied().fold(f64::MAX, f64::min);
+        let hi = inputs.iter().copied().fold(0.0, f64::max);
+        assert_eq!((sent.min, sent.max), (lo, hi));
+        let out = d.output_tokens_per_request.as_ref().unwrap();
+        assert!((out.mean - mean_std(&outputs).0).abs() < 1e-9);
+    });
+}
+
+#[test]
+fn the_same_seed_sends_the_same_lengths_at_every_level() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let h = start().await;
+        let cfg = RunConfig {
+            concurrency: vec![1, 4],
+            input_len: 300,
+            output_len: 8,
+            range_ratio: Some(0.3),
+            requests_per_level: RequestCount::Fixed(12),
+            seed: 5,
+            backend: servetop::config::BackendChoice::Openai,
+            ..config(&h.url())
+        };
+        sim_run::finished(cfg).await;
+        let truth = sim_truth::of(&h);
+        let lengths = |level: u32| {
+            let mut by_index: Vec<(u32, u64, u64)> = sim_truth::of_level(&truth, level)
+                .iter()
+                .map(|r| {
+                    let id = r.request_id.as_deref().unwrap();
+                    let i: u32 = id.rsplit('-').next().unwrap().parse().unwrap();
+                    (i, r.prompt_tokens, r.max_tokens)
+                })
+                .collect();
+            by_index.sort_unstable();
+            by_index
+        };
+        let (a, b) = (lengths(0), lengths(1));
+        assert_eq!(a.len(), 12);
+        assert_eq!(a, b, "level 1 sent other lengths than level 0");
+        let distinct: std::collections::BTreeSet<u64> = a.iter().map(|x| x.1).collect();
+        assert!(distinct.len() > 6, "the lengths are spread: {a:?}");
+    });
+}
