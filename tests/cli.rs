@@ -23,7 +23,23 @@ fn servetop(args: &[&str]) -> (i32, String, Duration) {
 const U: &str = "http://127.0.0.1:9";
 
 /// Bad input, and what its one-line error must say.
-const BAD_INPUTS: [(&[&str], &str); 36] = [
+const BAD_INPUTS: [(&[&str], &str); 38] = [
+    (
+        &["sim", "--lora-modules", "a,b", "--lora-switch-ms", "c=4"],
+        "--lora-switch-ms: 'c' is not one of --lora-modules",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--concurrency",
+            "1",
+            "--lora-dist",
+            "zipf:0",
+        ],
+        "'zipf:0' is not uniform, round-robin or zipf:S",
+    ),
     (
         &[
             "run",

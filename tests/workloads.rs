@@ -137,3 +137,128 @@ fn the_same_seed_sends_the_same_lengths_at_every_level() {
         assert!(distinct.len() > 6, "the lengths are spread: {a:?}");
     });
 }
+
+/// A simulator serving adapters `a`, `b` and `slow`, whose every request costs 40 ms of engine
+/// time at its prefill.
+async fn start_with_adapters() -> SimHandle {
+    let mut c = sim_run::steady_config(1.0);
+    c.lora = ["a", "b", "slow"]
+        .into_iter()
+        .map(|name| servetop::sim::SimLora {
+            name: name.into(),
+            switch_ms: if name == "slow" { SWITCH_MS } else { 0.0 },
+        })
+        .collect();
+    sim::start(c, SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .expect("simulator starts")
+}
+
+/// The simulator's stated cost of an adapter's request.
+const SWITCH_MS: f64 = 40.0;
+
+fn adapters() -> Vec<String> {
+    ["a", "b", "slow"].map(String::from).to_vec()
+}
+
+#[test]
+fn per_adapter_figures_match_the_server_and_show_the_switch_cost() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let h = start_with_adapters().await;
+        let dir = sim_run::temp_run_dir("lora");
+        let cfg = RunConfig {
+            concurrency: vec![1, 3],
+            input_len: 50,
+            output_len: 10,
+            lora_modules: adapters(),
+            lora_dist: servetop::workload::mix::LoraDist::RoundRobin,
+            requests_per_level: RequestCount::Fixed(24),
+            ..config(&h.url())
+        };
+        let session = sim_run::finished_into(cfg, &dir).await;
+        let truth = sim_truth::of(&h);
+        let (records, origins) = sim_truth::run_records(&dir);
+        let ids = sim_truth::by_id(&truth);
+        // Each request named the adapter round-robin dealt it, and the server got that name.
+        for r in records.iter().filter(|r| !r.warmup) {
+            let want = ["a", "b", "slow"][r.index as usize % 3];
+            assert_eq!(r.lora.as_deref(), Some(want), "request {}", r.index);
+            let s = ids[sim_truth::id_of(r).as_str()];
+            assert_eq!(s.lora.as_deref(), Some(want));
+        }
+        let server_ttft = sim_truth::server_seen_ttft_ms(&records, &origins, &truth);
+        let ok: Vec<_> = records.iter().filter(|r| r.is_ok() && !r.warmup).collect();
+        for level in session.summary.levels() {
+            let by = &level.stats.as_ref().unwrap().scalars.lora;
+            assert_eq!(by.keys().cloned().collect::<Vec<_>>(), adapters());
+            for (name, s) in by {
+                assert_eq!((s.completed, s.failed), (8, 0), "{name}");
+                assert!((s.share - 1.0 / 3.0).abs() < 1e-12);
+                // Its median TTFT is the server's record of its requests' first frames.
+                let mut theirs: Vec<f64> = ok
+                    .iter()
+                    .zip(&server_ttft)
+                    .filter(|(r, _)| r.level == level.index && r.lora.as_deref() == Some(name))
+                    .map(|(_, t)| *t)
+                    .collect();
+                theirs.sort_by(f64::total_cmp);
+                let want = sim_truth::nearest_rank(&theirs, 50.0);
+                let got = s.median_ttft_ms.unwrap();
+                assert!(
+                    (got - want).abs() <= sim_truth::MEDIAN_TOL_MS + want * 1e-3,
+                    "{} {name}: median TTFT {got} ms, the server's record {want} ms",
+                    level.label()
+                );
+            }
+            // One at a time, the slow adapter's first tokens come its stated cost later.
+            if level.concurrency == 1 {
+                let (slow, a) = (
+                    by["slow"].median_ttft_ms.unwrap(),
+                    by["a"].median_ttft_ms.unwrap(),
+                );
+                assert!(
+                    slow - a >= SWITCH_MS - sim_truth::MEDIAN_TOL_MS,
+                    "slow {slow} ms against a {a} ms"
+                );
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    });
+}
+
+#[test]
+fn sglang_takes_the_adapter_in_lora_path_and_an_unknown_name_is_refused() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let h = start_with_adapters().await;
+        let cfg = RunConfig {
+            concurrency: vec![2],
+            input_len: 40,
+            output_len: 4,
+            lora_modules: vec!["b".into(), "slow".into()],
+            lora_dist: servetop::workload::mix::LoraDist::Zipf(1.0),
+            requests_per_level: RequestCount::Fixed(12),
+            backend: servetop::config::BackendChoice::Sglang,
+            ..config(&h.url())
+        };
+        sim_run::finished(cfg.clone()).await;
+        let truth = sim_truth::of(&h);
+        let got = sim_truth::of_level(&truth, 0);
+        assert_eq!(got.len(), 12);
+        assert!(
+            got.iter()
+                .all(|r| matches!(r.lora.as_deref(), Some("b" | "slow"))),
+            "every /generate request named its adapter in lora_path"
+        );
+        let wrong = RunConfig {
+            lora_modules: vec!["a".into(), "nope".into()],
+            ..cfg
+        };
+        let err = servetop::runner::prepare(&wrong, None).await.err().unwrap();
+        assert!(
+            err.contains("--lora-modules nope:") && err.contains("does not serve it"),
+            "{err}"
+        );
+    });
+}

@@ -30,6 +30,8 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         output_len: a.output_len,
         shared_prefix_len: a.shared_prefix_len,
         range_ratio: a.range_ratio,
+        lora_modules: a.lora_modules.0.clone(),
+        lora_dist: a.lora_dist,
         dataset: a.dataset.clone(),
         multi_turn: a.multi_turn.map(|turns| MultiTurn {
             turns,
@@ -263,6 +265,7 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, String> {
     if let Some(n) = a.tool_calls {
         c.tool_calls = n;
     }
+    c.lora = sim_lora(&a.lora_modules.0, a.lora_switch_ms.as_deref())?;
     if let Some(w) = a.gpu_idle_w {
         c.gpu_idle_w = w;
     }
@@ -404,6 +407,44 @@ pub fn serve_combinations(specs: &[String]) -> Result<Vec<Vec<(String, String)>>
             .collect();
     }
     Ok(combos)
+}
+
+/// `servetop sim --lora-modules A,B --lora-switch-ms B=40`: the adapters, each with its cost.
+fn sim_lora(names: &[String], costs: Option<&str>) -> Result<Vec<crate::sim::SimLora>, String> {
+    let mut out: Vec<crate::sim::SimLora> = names
+        .iter()
+        .map(|n| crate::sim::SimLora {
+            name: n.clone(),
+            switch_ms: 0.0,
+        })
+        .collect();
+    for item in costs.into_iter().flat_map(|c| c.split(',')).map(str::trim) {
+        if item.is_empty() {
+            continue;
+        }
+        let (name, ms) = item
+            .split_once('=')
+            .ok_or_else(|| format!("--lora-switch-ms: '{item}' is not NAME=MS"))?;
+        let ms: f64 = ms
+            .trim()
+            .parse()
+            .ok()
+            .filter(|v: &f64| v.is_finite() && (0.0..=600_000.0).contains(v))
+            .ok_or_else(|| {
+                format!("--lora-switch-ms: '{item}': MS must be a number of milliseconds from 0 to 600000")
+            })?;
+        let a = out
+            .iter_mut()
+            .find(|a| a.name == name.trim())
+            .ok_or_else(|| {
+                format!(
+                    "--lora-switch-ms: '{}' is not one of --lora-modules",
+                    name.trim()
+                )
+            })?;
+        a.switch_ms = ms;
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -16,8 +16,8 @@ use clap::{Args, Parser, Subcommand};
 use crate::config::BackendChoice;
 pub use shard::ShardArgs;
 pub use trace::TraceArgs;
-pub use values::{Budgets, List, Rates, parse_pair, parse_size};
-use values::{budgets, count, count_u32, list, parse_cells, percent, range_ratio, rates};
+pub use values::{Budgets, List, Names, Rates, parse_pair, parse_size};
+use values::{budgets, count, count_u32, list, names, parse_cells, percent, range_ratio, rates};
 
 /// servetop: live dashboard and headless runner for LLM-serving benchmarks.
 #[derive(Debug, Parser)]
@@ -512,6 +512,22 @@ pub struct RunArgs {
     /// --seed at every level. The long-context ladder and multi-turn chats keep their lengths.
     #[arg(long, value_name = "R", value_parser = range_ratio, help_heading = "Workload", hide_short_help = true)]
     pub range_ratio: Option<f64>,
+    /// LoRA adapters to name, one per request (NAME,NAME,…).
+    ///
+    /// LoRA adapters the server serves, named as it knows them (vLLM's --lora-modules names):
+    /// each request names one, dealt by --lora-dist, in the field the engine reads (vLLM and
+    /// others: `model`; SGLang: `lora_path`). Every level's figures are then also given per
+    /// adapter.
+    #[arg(long, value_name = "NAMES", default_value = "", value_parser = names, help_heading = "Workload", hide_short_help = true)]
+    pub lora_modules: Names,
+    /// How requests are dealt over --lora-modules: uniform, round-robin or zipf:S.
+    ///
+    /// How requests are dealt over --lora-modules: `uniform` (each drawn with equal chances, as
+    /// vLLM's bench does), `round-robin` (request i names adapter i mod n) or `zipf:S` (the k-th
+    /// adapter given drawn with a chance proportional to 1/k^S: a few hot, a long tail). The
+    /// same requests name the same adapters at every level for a given --seed.
+    #[arg(long, value_name = "DIST", default_value = "uniform", value_parser = crate::workload::mix::LoraDist::parse, help_heading = "Workload", hide_short_help = true)]
+    pub lora_dist: crate::workload::mix::LoraDist,
     /// Prompts from a ShareGPT or JSONL file, not random text.
     ///
     /// Prompts from a file instead of random text: ShareGPT conversations (JSON array or JSON
@@ -924,6 +940,14 @@ pub struct SimArgs {
     /// reasoning, its answer tokens split over them. Default 0.
     #[arg(long, value_name = "N")]
     pub tool_calls: Option<u32>,
+    /// LoRA adapters to serve besides the base model (NAME,NAME,…): a request names one as its
+    /// `model` (vLLM) or `lora_path` (SGLang); an unknown name gets vLLM's 404.
+    #[arg(long, value_name = "NAMES", default_value = "", value_parser = names)]
+    pub lora_modules: Names,
+    /// Engine time each request of an adapter costs at its prefill, in ms (NAME=MS,…): its
+    /// first token comes that much later and the batch waits with it.
+    #[arg(long, value_name = "NAME=MS,...")]
+    pub lora_switch_ms: Option<String>,
     /// Watts each simulated GPU (--gpus) draws while the engine waits (default 80) and while it
     /// steps (default 350); the reported power follows the load, the energy counter integrates
     /// it exactly.

@@ -11,6 +11,26 @@ pub(super) fn list(s: &str) -> Result<List, String> {
     parse_list(s).map(List)
 }
 
+/// `--lora-modules`: names, in the order given, each once (empty: none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Names(pub Vec<String>);
+
+pub(super) fn names(s: &str) -> Result<Names, String> {
+    let mut out: Vec<String> = Vec::new();
+    for item in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if item.chars().any(char::is_whitespace) {
+            return Err(format!(
+                "'{item}' has a space: names are separated by commas"
+            ));
+        }
+        if out.iter().any(|n| n == item) {
+            return Err(format!("'{item}' is given twice"));
+        }
+        out.push(item.to_string());
+    }
+    Ok(Names(out))
+}
+
 /// `--thinking-budget`: reasoning-token budgets, in the order given (`0,256,1k`), each once;
 /// 0 asks for no thinking at all.
 #[derive(Debug, Clone, PartialEq, Eq)]

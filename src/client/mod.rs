@@ -107,6 +107,9 @@ pub struct RequestSpec {
     /// Reasoning tokens the request may think for (`--thinking-budget`), sent in the field the
     /// engine reads (see `Client::body`).
     pub thinking_budget: Option<u32>,
+    /// The LoRA adapter it names (`--lora-modules`), in the field the engine reads (see
+    /// `Client::body`); None: the base model.
+    pub adapter: Option<Arc<str>>,
 }
 
 impl RequestSpec {
@@ -125,6 +128,7 @@ impl RequestSpec {
             messages: None,
             cache_prompt: false,
             thinking_budget: None,
+            adapter: None,
         }
     }
 }
@@ -343,6 +347,16 @@ impl Client {
                 b
             }
         };
+        if let (Some(name), Some(body)) = (&spec.adapter, body.as_object_mut()) {
+            // SGLang reads the adapter from `lora_path` on both its native and its OpenAI
+            // endpoints (its newer `model: "base:adapter"` form too, the older only this);
+            // vLLM, and the OpenAI API generally, from `model`.
+            if backend == Backend::Sglang || self.engine == Engine::Sglang {
+                body.insert("lora_path".into(), json!(&**name));
+            } else {
+                body.insert("model".into(), json!(&**name));
+            }
+        }
         // `--extra-body` last: the user's fields win over servetop's own.
         if let Some(body) = body.as_object_mut() {
             for (k, v) in self.opts.extra_body.iter() {
@@ -427,7 +441,7 @@ impl Client {
     /// Sends one request and folds its stream into a record. Never returns an error: failures
     /// are data (STYLE.md rule 7).
     pub async fn send(&self, spec: &RequestSpec, tag: RequestTag) -> RequestRecord {
-        self.exchange(spec, tag, None).await
+        self.send_with(spec, tag, None).await
     }
 
     /// [`Client::send`], also keeping the generated text (content and reasoning) in `reply` when
@@ -438,7 +452,9 @@ impl Client {
         tag: RequestTag,
         reply: Option<&mut String>,
     ) -> RequestRecord {
-        self.exchange(spec, tag, reply).await
+        let mut rec = self.exchange(spec, tag, reply).await;
+        rec.lora = spec.adapter.as_deref().map(String::from);
+        rec
     }
 }
 
@@ -518,6 +534,7 @@ fn record_of(
         first_held: false,
         finish: None,
         think_tags: false,
+        lora: spec.adapter.as_deref().map(String::from),
     }
 }
 

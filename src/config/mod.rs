@@ -40,6 +40,12 @@ pub struct RunConfig {
     /// `output_len` (`--range-ratio`; none: every request the same).
     #[serde(default)]
     pub range_ratio: Option<f64>,
+    /// LoRA adapters each request names, one per request (`--lora-modules`; none: the base
+    /// model), dealt as `lora_dist` says.
+    #[serde(default)]
+    pub lora_modules: Vec<String>,
+    #[serde(default)]
+    pub lora_dist: crate::workload::mix::LoraDist,
     /// The multi-turn level, run last (none by default).
     #[serde(default)]
     pub multi_turn: Option<MultiTurn>,
@@ -343,6 +349,8 @@ impl RunConfig {
             output_len: 64,
             shared_prefix_len: 0,
             range_ratio: None,
+            lora_modules: Vec::new(),
+            lora_dist: crate::workload::mix::LoraDist::Uniform,
             multi_turn: None,
             dataset: None,
             requests_per_level: RequestCount::Fixed(8),
@@ -385,7 +393,16 @@ impl RunConfig {
     pub fn request_mix(&self) -> crate::workload::mix::RequestMix {
         crate::workload::mix::RequestMix {
             range_ratio: self.range_ratio.filter(|&r| r > 0.0),
+            lora: self.lora_mix(),
         }
+    }
+
+    /// The adapters every level's requests name (`--lora-modules`), if any.
+    pub fn lora_mix(&self) -> Option<crate::workload::mix::LoraMix> {
+        (!self.lora_modules.is_empty()).then(|| crate::workload::mix::LoraMix {
+            modules: self.lora_modules.clone(),
+            dist: self.lora_dist,
+        })
     }
 
     /// The planned levels: the concurrency sweep, the rate sweep, the long-context ladder, then
@@ -435,6 +452,10 @@ impl RunConfig {
             .and_then(|t| t.level(levels.len() as u32, self.open_loop.max_concurrency))
         {
             levels.push(t);
+        }
+        // Every level's requests name the adapters, the ladder's and the chats' too.
+        for l in &mut levels {
+            l.mix.lora = self.lora_mix();
         }
         let levels = crate::workload::budget_plan(levels, &self.thinking_budgets);
         let mut levels = crate::workload::repeat_plan(levels, self.repeat);

@@ -75,6 +75,8 @@ pub struct LevelAccumulator {
     timeline: Option<super::timeline::TimelineFold>,
     /// Completed requests, for the steady window known at the end.
     steady: super::steady::SteadyFold,
+    /// The requests of each LoRA adapter, apart.
+    lora: super::lora::LoraFold,
 }
 
 impl LevelAccumulator {
@@ -134,6 +136,7 @@ impl LevelAccumulator {
         }
 
         self.turns.add(r);
+        self.lora.add(r);
         if let Outcome::Failed { kind, message, .. } = &r.outcome {
             let e = self.failures.entry(*kind).or_insert_with(|| FailureCount {
                 count: 0,
@@ -362,6 +365,7 @@ impl LevelAccumulator {
                 .as_ref()
                 .map(super::timeline::TimelineFold::bins)
                 .unwrap_or_default(),
+            lora: self.lora.stats(window_s),
         };
         let dists = LevelDists {
             ttft_ms: self.ttft.stats(ms),

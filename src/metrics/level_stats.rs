@@ -116,6 +116,9 @@ pub struct LevelScalars {
     /// Latency over the level's timeline, by scheduled time (a trace level's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timeline: Vec<super::timeline::TimelineBin>,
+    /// The level's figures per LoRA adapter its requests named (`--lora-modules`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub lora: BTreeMap<String, super::lora::LoraStats>,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)]

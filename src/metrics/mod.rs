@@ -7,6 +7,7 @@ pub mod dist;
 mod in_flight;
 pub mod level;
 mod level_stats;
+pub mod lora;
 pub mod reasoning;
 pub mod record;
 pub mod slo;

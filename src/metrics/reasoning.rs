@@ -132,6 +132,7 @@ mod tests {
             first_held: false,
             finish: None,
             think_tags: false,
+            lora: None,
         }
     }
 

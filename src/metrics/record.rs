@@ -226,6 +226,9 @@ pub struct RequestRecord {
     /// (no reasoning parser on the server).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub think_tags: bool,
+    /// The LoRA adapter the request named (`--lora-modules`); None: the base model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora: Option<String>,
 }
 
 /// A stream's `finish_reason`, as far as the figures care.
@@ -434,6 +437,7 @@ pub(crate) mod tests {
             first_held: false,
             finish: None,
             think_tags: false,
+            lora: None,
         }
     }
 

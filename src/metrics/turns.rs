@@ -173,6 +173,7 @@ mod tests {
             first_held: false,
             finish: None,
             think_tags: false,
+            lora: None,
         }
     }
 

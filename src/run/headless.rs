@@ -569,6 +569,15 @@ pub fn final_tables(s: &Session) -> String {
         );
         out.push_str(&markdown::reasoning_table(&all));
     }
+    let lora = markdown::lora_table(&all);
+    if !lora.is_empty() {
+        let _ = write!(
+            out,
+            "\nLoRA adapters ({} over {})\n\n{lora}",
+            s.summary.config.lora_dist.label(),
+            s.summary.config.lora_modules.join(", ")
+        );
+    }
     if !s.summary.findings.is_empty() {
         out.push_str("\nFindings\n\n");
         out.push_str(&markdown::findings_list(&s.summary));

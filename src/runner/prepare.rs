@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::client::{self, Backend, Client, ClientOptions, ServerInfo, detect};
+use crate::client::{self, Backend, Client, ClientOptions, Engine, ServerInfo, detect};
 use crate::config::{BackendChoice, RunConfig};
 use crate::workload::prompt::{Counter, PromptFactory};
 use crate::workload::{LevelKind, LevelSpec};
@@ -89,6 +89,7 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
         }
     }
     let server = detect::identify(&base, &probes, cfg.model.as_deref())?;
+    adapters_served(&server, cfg)?;
     let backend = match cfg.backend {
         // Tools, template switches and thinking budgets exist only in chat requests.
         BackendChoice::Auto if cfg.wants_chat() => Backend::OpenaiChat,
@@ -147,6 +148,33 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
             }),
         serve: None,
     })
+}
+
+/// `--lora-modules` against the server, before anything is sent: llama-server applies adapters
+/// by id (its `/lora-adapters`), not by name; a server that lists its adapters at `/v1/models`
+/// (vLLM, the simulator) must list each name. SGLang lists its base model only: its names are
+/// checked by its answers.
+fn adapters_served(server: &ServerInfo, cfg: &RunConfig) -> Result<(), String> {
+    if cfg.lora_modules.is_empty() {
+        return Ok(());
+    }
+    match server.engine {
+        Engine::Llamacpp => Err(
+            "--lora-modules names an adapter per request, and llama-server applies adapters by id (its /lora-adapters), not by name: leave it out against llama-server"
+                .into(),
+        ),
+        Engine::Vllm | Engine::Sim if !server.models.is_empty() => {
+            match cfg.lora_modules.iter().find(|n| !server.models.contains(n)) {
+                Some(name) => Err(format!(
+                    "--lora-modules {name}: {} does not serve it (it lists {}); start vLLM with --enable-lora --lora-modules {name}=PATH",
+                    cfg.base_url,
+                    server.models.join(", ")
+                )),
+                None => Ok(()),
+            }
+        }
+        _ => Ok(()),
+    }
 }
 
 /// When the server's context limit is known and not one planned level fits in it, the run would

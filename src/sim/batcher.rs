@@ -36,6 +36,8 @@ pub struct SimRequest {
     pub arrived: Instant,
     /// The prompt's prefix-cache block hashes ([`super::prefix_cache::block_hashes`]).
     pub blocks: Vec<u64>,
+    /// Engine time its prefill costs beyond its tokens' (its LoRA adapter swapped in).
+    pub extra_prefill: Duration,
 }
 
 struct Active {
@@ -421,6 +423,8 @@ async fn prefill_step(
     };
     // Prefill has priority and stalls the decode batch while it runs.
     let piece = (head.req.input_tokens - head.prefilled).min(cfg.prefill_chunk_tokens);
+    // Its adapter's cost, paid once, in its first piece.
+    *deadline += std::mem::take(&mut head.req.extra_prefill);
     *deadline += Duration::from_secs_f64(piece as f64 / cfg.prefill_tokens_per_s);
     tokio::time::sleep_until((*deadline).into()).await;
     head.prefilled += piece;

@@ -97,18 +97,32 @@ fn error(status: StatusCode, message: &str) -> Response {
 }
 
 async fn models(State(s): State<Shared>) -> Json<Value> {
-    Json(json!({
-        "object": "list",
-        "data": [{
-            "id": s.config.model,
+    let base = json!({
+        "id": s.config.model,
+        "object": "model",
+        "created": 0,
+        "owned_by": "servetop-sim",
+        "root": s.config.model,
+        "max_model_len": s.config.context_length,
+        "simulated": true,
+        "preset": s.config.preset,
+    });
+    // Adapters after the base model, with it as their parent, as vLLM lists them.
+    let adapters = s.config.lora.iter().map(|a| {
+        json!({
+            "id": a.name,
             "object": "model",
             "created": 0,
             "owned_by": "servetop-sim",
-            "root": s.config.model,
+            "root": a.name,
+            "parent": s.config.model,
             "max_model_len": s.config.context_length,
             "simulated": true,
-            "preset": s.config.preset,
-        }]
+        })
+    });
+    Json(json!({
+        "object": "list",
+        "data": std::iter::once(base).chain(adapters).collect::<Vec<_>>(),
     }))
 }
 
@@ -187,18 +201,37 @@ struct Ask {
     tools: Vec<String>,
     /// vLLM's `thinking_token_budget`: thinking stops after this many tokens.
     thinking_budget: Option<u64>,
+    /// The LoRA adapter it names.
+    lora: Option<super::SimLora>,
+}
+
+/// The adapter a request names: its `model` (vLLM), or `lora_path` (SGLang, on any endpoint);
+/// an unknown name is vLLM's 404.
+fn adapter_of<'a>(
+    s: &'a SimState,
+    kind: Kind,
+    body: &Value,
+) -> Result<Option<&'a super::SimLora>, Box<Response>> {
+    let unknown = |m: &str| {
+        Box::new(error(
+            StatusCode::NOT_FOUND,
+            &format!("The model `{m}` does not exist."),
+        ))
+    };
+    let find = |m: &str| s.config.lora.iter().find(|a| a.name == m);
+    if let Some(p) = body.get("lora_path").and_then(Value::as_str) {
+        return find(p).map(Some).ok_or_else(|| unknown(p));
+    }
+    match body.get("model").and_then(Value::as_str) {
+        Some(m) if kind != Kind::Native && m != s.config.model => {
+            find(m).map(Some).ok_or_else(|| unknown(m))
+        }
+        _ => Ok(None),
+    }
 }
 
 fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, Box<Response>> {
-    if let Some(m) = body.get("model").and_then(Value::as_str)
-        && kind != Kind::Native
-        && m != s.config.model
-    {
-        return Err(Box::new(error(
-            StatusCode::NOT_FOUND,
-            &format!("The model `{m}` does not exist."),
-        )));
-    }
+    let lora = adapter_of(s, kind, body)?.cloned();
     let caching = s.cache.is_some();
     let mut prompt_ids = Vec::new();
     let input_tokens = match kind {
@@ -281,6 +314,7 @@ fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, Box<Response
         continuous_usage,
         tools,
         thinking_budget,
+        lora,
     })
 }
 
@@ -463,6 +497,9 @@ fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Re
         tx,
         arrived,
         blocks: block_hashes(&ask.prompt_ids),
+        extra_prefill: ask.lora.as_ref().map_or(std::time::Duration::ZERO, |a| {
+            std::time::Duration::from_secs_f64(a.switch_ms / 1000.0)
+        }),
     };
     if s.engine.send(req).is_err() {
         return error(
@@ -501,6 +538,7 @@ fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Re
             received_unix_us,
             prompt_tokens: ask.input_tokens,
             max_tokens: ask.max_tokens,
+            lora: ask.lora.map(|a| a.name),
             ..super::truth::SimRequestTrace::default()
         },
     };

@@ -186,6 +186,22 @@ pub struct SimConfig {
     /// `--api-key`); never written to any file.
     #[serde(skip)]
     pub api_key: Option<String>,
+    /// LoRA adapters it serves besides the base model (`--lora-modules`): a request names one
+    /// as its `model` (vLLM) or `lora_path` (SGLang), and an unknown name is refused as vLLM
+    /// refuses it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lora: Vec<SimLora>,
+}
+
+/// One adapter the simulator serves.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SimLora {
+    pub name: String,
+    /// Engine time each of its requests costs at its prefill (its weights swapped in), in ms:
+    /// the request's first token comes that much later, and the batch waits with it, as on a
+    /// real engine (`--lora-switch-ms NAME=MS`; 0 by default).
+    #[serde(default)]
+    pub switch_ms: f64,
 }
 
 fn yes() -> bool {
@@ -245,6 +261,7 @@ impl SimConfig {
                 gpu_idle_w: 80.0,
                 gpu_busy_w: 350.0,
                 api_key: None,
+                lora: Vec::new(),
             }),
             "fast" => Ok(SimConfig {
                 preset: "fast".into(),
@@ -273,6 +290,7 @@ impl SimConfig {
                 gpu_idle_w: 80.0,
                 gpu_busy_w: 350.0,
                 api_key: None,
+                lora: Vec::new(),
             }),
             other => Err(format!(
                 "unknown preset '{other}' (known: {})",

@@ -25,6 +25,9 @@ pub struct SimRequestTrace {
     pub prompt_tokens: u64,
     #[serde(default)]
     pub max_tokens: u64,
+    /// The LoRA adapter it named (none: the base model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora: Option<String>,
     /// The engine admitted it: its prefill began (none if it never did).
     pub admitted_unix_us: Option<u64>,
     /// Each frame of token events as it was handed to the connection: µs since the Unix epoch,

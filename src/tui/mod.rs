@@ -148,9 +148,7 @@ pub async fn attach(viewer: viewer::Viewer, fps: f64) -> std::io::Result<viewer:
     install_panic_hook(|| {
         let _ = ratatui::try_restore();
     });
-    let r = viewer
-        .run(&mut terminal, fps, Some(EventStream::new()))
-        .await;
+    let r = Box::pin(viewer.run(&mut terminal, fps, Some(EventStream::new()))).await;
     let _ = ratatui::try_restore();
     r
 }

@@ -439,6 +439,27 @@ impl App {
                 per_request(sc.total_output_tokens)
             ),
         ];
+        if l.range_ratio.is_some()
+            && let (Some(i), Some(o)) = (
+                ds.input_tokens_per_request.as_ref(),
+                ds.output_tokens_per_request.as_ref(),
+            )
+        {
+            v.facts.push(format!(
+                "lengths {}-{} in, {}-{} out",
+                i.min, i.max, o.min, o.max
+            ));
+        }
+        // One fact an adapter: its share, TTFT and TPOT medians.
+        v.facts.extend(sc.lora.iter().map(|(name, a)| {
+            format!(
+                "{name}: {} done ({}%), TTFT p50 {} ms, TPOT p50 {} ms",
+                a.completed,
+                num(Some(a.share * 100.0)),
+                num(a.median_ttft_ms),
+                num(a.median_tpot_ms)
+            )
+        }));
         v.failures = sc
             .failures
             .iter()

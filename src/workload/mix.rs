@@ -1,5 +1,6 @@
 //! What a level sends besides plain text of one fixed length: input and output lengths spread
-//! around the planned ones (`--range-ratio`).
+//! around the planned ones (`--range-ratio`), and LoRA adapters named per request
+//! (`--lora-modules`, `--lora-dist`).
 
 use serde::{Deserialize, Serialize};
 
@@ -13,6 +14,102 @@ pub struct RequestMix {
     /// `--random-range-ratio`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub range_ratio: Option<f64>,
+    /// The LoRA adapters its requests name, and how each request's is chosen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora: Option<LoraMix>,
+}
+
+/// `--lora-modules` with `--lora-dist`: which adapter each request names.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoraMix {
+    /// The adapters' names as the server knows them, in the order given.
+    pub modules: Vec<String>,
+    pub dist: LoraDist,
+}
+
+/// How requests are dealt over the adapters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoraDist {
+    /// Each request's adapter drawn with equal chances (vLLM's `--lora-modules` does this).
+    #[default]
+    Uniform,
+    /// Request `i` names adapter `i mod n`.
+    RoundRobin,
+    /// The `k`-th adapter given (from 1) drawn with a chance proportional to `1 / k^s`: the
+    /// first ones hot, the rest a long tail (SGLang's bench skews its LoRA traffic so).
+    Zipf(f64),
+}
+
+impl LoraDist {
+    /// `uniform`, `round-robin` or `zipf:S` (S > 0).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "uniform" => Ok(Self::Uniform),
+            "round-robin" | "round_robin" => Ok(Self::RoundRobin),
+            z => {
+                let bad = || {
+                    format!(
+                        "'{s}' is not uniform, round-robin or zipf:S (S a skew above 0, e.g. zipf:1.1)"
+                    )
+                };
+                let v = z.strip_prefix("zipf:").ok_or_else(bad)?;
+                match v.parse::<f64>() {
+                    Ok(v) if v.is_finite() && v > 0.0 && v <= 100.0 => Ok(Self::Zipf(v)),
+                    _ => Err(bad()),
+                }
+            }
+        }
+    }
+
+    /// The chance of each of `n` adapters.
+    pub fn shares(self, n: usize) -> Vec<f64> {
+        let weights: Vec<f64> = match self {
+            Self::Uniform | Self::RoundRobin => vec![1.0; n],
+            Self::Zipf(s) => (1..=n).map(|k| 1.0 / (k as f64).powf(s)).collect(),
+        };
+        let total: f64 = weights.iter().sum();
+        weights.iter().map(|w| w / total).collect()
+    }
+
+    /// `uniform`, `round-robin`, `zipf:1.1`.
+    pub fn label(self) -> String {
+        match self {
+            Self::Uniform => "uniform".into(),
+            Self::RoundRobin => "round-robin".into(),
+            Self::Zipf(s) => format!("zipf:{s}"),
+        }
+    }
+}
+
+impl LoraMix {
+    /// The adapter of request (or conversation) `key`, the same for a given seed at every level.
+    pub fn pick(&self, seed: u64, key: u32) -> &str {
+        let n = self.modules.len();
+        if n == 0 {
+            return "";
+        }
+        let k = match self.dist {
+            LoraDist::RoundRobin => key as usize % n,
+            dist => {
+                let h = splitmix(
+                    seed ^ 0x10AA_D15C_0000_0000
+                        ^ u64::from(key).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                );
+                // 53 random bits: a uniform in [0, 1).
+                let u = (h >> 11) as f64 / (1u64 << 53) as f64;
+                let mut acc = 0.0;
+                dist.shares(n)
+                    .iter()
+                    .position(|p| {
+                        acc += p;
+                        u < acc
+                    })
+                    .unwrap_or(n - 1)
+            }
+        };
+        &self.modules[k]
+    }
 }
 
 impl RequestMix {
@@ -61,6 +158,14 @@ impl super::LevelSpec {
             }
             None => self.input_tokens.to_string(),
         }
+    }
+
+    /// The adapter request `i` names (`i` over the whole plan); a multi-turn chat's turns all
+    /// name their conversation's.
+    pub fn adapter_of(&self, seed: u64, i: u32) -> Option<&str> {
+        let lora = self.mix.lora.as_ref()?;
+        let key = self.turn_of(i).map_or(i, |(conversation, _)| conversation);
+        Some(lora.pick(seed, key))
     }
 
     /// The context its longest request needs: input plus output tokens.
@@ -143,5 +248,57 @@ mod tests {
             .map(|i| draw(1000, 0.5, 1, 7, Length::Output, i))
             .collect();
         assert_ne!(draws[..8], outputs[..], "input and output drawn apart");
+    }
+
+    fn counts(mix: &LoraMix, n: u32) -> Vec<u32> {
+        let mut c = vec![0u32; mix.modules.len()];
+        for i in 0..n {
+            let name = mix.pick(3, i);
+            let k = mix.modules.iter().position(|m| m == name).unwrap();
+            c[k] += 1;
+        }
+        c
+    }
+
+    #[test]
+    fn adapters_are_dealt_as_the_distribution_says() {
+        let modules: Vec<String> = ["a", "b", "c", "d"].map(String::from).to_vec();
+        let rr = LoraMix {
+            modules: modules.clone(),
+            dist: LoraDist::RoundRobin,
+        };
+        assert_eq!(counts(&rr, 10), vec![3, 3, 2, 2]);
+        assert_eq!(rr.pick(0, 5), "b");
+        // 40,000 draws: each share's standard error is under 0.25 %; 1.2 % is five of them.
+        let n = 40_000;
+        let uniform = LoraMix {
+            modules: modules.clone(),
+            dist: LoraDist::Uniform,
+        };
+        for c in counts(&uniform, n) {
+            assert!((f64::from(c) / f64::from(n) - 0.25).abs() < 0.012, "{c}");
+        }
+        let zipf = LoraMix {
+            modules,
+            dist: LoraDist::Zipf(1.0),
+        };
+        // 1/k over k = 1..4: 12/25, 6/25, 4/25, 3/25.
+        let want = [0.48, 0.24, 0.16, 0.12];
+        for (c, w) in counts(&zipf, n).into_iter().zip(want) {
+            assert!(
+                (f64::from(c) / f64::from(n) - w).abs() < 0.012,
+                "{c} vs {w}"
+            );
+        }
+    }
+
+    #[test]
+    fn lora_dist_parses_the_three_forms_and_refuses_others() {
+        assert_eq!(LoraDist::parse("uniform"), Ok(LoraDist::Uniform));
+        assert_eq!(LoraDist::parse("round-robin"), Ok(LoraDist::RoundRobin));
+        assert_eq!(LoraDist::parse("zipf:1.5"), Ok(LoraDist::Zipf(1.5)));
+        for bad in ["zipf:0", "zipf:-1", "zipf", "random", "zipf:x"] {
+            assert!(LoraDist::parse(bad).is_err(), "{bad}");
+        }
     }
 }

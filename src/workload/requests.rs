@@ -56,6 +56,9 @@ pub async fn make_request(
 ) -> Result<RequestSpec, String> {
     let mut r = build_request(factory, spec, i).await?;
     r.thinking_budget = spec.thinking_budget;
+    r.adapter = spec
+        .adapter_of(factory.seed(), spec.global_index(i))
+        .map(Arc::from);
     Ok(r)
 }
 

@@ -7,6 +7,7 @@
 
 mod grouped;
 mod long_context;
+mod lora;
 mod panel;
 mod pareto;
 mod rates;
@@ -157,7 +158,7 @@ pub fn render_all(
         whole
     };
     let any = |f: fn(&RunSummary) -> bool| runs.iter().any(|r| f(r.summary));
-    let figures: [(&str, Draw, bool); 10] = [
+    let figures: [(&str, Draw, bool); 11] = [
         ("throughput.png", sweep::throughput, true),
         ("latency.png", sweep::latency, true),
         (
@@ -195,6 +196,11 @@ pub fn render_all(
             "trace.png",
             trace::trace_figure,
             any(|s| !s.traces.is_empty()),
+        ),
+        (
+            "lora.png",
+            lora::lora_figure,
+            any(|s| !s.config.lora_modules.is_empty()),
         ),
         ("gpu_timeline.png", timeline::figure, true),
     ];

@@ -145,6 +145,31 @@ fn run_header(s: &RunSummary) -> String {
     out
 }
 
+/// Each level's figures per LoRA adapter, when the run named adapters.
+fn lora_section(out: &mut String, s: &RunSummary, all: &[LevelSummary]) {
+    let lora = lora_table(all);
+    if lora.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n## LoRA adapters ({} over {})\n",
+        s.config.lora_dist.label(),
+        s.config.lora_modules.join(", ")
+    );
+    out.push_str(&lora);
+    out.push_str("\nshare: the adapter's part of the level's requests; req/s and out tok/s: its own completions and output tokens over the level's whole window (the adapters' add up to the level's).\n");
+}
+
+/// Thinking and answers per level, when any level's requests reasoned.
+fn reasoning_section(out: &mut String, all: &[LevelSummary]) {
+    if any_reasoning(all) {
+        out.push_str("\n## Reasoning and answers\n\n");
+        out.push_str(&reasoning_table(all));
+        out.push_str("\nTTFC: time to the first token of the answer (content), after the thinking; thinking: first token to first answer token. reasoning share: thinking tokens over all output tokens. answer tok/s: the answer's own decode speed, (answer tokens − 1) / (E2E − TTFC).\n");
+    }
+}
+
 /// One section for each part of the run that has levels, then warnings and the error.
 fn sections(out: &mut String, s: &RunSummary) {
     findings::findings_section(out, s);
@@ -173,11 +198,8 @@ fn sections(out: &mut String, s: &RunSummary) {
     }
     let all: Vec<LevelSummary> = s.levels().cloned().collect();
     energy_section(out, s, &all);
-    if any_reasoning(&all) {
-        out.push_str("\n## Reasoning and answers\n\n");
-        out.push_str(&reasoning_table(&all));
-        out.push_str("\nTTFC: time to the first token of the answer (content), after the thinking; thinking: first token to first answer token. reasoning share: thinking tokens over all output tokens. answer tok/s: the answer's own decode speed, (answer tokens − 1) / (E2E − TTFC).\n");
-    }
+    lora_section(out, s, &all);
+    reasoning_section(out, &all);
     if !s.rates.is_empty() {
         let _ = writeln!(
             out,

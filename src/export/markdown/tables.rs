@@ -110,6 +110,41 @@ Lengths each request was sent with (tokens as counted for it, over the completed
     )
 }
 
+/// Each level's figures per LoRA adapter (`--lora-modules`), one row an adapter; empty when
+/// no level named one.
+pub fn lora_table(levels: &[LevelSummary]) -> String {
+    let mut rows = String::new();
+    for l in levels {
+        let Some(s) = &l.stats else { continue };
+        for (name, a) in &s.scalars.lora {
+            let _ = writeln!(
+                rows,
+                "| {} | {name} | {} % | {} | {} | {} | {} / {} | {} / {} | {} |",
+                l.label(),
+                num(Some(a.share * 100.0)),
+                if a.failed > 0 {
+                    format!("{} ({} failed)", a.completed, a.failed)
+                } else {
+                    a.completed.to_string()
+                },
+                num(Some(a.request_throughput)),
+                num(Some(a.output_throughput)),
+                num(a.median_ttft_ms),
+                num(a.p99_ttft_ms),
+                num(a.median_tpot_ms),
+                num(a.p99_tpot_ms),
+                num(a.median_e2el_ms),
+            );
+        }
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    format!(
+        "| level | adapter | share | done | req/s | out tok/s | TTFT p50 / p99 (ms) | TPOT p50 / p99 (ms) | E2E p50 (ms) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n{rows}"
+    )
+}
+
 /// Whether any of `levels` has an energy figure or a cost (the energy table is shown then).
 pub fn any_energy(levels: &[LevelSummary]) -> bool {
     levels

@@ -42,6 +42,7 @@ fn ok_record(send: u64, ttft: u64, n_steps: u64) -> RequestRecord {
         first_held: false,
         finish: None,
         think_tags: false,
+        lora: None,
     }
 }
 
