@@ -4,6 +4,15 @@
 //! Length spreads (`--range-ratio`): each request's input and output lengths are drawn
 //! uniformly from `[⌊(1−R)·L⌋, ⌈(1+R)·L⌉]`; the simulator's record of every request says what
 //! it was asked for, and results.json's per-request length figures must match that record.
+//!
+//! LoRA mixes (`--lora-modules`): every request names the adapter its distribution dealt it and
+//! the simulator got that name; each adapter's median TTFT is the simulator's record of its
+//! requests, and an adapter the simulator makes cost 40 ms shows it.
+//!
+//! Structured output (`--response-format`): each level runs twice, plain then constrained; the
+//! simulator adds a stated time to each step carrying a constrained request, and the TPOT
+//! servetop adds to the constrained twin is the one the simulator's record shows; answers are
+//! the schema's instance (all comply) unless the output limit cuts them (none do).
 
 // Integration tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -260,5 +269,146 @@ fn sglang_takes_the_adapter_in_lora_path_and_an_unknown_name_is_refused() {
             err.contains("--lora-modules nope:") && err.contains("does not serve it"),
             "{err}"
         );
+    });
+}
+
+/// The simulator's stated cost of a decode step carrying a constrained request.
+const MASK_MS: f64 = 5.0;
+
+fn schema_file(name: &str) -> std::path::PathBuf {
+    let p = std::env::temp_dir().join(format!("servetop-{name}-{}.json", std::process::id()));
+    std::fs::write(
+        &p,
+        r#"{"type": "object", "properties": {"city": {"type": "string", "minLength": 3}, "days": {"type": "integer", "minimum": 1}}, "required": ["city", "days"]}"#,
+    )
+    .unwrap();
+    p
+}
+
+fn schema_format(p: &std::path::Path) -> servetop::client::structured::ResponseFormat {
+    servetop::client::structured::ResponseFormat::parse(&[
+        "json-schema".into(),
+        p.display().to_string(),
+    ])
+    .unwrap()
+}
+
+#[test]
+fn structured_output_runs_each_level_twice_and_shows_the_stated_overhead() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut c = sim_run::steady_config(2.0);
+        c.structured_step_ms = MASK_MS;
+        let h = sim::start(c, SocketAddr::from(([127, 0, 0, 1], 0)))
+            .await
+            .unwrap();
+        let schema = schema_file("schema");
+        let cfg = RunConfig {
+            concurrency: vec![1, 4],
+            input_len: 60,
+            output_len: 24,
+            requests_per_level: RequestCount::Fixed(12),
+            response_format: Some(schema_format(&schema)),
+            ..config(&h.url())
+        };
+        let session = sim_run::finished(cfg).await;
+        let truth = sim_truth::of(&h);
+        let s = &session.summary;
+        // C=1, C=1 · json-schema, C=4, C=4 · json-schema.
+        let labels: Vec<String> = s
+            .sweep
+            .iter()
+            .map(servetop::summary::LevelSummary::label)
+            .collect();
+        assert_eq!(
+            labels,
+            ["C=1", "C=1 · json-schema", "C=4", "C=4 · json-schema"]
+        );
+        for l in &s.sweep {
+            let constrained = l.response_format.is_some();
+            let got = sim_truth::of_level(&truth, l.index);
+            assert_eq!(got.len(), 12);
+            assert!(
+                got.iter().all(|r| r.structured == constrained),
+                "{}",
+                l.label()
+            );
+            let sc = &l.stats.as_ref().unwrap().scalars;
+            if !constrained {
+                assert_eq!((sc.schema_checked, sc.schema_valid_share), (0, None));
+                continue;
+            }
+            // Every answer is the schema's instance: all comply.
+            assert_eq!((sc.schema_checked, sc.schema_valid_share), (12, Some(1.0)));
+            let o = l.structured_overhead.as_ref().unwrap();
+            assert_eq!(o.plain_level + 1, l.index);
+            // The added TPOT is what the server's own record of the two levels says.
+            let server_tpot = |level: u32| {
+                let mut v: Vec<f64> = sim_truth::of_level(&truth, level)
+                    .iter()
+                    .filter_map(|r| sim_truth::server_tpot_ms(r))
+                    .collect();
+                v.sort_by(f64::total_cmp);
+                sim_truth::nearest_rank(&v, 50.0)
+            };
+            let server_added = server_tpot(l.index) - server_tpot(o.plain_level);
+            let added = o.tpot_p50_added_ms.unwrap();
+            assert!(
+                (added - server_added).abs() <= 2.0 * sim_truth::MEDIAN_TOL_MS,
+                "{}: servetop adds {added} ms a token, the server's record {server_added} ms",
+                l.label()
+            );
+            if l.concurrency == 1 {
+                assert!(
+                    server_added >= MASK_MS - sim_truth::MEDIAN_TOL_MS,
+                    "the simulator added {server_added} ms, told {MASK_MS}"
+                );
+            }
+        }
+        let f = s
+            .findings
+            .iter()
+            .find(|f| f.id == "structured_output")
+            .unwrap();
+        assert!(f.text.contains("100 % of 24 answers comply"), "{}", f.text);
+        // The plan's own findings are about the plain levels only.
+        assert!(
+            s.findings
+                .iter()
+                .filter(|f| f.id != "structured_output")
+                .all(|f| f.levels.iter().all(|l| !l.contains("json-schema")))
+        );
+        let _ = std::fs::remove_file(&schema);
+    });
+}
+
+#[test]
+fn answers_cut_by_their_output_limit_do_not_comply() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let h = start().await;
+        let schema = schema_file("cut");
+        // Two tokens (eight characters) cannot hold the schema's smallest instance.
+        let cfg = RunConfig {
+            concurrency: vec![2],
+            input_len: 40,
+            output_len: 2,
+            requests_per_level: RequestCount::Fixed(6),
+            response_format: Some(schema_format(&schema)),
+            backend: servetop::config::BackendChoice::OpenaiChat,
+            ..config(&h.url())
+        };
+        let session = sim_run::finished(cfg).await;
+        let l = &session.summary.sweep[1];
+        let sc = &l.stats.as_ref().unwrap().scalars;
+        assert_eq!((sc.schema_checked, sc.schema_valid_share), (6, Some(0.0)));
+        let f = session
+            .summary
+            .findings
+            .iter()
+            .find(|f| f.id == "structured_output")
+            .unwrap();
+        assert!(f.text.contains("0.00 % of 6 answers comply"), "{}", f.text);
+        let _ = std::fs::remove_file(&schema);
     });
 }

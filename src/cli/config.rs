@@ -32,6 +32,10 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         range_ratio: a.range_ratio,
         lora_modules: a.lora_modules.0.clone(),
         lora_dist: a.lora_dist,
+        response_format: match &a.response_format {
+            Some(words) => Some(crate::client::structured::ResponseFormat::parse(words)?),
+            None => None,
+        },
         dataset: a.dataset.clone(),
         multi_turn: a.multi_turn.map(|turns| MultiTurn {
             turns,
@@ -73,22 +77,7 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         no_gpu: a.no_gpu,
         gpu_interval_s: a.gpu_interval,
         server_wait_s: a.server_wait,
-        serve: a.serve.as_ref().map(|command| crate::config::ServeConfig {
-            command: command.clone(),
-            context_len: a.context_len,
-            context_steps: {
-                let mut steps = a
-                    .context_steps
-                    .as_ref()
-                    .map(|l| l.0.clone())
-                    .unwrap_or_default();
-                steps.sort_unstable();
-                steps
-            },
-            timeout_s: a.serve_timeout,
-            restart_on_crash: a.restart_on_crash,
-            params: Vec::new(),
-        }),
+        serve: serve_config(a),
         search,
         chat,
         gpu_hour_cost: a.gpu_hour_cost,
@@ -115,6 +104,26 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
 }
 
 /// The `--search` flags, checked.
+/// The server servetop starts (`--serve`), if any.
+fn serve_config(a: &RunArgs) -> Option<crate::config::ServeConfig> {
+    a.serve.as_ref().map(|command| crate::config::ServeConfig {
+        command: command.clone(),
+        context_len: a.context_len,
+        context_steps: {
+            let mut steps = a
+                .context_steps
+                .as_ref()
+                .map(|l| l.0.clone())
+                .unwrap_or_default();
+            steps.sort_unstable();
+            steps
+        },
+        timeout_s: a.serve_timeout,
+        restart_on_crash: a.restart_on_crash,
+        params: Vec::new(),
+    })
+}
+
 fn search_config(a: &RunArgs) -> Result<Option<crate::workload::search::SearchConfig>, String> {
     let Some(target) = a.search.as_deref() else {
         return Ok(None);
@@ -266,6 +275,14 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, String> {
         c.tool_calls = n;
     }
     c.lora = sim_lora(&a.lora_modules.0, a.lora_switch_ms.as_deref())?;
+    if let Some(ms) = a.structured_step_ms {
+        if !(ms.is_finite() && (0.0..=60_000.0).contains(&ms)) {
+            return Err(format!(
+                "--structured-step-ms must be between 0 and 60000, got {ms}"
+            ));
+        }
+        c.structured_step_ms = ms;
+    }
     if let Some(w) = a.gpu_idle_w {
         c.gpu_idle_w = w;
     }

@@ -528,6 +528,16 @@ pub struct RunArgs {
     /// same requests name the same adapters at every level for a given --seed.
     #[arg(long, value_name = "DIST", default_value = "uniform", value_parser = crate::workload::mix::LoraDist::parse, help_heading = "Workload", hide_short_help = true)]
     pub lora_dist: crate::workload::mix::LoraDist,
+    /// Run each level twice, without and with a constraint: json, json-schema FILE or regex P.
+    ///
+    /// Structured output: every sweep, rate and long-context level runs twice, first as
+    /// planned and then with each request constrained to `json` (any JSON object),
+    /// `json-schema FILE` (valid against the schema in FILE) or `regex PATTERN` (text the
+    /// pattern matches whole), sent as the engine takes it (`response_format`, vLLM's
+    /// `structured_outputs`, SGLang's `regex`). The constrained twin shows its overhead over the
+    /// plain one (TTFT, TPOT, throughput) and the share of answers that comply.
+    #[arg(long, value_name = "KIND [ARG]", num_args = 1..=2, help_heading = "Workload", hide_short_help = true)]
+    pub response_format: Option<Vec<String>>,
     /// Prompts from a ShareGPT or JSONL file, not random text.
     ///
     /// Prompts from a file instead of random text: ShareGPT conversations (JSON array or JSON
@@ -948,6 +958,11 @@ pub struct SimArgs {
     /// first token comes that much later and the batch waits with it.
     #[arg(long, value_name = "NAME=MS,...")]
     pub lora_switch_ms: Option<String>,
+    /// Structured output's cost: each decode step carrying a constrained request (JSON object,
+    /// schema or regex) takes MS more. Constrained answers are the schema's smallest instance,
+    /// padded to the tokens asked for (a regex's: plain words).
+    #[arg(long, value_name = "MS")]
+    pub structured_step_ms: Option<f64>,
     /// Watts each simulated GPU (--gpus) draws while the engine waits (default 80) and while it
     /// steps (default 350); the reported power follows the load, the energy counter integrates
     /// it exactly.

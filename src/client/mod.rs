@@ -15,6 +15,7 @@ mod kinds;
 pub mod rxtime;
 pub mod sse;
 mod stream;
+pub mod structured;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -110,6 +111,9 @@ pub struct RequestSpec {
     /// The LoRA adapter it names (`--lora-modules`), in the field the engine reads (see
     /// `Client::body`); None: the base model.
     pub adapter: Option<Arc<str>>,
+    /// The structured-output constraint it carries (`--response-format`): sent without
+    /// `ignore_eos` (the answer ends where the constraint does), its answer checked against it.
+    pub structured: Option<Arc<structured::Constraint>>,
 }
 
 impl RequestSpec {
@@ -129,6 +133,7 @@ impl RequestSpec {
             cache_prompt: false,
             thinking_budget: None,
             adapter: None,
+            structured: None,
         }
     }
 }
@@ -347,6 +352,19 @@ impl Client {
                 b
             }
         };
+        if let Some(c) = &spec.structured {
+            c.apply(&mut body, backend, self.engine);
+            // The answer ends where its constraint does: no EOS to ignore.
+            if let Some(o) = body.as_object_mut() {
+                o.remove("ignore_eos");
+            }
+            if let Some(sp) = body
+                .get_mut("sampling_params")
+                .and_then(serde_json::Value::as_object_mut)
+            {
+                sp.remove("ignore_eos");
+            }
+        }
         if let (Some(name), Some(body)) = (&spec.adapter, body.as_object_mut()) {
             // SGLang reads the adapter from `lora_path` on both its native and its OpenAI
             // endpoints (its newer `model: "base:adapter"` form too, the older only this);
@@ -452,8 +470,19 @@ impl Client {
         tag: RequestTag,
         reply: Option<&mut String>,
     ) -> RequestRecord {
-        let mut rec = self.exchange(spec, tag, reply).await;
+        let Some(c) = &spec.structured else {
+            let mut rec = self.exchange(spec, tag, reply).await;
+            rec.lora = spec.adapter.as_deref().map(String::from);
+            return rec;
+        };
+        // A constrained answer is kept to be checked against its constraint.
+        let mut own = String::new();
+        let text = reply.unwrap_or(&mut own);
+        let mut rec = self.exchange(spec, tag, Some(&mut *text)).await;
         rec.lora = spec.adapter.as_deref().map(String::from);
+        if rec.is_ok() {
+            rec.schema_valid = Some(c.accepts(text));
+        }
         rec
     }
 }
@@ -535,6 +564,7 @@ fn record_of(
         finish: None,
         think_tags: false,
         lora: spec.adapter.as_deref().map(String::from),
+        schema_valid: None,
     }
 }
 

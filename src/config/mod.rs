@@ -46,6 +46,10 @@ pub struct RunConfig {
     pub lora_modules: Vec<String>,
     #[serde(default)]
     pub lora_dist: crate::workload::mix::LoraDist,
+    /// Structured output (`--response-format`): every sweep, rate and long-context level runs
+    /// twice, without and then with the constraint.
+    #[serde(default)]
+    pub response_format: Option<crate::client::structured::ResponseFormat>,
     /// The multi-turn level, run last (none by default).
     #[serde(default)]
     pub multi_turn: Option<MultiTurn>,
@@ -351,6 +355,7 @@ impl RunConfig {
             range_ratio: None,
             lora_modules: Vec::new(),
             lora_dist: crate::workload::mix::LoraDist::Uniform,
+            response_format: None,
             multi_turn: None,
             dataset: None,
             requests_per_level: RequestCount::Fixed(8),
@@ -394,6 +399,8 @@ impl RunConfig {
         crate::workload::mix::RequestMix {
             range_ratio: self.range_ratio.filter(|&r| r > 0.0),
             lora: self.lora_mix(),
+            // Constrained twins are added to the plan level by level (`structured_plan`).
+            response_format: None,
         }
     }
 
@@ -457,6 +464,7 @@ impl RunConfig {
         for l in &mut levels {
             l.mix.lora = self.lora_mix();
         }
+        let levels = crate::workload::mix::structured_plan(levels, self.response_format.as_ref());
         let levels = crate::workload::budget_plan(levels, &self.thinking_budgets);
         let mut levels = crate::workload::repeat_plan(levels, self.repeat);
         for l in &mut levels {

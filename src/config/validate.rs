@@ -143,6 +143,30 @@ impl RunConfig {
         Ok(())
     }
 
+    /// `--response-format` doubles the sweep's, rate and long-context levels: a run must have
+    /// one, and a search (whose probes follow each other's results) is run apart.
+    fn validate_response_format(&self) -> Result<(), String> {
+        if self.response_format.is_none() {
+            return Ok(());
+        }
+        if self.search.is_some() {
+            return Err(
+                "--response-format runs each level twice, with and without the constraint; an SLO search cannot be paired so: search with and without --response-format separately"
+                    .into(),
+            );
+        }
+        if self.concurrency.is_empty()
+            && self.open_loop.request_rates.is_empty()
+            && self.long_context.is_empty()
+        {
+            return Err(
+                "--response-format pairs the sweep's, rate and long-context levels with constrained twins, and this run has none of them"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
     /// Checks what clap cannot.
     pub fn validate(&self) -> Result<(), String> {
         // A file the run will read is checked before any server is asked anything.
@@ -196,6 +220,7 @@ impl RunConfig {
             ));
         }
         self.validate_range_ratio(uses_input)?;
+        self.validate_response_format()?;
         if rates.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
             return Err("--request-rate values must be positive numbers of requests/s".into());
         }

@@ -77,6 +77,9 @@ pub struct LevelAccumulator {
     steady: super::steady::SteadyFold,
     /// The requests of each LoRA adapter, apart.
     lora: super::lora::LoraFold,
+    /// Answers checked against `--response-format`, and those that complied.
+    schema_checked: u64,
+    schema_valid: u64,
 }
 
 impl LevelAccumulator {
@@ -152,6 +155,10 @@ impl LevelAccumulator {
         self.reasoning.add(r);
         self.input_tokens += r.input_tokens;
         self.output_tokens += r.output_tokens;
+        if let Some(ok) = r.schema_valid {
+            self.schema_checked += 1;
+            self.schema_valid += u64::from(ok);
+        }
         self.input_lengths.record(r.input_tokens);
         self.output_lengths.record(r.output_tokens);
         *self.output_sources.entry(r.output_source).or_default() += 1;
@@ -289,6 +296,11 @@ impl LevelAccumulator {
         }
     }
 
+    /// The share of checked answers that complied with `--response-format`.
+    fn schema_valid_share(&self) -> Option<f64> {
+        (self.schema_checked > 0).then(|| self.schema_valid as f64 / self.schema_checked as f64)
+    }
+
     pub fn stats(&self) -> LevelStats {
         let start = self.window_start_us.unwrap_or(0);
         let window_s = self.window_end_us.saturating_sub(start) as f64 * 1e-6;
@@ -366,6 +378,8 @@ impl LevelAccumulator {
                 .map(super::timeline::TimelineFold::bins)
                 .unwrap_or_default(),
             lora: self.lora.stats(window_s),
+            schema_checked: self.schema_checked,
+            schema_valid_share: self.schema_valid_share(),
         };
         let dists = LevelDists {
             ttft_ms: self.ttft.stats(ms),

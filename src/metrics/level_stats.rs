@@ -116,6 +116,12 @@ pub struct LevelScalars {
     /// Latency over the level's timeline, by scheduled time (a trace level's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timeline: Vec<super::timeline::TimelineBin>,
+    /// Completed answers checked against `--response-format`, and the share of them that
+    /// complied (a JSON object, valid against the schema, matched by the pattern).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub schema_checked: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_valid_share: Option<f64>,
     /// The level's figures per LoRA adapter its requests named (`--lora-modules`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub lora: BTreeMap<String, super::lora::LoraStats>,

@@ -133,6 +133,7 @@ mod tests {
             finish: None,
             think_tags: false,
             lora: None,
+            schema_valid: None,
         }
     }
 

@@ -229,6 +229,10 @@ pub struct RequestRecord {
     /// The LoRA adapter the request named (`--lora-modules`); None: the base model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lora: Option<String>,
+    /// Whether its answer complied with its `--response-format` (a JSON object, valid against
+    /// the schema, matched by the pattern); None for an unconstrained or failed request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_valid: Option<bool>,
 }
 
 /// A stream's `finish_reason`, as far as the figures care.
@@ -438,6 +442,7 @@ pub(crate) mod tests {
             finish: None,
             think_tags: false,
             lora: None,
+            schema_valid: None,
         }
     }
 

@@ -569,6 +569,14 @@ pub fn final_tables(s: &Session) -> String {
         );
         out.push_str(&markdown::reasoning_table(&all));
     }
+    let structured = markdown::structured_table(&all);
+    if let (false, Some(f)) = (structured.is_empty(), &s.summary.config.response_format) {
+        let _ = write!(
+            out,
+            "\nStructured output ({}): each constrained level against its plain twin\n\n{structured}",
+            f.label()
+        );
+    }
     let lora = markdown::lora_table(&all);
     if !lora.is_empty() {
         let _ = write!(

@@ -231,6 +231,7 @@ impl Session {
                     self.current = None;
                 }
                 self.summary.compare_to_baseline();
+                self.summary.compare_structured();
                 self.summary.summarize_repeats();
                 self.summary.warn_short_levels();
                 self.summary.warn_reasoning(index);
@@ -557,6 +558,7 @@ mod tests {
             finish: None,
             think_tags: false,
             lora: None,
+            schema_valid: None,
         })
     }
 

@@ -90,6 +90,14 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
     }
     let server = detect::identify(&base, &probes, cfg.model.as_deref())?;
     adapters_served(&server, cfg)?;
+    if let (Engine::Llamacpp, Some(crate::client::structured::ResponseFormat::Regex { .. })) =
+        (server.engine, &cfg.response_format)
+    {
+        return Err(
+            "--response-format regex: llama-server takes grammars and JSON schemas, not regular expressions; use json or json-schema FILE against it"
+                .into(),
+        );
+    }
     let backend = match cfg.backend {
         // Tools, template switches and thinking budgets exist only in chat requests.
         BackendChoice::Auto if cfg.wants_chat() => Backend::OpenaiChat,
@@ -118,14 +126,7 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
     if let Some(why) = fits.or_else(|| search_fits(&server, cfg)) {
         return Err(why);
     }
-    let mut factory = PromptFactory::new(counter, cfg.seed);
-    if let Some(path) = &cfg.dataset {
-        let d = crate::workload::dataset::Dataset::load(path)?;
-        factory = factory.with_dataset(Arc::new(d));
-    }
-    if let Some(t) = cfg.trace.as_ref().and_then(|t| t.loaded.clone()) {
-        factory = factory.with_trace(t);
-    }
+    let factory = factory_of(counter, cfg)?;
     Ok(Prepared {
         server,
         backend,
@@ -148,6 +149,25 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
             }),
         serve: None,
     })
+}
+
+/// What makes the run's prompts: the counter, and the dataset, trace and structured-output
+/// constraint the run has.
+fn factory_of(counter: Counter, cfg: &RunConfig) -> Result<PromptFactory, String> {
+    let mut factory = PromptFactory::new(counter, cfg.seed);
+    if let Some(path) = &cfg.dataset {
+        let d = crate::workload::dataset::Dataset::load(path)?;
+        factory = factory.with_dataset(Arc::new(d));
+    }
+    if let Some(t) = cfg.trace.as_ref().and_then(|t| t.loaded.clone()) {
+        factory = factory.with_trace(t);
+    }
+    if let Some(f) = &cfg.response_format {
+        factory = factory.with_constraint(Arc::new(crate::client::structured::Constraint::new(
+            f.clone(),
+        )?));
+    }
+    Ok(factory)
 }
 
 /// `--lora-modules` against the server, before anything is sent: llama-server applies adapters

@@ -38,6 +38,9 @@ pub struct SimRequest {
     pub blocks: Vec<u64>,
     /// Engine time its prefill costs beyond its tokens' (its LoRA adapter swapped in).
     pub extra_prefill: Duration,
+    /// It carries a structured-output constraint: every step it is in costs
+    /// `structured_step_ms` more.
+    pub constrained: bool,
 }
 
 struct Active {
@@ -471,7 +474,12 @@ async fn decode_step(
         .iter()
         .map(|a| a.req.input_tokens + a.generated)
         .sum();
-    *deadline += Duration::from_secs_f64(cfg.step_ms(running.len(), context) / 1000.0);
+    let mask_ms = if running.iter().any(|a| a.req.constrained) {
+        cfg.structured_step_ms
+    } else {
+        0.0
+    };
+    *deadline += Duration::from_secs_f64((cfg.step_ms(running.len(), context) + mask_ms) / 1000.0);
     tokio::time::sleep_until((*deadline).into()).await;
     let now = Instant::now();
     let width = cfg.accept_length.draft_width();

@@ -203,6 +203,8 @@ struct Ask {
     thinking_budget: Option<u64>,
     /// The LoRA adapter it names.
     lora: Option<super::SimLora>,
+    /// Its structured-output constraint.
+    structured: Option<super::structured::SimConstraint>,
 }
 
 /// The adapter a request names: its `model` (vLLM), or `lora_path` (SGLang, on any endpoint);
@@ -315,6 +317,7 @@ fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, Box<Response
         tools,
         thinking_budget,
         lora,
+        structured: super::structured::of(body, kind == Kind::Native),
     })
 }
 
@@ -457,16 +460,9 @@ fn fault_response(s: &Shared, f: FaultKind, ask: &Ask) -> Option<Response> {
     }
 }
 
-fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Response {
-    // Arrival: the request as read, before its prompt is tokenized (a long prompt takes a
-    // while, and that is the engine's time, not the client's lateness).
-    let arrived = Instant::now();
-    let received_unix_us = crate::metrics::unix_us();
-    let ask = match parse_ask(s, kind, body) {
-        Ok(a) => a,
-        Err(r) => return *r,
-    };
-    let id = s.next_id.fetch_add(1, Ordering::Relaxed);
+/// The fault request `id` draws, if any; `Err` with the whole answer of one that answers at
+/// once.
+fn injected_fault(s: &Shared, id: u64, ask: &Ask) -> Result<Option<FaultKind>, Box<Response>> {
     let draw: f64 =
         SmallRng::seed_from_u64(s.config.seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15)).random();
     let fault = s
@@ -485,10 +481,38 @@ fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Re
         if let Ok(mut l) = s.log.lock() {
             *l.injected.entry(f).or_default() += 1;
         }
-        if let Some(r) = fault_response(s, f, &ask) {
-            return r;
+        if let Some(r) = fault_response(s, f, ask) {
+            return Err(Box::new(r));
         }
     }
+    Ok(fault)
+}
+
+/// A constrained request's whole answer: a chat's follows its thinking, elsewhere the whole
+/// output is the answer.
+fn constrained_answer(kind: Kind, ask: &Ask, answer: &AnswerPlan) -> Option<Vec<char>> {
+    let tokens = if kind == Kind::Chat {
+        answer.answer
+    } else {
+        ask.max_tokens
+    };
+    super::structured::answer(ask.structured.as_ref()?, tokens)
+}
+
+fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Response {
+    // Arrival: the request as read, before its prompt is tokenized (a long prompt takes a
+    // while, and that is the engine's time, not the client's lateness).
+    let arrived = Instant::now();
+    let received_unix_us = crate::metrics::unix_us();
+    let ask = match parse_ask(s, kind, body) {
+        Ok(a) => a,
+        Err(r) => return *r,
+    };
+    let id = s.next_id.fetch_add(1, Ordering::Relaxed);
+    let fault = match injected_fault(s, id, &ask) {
+        Ok(f) => f,
+        Err(r) => return *r,
+    };
     let answer = answer_plan(&s.config, kind, &ask);
     let (tx, rx) = mpsc::unbounded_channel();
     let req = SimRequest {
@@ -500,6 +524,7 @@ fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Re
         extra_prefill: ask.lora.as_ref().map_or(std::time::Duration::ZERO, |a| {
             std::time::Duration::from_secs_f64(a.switch_ms / 1000.0)
         }),
+        constrained: ask.structured.is_some(),
     };
     if s.engine.send(req).is_err() {
         return error(
@@ -507,6 +532,16 @@ fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Re
             "simulated engine is shutting down",
         );
     }
+    let doc = constrained_answer(kind, &ask, &answer);
+    let trace = super::truth::SimRequestTrace {
+        request_id,
+        received_unix_us,
+        prompt_tokens: ask.input_tokens,
+        max_tokens: ask.max_tokens,
+        lora: ask.lora.as_ref().map(|a| a.name.clone()),
+        structured: ask.structured.is_some(),
+        ..super::truth::SimRequestTrace::default()
+    };
     let st = StreamState {
         rx,
         kind,
@@ -530,17 +565,12 @@ fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Re
         slow_first_s: s.config.faults.slow_first_s,
         write_batch: s.config.write_batch.max(1),
         trailer_delay: std::time::Duration::from_secs_f64(s.config.trailer_delay_ms / 1000.0),
+        doc,
+        doc_at: 0,
         answer,
         log: s.log.clone(),
         arrived,
-        trace: super::truth::SimRequestTrace {
-            request_id,
-            received_unix_us,
-            prompt_tokens: ask.input_tokens,
-            max_tokens: ask.max_tokens,
-            lora: ask.lora.map(|a| a.name),
-            ..super::truth::SimRequestTrace::default()
-        },
+        trace,
     };
     if ask.stream {
         let stream = futures_util::stream::unfold(st, |mut st| async move {

@@ -19,6 +19,7 @@ mod http;
 mod metrics;
 pub mod prefix_cache;
 mod stream;
+pub mod structured;
 pub mod tokenizer;
 pub mod truth;
 
@@ -191,6 +192,11 @@ pub struct SimConfig {
     /// refuses it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lora: Vec<SimLora>,
+    /// Engine time each decode step costs beyond its own while it carries a request with a
+    /// structured-output constraint (its grammar's token mask), in ms (`--structured-step-ms`;
+    /// 0 by default).
+    #[serde(default)]
+    pub structured_step_ms: f64,
 }
 
 /// One adapter the simulator serves.
@@ -262,6 +268,7 @@ impl SimConfig {
                 gpu_busy_w: 350.0,
                 api_key: None,
                 lora: Vec::new(),
+                structured_step_ms: 0.0,
             }),
             "fast" => Ok(SimConfig {
                 preset: "fast".into(),
@@ -291,6 +298,7 @@ impl SimConfig {
                 gpu_busy_w: 350.0,
                 api_key: None,
                 lora: Vec::new(),
+                structured_step_ms: 0.0,
             }),
             other => Err(format!(
                 "unknown preset '{other}' (known: {})",

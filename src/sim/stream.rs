@@ -66,6 +66,10 @@ pub(super) struct StreamState {
     pub(super) trailer_delay: std::time::Duration,
     /// Thinking first, then the answer or tool calls (chat only).
     pub(super) answer: AnswerPlan,
+    /// A constrained request's whole answer ([`super::structured::answer`]), handed out four
+    /// characters a token from `doc_at`.
+    pub(super) doc: Option<Vec<char>>,
+    pub(super) doc_at: usize,
     /// Where the simulator keeps its ground truth of each stream.
     pub(super) log: Arc<Mutex<super::batcher::SimLog>>,
     pub(super) arrived: std::time::Instant,
@@ -159,6 +163,17 @@ impl StreamState {
         self.words_of(n, &tokenizer::OUTPUT_WORDS)
     }
 
+    /// The answer's next `n` tokens: a constrained request's document, else words.
+    fn answer_words(&mut self, n: u32) -> String {
+        let Some(doc) = &self.doc else {
+            return self.words(n);
+        };
+        let from = self.doc_at.min(doc.len());
+        let to = (from + n as usize * 4).min(doc.len());
+        self.doc_at = to;
+        doc[from..to].iter().collect()
+    }
+
     fn words_of(&mut self, n: u32, vocabulary: &[&str]) -> String {
         let mut s = String::with_capacity(n as usize * 5);
         for _ in 0..n {
@@ -230,7 +245,7 @@ impl StreamState {
         self.cached = self.cached.max(cached);
         if self.kind != Kind::Chat {
             self.generated += u64::from(n);
-            let piece = self.words(n);
+            let piece = self.answer_words(n);
             if self.kind == Kind::Native || self.cache.is_some() {
                 self.text.push_str(&piece);
             }
@@ -253,7 +268,7 @@ impl StreamState {
                 Piece::Content => {
                     self.answer.answered += take;
                     self.answer.first_content.get_or_insert(since);
-                    self.words(take32)
+                    self.answer_words(take32)
                 }
                 Piece::Tool { .. } => {
                     self.answer.answered += take;

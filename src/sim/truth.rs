@@ -25,6 +25,9 @@ pub struct SimRequestTrace {
     pub prompt_tokens: u64,
     #[serde(default)]
     pub max_tokens: u64,
+    /// It carried a structured-output constraint.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub structured: bool,
     /// The LoRA adapter it named (none: the base model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lora: Option<String>,

@@ -8,6 +8,7 @@ pub mod findings;
 pub mod merge;
 pub mod reasoning;
 pub mod repeats;
+pub mod structured;
 pub mod tune;
 
 use crate::client::{Backend, ServerInfo};
@@ -75,6 +76,13 @@ pub struct LevelSummary {
     /// `output_len` (`--range-ratio`): each drawn from [⌊(1−R)·L⌋, ⌈(1+R)·L⌉].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub range_ratio: Option<f64>,
+    /// The constraint its requests carried (`--response-format`: `json`, `json-schema` or
+    /// `regex`): the constrained twin of the level before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<String>,
+    /// A constrained level against its plain twin (`--response-format`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_overhead: Option<structured::StructuredOverhead>,
     /// A multi-turn level's conversations: turns, and tokens per follow-up message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversation: Option<crate::workload::Conversation>,
@@ -181,6 +189,12 @@ impl LevelSummary {
             requests: spec.requests,
             shared_prefix_tokens: spec.shared_prefix_tokens,
             range_ratio: spec.mix.range_ratio,
+            response_format: spec
+                .mix
+                .response_format
+                .as_ref()
+                .map(|f| f.label().to_string()),
+            structured_overhead: None,
             conversation: spec.conversation,
             trace: spec.trace.clone(),
             repeat: spec.repeat,
@@ -218,7 +232,9 @@ impl LevelSummary {
 
     /// The label without the repeat's number (with the thinking budget's).
     pub fn base_label(&self) -> String {
-        self.plain_label() + &crate::workload::budget_suffix(self.thinking_budget)
+        self.plain_label()
+            + &crate::workload::format_suffix(self.response_format.as_deref())
+            + &crate::workload::budget_suffix(self.thinking_budget)
     }
 
     fn plain_label(&self) -> String {

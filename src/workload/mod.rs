@@ -98,6 +98,11 @@ pub fn repeat_suffix(r: Option<Repeat>) -> String {
     r.map_or(String::new(), |r| format!(" #{}", r.n))
 }
 
+/// ` · json` for a structured-output level (`--response-format`), nothing otherwise.
+pub fn format_suffix(f: Option<&str>) -> String {
+    f.map_or(String::new(), |f| format!(" · {f}"))
+}
+
 /// ` (think 256)` for a level run with a thinking budget, nothing otherwise.
 pub fn budget_suffix(b: Option<u32>) -> String {
     b.map_or(String::new(), |b| format!(" (think {b})"))
@@ -201,7 +206,14 @@ impl LevelSpec {
 
     /// The label without the repeat's number (with the thinking budget's).
     pub fn base_label(&self) -> String {
-        self.plain_label() + &budget_suffix(self.thinking_budget)
+        self.plain_label()
+            + &format_suffix(
+                self.mix
+                    .response_format
+                    .as_ref()
+                    .map(crate::client::structured::ResponseFormat::label),
+            )
+            + &budget_suffix(self.thinking_budget)
     }
 
     fn plain_label(&self) -> String {

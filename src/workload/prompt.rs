@@ -187,6 +187,8 @@ pub struct PromptFactory {
     prefix: Option<(u64, Prompt)>,
     /// Prompts from `--dataset` instead of random text.
     dataset: Option<Arc<super::dataset::Dataset>>,
+    /// `--response-format`'s constraint, for the constrained levels' requests.
+    constraint: Option<Arc<crate::client::structured::Constraint>>,
     /// The requests of `--trace`.
     trace: Option<Arc<super::trace::Trace>>,
     /// Texts of a trace's prefix blocks built so far, by hash id and tokens (bounded).
@@ -212,6 +214,7 @@ impl PromptFactory {
             offset_tokens: 0,
             prefix: None,
             dataset: None,
+            constraint: None,
             trace: None,
             blocks: HashMap::new(),
         }
@@ -227,6 +230,18 @@ impl PromptFactory {
     /// The trace in use, if any.
     pub fn trace(&self) -> Option<&Arc<super::trace::Trace>> {
         self.trace.as_ref()
+    }
+
+    /// Carries `--response-format`'s constraint, compiled once, for the constrained levels.
+    #[must_use]
+    pub fn with_constraint(mut self, c: Arc<crate::client::structured::Constraint>) -> Self {
+        self.constraint = Some(c);
+        self
+    }
+
+    /// The structured-output constraint, if the run has one.
+    pub fn constraint(&self) -> Option<&Arc<crate::client::structured::Constraint>> {
+        self.constraint.as_ref()
     }
 
     /// The text of a trace's prefix block `id`, `tokens` long by the counter (without the

@@ -59,6 +59,9 @@ pub async fn make_request(
     r.adapter = spec
         .adapter_of(factory.seed(), spec.global_index(i))
         .map(Arc::from);
+    if spec.mix.response_format.is_some() {
+        r.structured = factory.constraint().cloned();
+    }
     Ok(r)
 }
 

@@ -141,8 +141,11 @@ pub fn render_all(
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     // A run of several thinking budgets is drawn as one run per budget (each its own line), but
     // for the GPU timeline, which is the whole run's.
-    let split: Vec<(String, RunSummary, &[TelemetryRecord])> =
-        runs.iter().flat_map(per_budget).collect();
+    let split: Vec<(String, RunSummary, &[TelemetryRecord])> = runs
+        .iter()
+        .flat_map(per_budget)
+        .flat_map(per_format)
+        .collect();
     let split_runs: Vec<ChartRun<'_>> = split
         .iter()
         .map(|(label, summary, telemetry)| ChartRun {
@@ -218,6 +221,25 @@ pub fn render_all(
         }
     }
     Ok(written)
+}
+
+/// A run with `--response-format` as two: its plain levels, and its constrained twins
+/// (`label · json`), each its own line; else as it is.
+fn per_format(
+    (label, s, telemetry): (String, RunSummary, &[TelemetryRecord]),
+) -> Vec<(String, RunSummary, &[TelemetryRecord])> {
+    match s
+        .config
+        .response_format
+        .as_ref()
+        .map(crate::client::structured::ResponseFormat::label)
+    {
+        Some(f) => vec![
+            (label.clone(), s.only_plain(), telemetry),
+            (format!("{label} · {f}"), s.only_constrained(), telemetry),
+        ],
+        None => vec![(label, s, telemetry)],
+    }
 }
 
 /// `r` once per thinking budget when it ran several (`label · think N`), else as it is.

@@ -161,6 +161,20 @@ fn lora_section(out: &mut String, s: &RunSummary, all: &[LevelSummary]) {
     out.push_str("\nshare: the adapter's part of the level's requests; req/s and out tok/s: its own completions and output tokens over the level's whole window (the adapters' add up to the level's).\n");
 }
 
+/// Each constrained level against its plain twin, when the run had `--response-format`.
+fn structured_section(out: &mut String, s: &RunSummary, all: &[LevelSummary]) {
+    let table = structured_table(all);
+    let Some(f) = &s.config.response_format else {
+        return;
+    };
+    if table.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\n## Structured output ({})\n", f.label());
+    out.push_str(&table);
+    out.push_str("\nEach constrained level against its plain twin, run just before it with the same requests (plain → constrained, change in %). A constrained answer ends where its constraint does (no ignore_eos), so throughputs compare answers of the lengths shown. An answer complies when it parses as a JSON object, is valid against the schema, or the pattern matches it whole.\n");
+}
+
 /// Thinking and answers per level, when any level's requests reasoned.
 fn reasoning_section(out: &mut String, all: &[LevelSummary]) {
     if any_reasoning(all) {
@@ -199,6 +213,7 @@ fn sections(out: &mut String, s: &RunSummary) {
     let all: Vec<LevelSummary> = s.levels().cloned().collect();
     energy_section(out, s, &all);
     lora_section(out, s, &all);
+    structured_section(out, s, &all);
     reasoning_section(out, &all);
     if !s.rates.is_empty() {
         let _ = writeln!(

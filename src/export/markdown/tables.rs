@@ -19,6 +19,12 @@ pub(super) fn pair(
     }
 }
 
+/// What follows a level's number in a table's first cell: ` · json` for a constrained twin,
+/// ` #2` for a second run.
+fn row_suffix(l: &LevelSummary) -> String {
+    crate::workload::format_suffix(l.response_format.as_deref()) + &repeat_suffix(l.repeat)
+}
+
 /// `3 (http_status 2, timeout 1)` or `0`.
 pub fn failures_cell(l: &LevelSummary) -> String {
     let Some(s) = &l.stats else {
@@ -48,7 +54,7 @@ pub fn sweep_table(levels: &[LevelSummary]) -> String {
                 out,
                 "| {}{} | {} | - | - | - | - | - | - | - | - | - |",
                 l.concurrency,
-                repeat_suffix(l.repeat),
+                row_suffix(l),
                 l.status.name()
             );
             continue;
@@ -59,7 +65,7 @@ pub fn sweep_table(levels: &[LevelSummary]) -> String {
             out,
             "| {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             l.concurrency,
-            repeat_suffix(l.repeat),
+            row_suffix(l),
             done,
             num(Some(sc.request_throughput)),
             num(Some(sc.output_throughput)),
@@ -142,6 +148,59 @@ pub fn lora_table(levels: &[LevelSummary]) -> String {
     }
     format!(
         "| level | adapter | share | done | req/s | out tok/s | TTFT p50 / p99 (ms) | TPOT p50 / p99 (ms) | E2E p50 (ms) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n{rows}"
+    )
+}
+
+/// Each constrained level side by side with its plain twin (`--response-format`); empty
+/// when the run has none.
+pub fn structured_table(levels: &[LevelSummary]) -> String {
+    let pct = |v: Option<f64>| match v {
+        Some(v) if v >= 0.0 => format!(" (+{} %)", num(Some(v))),
+        Some(v) => format!(" ({} %)", num(Some(v))),
+        None => String::new(),
+    };
+    let mut rows = String::new();
+    for l in levels {
+        let (Some(o), Some(c)) = (&l.structured_overhead, &l.stats) else {
+            continue;
+        };
+        let Some(p) = levels
+            .iter()
+            .find(|p| p.index == o.plain_level)
+            .and_then(|p| p.stats.as_ref())
+        else {
+            continue;
+        };
+        let p50 = |s: &crate::metrics::LevelStats,
+                   f: fn(&crate::metrics::LevelDists) -> Option<&DistStats>| {
+            num(f(&s.dists).map(|d| d.p50))
+        };
+        let _ = writeln!(
+            rows,
+            "| {} | {} → {}{} | {} → {}{} | {} → {}{} | {} / {} | {} |",
+            l.label(),
+            p50(p, |d| d.ttft_ms.as_ref()),
+            p50(c, |d| d.ttft_ms.as_ref()),
+            pct(o.ttft_p50_pct),
+            p50(p, |d| d.tpot_ms.as_ref()),
+            p50(c, |d| d.tpot_ms.as_ref()),
+            pct(o.tpot_p50_pct),
+            num(Some(p.scalars.output_throughput)),
+            num(Some(c.scalars.output_throughput)),
+            pct(o.output_throughput_pct),
+            num(o.mean_output_tokens_plain),
+            num(o.mean_output_tokens_constrained),
+            c.scalars.schema_valid_share.map_or_else(
+                || "-".into(),
+                |s| format!("{} % of {}", num(Some(s * 100.0)), c.scalars.schema_checked)
+            ),
+        );
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    format!(
+        "| level | TTFT p50 (ms) | TPOT p50 (ms) | out tok/s | output tokens, plain / constrained | answers that comply |\n|---|---:|---:|---:|---:|---:|\n{rows}"
     )
 }
 
@@ -266,7 +325,7 @@ pub fn rate_table(levels: &[LevelSummary]) -> String {
         (None, true) => " - |".into(),
     };
     for l in levels {
-        let rate = crate::fmt::fmt_rate(l.request_rate().unwrap_or(0.0)) + &repeat_suffix(l.repeat);
+        let rate = crate::fmt::fmt_rate(l.request_rate().unwrap_or(0.0)) + &row_suffix(l);
         let Some(s) = &l.stats else {
             let _ = writeln!(
                 out,
@@ -408,7 +467,7 @@ pub fn long_context_table(levels: &[LevelSummary]) -> String {
             out,
             "| {}{} | {} | {} | {} | {} | {} |",
             fmt_tokens(l.input_len),
-            repeat_suffix(l.repeat),
+            row_suffix(l),
             num(s.and_then(|s| s.scalars.mean_input_tokens)),
             num(s.and_then(|s| s.dists.ttft_ms.as_ref().map(|d| d.mean))),
             num(s.and_then(|s| s.dists.prefill_tokens_per_s.as_ref().map(|d| d.mean))),

@@ -43,6 +43,7 @@ fn ok_record(send: u64, ttft: u64, n_steps: u64) -> RequestRecord {
         finish: None,
         think_tags: false,
         lora: None,
+        schema_valid: None,
     }
 }
 

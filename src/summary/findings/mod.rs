@@ -15,6 +15,7 @@ pub mod compare;
 pub(crate) mod long_context;
 mod numbers;
 mod others;
+mod structured;
 mod sweep;
 mod validity;
 
@@ -106,6 +107,16 @@ pub fn of(whole: &RunSummary) -> Vec<Finding> {
     // others are the same plan again, not more points of one curve), and what each budget
     // cost.
     let first_budget;
+    // With --response-format, the findings of the plan as run without it; the constrained
+    // twins have a finding of their own.
+    let full = whole;
+    let plain;
+    let whole = if whole.config.response_format.is_some() {
+        plain = whole.only_plain();
+        &plain
+    } else {
+        whole
+    };
     let s = match whole.config.thinking_budgets.as_slice() {
         [first, _, ..] => {
             first_budget = whole.only_budget(*first);
@@ -118,7 +129,8 @@ pub fn of(whole: &RunSummary) -> Vec<Finding> {
     out.extend(others::findings(s));
     out.extend(validity::finding(s));
     out.extend(others::thinking_budgets(whole));
-    let by_level = level_caveats(whole);
+    out.extend(structured::finding(full));
+    let by_level = level_caveats(full);
     for f in &mut out {
         for c in f.rests_on.iter().filter_map(|i| by_level.get(i)).flatten() {
             if !f.caveats.contains(c) {
