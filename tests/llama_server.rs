@@ -453,6 +453,94 @@ async fn multi_turn_chats_hit_the_prompt_cache() {
     assert_eq!(st.scalars.total_cached_tokens, Some(reused as u64));
 }
 
+/// `--response-format json-schema` on llama-server (its grammar from the schema, in its own
+/// `json_schema` field on `/v1/completions`): each level runs plain then constrained; every
+/// constrained answer is checked by servetop against the schema with the `jsonschema` crate and
+/// must comply, and llama-server itself must have ended each one (`finish_reason` `stop`: the
+/// grammar closed it) and none of the plain ones (`ignore_eos`: `length`). Output tokens are
+/// exact against its `tokens_predicted_total`. (Its `/v1/chat/completions` failed to build the
+/// grammar sampler for the tiny model's template in this build, so the completions endpoint
+/// is the one checked.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn structured_output_complies_and_the_grammar_ends_it() {
+    let Some(p) = paths("structured_output_complies_and_the_grammar_ends_it") else {
+        return;
+    };
+    let _one = SERIAL.lock().await;
+    let server = base_server(&p);
+    let schema =
+        std::env::temp_dir().join(format!("servetop-llama-schema-{}.json", std::process::id()));
+    std::fs::write(
+        &schema,
+        r#"{"type": "object", "properties": {"ok": {"type": "boolean"}, "size": {"enum": ["small", "large"]}}, "required": ["ok", "size"], "additionalProperties": false}"#,
+    )
+    .unwrap();
+    let dir = temp_run_dir("structured");
+    let before = Counters::read(server).await;
+    let cfg = RunConfig {
+        concurrency: vec![1, 2],
+        input_len: 64,
+        output_len: 64,
+        requests_per_level: RequestCount::Fixed(6),
+        backend: BackendChoice::Openai,
+        response_format: Some(
+            servetop::client::structured::ResponseFormat::parse(&[
+                "json-schema".into(),
+                schema.display().to_string(),
+            ])
+            .unwrap(),
+        ),
+        ..run_config(&server.url)
+    };
+    let warmup = u64::from(cfg.warmup_requests);
+    let s = run(cfg, Some(dir.clone())).await;
+    let after = Counters::read(server).await;
+    assert_eq!(s.summary.sweep.len(), 4);
+    let records = real_server::records(&dir);
+    for l in &s.summary.sweep {
+        let sc = &l.stats.as_ref().unwrap().scalars;
+        assert_eq!((sc.completed, sc.failed), (6, 0), "{}", l.label());
+        let constrained = l.response_format.is_some();
+        let want = if constrained {
+            servetop::metrics::Finish::Stop
+        } else {
+            servetop::metrics::Finish::Length
+        };
+        for r in records.iter().filter(|r| r.level == l.index && !r.warmup) {
+            assert_eq!(r.finish, Some(want), "{} request {}", l.label(), r.index);
+            assert_eq!(r.schema_valid, constrained.then_some(true), "{}", l.label());
+        }
+        if constrained {
+            assert_eq!((sc.schema_checked, sc.schema_valid_share), (6, Some(1.0)));
+            assert!(
+                l.structured_overhead
+                    .as_ref()
+                    .unwrap()
+                    .tpot_p50_pct
+                    .is_some()
+            );
+        }
+    }
+    let ours: u64 = s
+        .summary
+        .sweep
+        .iter()
+        .map(|l| l.stats.as_ref().unwrap().scalars.total_output_tokens)
+        .sum();
+    let warm: u64 = records
+        .iter()
+        .filter(|r| r.warmup)
+        .map(|r| r.output_tokens)
+        .sum();
+    assert_eq!(records.iter().filter(|r| r.warmup).count() as u64, warmup);
+    assert_eq!(
+        ours + warm,
+        after.delta(&before, "tokens_predicted_total").round() as u64
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&schema);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn context_limits_for_real() {
     let Some(p) = paths("context_limits_for_real") else {

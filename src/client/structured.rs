@@ -111,9 +111,10 @@ impl Constraint {
     }
 
     /// Puts the constraint in `body` where the engine reads it: SGLang's `/generate` in
-    /// `sampling_params` (`json_schema` as a string, `regex`); the OpenAI endpoints in
-    /// `response_format` (vLLM, SGLang and llama-server alike), a regex in vLLM's
-    /// `structured_outputs.regex` or SGLang's `regex`.
+    /// `sampling_params` (`json_schema` as a string, `regex`); llama-server in its own
+    /// `json_schema` (its `/v1/completions` ignores `response_format`); the OpenAI endpoints of
+    /// vLLM and SGLang in `response_format`, a regex in vLLM's `structured_outputs.regex` or
+    /// SGLang's `regex`.
     pub fn apply(&self, body: &mut Value, backend: Backend, engine: Engine) {
         if backend == Backend::Sglang {
             let sp = &mut body["sampling_params"];
@@ -123,6 +124,15 @@ impl Constraint {
                     sp["json_schema"] = json!(schema.to_string());
                 }
                 ResponseFormat::Regex { pattern } => sp["regex"] = json!(pattern),
+            }
+            return;
+        }
+        if engine == Engine::Llamacpp {
+            match &self.format {
+                ResponseFormat::Json => body["json_schema"] = json!({"type": "object"}),
+                ResponseFormat::JsonSchema { schema, .. } => body["json_schema"] = schema.clone(),
+                // Refused before the run (llama-server has no regex constraint).
+                ResponseFormat::Regex { .. } => {}
             }
             return;
         }
@@ -215,9 +225,13 @@ mod tests {
         Constraint::new(ResponseFormat::Json).unwrap().apply(
             &mut b,
             Backend::OpenaiChat,
-            Engine::Llamacpp,
+            Engine::Vllm,
         );
         assert_eq!(b["response_format"], json!({"type": "json_object"}));
+        let mut b = json!({});
+        s.apply(&mut b, Backend::Openai, Engine::Llamacpp);
+        assert_eq!(b["json_schema"]["required"][0], "name");
+        assert!(b.get("response_format").is_none());
     }
 
     #[test]
