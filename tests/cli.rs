@@ -23,7 +23,31 @@ fn servetop(args: &[&str]) -> (i32, String, Duration) {
 const U: &str = "http://127.0.0.1:9";
 
 /// Bad input, and what its one-line error must say.
-const BAD_INPUTS: [(&[&str], &str); 38] = [
+const BAD_INPUTS: [(&[&str], &str); 40] = [
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--images",
+            "1",
+            "--backend",
+            "openai",
+        ],
+        "--images go in chat messages",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--images",
+            "1",
+            "--image-size",
+            "512",
+        ],
+        "--image-size '512' must look like",
+    ),
     (
         &["sim", "--lora-modules", "a,b", "--lora-switch-ms", "c=4"],
         "--lora-switch-ms: 'c' is not one of --lora-modules",

@@ -113,8 +113,8 @@ async fn structured_output_and_lora_on_vllm() {
     );
     let schema: PathBuf = tmp.join("schema.json");
     std::fs::write(&schema, SCHEMA).unwrap();
-    structured_output_complies_and_vllm_ended_it(&srv, &schema).await;
-    adapters_are_served_and_dealt(&srv).await;
+    Box::pin(structured_output_complies_and_vllm_ended_it(&srv, &schema)).await;
+    Box::pin(adapters_are_served_and_dealt(&srv)).await;
     let _ = std::fs::remove_dir_all(&tmp);
 }
 

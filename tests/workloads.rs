@@ -412,3 +412,82 @@ fn answers_cut_by_their_output_limit_do_not_comply() {
         let _ = std::fs::remove_file(&schema);
     });
 }
+
+/// The simulator's stated engine time an image costs at its prefill.
+const IMAGE_MS: f64 = 30.0;
+
+#[test]
+fn image_tokens_are_the_servers_count_and_ttft_is_given_per_size() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut c = sim_run::steady_config(1.0);
+        c.image_ms = IMAGE_MS;
+        let h = sim::start(c, SocketAddr::from(([127, 0, 0, 1], 0)))
+            .await
+            .unwrap();
+        let dir = sim_run::temp_run_dir("images");
+        // 112x112 is 4·4 = 16 tokens of 28-pixel squares, 280x280 10·10 = 100.
+        let cfg = RunConfig {
+            concurrency: vec![1],
+            input_len: 80,
+            output_len: 8,
+            images: 2,
+            image_sizes: vec![(112, 112), (280, 280)],
+            requests_per_level: RequestCount::Fixed(16),
+            seed: 3,
+            // The warmup (text only) teaches servetop the chat template's own tokens.
+            warmup_requests: 1,
+            ..config(&h.url())
+        };
+        let session = sim_run::finished_into(cfg, &dir).await;
+        let truth = sim_truth::of(&h);
+        let ids = sim_truth::by_id(&truth);
+        let (records, origins) = sim_truth::run_records(&dir);
+        let measured: Vec<_> = records.iter().filter(|r| !r.warmup && r.is_ok()).collect();
+        assert_eq!(measured.len(), 16);
+        for r in &measured {
+            let s = ids[sim_truth::id_of(r).as_str()];
+            // The image tokens servetop reports are the ones the server counted, exactly.
+            assert_eq!(r.image_tokens, Some(s.image_tokens), "request {}", r.index);
+            let want = match r.images.as_deref() {
+                Some("2×112x112") => 32,
+                Some("2×280x280") => 200,
+                other => panic!("request {}: images {other:?}", r.index),
+            };
+            assert_eq!(s.image_tokens, want);
+        }
+        let sc = &session.summary.sweep[0].stats.as_ref().unwrap().scalars;
+        let mean = measured
+            .iter()
+            .map(|r| r.image_tokens.unwrap())
+            .sum::<u64>() as f64
+            / 16.0;
+        assert!((sc.mean_image_tokens.unwrap() - mean).abs() < 1e-9);
+        assert_eq!(
+            sc.images.len(),
+            2,
+            "both sizes drawn: {:?}",
+            sc.images.keys()
+        );
+        let server_ttft = sim_truth::server_seen_ttft_ms(&records, &origins, &truth);
+        let ok: Vec<_> = records.iter().filter(|r| r.is_ok() && !r.warmup).collect();
+        for (label, st) in &sc.images {
+            let mut theirs: Vec<f64> = ok
+                .iter()
+                .zip(&server_ttft)
+                .filter(|(r, _)| r.images.as_deref() == Some(label))
+                .map(|(_, t)| *t)
+                .collect();
+            theirs.sort_by(f64::total_cmp);
+            let want = sim_truth::nearest_rank(&theirs, 50.0);
+            let got = st.median_ttft_ms.unwrap();
+            assert!(
+                (got - want).abs() <= sim_truth::MEDIAN_TOL_MS + want * 1e-3,
+                "{label}: median TTFT {got} ms, the server's record {want} ms"
+            );
+            // Two images, each its stated cost, before the first token.
+            assert!(got >= 2.0 * IMAGE_MS, "{label}: {got} ms");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    });
+}

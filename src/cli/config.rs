@@ -32,6 +32,8 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         range_ratio: a.range_ratio,
         lora_modules: a.lora_modules.0.clone(),
         lora_dist: a.lora_dist,
+        images: a.images,
+        image_sizes: crate::workload::images::parse_sizes(&a.image_size)?,
         response_format: match &a.response_format {
             Some(words) => Some(crate::client::structured::ResponseFormat::parse(words)?),
             None => None,
@@ -275,6 +277,12 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, String> {
         c.tool_calls = n;
     }
     c.lora = sim_lora(&a.lora_modules.0, a.lora_switch_ms.as_deref())?;
+    if let Some(ms) = a.image_ms {
+        if !(ms.is_finite() && (0.0..=60_000.0).contains(&ms)) {
+            return Err(format!("--image-ms must be between 0 and 60000, got {ms}"));
+        }
+        c.image_ms = ms;
+    }
     if let Some(ms) = a.structured_step_ms {
         if !(ms.is_finite() && (0.0..=60_000.0).contains(&ms)) {
             return Err(format!(

@@ -528,6 +528,29 @@ pub struct RunArgs {
     /// same requests name the same adapters at every level for a given --seed.
     #[arg(long, value_name = "DIST", default_value = "uniform", value_parser = crate::workload::mix::LoraDist::parse, help_heading = "Workload", hide_short_help = true)]
     pub lora_dist: crate::workload::mix::LoraDist,
+    /// Images in each request (through the chat endpoint); 0: text only.
+    ///
+    /// Images in each sweep, rate and search request, sent through the chat endpoint as base64
+    /// PNG data URLs in the user message (as vLLM, SGLang and llama-server take them): random
+    /// pixels, generated from --seed and the request's number, no two alike. The prompt's text
+    /// stays exact; the image tokens are read from the server's usage and reported apart.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "0",
+        help_heading = "Workload",
+        hide_short_help = true
+    )]
+    pub images: u32,
+    /// The images' size: `WxH`, or a list (each request drawn one of them).
+    #[arg(
+        long,
+        value_name = "WxH[,WxH...]",
+        default_value = "512x512",
+        help_heading = "Workload",
+        hide_short_help = true
+    )]
+    pub image_size: String,
     /// Run each level twice, without and with a constraint: json, json-schema FILE or regex P.
     ///
     /// Structured output: every sweep, rate and long-context level runs twice, first as
@@ -963,6 +986,10 @@ pub struct SimArgs {
     /// padded to the tokens asked for (a regex's: plain words).
     #[arg(long, value_name = "MS")]
     pub structured_step_ms: Option<f64>,
+    /// Images in chat messages (PNG data URLs) take ⌈W/28⌉·⌈H/28⌉ prompt tokens each, and each
+    /// costs MS of engine time at its request's prefill (the vision encoder). Default 0.
+    #[arg(long, value_name = "MS")]
+    pub image_ms: Option<f64>,
     /// Watts each simulated GPU (--gpus) draws while the engine waits (default 80) and while it
     /// steps (default 350); the reported power follows the load, the energy counter integrates
     /// it exactly.

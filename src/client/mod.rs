@@ -114,6 +114,10 @@ pub struct RequestSpec {
     /// The structured-output constraint it carries (`--response-format`): sent without
     /// `ignore_eos` (the answer ends where the constraint does), its answer checked against it.
     pub structured: Option<Arc<structured::Constraint>>,
+    /// Images sent with the prompt (`--images`: data URLs, chat only), and what they were
+    /// (`2×512x512`), for the record.
+    pub images: Vec<Arc<str>>,
+    pub images_label: Option<String>,
 }
 
 impl RequestSpec {
@@ -134,7 +138,24 @@ impl RequestSpec {
             thinking_budget: None,
             adapter: None,
             structured: None,
+            images: Vec::new(),
+            images_label: None,
         }
+    }
+}
+
+/// A request's images in its record: what they were, and the prompt tokens they took (the
+/// server's `prompt_tokens` less the text's as counted, template included).
+fn note_images(rec: &mut RequestRecord, spec: &RequestSpec) {
+    if spec.images.is_empty() {
+        return;
+    }
+    rec.images.clone_from(&spec.images_label);
+    if rec.is_ok()
+        && rec.input_source == CountSource::Usage
+        && let Some((text, _)) = spec.counted_input_tokens
+    {
+        rec.image_tokens = rec.input_tokens.checked_sub(text);
     }
 }
 
@@ -334,8 +355,16 @@ impl Client {
                         .collect();
                 } else if backend == Backend::Openai {
                     b["prompt"] = json!(prompt);
-                } else {
+                } else if spec.images.is_empty() {
                     b["messages"] = json!([{"role": "user", "content": prompt}]);
+                } else {
+                    let mut parts = vec![json!({"type": "text", "text": prompt})];
+                    parts.extend(
+                        spec.images
+                            .iter()
+                            .map(|url| json!({"type": "image_url", "image_url": {"url": &**url}})),
+                    );
+                    b["messages"] = json!([{"role": "user", "content": parts}]);
                 }
                 if backend == Backend::OpenaiChat
                     && let Some(body) = b.as_object_mut()
@@ -473,6 +502,7 @@ impl Client {
         let Some(c) = &spec.structured else {
             let mut rec = self.exchange(spec, tag, reply).await;
             rec.lora = spec.adapter.as_deref().map(String::from);
+            note_images(&mut rec, spec);
             return rec;
         };
         // A constrained answer is kept to be checked against its constraint.
@@ -483,6 +513,7 @@ impl Client {
         if rec.is_ok() {
             rec.schema_valid = Some(c.accepts(text));
         }
+        note_images(&mut rec, spec);
         rec
     }
 }
@@ -565,6 +596,8 @@ fn record_of(
         think_tags: false,
         lora: spec.adapter.as_deref().map(String::from),
         schema_valid: None,
+        images: None,
+        image_tokens: None,
     }
 }
 

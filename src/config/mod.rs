@@ -50,6 +50,12 @@ pub struct RunConfig {
     /// twice, without and then with the constraint.
     #[serde(default)]
     pub response_format: Option<crate::client::structured::ResponseFormat>,
+    /// Images in each sweep, rate and search request (`--images`; 0: text only), of a size
+    /// drawn from `image_sizes`; they go through the chat endpoint.
+    #[serde(default)]
+    pub images: u32,
+    #[serde(default)]
+    pub image_sizes: Vec<(u32, u32)>,
     /// The multi-turn level, run last (none by default).
     #[serde(default)]
     pub multi_turn: Option<MultiTurn>,
@@ -315,7 +321,7 @@ impl RunConfig {
     /// Whether the run asks for something only chat requests carry: tools, template switches,
     /// a thinking budget.
     pub fn wants_chat(&self) -> bool {
-        !self.chat.is_empty() || !self.thinking_budgets.is_empty()
+        !self.chat.is_empty() || !self.thinking_budgets.is_empty() || self.images > 0
     }
 
     /// The demo's plan: the brief's deployment, shortened so it finishes in under 3 minutes.
@@ -356,6 +362,8 @@ impl RunConfig {
             lora_modules: Vec::new(),
             lora_dist: crate::workload::mix::LoraDist::Uniform,
             response_format: None,
+            images: 0,
+            image_sizes: Vec::new(),
             multi_turn: None,
             dataset: None,
             requests_per_level: RequestCount::Fixed(8),
@@ -401,7 +409,16 @@ impl RunConfig {
             lora: self.lora_mix(),
             // Constrained twins are added to the plan level by level (`structured_plan`).
             response_format: None,
+            images: self.image_mix(),
         }
+    }
+
+    /// The images every sweep, rate and search request carries (`--images`), if any.
+    pub fn image_mix(&self) -> Option<crate::workload::images::ImageMix> {
+        (self.images > 0).then(|| crate::workload::images::ImageMix {
+            per_request: self.images,
+            sizes: self.image_sizes.clone(),
+        })
     }
 
     /// The adapters every level's requests name (`--lora-modules`), if any.
@@ -493,8 +510,26 @@ impl RunConfig {
         }
     }
 
-    /// `1000 in / 500 out tokens`, or where the prompts come from when a dataset sets them.
+    /// `1000 in / 500 out tokens`, or where the prompts come from when a dataset sets them;
+    /// with `--images`, what each request carries besides.
     pub fn lengths_label(&self) -> String {
+        match self.image_mix() {
+            Some(m) => format!(
+                "{}, {} image{} of {} a request",
+                self.text_lengths_label(),
+                m.per_request,
+                if m.per_request == 1 { "" } else { "s" },
+                m.sizes
+                    .iter()
+                    .map(|(w, h)| format!("{w}x{h}"))
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ),
+            None => self.text_lengths_label(),
+        }
+    }
+
+    fn text_lengths_label(&self) -> String {
         if let Some(t) = &self.trace {
             let name = t.path.file_name().map_or_else(
                 || t.path.display().to_string(),

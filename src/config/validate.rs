@@ -31,7 +31,7 @@ impl RunConfig {
             && matches!(self.backend, BackendChoice::Openai | BackendChoice::Sglang)
         {
             return Err(
-                "--tools, --tool-choice, --chat-template-kwargs and --thinking-budget go with chat requests: use --backend openai-chat (or auto)"
+                "--tools, --tool-choice, --chat-template-kwargs, --thinking-budget and --images go in chat messages: use --backend openai-chat (or auto)"
                     .into(),
             );
         }
@@ -167,6 +167,29 @@ impl RunConfig {
         Ok(())
     }
 
+    /// `--images` go in chat messages of the sweep's, rate and search requests.
+    fn validate_images(&self) -> Result<(), String> {
+        if self.images == 0 {
+            return Ok(());
+        }
+        if self.dataset.is_some() || self.trace.is_some() {
+            return Err(
+                "--images are added to random prompts; a --dataset or --trace sets its own requests: leave one out"
+                    .into(),
+            );
+        }
+        if self.concurrency.is_empty()
+            && self.open_loop.request_rates.is_empty()
+            && self.search.is_none()
+        {
+            return Err(
+                "--images are sent with the sweep's, rate and search requests, and this run has none of them"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
     /// Checks what clap cannot.
     pub fn validate(&self) -> Result<(), String> {
         // A file the run will read is checked before any server is asked anything.
@@ -221,6 +244,7 @@ impl RunConfig {
         }
         self.validate_range_ratio(uses_input)?;
         self.validate_response_format()?;
+        self.validate_images()?;
         if rates.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
             return Err("--request-rate values must be positive numbers of requests/s".into());
         }

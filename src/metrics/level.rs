@@ -77,6 +77,8 @@ pub struct LevelAccumulator {
     steady: super::steady::SteadyFold,
     /// The requests of each LoRA adapter, apart.
     lora: super::lora::LoraFold,
+    /// The completed requests' images.
+    images: super::images::ImageFold,
     /// Answers checked against `--response-format`, and those that complied.
     schema_checked: u64,
     schema_valid: u64,
@@ -159,6 +161,7 @@ impl LevelAccumulator {
             self.schema_checked += 1;
             self.schema_valid += u64::from(ok);
         }
+        self.images.add(r);
         self.input_lengths.record(r.input_tokens);
         self.output_lengths.record(r.output_tokens);
         *self.output_sources.entry(r.output_source).or_default() += 1;
@@ -305,7 +308,6 @@ impl LevelAccumulator {
         let start = self.window_start_us.unwrap_or(0);
         let window_s = self.window_end_us.saturating_sub(start) as f64 * 1e-6;
         let per_s = |x: f64| if window_s > 0.0 { x / window_s } else { 0.0 };
-        let ms = 1e-3;
         let (steady_duration_s, steady_output_throughput) = self.steady_throughput();
         let reasoning = self.reasoning.stats();
         let steady = self
@@ -380,8 +382,21 @@ impl LevelAccumulator {
             lora: self.lora.stats(window_s),
             schema_checked: self.schema_checked,
             schema_valid_share: self.schema_valid_share(),
+            mean_image_tokens: self.images.mean_image_tokens(),
+            images: self.images.stats(),
         };
-        let dists = LevelDists {
+        let dists = self.dists(reasoning, steady);
+        LevelStats { scalars, dists }
+    }
+
+    /// The level's distributions, with the reasoning and steady-window ones folded apart.
+    fn dists(
+        &self,
+        reasoning: super::reasoning::ReasoningStats,
+        steady: Option<super::steady::SteadyStats>,
+    ) -> LevelDists {
+        let ms = 1e-3;
+        LevelDists {
             ttft_ms: self.ttft.stats(ms),
             tpot_ms: self.tpot.stats(ms),
             itl_ms: self.itl.stats(ms),
@@ -400,8 +415,7 @@ impl LevelAccumulator {
             steady_e2el_ms: steady.and_then(|s| s.e2el_ms),
             input_tokens_per_request: self.input_lengths.stats(1.0),
             output_tokens_per_request: self.output_lengths.stats(1.0),
-        };
-        LevelStats { scalars, dists }
+        }
     }
 }
 

@@ -122,6 +122,12 @@ pub struct LevelScalars {
     pub schema_checked: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema_valid_share: Option<f64>,
+    /// Prompt tokens the images of a request took (`--images`: the server's count less the
+    /// text's), and TTFT by the images requests carried (`2×512x512`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_image_tokens: Option<f64>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub images: BTreeMap<String, super::images::ImageStats>,
     /// The level's figures per LoRA adapter its requests named (`--lora-modules`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub lora: BTreeMap<String, super::lora::LoraStats>,

@@ -4,6 +4,7 @@
 pub mod chunks;
 pub mod curves;
 pub mod dist;
+pub mod images;
 mod in_flight;
 pub mod level;
 mod level_stats;

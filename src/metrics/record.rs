@@ -233,6 +233,12 @@ pub struct RequestRecord {
     /// the schema, matched by the pattern); None for an unconstrained or failed request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema_valid: Option<bool>,
+    /// The images it carried (`--images`: `2×512x512`), and the prompt tokens they took: the
+    /// server's `prompt_tokens` less the text's as counted for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_tokens: Option<u64>,
 }
 
 /// A stream's `finish_reason`, as far as the figures care.
@@ -443,6 +449,8 @@ pub(crate) mod tests {
             think_tags: false,
             lora: None,
             schema_valid: None,
+            images: None,
+            image_tokens: None,
         }
     }
 

@@ -175,6 +175,8 @@ mod tests {
             think_tags: false,
             lora: None,
             schema_valid: None,
+            images: None,
+            image_tokens: None,
         }
     }
 

@@ -577,6 +577,10 @@ pub fn final_tables(s: &Session) -> String {
             f.label()
         );
     }
+    let images = markdown::images_table(&all);
+    if !images.is_empty() {
+        let _ = write!(out, "\nImages\n\n{images}");
+    }
     let lora = markdown::lora_table(&all);
     if !lora.is_empty() {
         let _ = write!(

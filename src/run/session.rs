@@ -559,6 +559,8 @@ mod tests {
             think_tags: false,
             lora: None,
             schema_valid: None,
+            images: None,
+            image_tokens: None,
         })
     }
 

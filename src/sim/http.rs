@@ -205,6 +205,8 @@ struct Ask {
     lora: Option<super::SimLora>,
     /// Its structured-output constraint.
     structured: Option<super::structured::SimConstraint>,
+    /// The sizes of the images in its messages.
+    images: Vec<(u32, u32)>,
 }
 
 /// The adapter a request names: its `model` (vLLM), or `lora_path` (SGLang, on any endpoint);
@@ -236,6 +238,7 @@ fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, Box<Response
     let lora = adapter_of(s, kind, body)?.cloned();
     let caching = s.cache.is_some();
     let mut prompt_ids = Vec::new();
+    let mut images: Vec<(u32, u32)> = Vec::new();
     let input_tokens = match kind {
         Kind::Completions | Kind::Native => {
             let field = if kind == Kind::Native {
@@ -262,23 +265,26 @@ fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, Box<Response
                     Box::new(error(StatusCode::BAD_REQUEST, "'messages' must be a list"))
                 })?;
             note_assistant_messages(s, msgs);
+            let texts: Vec<(&str, String)> = msgs
+                .iter()
+                .map(|m| {
+                    let role = m.get("role").and_then(Value::as_str).unwrap_or("user");
+                    (role, super::images::content_text(m.get("content")))
+                })
+                .collect();
             if caching {
-                prompt_ids = tokenizer::chat_ids(msgs.iter().map(|m| {
-                    (
-                        m.get("role").and_then(Value::as_str).unwrap_or("user"),
-                        m.get("content").and_then(Value::as_str).unwrap_or(""),
-                    )
-                }));
+                prompt_ids = tokenizer::chat_ids(texts.iter().map(|(r, t)| (*r, t.as_str())));
             }
+            images = super::images::of_messages(msgs)
+                .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, &e)))?;
             tokenizer::CHAT_TOKENS_PER_CONVERSATION
-                + msgs
+                + texts
                     .iter()
-                    .map(|m| {
-                        tokenizer::CHAT_TOKENS_PER_MESSAGE
-                            + m.get("content")
-                                .and_then(Value::as_str)
-                                .map_or(0, tokenizer::count)
-                    })
+                    .map(|(_, t)| tokenizer::CHAT_TOKENS_PER_MESSAGE + tokenizer::count(t))
+                    .sum::<u64>()
+                + images
+                    .iter()
+                    .map(|&(w, h)| super::images::tokens(w, h))
                     .sum::<u64>()
         }
     };
@@ -318,6 +324,7 @@ fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, Box<Response
         thinking_budget,
         lora,
         structured: super::structured::of(body, kind == Kind::Native),
+        images,
     })
 }
 
@@ -521,9 +528,11 @@ fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Re
         tx,
         arrived,
         blocks: block_hashes(&ask.prompt_ids),
-        extra_prefill: ask.lora.as_ref().map_or(std::time::Duration::ZERO, |a| {
-            std::time::Duration::from_secs_f64(a.switch_ms / 1000.0)
-        }),
+        extra_prefill: std::time::Duration::from_secs_f64(
+            (ask.lora.as_ref().map_or(0.0, |a| a.switch_ms)
+                + s.config.image_ms * ask.images.len() as f64)
+                / 1000.0,
+        ),
         constrained: ask.structured.is_some(),
     };
     if s.engine.send(req).is_err() {
@@ -540,6 +549,11 @@ fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Re
         max_tokens: ask.max_tokens,
         lora: ask.lora.as_ref().map(|a| a.name.clone()),
         structured: ask.structured.is_some(),
+        image_tokens: ask
+            .images
+            .iter()
+            .map(|&(w, h)| super::images::tokens(w, h))
+            .sum(),
         ..super::truth::SimRequestTrace::default()
     };
     let st = StreamState {

@@ -16,6 +16,7 @@ mod batcher;
 pub mod faults;
 pub mod firehose;
 mod http;
+pub mod images;
 mod metrics;
 pub mod prefix_cache;
 mod stream;
@@ -197,6 +198,10 @@ pub struct SimConfig {
     /// 0 by default).
     #[serde(default)]
     pub structured_step_ms: f64,
+    /// Engine time each image in a request costs at its prefill (its vision encoder), in ms
+    /// (`--image-ms`; 0 by default). Its tokens ([`images::tokens`]) prefill as any other.
+    #[serde(default)]
+    pub image_ms: f64,
 }
 
 /// One adapter the simulator serves.
@@ -269,6 +274,7 @@ impl SimConfig {
                 api_key: None,
                 lora: Vec::new(),
                 structured_step_ms: 0.0,
+                image_ms: 0.0,
             }),
             "fast" => Ok(SimConfig {
                 preset: "fast".into(),
@@ -299,6 +305,7 @@ impl SimConfig {
                 api_key: None,
                 lora: Vec::new(),
                 structured_step_ms: 0.0,
+                image_ms: 0.0,
             }),
             other => Err(format!(
                 "unknown preset '{other}' (known: {})",

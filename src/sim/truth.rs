@@ -25,6 +25,9 @@ pub struct SimRequestTrace {
     pub prompt_tokens: u64,
     #[serde(default)]
     pub max_tokens: u64,
+    /// Prompt tokens its images took (in `prompt_tokens` too).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub image_tokens: u64,
     /// It carried a structured-output constraint.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub structured: bool,
@@ -99,4 +102,9 @@ impl SimTruth {
 pub fn unix_of(t: Instant) -> u64 {
     let ago = Instant::now().saturating_duration_since(t).as_micros() as u64;
     unix_us().saturating_sub(ago)
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }

@@ -450,6 +450,14 @@ impl App {
                 i.min, i.max, o.min, o.max
             ));
         }
+        // One fact a kind of image: its image tokens and TTFT median.
+        v.facts.extend(sc.images.iter().map(|(label, st)| {
+            format!(
+                "images {label}: {} image tokens, TTFT p50 {} ms",
+                num(st.mean_image_tokens),
+                num(st.median_ttft_ms)
+            )
+        }));
         // One fact an adapter: its share, TTFT and TPOT medians.
         v.facts.extend(sc.lora.iter().map(|(name, a)| {
             format!(

@@ -21,6 +21,9 @@ pub struct RequestMix {
     /// is the constrained twin of the level before it, which sends the same without.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_format: Option<crate::client::structured::ResponseFormat>,
+    /// The images each request carries (`--images`, `--image-size`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<super::images::ImageMix>,
 }
 
 /// `--lora-modules` with `--lora-dist`: which adapter each request names.

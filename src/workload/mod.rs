@@ -4,6 +4,7 @@
 pub mod arrivals;
 pub mod clock;
 pub mod dataset;
+pub mod images;
 pub mod mix;
 pub mod plan;
 pub mod prompt;

@@ -62,6 +62,11 @@ pub async fn make_request(
     if spec.mix.response_format.is_some() {
         r.structured = factory.constraint().cloned();
     }
+    if let Some(m) = &spec.mix.images {
+        let g = spec.global_index(i);
+        r.images = m.images_of(factory.seed(), g);
+        r.images_label = Some(m.label_of(m.size_of(factory.seed(), g)));
+    }
     Ok(r)
 }
 

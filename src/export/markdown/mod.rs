@@ -175,6 +175,16 @@ fn structured_section(out: &mut String, s: &RunSummary, all: &[LevelSummary]) {
     out.push_str("\nEach constrained level against its plain twin, run just before it with the same requests (plain → constrained, change in %). A constrained answer ends where its constraint does (no ignore_eos), so throughputs compare answers of the lengths shown. An answer complies when it parses as a JSON object, is valid against the schema, or the pattern matches it whole.\n");
 }
 
+/// The levels' requests by the images they carried, when they carried any.
+fn images_section(out: &mut String, all: &[LevelSummary]) {
+    let images = images_table(all);
+    if !images.is_empty() {
+        out.push_str("\n## Images\n\n");
+        out.push_str(&images);
+        out.push_str("\nimage tokens: the server's prompt tokens less the text's as counted for the request (the chat template's own tokens learned from the warmup).\n");
+    }
+}
+
 /// Thinking and answers per level, when any level's requests reasoned.
 fn reasoning_section(out: &mut String, all: &[LevelSummary]) {
     if any_reasoning(all) {
@@ -214,6 +224,7 @@ fn sections(out: &mut String, s: &RunSummary) {
     energy_section(out, s, &all);
     lora_section(out, s, &all);
     structured_section(out, s, &all);
+    images_section(out, &all);
     reasoning_section(out, &all);
     if !s.rates.is_empty() {
         let _ = writeln!(

@@ -151,6 +151,32 @@ pub fn lora_table(levels: &[LevelSummary]) -> String {
     )
 }
 
+/// Each level's requests by the images they carried (`--images`): image tokens and TTFT;
+/// empty when no request carried one.
+pub fn images_table(levels: &[LevelSummary]) -> String {
+    let mut rows = String::new();
+    for l in levels {
+        let Some(s) = &l.stats else { continue };
+        for (label, st) in &s.scalars.images {
+            let _ = writeln!(
+                rows,
+                "| {} | {label} | {} | {} | {} / {} |",
+                l.label(),
+                st.completed,
+                num(st.mean_image_tokens),
+                num(st.median_ttft_ms),
+                num(st.p99_ttft_ms),
+            );
+        }
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    format!(
+        "| level | images a request | done | image tokens a request | TTFT p50 / p99 (ms) |\n|---|---|---:|---:|---:|\n{rows}"
+    )
+}
+
 /// Each constrained level side by side with its plain twin (`--response-format`); empty
 /// when the run has none.
 pub fn structured_table(levels: &[LevelSummary]) -> String {

@@ -44,6 +44,8 @@ fn ok_record(send: u64, ttft: u64, n_steps: u64) -> RequestRecord {
         think_tags: false,
         lora: None,
         schema_valid: None,
+        images: None,
+        image_tokens: None,
     }
 }
 
