@@ -432,7 +432,7 @@ fn image_tokens_are_the_servers_count_and_ttft_is_given_per_size() {
             input_len: 80,
             output_len: 8,
             images: 2,
-            image_sizes: vec![(112, 112), (280, 280)],
+            image_sizes: servetop::workload::images::ImageSizes::List(vec![(112, 112), (280, 280)]),
             requests_per_level: RequestCount::Fixed(16),
             seed: 3,
             // The warmup (text only) teaches servetop the chat template's own tokens.

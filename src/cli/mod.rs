@@ -542,10 +542,14 @@ pub struct RunArgs {
         hide_short_help = true
     )]
     pub images: u32,
-    /// The images' size: `WxH`, or a list (each request drawn one of them).
+    /// The images' size: `WxH`, a list (each request draws one), or a range `WxH-WxH`.
+    ///
+    /// The images' size: `WxH`; a list `WxH,WxH,…` (each request's images all of one size,
+    /// drawn with equal chances); or a range `WxH-WxH` (each request's width and height drawn
+    /// uniformly between the two, its TTFT reported in four bands of pixel count).
     #[arg(
         long,
-        value_name = "WxH[,WxH...]",
+        value_name = "WxH[,WxH...]|WxH-WxH",
         default_value = "512x512",
         help_heading = "Workload",
         hide_short_help = true

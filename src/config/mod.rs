@@ -55,7 +55,7 @@ pub struct RunConfig {
     #[serde(default)]
     pub images: u32,
     #[serde(default)]
-    pub image_sizes: Vec<(u32, u32)>,
+    pub image_sizes: crate::workload::images::ImageSizes,
     /// The multi-turn level, run last (none by default).
     #[serde(default)]
     pub multi_turn: Option<MultiTurn>,
@@ -363,7 +363,7 @@ impl RunConfig {
             lora_dist: crate::workload::mix::LoraDist::Uniform,
             response_format: None,
             images: 0,
-            image_sizes: Vec::new(),
+            image_sizes: crate::workload::images::ImageSizes::default(),
             multi_turn: None,
             dataset: None,
             requests_per_level: RequestCount::Fixed(8),
@@ -519,11 +519,7 @@ impl RunConfig {
                 self.text_lengths_label(),
                 m.per_request,
                 if m.per_request == 1 { "" } else { "s" },
-                m.sizes
-                    .iter()
-                    .map(|(w, h)| format!("{w}x{h}"))
-                    .collect::<Vec<_>>()
-                    .join(" or ")
+                m.sizes.describe()
             ),
             None => self.text_lengths_label(),
         }

@@ -54,6 +54,9 @@ pub fn router(state: Shared) -> Router {
         .route("/get_server_info", get(server_info))
         .route("/dcgm/metrics", get(dcgm_metrics))
         .route("/sim/requests", get(sim_requests))
+        // Requests with images are megabytes of base64 (a 1024x1024 PNG of noise: 4 MB);
+        // axum's 2 MB default would refuse them where an engine does not.
+        .layer(axum::extract::DefaultBodyLimit::max(1 << 30))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             require_key,
