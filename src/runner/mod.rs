@@ -93,13 +93,21 @@ fn prompts_ahead(spec: &LevelSpec) -> u32 {
     let arrivals = open_loop_rate(spec).map_or(0, |rate| {
         (rate * 10.0).ceil().min(f64::from(u32::MAX)) as u32
     });
-    let fit = PROMPT_BYTES_AHEAD
-        / spec
-            .longest_request()
-            .0
-            .max(1)
-            .saturating_mul(BYTES_PER_TOKEN);
-    let cap = u32::try_from(fit).unwrap_or(u32::MAX).max(PROMPTS_AHEAD);
+    let text = spec
+        .longest_request()
+        .0
+        .max(1)
+        .saturating_mul(BYTES_PER_TOKEN);
+    let images = spec
+        .mix
+        .images
+        .as_ref()
+        .map_or(0, crate::workload::images::ImageMix::max_bytes);
+    let fit = PROMPT_BYTES_AHEAD / text.saturating_add(images);
+    // Images make a request megabytes: no floor of a thousand then (a thousand 512x512 images
+    // are a gigabyte), the workers' next rounds only.
+    let floor = if images > 0 { 8 } else { PROMPTS_AHEAD };
+    let cap = u32::try_from(fit).unwrap_or(u32::MAX).max(floor);
     let most = match spec.seconds {
         Some(_) => spec
             .concurrency

@@ -71,6 +71,22 @@ impl ImageMix {
         }
     }
 
+    /// The most bytes a request's images take as data URLs: a PNG of noise is its 3 bytes a
+    /// pixel and a little, base64 four characters for every three.
+    pub fn max_bytes(&self) -> u64 {
+        let (w, h) = match &self.sizes {
+            ImageSizes::List(sizes) => sizes
+                .iter()
+                .copied()
+                .max_by_key(|&(w, h)| u64::from(w) * u64::from(h))
+                .unwrap_or((512, 512)),
+            ImageSizes::Range { max, .. } => *max,
+        };
+        // PNG adds a filter byte a row and its deflate blocks' headers: 1 % and a little.
+        let one = 4 * u64::from(w) * u64::from(h) * 101 / 100 + 1024;
+        u64::from(self.per_request) * one
+    }
+
     /// Request `i`'s images as data URLs.
     pub fn images_of(&self, seed: u64, i: u32) -> Vec<Arc<str>> {
         let (w, h) = self.size_of(seed, i);
@@ -199,6 +215,16 @@ mod tests {
         assert_eq!(a, m.images_of(7, 3));
         assert_ne!(a, m.images_of(7, 4));
         assert_eq!(data_url_size(&a[0]), Some(m.size_of(7, 3)));
+        // The estimate holds the largest request's images.
+        let big = ImageMix {
+            per_request: 2,
+            sizes: ImageSizes::List(vec![(256, 256)]),
+        };
+        let took: u64 = big.images_of(1, 0).iter().map(|u| u.len() as u64).sum();
+        assert!(
+            took <= big.max_bytes() && took * 10 >= big.max_bytes() * 9,
+            "{took}"
+        );
         let mut seen = std::collections::BTreeSet::new();
         for i in 0..200 {
             seen.insert(m.size_of(1, i));
