@@ -131,6 +131,9 @@ impl Feed {
             active: AtomicUsize::new(0),
             remote: Mutex::new(None),
         });
+        // Listed before anyone can connect: a viewer that reaches the socket finds the run in
+        // `attach --list` too (registered after, a loaded machine showed the gap).
+        let registered = registry::register(dir).ok();
         let listener = bind_private(dir, &socket)?;
         let tcp_listener = tcp.map(listen_tcp).transpose()?;
         let tcp_addr = tcp_listener.as_ref().and_then(|l| l.local_addr().ok());
@@ -143,7 +146,7 @@ impl Feed {
             shared,
             socket,
             tcp: tcp_addr,
-            _registered: registry::register(dir).ok(),
+            _registered: registered,
         })
     }
 
