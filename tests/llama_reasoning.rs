@@ -10,7 +10,7 @@
 //!   reasoning count).
 //! - TTFC − TTFT is the thinking's decode steps: the budget's tokens and the forced tag's (the
 //!   output's tokens no event carried) at the request's own time per output token: each level's
-//!   median at least 70 % of it, and at C=1 at most 130 % (at C=2 the other request's prefill
+//!   median of 8 at least 70 % of it, and at C=1 at most 130 % (at C=2 the other request's prefill
 //!   may land inside the thinking).
 //! - Planted misconfigurations, each caught by its warning: the parser off for a request
 //!   (`reasoning_format: none`: the tags arrive as the answer); the template told not to think
@@ -106,6 +106,7 @@ async fn thinking_budgets_and_a_parser_turned_off() {
     let s = run(
         RunConfig {
             thinking_budgets: vec![4, 12],
+            requests_per_level: RequestCount::Fixed(8),
             ..run_config(&srv.url)
         },
         &dir,

@@ -9,7 +9,7 @@
 //! - `--reasoning-parser deepseek_r1 --enable-auto-tool-choice --tool-call-parser hermes`: each
 //!   request thinks exactly its budget (counted from the events: `deepseek_r1`'s usage says 0
 //!   when the template opened `<think>`); TTFC − TTFT is the budget's steps and the forced tag's
-//!   at the request's own time per output token (each level's median at least 70 % of it, and
+//!   at the request's own time per output token (each level's median of 8 at least 70 % of it, and
 //!   at C=1 at most 130 %: at C=2 the other request's prefill may land inside the thinking); a
 //!   required call with `parallel_tool_calls: false` is exactly one call a request. Planted: the
 //!   template told not to open `<think>` (`deepseek_r1` then calls every token thinking and the
@@ -42,16 +42,33 @@ use servetop::workload::RequestCount;
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const OUTPUT: u32 = 40;
-/// `</think>` in the thinking model's vocabulary (`make_model.py` adds the tags after its 4096).
+/// `<think>` and `</think>` in the thinking model's vocabulary (`make_model.py` adds the tags
+/// after its 4096).
+const START_THINK_ID: &str = "4096";
 const END_THINK_ID: &str = "4097";
 
 /// Every request's body: the special tokens (ids 0-4) banned, as the random-weight model under
 /// `ignore_eos` otherwise falls into `</s>`, whose text vLLM skips: tokens that stream no event
-/// and no answer. Plus `more`.
+/// and no answer. The lone bytes past 0x7F too, for the same reason (their text waits for a
+/// character that never completes: `partial_utf8_tokens`), and the thinking tags: a `</think>`
+/// or `<think>` alone in a delta is an event `deepseek_r1` never sends. The budget's own
+/// `</think>` still comes: vLLM forces it after the bias, with a logit of 1e9. Plus `more`.
 fn body(more: &serde_json::Value) -> serde_json::Value {
-    let mut b = serde_json::json!({
-        "logit_bias": {"0": -100, "1": -100, "2": -100, "3": -100, "4": -100}
+    static SILENT: std::sync::OnceLock<Vec<u32>> = std::sync::OnceLock::new();
+    let silent = SILENT.get_or_init(|| {
+        let ids = real_server::vllm::partial_utf8_tokens(&cache_dir().join("model-reasoning"));
+        println!("{} tokens of lone bytes banned", ids.len());
+        ids
     });
+    let mut b = serde_json::json!({
+        "logit_bias": {
+            "0": -100, "1": -100, "2": -100, "3": -100, "4": -100,
+            START_THINK_ID: -100, END_THINK_ID: -100
+        }
+    });
+    for id in silent {
+        b["logit_bias"][id.to_string()] = (-100).into();
+    }
     for (k, v) in more.as_object().unwrap() {
         if k == "logit_bias" {
             for (id, bias) in v.as_object().unwrap() {
@@ -156,6 +173,7 @@ async fn thinking_budgets_tool_calls_and_a_misfit_template() {
         RunConfig {
             concurrency: vec![1, 2],
             thinking_budgets: vec![4, 12],
+            requests_per_level: RequestCount::Fixed(8),
             ..run_config(&srv.url())
         },
         &dir,

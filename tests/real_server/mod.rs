@@ -252,8 +252,10 @@ pub fn assert_crash_recorded_and_restarted(r: &serde_json::Value, requests: u64)
 /// spans the thinking's steps — the budget's tokens and `closing(r)` more (the forced
 /// `</think>`) — at the request's own time per output token: the level's median at least 70 %
 /// of that, and at C=1 at most 130 % (at C=2 the other request's prefill may land inside the
-/// thinking, which only lengthens it). A median, as one request's stall (a level's first may
-/// start cold) moves its own ratio either way.
+/// thinking, which only lengthens it). A median of at least 8 requests, as one request's stall
+/// (a level's first may start cold; on 2 cores a 25 ms pause of the engine is 30 % of a
+/// 12-token thinking) moves its own ratio either way: a CI run with 4 a level once saw two of
+/// them stalled ([0.91, 1.02, 1.31, 1.33]). Each level's ratios are printed.
 pub fn thinking_took_its_budget(
     s: &servetop::run::session::Session,
     records: &[servetop::metrics::RequestRecord],
@@ -261,28 +263,19 @@ pub fn thinking_took_its_budget(
     closing: impl Fn(&servetop::metrics::RequestRecord) -> f64,
 ) {
     println!(
-        "| level | TTFT p50 (ms) | TTFC p50 (ms) | thinking p50 (ms) | reasoning / answer tokens |"
+        "| level | TTFT p50 (ms) | TTFC p50 (ms) | thinking p50 (ms) | reasoning / answer tokens | thinking / (steps × TPOT) |"
     );
     for l in &s.summary.sweep {
         let st = l.stats.as_ref().unwrap();
         let d = &st.dists;
         let budget = l.thinking_budget.unwrap();
-        println!(
-            "| {} | {:.1} | {:.1} | {:.1} | {:?} / {:?} |",
-            l.label(),
-            d.ttft_ms.as_ref().unwrap().p50,
-            d.ttfc_ms.as_ref().unwrap().p50,
-            d.thinking_ms.as_ref().unwrap().p50,
-            st.scalars.mean_reasoning_tokens,
-            st.scalars.mean_content_tokens
-        );
         assert_eq!(st.scalars.unanswered_requests, 0, "{}", l.label());
         let mine: Vec<_> = records
             .iter()
             .filter(|r| r.level == l.index && !r.warmup)
             .collect();
         assert_eq!(mine.len() as u64, st.scalars.completed, "{}", l.label());
-        assert!(mine.len() >= 3, "{}: {} requests", l.label(), mine.len());
+        assert!(mine.len() >= 8, "{}: {} requests", l.label(), mine.len());
         let mut ratios = Vec::new();
         for r in &mine {
             assert_eq!(r.output_tokens, u64::from(output), "{r:?}");
@@ -305,7 +298,17 @@ pub fn thinking_took_its_budget(
             ratios.push(thinking / (steps * per_token));
         }
         ratios.sort_by(f64::total_cmp);
-        let median = ratios[ratios.len() / 2];
+        let n = ratios.len();
+        let median = f64::midpoint(ratios[(n - 1) / 2], ratios[n / 2]);
+        println!(
+            "| {} | {:.1} | {:.1} | {:.1} | {:?} / {:?} | {ratios:.2?} |",
+            l.label(),
+            d.ttft_ms.as_ref().unwrap().p50,
+            d.ttfc_ms.as_ref().unwrap().p50,
+            d.thinking_ms.as_ref().unwrap().p50,
+            st.scalars.mean_reasoning_tokens,
+            st.scalars.mean_content_tokens
+        );
         let ceiling = if l.concurrency == 1 {
             1.3
         } else {

@@ -200,3 +200,40 @@ impl Drop for VllmServer {
         }
     }
 }
+
+/// The tokens of `model_dir`'s byte-level BPE whose bytes are not UTF-8 on their own (a lone
+/// byte past 0x7F). Greedy decoding of the random-weight model can loop on one of them; vLLM's
+/// streaming detokenizer then holds every such token's text back, waiting for the character to
+/// complete: tokens that stream no text (one prompt of eight thought 12 of them, then answered
+/// 27 more, no content event at all).
+pub fn partial_utf8_tokens(model_dir: &Path) -> Vec<u32> {
+    let text = std::fs::read_to_string(model_dir.join("tokenizer.json")).unwrap();
+    let tok: serde_json::Value = serde_json::from_str(&text).unwrap();
+    // GPT-2's byte-level alphabet: printable Latin-1 bytes stand for themselves, the other 68
+    // bytes for U+0100 onwards, in byte order.
+    let printable = |b: u32| (0x21..=0x7e).contains(&b) || (0xa1..=0xff).contains(&b) && b != 0xad;
+    let others: Vec<u8> = (0u8..=255).filter(|&b| !printable(u32::from(b))).collect();
+    let byte_of = |c: char| {
+        let c = c as u32;
+        if printable(c) {
+            u8::try_from(c).ok()
+        } else {
+            c.checked_sub(0x100)
+                .and_then(|n| others.get(n as usize).copied())
+        }
+    };
+    let mut ids: Vec<u32> = tok["model"]["vocab"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter_map(|(piece, id)| {
+            let bytes: Option<Vec<u8>> = piece.chars().map(byte_of).collect();
+            let bytes = bytes?;
+            std::str::from_utf8(&bytes)
+                .is_err()
+                .then(|| u32::try_from(id.as_u64().unwrap()).unwrap())
+        })
+        .collect();
+    ids.sort_unstable();
+    ids
+}
