@@ -1,9 +1,10 @@
 //! Event-parse benchmark: time to parse the OpenAI completions events a stream is made of (the
-//! firehose's, vLLM's, and vLLM's last one with usage) as the next events of their streams
-//! (`dialect::parse_in_stream`, which skips what a stream's events repeat), one by one
-//! (`dialect::parse`; both take the fast path for them), and through the general serde parse
-//! alone. Prints the medians of 15 alternating runs of 200,000 events each, and the median
-//! ratio of each run's times. `cargo bench --bench parse`.
+//! firehose's, vLLM's with its per-event usage, and vLLM's last one) as the next events of
+//! their streams (`dialect::parse_in_stream`, which skips what a stream's events repeat; each
+//! event's text and count differ from its stream's last), one by one (`dialect::parse`; both
+//! take the fast path for them), and through the general serde parse alone. Prints the medians
+//! of 15 alternating runs of 200,000 events each, and the median ratio of each run's times.
+//! `cargo bench --bench parse`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -12,16 +13,36 @@ use servetop::client::dialect::{Dialect, Repeat, parse, parse_general, parse_in_
 
 const EVENTS: [&str; 3] = [
     r#"{"id":"cmpl-1","object":"text_completion","created":0,"model":"sim/firehose","choices":[{"index":0,"text":" the","logprobs":null,"finish_reason":null}]}"#,
-    r#"{"id":"cmpl-8f2a","object":"text_completion","created":1733,"model":"Qwen/Qwen3-27B","choices":[{"index":0,"text":" a","logprobs":null,"finish_reason":null,"stop_reason":null}],"usage":null}"#,
+    r#"{"id":"cmpl-8f2a","object":"text_completion","created":1733,"model":"Qwen/Qwen3-27B","choices":[{"index":0,"text":" a","logprobs":null,"finish_reason":null,"stop_reason":null}],"usage":{"prompt_tokens":1000,"total_tokens":1001,"completion_tokens":1}}"#,
     r#"{"id":"cmpl-8f2a","object":"text_completion","created":1733,"model":"Qwen/Qwen3-27B","choices":[{"index":0,"text":"","logprobs":null,"finish_reason":"length","stop_reason":null}],"usage":{"prompt_tokens":1000,"total_tokens":1500,"completion_tokens":500}}"#,
 ];
 
+/// The texts the events carry in turn: a stream's next event differs from its last in its text.
+const WORDS: [&str; 8] = [" the", " a", " of", " model", "'s", " serving", ",", " é"];
+
+/// The events read in turn: event `i` is `EVENTS[i % 3]` (the next of stream `i % 3`) with
+/// `WORDS[(i / 3) % 8]` for its text, and vLLM's per-event usage counting it.
+fn events() -> Vec<String> {
+    (0..24)
+        .map(|i| {
+            let e = EVENTS[i % 3];
+            let at = e.find(r#""text":""#).expect("every event has a text") + 8;
+            let end = at + e[at..].find('"').expect("the text ends");
+            let n = i / 3 + 1;
+            format!("{}{}{}", &e[..at], WORDS[(i / 3) % 8], &e[end..]).replace(
+                r#""total_tokens":1001,"completion_tokens":1}"#,
+                &format!(r#""total_tokens":{},"completion_tokens":{n}}}"#, 1000 + n),
+            )
+        })
+        .collect()
+}
+
 /// One run of 200,000 events through `f`.
-fn once(f: &dyn Fn(&str) -> usize) -> Duration {
+fn once(events: &[String], f: &dyn Fn(&str) -> usize) -> Duration {
     let t = Instant::now();
     let mut n = 0;
     for i in 0..200_000 {
-        n += f(black_box(EVENTS[i % 3]));
+        n += f(black_box(&events[i % events.len()]));
     }
     black_box(n);
     t.elapsed()
@@ -33,7 +54,8 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn main() {
-    for e in EVENTS {
+    let events = events();
+    for e in &events {
         assert_eq!(
             parse(Dialect::Completions, e),
             parse_general(Dialect::Completions, e)
@@ -56,9 +78,9 @@ fn main() {
     let (mut s, mut f, mut g) = (Vec::new(), Vec::new(), Vec::new());
     let (mut s_ratio, mut f_ratio) = (Vec::new(), Vec::new());
     for _ in 0..15 {
-        let a = once(&in_stream).as_secs_f64();
-        let b = once(&fast).as_secs_f64();
-        let c = once(&general).as_secs_f64();
+        let a = once(&events, &in_stream).as_secs_f64();
+        let b = once(&events, &fast).as_secs_f64();
+        let c = once(&events, &general).as_secs_f64();
         s.push(a);
         f.push(b);
         g.push(c);

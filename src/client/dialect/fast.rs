@@ -259,6 +259,110 @@ pub struct Repeat {
     prefix: Vec<u8>,
     /// `object` was among them.
     object: bool,
+    /// The last event the fast path read with a choice, around that choice's text.
+    shape: Option<Shape>,
+}
+
+/// An event as its text's and usage's surroundings ([`Repeat`]): most events of a stream
+/// differ from the one before only in the text and, where the engine counts every event
+/// (vLLM's `continuous_usage_stats`), the counts of its usage: `{…"text":"`, `",…,
+/// "usage":` and `}` repeat. An event with the same bytes around a plain text and a usage
+/// object parses as the last one did, with its own text and usage.
+///
+/// Why that is the parse: the text is a string token with no escape, quote or control
+/// character, so it ends at the first quote after it, where the kept bytes resume; the usage
+/// is read as [`usage`] reads it; the event is then the same tokens as the last one but for
+/// those two values, and nothing else depends on them (the finish reason and every check of
+/// the last event's parse came from the same bytes).
+#[derive(Debug)]
+struct Shape {
+    /// The event's bytes...
+    event: Vec<u8>,
+    /// ...where its text lies in them, between its quotes...
+    text: std::ops::Range<usize>,
+    /// ...and its usage's value (from after the colon), when it came after the text.
+    usage_at: Option<std::ops::Range<usize>>,
+    finished: bool,
+    length: bool,
+    /// The usage, when it is not read again (it came before the text, or there was none).
+    usage: Option<Usage>,
+}
+
+impl Repeat {
+    /// `data` read as the last event with a choice was, if it has that event's shape.
+    fn same_shape<'a>(&self, data: &'a str) -> Option<ChunkData<'a>> {
+        let sh = self.shape.as_ref()?;
+        let b = data.as_bytes();
+        let from = sh.text.start;
+        if !b.starts_with(&sh.event[..from]) {
+            return None;
+        }
+        let len = b
+            .get(from..)?
+            .iter()
+            .position(|&c| c == b'"' || c == b'\\' || c < 0x20)?;
+        if b[from + len] != b'"' {
+            return None;
+        }
+        // The opening quote and this one are ASCII: char boundaries of `data`.
+        let text = data.get(from..from + len)?;
+        let (mut at, mut rest) = (from + len, sh.text.end);
+        let mut usage_now = sh.usage;
+        if let Some(u) = &sh.usage_at {
+            let mid = &sh.event[sh.text.end..u.start];
+            if !b[at..].starts_with(mid) {
+                return None;
+            }
+            let mut sc = Scan {
+                s: b,
+                text: data,
+                i: at + mid.len(),
+            };
+            usage_now = usage(&mut sc).ok()?;
+            (at, rest) = (sc.i, u.end);
+        }
+        if b[at..] != sh.event[rest..] {
+            return None;
+        }
+        Some(ChunkData {
+            text: Cow::Borrowed(text),
+            content: Cow::Borrowed(text),
+            has_choice: true,
+            finished: sh.finished,
+            length_stop: sh.length,
+            usage: usage_now,
+            cumulative_completion: usage_now.and_then(|u| u.completion_tokens),
+            ..ChunkData::default()
+        })
+    }
+
+    /// Keeps `data`'s shape around `c`'s text (a slice of it) and the usage value at
+    /// `usage_at`.
+    fn keep_shape(
+        &mut self,
+        data: &str,
+        c: &Choice<'_>,
+        usage: Option<Usage>,
+        usage_at: Option<std::ops::Range<usize>>,
+    ) {
+        let start = c.text.as_ptr() as usize - data.as_ptr() as usize;
+        let text = start..start + c.text.len();
+        let sh = self.shape.get_or_insert_with(|| Shape {
+            event: Vec::with_capacity(data.len()),
+            text: 0..0,
+            usage_at: None,
+            finished: false,
+            length: false,
+            usage: None,
+        });
+        sh.event.clear();
+        sh.event.extend_from_slice(data.as_bytes());
+        sh.usage_at = usage_at.filter(|u| u.start >= text.end);
+        sh.text = text;
+        sh.finished = c.finished;
+        sh.length = c.length;
+        sh.usage = usage;
+    }
 }
 
 /// `{}`: what the general parse makes of it, if nothing follows.
@@ -270,6 +374,9 @@ fn empty_object<'a>(sc: &mut Scan<'a>) -> Option<ChunkData<'a>> {
 /// An OpenAI completions event, or `None` to leave it to the general parse; `repeat` holds
 /// what the stream's earlier events began with ([`Repeat`]).
 pub(super) fn completions<'a>(data: &'a str, repeat: &mut Repeat) -> Option<ChunkData<'a>> {
+    if let Some(out) = repeat.same_shape(data) {
+        return Some(out);
+    }
     let mut sc = Scan {
         s: data.as_bytes(),
         text: data,
@@ -277,6 +384,7 @@ pub(super) fn completions<'a>(data: &'a str, repeat: &mut Repeat) -> Option<Chun
     };
     let mut first = None;
     let mut use_ = None;
+    let mut usage_at = None;
     let (mut ch, mut us, mut ob, mut er) = (false, false, false, false);
     let resumed = !repeat.prefix.is_empty() && sc.s.starts_with(&repeat.prefix);
     // Where `"choices"` starts when only plain members came before it.
@@ -306,7 +414,9 @@ pub(super) fn completions<'a>(data: &'a str, repeat: &mut Repeat) -> Option<Chun
         "usage" => {
             plain = false;
             once(&mut us)?;
+            let at = sc.i;
             use_ = usage(sc).ok()?;
+            usage_at = Some(at..sc.i);
             Some(())
         }
         "object" => {
@@ -340,6 +450,7 @@ pub(super) fn completions<'a>(data: &'a str, repeat: &mut Repeat) -> Option<Chun
         ..ChunkData::default()
     };
     if let Some(c) = first {
+        repeat.keep_shape(data, &c, use_, usage_at);
         out.has_choice = true;
         out.finished = c.finished;
         out.length_stop = c.length;
@@ -554,5 +665,96 @@ mod tests {
             }
         }
         assert!(resumed > 300, "resumed {resumed} times of 4000");
+    }
+
+    /// An event that differs from one read before only in its text (any text: quotes,
+    /// escapes, non-ASCII) and its usage gives what the general parse gives, whatever surrounds
+    /// them; and the kept shape is used often.
+    #[test]
+    fn an_event_that_differs_only_in_its_text_and_usage_parses_the_same() {
+        // Mostly plain texts and the members engines send, sometimes any.
+        let text = || prop_oneof![3 => "[a-z é]{0,5}", 1 => "[a-z \\\\\"é]{0,5}"];
+        let members = || {
+            proptest::collection::vec(
+                prop_oneof![
+                    2 => Just("\"id\":\"cmpl-3\"".to_string()),
+                    2 => Just("\"object\":\"text_completion\"".to_string()),
+                    1 => Just("\"usage\":null".to_string()),
+                    1 => member(),
+                ],
+                0..3,
+            )
+        };
+        // A usage as vLLM counts every event, sometimes odd (null, a float, details).
+        let usage = || {
+            prop_oneof![
+                4 => (0u64..5000, 0u64..5000).prop_map(|(p, c)| format!(
+                    "{{\"prompt_tokens\":{p},\"completion_tokens\":{c},\"total_tokens\":{}}}",
+                    p + c
+                )),
+                1 => Just("null".to_string()),
+                1 => Just("{\"completion_tokens\":2.0}".to_string()),
+                1 => Just("{\"prompt_tokens_details\":null}".to_string()),
+            ]
+        };
+        let choice_members = || {
+            proptest::collection::vec(
+                prop_oneof![
+                    2 => Just("\"index\":0".to_string()),
+                    2 => Just("\"logprobs\":null".to_string()),
+                    2 => Just("\"finish_reason\":null".to_string()),
+                    1 => Just("\"finish_reason\":\"length\"".to_string()),
+                    1 => member(),
+                ],
+                0..3,
+            )
+        };
+        let pair = (
+            (members(), choice_members(), choice_members(), members()),
+            (text(), text()),
+            (usage(), usage(), any::<bool>()),
+        )
+            .prop_map(
+                |((head, before, after, tail), (t1, t2), (u1, u2, counted))| {
+                    // Each event its own text and, where the engine counts every event, usage.
+                    let event = |t: &str, u: &str| {
+                        let choice = [
+                            before.clone(),
+                            vec![format!("\"text\":\"{t}\"")],
+                            after.clone(),
+                        ]
+                        .concat()
+                        .join(",");
+                        let usage = if counted {
+                            vec![format!("\"usage\" : {u}")]
+                        } else {
+                            vec![]
+                        };
+                        let all = [
+                            head.clone(),
+                            vec![format!("\"choices\":[{{{choice}}}]")],
+                            usage,
+                            tail.clone(),
+                        ];
+                        format!("{{{}}}", all.concat().join(","))
+                    };
+                    (event(&t1, &u1), event(&t2, &u2))
+                },
+            );
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let mut shaped = 0;
+        for _ in 0..4000 {
+            let (e1, e2) = pair.new_tree(&mut runner).unwrap().current();
+            let mut repeat = Repeat::default();
+            let _ = completions(&e1, &mut repeat);
+            let kept = repeat.same_shape(&e2).is_some();
+            if let Some(fast) = completions(&e2, &mut repeat) {
+                shaped += usize::from(kept);
+                assert_eq!(Ok(fast), general(&e2), "{e1} then {e2}");
+            } else {
+                assert!(!kept, "{e1} then {e2}");
+            }
+        }
+        assert!(shaped > 500, "the shape was used {shaped} times of 4000");
     }
 }
