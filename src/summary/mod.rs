@@ -573,6 +573,15 @@ impl RunSummary {
     /// `--thinking-budget`, each budget's plan is a run of its own for charts and findings).
     #[must_use]
     pub fn only_budget(&self, b: u32) -> RunSummary {
+        let mut s = self.keep(|l| l.thinking_budget == Some(b));
+        s.config.thinking_budgets = vec![b];
+        s
+    }
+
+    /// The run with only the levels `keep` accepts, in every part (the run as if only those
+    /// had been planned).
+    #[must_use]
+    pub fn keep(&self, keep: impl Fn(&LevelSummary) -> bool) -> RunSummary {
         let mut s = self.clone();
         for part in [
             &mut s.sweep,
@@ -581,9 +590,8 @@ impl RunSummary {
             &mut s.multi_turn,
             &mut s.traces,
         ] {
-            part.retain(|l| l.thinking_budget == Some(b));
+            part.retain(&keep);
         }
-        s.config.thinking_budgets = vec![b];
         s
     }
 

@@ -81,27 +81,13 @@ impl RunSummary {
     /// `--response-format` (what the findings and the charts' main lines are about).
     #[must_use]
     pub fn only_plain(&self) -> RunSummary {
-        let mut s = self.clone();
-        for part in [&mut s.sweep, &mut s.rates, &mut s.long_context] {
-            part.retain(|l| l.response_format.is_none());
-        }
-        s
+        self.keep(|l| l.response_format.is_none())
     }
 
     /// The run's constrained levels alone.
     #[must_use]
     pub fn only_constrained(&self) -> RunSummary {
-        let mut s = self.clone();
-        for part in [
-            &mut s.sweep,
-            &mut s.rates,
-            &mut s.long_context,
-            &mut s.multi_turn,
-            &mut s.traces,
-        ] {
-            part.retain(|l| l.response_format.is_some());
-        }
-        s
+        self.keep(|l| l.response_format.is_some())
     }
 }
 
