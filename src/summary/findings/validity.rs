@@ -71,14 +71,6 @@ pub(super) fn finding(s: &RunSummary) -> Option<Finding> {
         .copied()
         .filter(|l| l.client.client_cpu_share.is_some())
         .collect();
-    if measured_here.is_empty() {
-        return Some(Finding::new(
-            "client_validity",
-            "servetop's own load was not measured in this run (saved by a servetop before it was)."
-                .into(),
-            &[],
-        ));
-    }
     let worst = |f: fn(&LevelSummary) -> Option<f64>| {
         measured_here
             .iter()
@@ -87,8 +79,12 @@ pub(super) fn finding(s: &RunSummary) -> Option<Finding> {
     };
     let cpu = worst(|l| l.client.client_cpu_share);
     let lag = worst(|l| l.client.client_timer_lag_p99_ms);
-    let mut text = String::from("servetop");
     let mut on: Vec<&LevelSummary> = Vec::new();
+    let mut text = if measured_here.is_empty() {
+        not_measured(&levels)
+    } else {
+        String::from("servetop")
+    };
     if let Some((x, l)) = cpu {
         let _ = write!(
             text,
@@ -149,6 +145,24 @@ pub(super) fn finding(s: &RunSummary) -> Option<Finding> {
         f = f.value(k, Some(v));
     }
     Some(f)
+}
+
+/// Why no level has servetop's own load: every level ended before the process's first load
+/// report (a second after it began), or the run was saved by a servetop that did not measure it.
+fn not_measured(levels: &[&LevelSummary]) -> String {
+    let every = crate::telemetry::client::REPORT_EVERY.as_secs_f64();
+    let longest = levels
+        .iter()
+        .filter_map(|l| Some(l.stats.as_ref()?.scalars.duration_s))
+        .max_by(f64::total_cmp);
+    match longest {
+        Some(s) if s < every => format!(
+            "servetop's own load was not measured: it is reported once a second and no level lasted that long (the longest {} s; run more requests a level, --requests-per-level)",
+            num(s)
+        ),
+        _ => "servetop's own load was not measured in this run (saved by a servetop before it was)"
+            .into(),
+    }
 }
 
 /// servetop's mean TTFT against the engine's own histogram's over the same levels, where the
