@@ -1,9 +1,11 @@
 //! The real-GPU check's readings (`scripts/gpu-check.sh`, run on a machine with NVIDIA GPUs)
 //! as servetop reads them: every fixture in tests/fixtures/gpu/ parses as `servetop gpu --json`
-//! writes it, and what it says holds together. None is committed until a GPU machine has run the
-//! script, so that test is ignored (and says how to make one) rather than passing on an empty
-//! folder. On this machine, whatever it has, the
-//! binary's own reading must parse and either list GPUs or say why there are none.
+//! writes it, and what it says holds together. The H200's were made on a machine with one
+//! NVIDIA H200 (driver 580.159.04): its NVML reading (the glibc release binary), its
+//! `nvidia-smi` reading (the static binary, which cannot load NVML) and the raw `nvidia-smi`
+//! query the static sampler parses, against what `nvidia-smi -q` said there (product name, 143771
+//! MiB of memory, a 700 W power limit). On this machine, whatever it has, the binary's own
+//! reading must parse and either list GPUs or say why there are none.
 
 // Integration tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -71,8 +73,14 @@ fn check(what: &str, r: &GpuJson) {
     }
 }
 
+fn fixture(name: &str) -> String {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/gpu")
+        .join(name);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
 #[test]
-#[ignore = "no GPU fixture is committed yet: run scripts/gpu-check.sh with a release binary on a machine with NVIDIA GPUs, commit the JSON it writes to tests/fixtures/gpu/, then remove this line"]
 fn committed_gpu_fixtures_parse_and_hold_together() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gpu");
     let mut seen = 0;
@@ -112,4 +120,52 @@ fn the_gpu_check_script_queries_what_the_nvidia_smi_sampler_reads() {
         script.contains(&asked),
         "scripts/gpu-check.sh lacks {asked}"
     );
+}
+
+/// The two ways servetop reads a GPU, NVML (the glibc build) and `nvidia-smi` (the static build,
+/// through `telemetry::smi::parse`), read the same H200 alike, and as `nvidia-smi -q` did on that
+/// machine: "NVIDIA H200", FB memory total 143771 MiB, current power limit 700.00 W. Power and
+/// the like were read moments apart and differ; what does not change must be equal.
+#[test]
+fn an_h200_reads_the_same_through_nvml_and_nvidia_smi() {
+    let nvml: GpuJson = serde_json::from_str(&fixture("nvidia-h200.json")).unwrap();
+    let smi_json: GpuJson = serde_json::from_str(&fixture("nvidia-h200-nvidia-smi.json")).unwrap();
+    assert_eq!(nvml.source.as_deref(), Some("nvml"));
+    assert_eq!(smi_json.source.as_deref(), Some("nvidia_smi"));
+    let parsed = servetop::telemetry::smi::parse(&fixture("nvidia-h200.csv")).unwrap();
+    let (n, j, p) = (&nvml.gpus[0], &smi_json.gpus[0], &parsed[0]);
+    for g in [n, j, p] {
+        assert_eq!((g.index, g.name.as_str()), (0, "NVIDIA H200"));
+        assert_eq!(g.mem_total_bytes, Some(143_771 * 1024 * 1024), "{}", g.name);
+        assert_eq!(g.power_limit_w, Some(700.0));
+        assert_eq!(g.uuid, n.uuid);
+        assert!(g.uuid.as_deref().is_some_and(|u| u.starts_with("GPU-")));
+        // An idle GPU: nothing running, its power a tenth of the limit or so.
+        assert_eq!((g.mem_used_bytes, g.util_gpu_pct), (Some(0), Some(0.0)));
+        assert!(
+            g.power_w.is_some_and(|w| w > 0.0 && w < 700.0),
+            "{:?}",
+            g.power_w
+        );
+    }
+    // Only NVML has the energy counter; the nvidia-smi path integrates power instead.
+    assert!(n.energy_mj.is_some());
+    assert_eq!((j.energy_mj, p.energy_mj), (None, None));
+}
+
+/// Ten NVML readings half a second apart on the idle H200: the energy counter moves, and by
+/// no more than its power allows (about 76 W: under 0.2 kJ between two readings).
+#[test]
+fn the_h200s_energy_counter_moves_between_readings() {
+    let mj: Vec<u64> = fixture("nvidia-h200-series.jsonl")
+        .lines()
+        .map(|l| {
+            let r: GpuJson = serde_json::from_str(l).unwrap();
+            r.gpus[0].energy_mj.unwrap()
+        })
+        .collect();
+    assert_eq!(mj.len(), 10);
+    for w in mj.windows(2) {
+        assert!(w[1] > w[0] && w[1] - w[0] < 200_000, "{mj:?}");
+    }
 }
