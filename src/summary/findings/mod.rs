@@ -50,6 +50,11 @@ pub const CACHED_SHARE: f64 = 0.5;
 
 /// A level's energy counter and the mean of its sampled power disagree beyond this share.
 pub const ENERGY_DISAGREEMENT: f64 = 0.2;
+/// A level's energy is uncertain by more than this share: its counter's step, or its power
+/// sampling interval, over its window.
+pub const ENERGY_RESOLUTION: f64 = 0.05;
+/// How often an energy counter moves: NVML's grew by 7.6 J at a time on an H200 drawing 76 W.
+pub const ENERGY_COUNTER_STEP_S: f64 = 0.1;
 
 /// One finding (results.json `findings`).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -424,6 +429,55 @@ mod tests {
         assert!(
             t.contains("; its output token count equals the engine's counter"),
             "{t}"
+        );
+    }
+
+    /// The H200's two levels (tests/fixtures/gpu): C=1's energy by its counter over 8.206 s,
+    /// C=8's over 1.044 s; then the static build's, from power read every 0.5 s.
+    #[test]
+    fn energy_over_a_window_too_short_for_its_resolution_is_doubted() {
+        let mut s = fixture();
+        s.sweep.truncate(2);
+        let set = |s: &mut RunSummary, source: &str, windows: [f64; 2]| {
+            // The second level has the more tokens a joule: the finding's level.
+            for ((l, w), tpj) in s.sweep.iter_mut().zip(windows).zip([6.5, 53.7]) {
+                l.energy = crate::telemetry::energy::LevelEnergy {
+                    energy_source: Some(source.into()),
+                    energy_j: Some(76.3 * w),
+                    energy_window_s: Some(w),
+                    mean_power_w: Some(76.3),
+                    output_tokens_per_joule: Some(tpj),
+                    ..Default::default()
+                };
+            }
+        };
+        set(&mut s, "counter", [8.206, 1.044]);
+        let best = s.sweep[1].label();
+        let c = caveats_on(&s, "energy");
+        assert!(
+            c.iter().any(|c| c.contains(&format!(
+                "{best}'s energy spans only 1.04 s and the energy counter moves in steps of about 0.1 s of power, so it is uncertain by up to ±10 %"
+            ))),
+            "{c:?}"
+        );
+        // Over 8.2 s the counter's step is 1.2 %: nothing to say.
+        set(&mut s, "counter", [1.044, 8.206]);
+        assert!(
+            !caveats_on(&s, "energy")
+                .iter()
+                .any(|c| c.contains("spans only")),
+            "{:?}",
+            caveats_on(&s, "energy")
+        );
+        // Power read every 0.5 s over 8.2 s: ±6 %.
+        s.config.gpu_interval_s = 0.5;
+        set(&mut s, "power samples", [1.044, 8.206]);
+        let c = caveats_on(&s, "energy");
+        assert!(
+            c.iter().any(|c| c.contains(
+                "energy spans only 8.21 s and power was read every 0.5 s, so it is uncertain by up to ±6 %"
+            )),
+            "{c:?}"
         );
     }
 

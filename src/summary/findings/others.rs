@@ -3,7 +3,9 @@
 
 use std::fmt::Write;
 
-use super::{ENERGY_DISAGREEMENT, Finding, measured, ms_text, num};
+use super::{
+    ENERGY_COUNTER_STEP_S, ENERGY_DISAGREEMENT, ENERGY_RESOLUTION, Finding, measured, ms_text, num,
+};
 use crate::summary::{LevelStatus, LevelSummary, RunSummary};
 use crate::workload::LevelKind;
 
@@ -96,6 +98,8 @@ fn energy(s: &RunSummary) -> Option<Finding> {
     text.push('.');
     let mut f = Finding::new("energy", text, &[best]);
     f.caveats.extend(energy_disagreement(best));
+    f.caveats
+        .extend(energy_resolution(best, s.config.gpu_interval_s));
     Some(
         f.value("output_tokens_per_joule", Some(tpj))
             .value("mean_power_w", best.energy.mean_power_w)
@@ -104,6 +108,32 @@ fn energy(s: &RunSummary) -> Option<Finding> {
                 best.energy.cost_per_million_output_tokens,
             ),
     )
+}
+
+/// A level whose energy window is too short for how finely it was measured: a counter's step,
+/// or power sampled every `interval_s`, over the window is more than [`ENERGY_RESOLUTION`].
+pub(super) fn energy_resolution(l: &LevelSummary, interval_s: f64) -> Option<String> {
+    let window = l.energy.energy_window_s.filter(|w| *w > 0.0)?;
+    let counter = l.energy.energy_source.as_deref() == Some(crate::telemetry::energy::FROM_COUNTER);
+    let (step, how) = if counter {
+        (
+            ENERGY_COUNTER_STEP_S,
+            format!(
+                "the energy counter moves in steps of about {ENERGY_COUNTER_STEP_S} s of power"
+            ),
+        )
+    } else {
+        (interval_s, format!("power was read every {interval_s} s"))
+    };
+    let share = step / window;
+    (share > ENERGY_RESOLUTION).then(|| {
+        format!(
+            "{}'s energy spans only {} s and {how}, so it is uncertain by up to ±{:.0} %; run longer levels",
+            l.label(),
+            num(window),
+            share * 100.0
+        )
+    })
 }
 
 /// A level whose energy counter and sampled power disagree by more than
