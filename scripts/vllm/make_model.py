@@ -68,6 +68,14 @@ VISION_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 VISION = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
+# The tiny language model's size, the same in every model written here.
+LM_SIZE = dict(
+    hidden_size=256,
+    intermediate_size=512,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+)
 # Tags a reasoning or tool-call parser looks for, as plain (not special) added tokens: they are
 # detokenized like any other text.
 TAGS = ["<think>", "</think>", "<tool_call>", "</tool_call>"]
@@ -125,11 +133,7 @@ def main() -> int:
     torch.manual_seed(7)
     config = LlamaConfig(
         vocab_size=raw.get_vocab_size(),
-        hidden_size=256,
-        intermediate_size=512,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        **LM_SIZE,
         max_position_embeddings=a.max_positions,
         bos_token_id=raw.token_to_id("<s>"),
         eos_token_id=raw.token_to_id("</s>"),
@@ -177,11 +181,7 @@ def write_vision(raw, a) -> int:
     config = Qwen2VLConfig(
         text_config=dict(
             vocab_size=raw.get_vocab_size(),
-            hidden_size=256,
-            intermediate_size=512,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
+            **LM_SIZE,
             max_position_embeddings=max_positions,
             # Qwen2-VL's rotary embedding in three sections (time, height, width): half the
             # head's 64 dimensions.
