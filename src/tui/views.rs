@@ -145,11 +145,12 @@ pub struct SweepView {
     pub rate_max: f64,
 }
 
-/// The findings tab: each finding's sentence with its caveats' numbers, and the caveats,
-/// numbered as summary.md numbers them (computed in update as levels end).
+/// The findings tab: each finding's sentence, its strength when it is not solid and its
+/// caveats' numbers, and the caveats, numbered as summary.md numbers them (computed in update
+/// as levels end).
 #[derive(Clone, Debug, Default)]
 pub struct FindingsView {
-    pub findings: Vec<(String, Vec<usize>)>,
+    pub findings: Vec<(String, Option<&'static str>, Vec<usize>)>,
     pub caveats: Vec<String>,
 }
 
@@ -160,7 +161,11 @@ impl FindingsView {
             findings: s
                 .findings
                 .iter()
-                .map(|f| (f.text.clone(), n.of_finding(f)))
+                .map(|f| {
+                    let weak = (f.strength != crate::summary::findings::Strength::Solid)
+                        .then(|| f.strength.name());
+                    (f.text.clone(), weak, n.of_finding(f))
+                })
                 .collect(),
             caveats: n.list().to_vec(),
         }

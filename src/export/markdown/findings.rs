@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::summary::findings::CaveatNumbers;
+use crate::summary::findings::{CaveatNumbers, Strength};
 use crate::summary::{LevelSummary, RunSummary};
 
 /// The findings as a Markdown section (nothing when there are none yet).
@@ -73,13 +73,20 @@ pub fn findings_list(s: &RunSummary) -> String {
     for f in &s.findings {
         let _ = write!(out, "- {}", f.text);
         let nums = numbers.of_finding(f);
+        let mut notes = Vec::new();
+        // A finding that is not solid says so where it is read (docs/metrics.md "Findings").
+        if f.strength != Strength::Solid {
+            notes.push(f.strength.name().to_string());
+        }
         if !nums.is_empty() {
-            let _ = write!(
-                out,
-                " (caveat{} {})",
+            notes.push(format!(
+                "caveat{} {}",
                 if nums.len() > 1 { "s" } else { "" },
                 CaveatNumbers::text(&nums)
-            );
+            ));
+        }
+        if !notes.is_empty() {
+            let _ = write!(out, " ({})", notes.join("; "));
         }
         out.push('\n');
     }

@@ -3,7 +3,10 @@
 
 use std::fmt::Write;
 
-use super::{Finding, LINEAR_SLOPE_RATIO, decode_mean, measured, ms_text, num};
+use super::words::{change, measurable, ms_text, num, pct_text};
+use super::{
+    FIT_MIN_POINTS, Finding, LINEAR_SLOPE_RATIO, MEASURABLE_PCT, Strength, decode_mean, measured,
+};
 use crate::summary::{LevelStatus, LevelSummary, RunSummary};
 
 pub(super) fn findings(s: &RunSummary) -> Vec<Finding> {
@@ -19,27 +22,83 @@ pub(super) fn findings(s: &RunSummary) -> Vec<Finding> {
     out
 }
 
+/// Decode across lengths: the change from the shortest to the longest, unless the series
+/// says it cannot be read so (docs/metrics.md, `long_context_decode`).
 fn decode(done: &[&LevelSummary]) -> Option<Finding> {
-    let (short, long) = (done[0], done[done.len() - 1]);
-    let (a, b) = (decode_mean(short)?, decode_mean(long)?);
-    let change = (b / a - 1.0) * 100.0;
-    Some(
-        Finding::new(
-            "long_context_decode",
-            format!(
-                "Decode from {} to {}: {} → {} tok/s per stream ({:+.0} %).",
-                short.label(),
-                long.label(),
-                num(a),
-                num(b),
-                change
-            ),
-            &[short, long],
-        )
+    let series: Vec<(&LevelSummary, f64)> = done
+        .iter()
+        .filter_map(|l| Some((*l, decode_mean(l)?)))
+        .collect();
+    if series.len() < 2 {
+        return None;
+    }
+    let ((short, a), (long, b)) = (series[0], series[series.len() - 1]);
+    let pct = (b / a - 1.0) * 100.0;
+    // How far a longer length decoded faster than the one before it: the spread the series
+    // itself shows (decode only slows with context).
+    let reversal = series
+        .windows(2)
+        .map(|w| (w[1].1 / w[0].1 - 1.0) * 100.0)
+        .fold(0.0, f64::max);
+    let levels: Vec<&LevelSummary> = series.iter().map(|(l, _)| *l).collect();
+    let mut f = Finding::new("long_context_decode", String::new(), &levels)
         .value("decode_tokens_per_s_shortest", Some(a))
         .value("decode_tokens_per_s_longest", Some(b))
-        .value("change_pct", Some(change)),
-    )
+        .value("change_pct", Some(pct));
+    let floor = reversal.max(MEASURABLE_PCT);
+    f.text = if reversal > MEASURABLE_PCT {
+        let list: Vec<String> = series
+            .iter()
+            .map(|(l, v)| format!("{} {}", l.label(), num(*v)))
+            .collect();
+        f.weaken(
+            Strength::Thin,
+            format!(
+                "the decode speeds across lengths are not monotone: a longer length decoded {} faster than a shorter one",
+                pct_text(reversal)
+            ),
+        );
+        let overall = if measurable(pct, floor) {
+            format!("from the shortest to the longest it {}", change(pct, floor))
+        } else {
+            "no measurable change from the shortest to the longest".into()
+        };
+        format!(
+            "Decode across lengths is not monotone ({} tok/s per stream): {overall} within the {} the lengths scatter.",
+            list.join(", "),
+            pct_text(reversal)
+        )
+    } else if measurable(pct, floor) {
+        format!(
+            "Decode from {} to {}: {} → {} tok/s per stream ({}).",
+            short.label(),
+            long.label(),
+            num(a),
+            num(b),
+            if pct > 0.0 {
+                format!("up {}", pct_text(pct))
+            } else {
+                format!("down {}", pct_text(-pct))
+            }
+        )
+    } else {
+        f.weaken(
+            Strength::Thin,
+            format!(
+                "the change, {}, is within the {} a series can be read to",
+                pct_text(pct),
+                pct_text(floor)
+            ),
+        );
+        format!(
+            "Decode from {} to {}: {} → {} tok/s per stream, no measurable change.",
+            short.label(),
+            long.label(),
+            num(a),
+            num(b)
+        )
+    };
+    Some(f)
 }
 
 /// Least squares `y = a + b·x`: (a, b, R²).
@@ -86,14 +145,24 @@ fn prefill(done: &[&LevelSummary]) -> Option<Finding> {
     }
     let speed = 1.0 / slope;
     let last = points[points.len() - 1];
-    let mut text = format!(
-        "Prefill: {} tok/s (the slope of TTFT against input, least squares over {} lengths, R² {:.3}); TTFT {} at {}",
-        num(speed),
-        points.len(),
-        r2,
-        ms_text(last.1 * 1000.0),
-        done[done.len() - 1].label()
-    );
+    let fitted = points.len() >= FIT_MIN_POINTS;
+    let mut text = if fitted {
+        format!(
+            "Prefill: {} tok/s (the slope of TTFT against input, least squares over {} lengths, R² {:.3}); TTFT {} at {}",
+            num(speed),
+            points.len(),
+            r2,
+            ms_text(last.1 * 1000.0),
+            done[done.len() - 1].label()
+        )
+    } else {
+        format!(
+            "Prefill: {} tok/s (the slope of TTFT against input through two lengths); TTFT {} at {}",
+            num(speed),
+            ms_text(last.1 * 1000.0),
+            done[done.len() - 1].label()
+        )
+    };
     let verdict = if points.len() >= 3 {
         let s = |a: (f64, f64), b: (f64, f64)| (b.1 - a.1) / (b.0 - a.0);
         let low = s(points[0], points[1]);
@@ -114,12 +183,18 @@ fn prefill(done: &[&LevelSummary]) -> Option<Finding> {
         None
     };
     text.push('.');
-    Some(
-        Finding::new("prefill_scaling", text, done)
-            .value("tokens_per_s", Some(speed))
-            .value("r2", Some(r2))
-            .value("slope_ratio", verdict),
-    )
+    let f = Finding::new("prefill_scaling", text, done)
+        .value("tokens_per_s", Some(speed))
+        .value("r2", Some(r2).filter(|_| fitted))
+        .value("slope_ratio", verdict);
+    Some(if fitted {
+        f
+    } else {
+        f.weakened(
+            Strength::Thin,
+            "a line through two lengths fits them exactly: nothing tests it".into(),
+        )
+    })
 }
 
 /// The lengths each restarted server measured.

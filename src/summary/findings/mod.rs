@@ -18,6 +18,7 @@ mod others;
 mod structured;
 mod sweep;
 mod validity;
+pub mod words;
 
 /// A level within this share of the peak output tok/s has reached it.
 pub const SATURATION_SHARE: f64 = 0.9;
@@ -25,10 +26,22 @@ pub const SATURATION_SHARE: f64 = 0.9;
 pub const STILL_RISING: f64 = 0.1;
 /// The latency finding: the largest C whose TTFT p50 stays under this (ms).
 pub const TTFT_GOOD_MS: f64 = 500.0;
-/// A knee: TTFT p50 more than this times the level below's…
-pub const KNEE_FACTOR: f64 = 2.0;
-/// …and over this (ms).
+/// A knee: TTFT p50 grew more than this times as much as the load between two adjacent
+/// levels…
+pub const KNEE_LOAD_FACTOR: f64 = 1.25;
+/// …and rose by more than this (ms).
 pub const KNEE_MIN_MS: f64 = 100.0;
+/// A level's server queued requests: its queued gauge reached this.
+pub const QUEUED_MIN: f64 = 1.0;
+/// The smallest change (%) stated as a rise or a fall, and the least spread a series has.
+pub const MEASURABLE_PCT: f64 = 2.0;
+/// A fit through fewer points is thin and has no R².
+pub const FIT_MIN_POINTS: usize = 3;
+/// Two passes whose accept lengths differ by more than this share are not like with like.
+pub const ACCEPT_CONFOUND: f64 = 0.05;
+/// Adapters or image sizes whose mean prompts differ by more than this share are not like with
+/// like.
+pub const INPUT_CONFOUND: f64 = 0.1;
 /// The latency finding: the largest C whose TPOT p50 stays within this times the smallest
 /// level's.
 pub const TPOT_FACTOR: f64 = 2.0;
@@ -56,6 +69,33 @@ pub const ENERGY_RESOLUTION: f64 = 0.05;
 /// How often an energy counter moves: NVML's grew by 7.6 J at a time on an H200 drawing 76 W.
 pub const ENERGY_COUNTER_STEP_S: f64 = 0.1;
 
+/// How far a finding can be trusted, the most severe reason first (docs/metrics.md "Findings",
+/// how far to trust a finding).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strength {
+    #[default]
+    Solid,
+    /// It rests on little: few requests, few points, a series that is not monotone.
+    Thin,
+    /// It compares things that differ in more than what is compared.
+    Confounded,
+    /// It rests on a level the server's outage disturbed.
+    Disturbed,
+}
+
+impl Strength {
+    /// As results.json writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Solid => "solid",
+            Self::Thin => "thin",
+            Self::Confounded => "confounded",
+            Self::Disturbed => "disturbed",
+        }
+    }
+}
+
 /// One finding (results.json `findings`).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Finding {
@@ -67,6 +107,11 @@ pub struct Finding {
     pub values: BTreeMap<String, f64>,
     /// Why it should not be taken at face value, found in the run itself.
     pub caveats: Vec<String>,
+    /// The most severe reason that applies, and each reason in a sentence.
+    #[serde(default)]
+    pub strength: Strength,
+    #[serde(default)]
+    pub strength_reasons: Vec<String>,
     /// The indices of the levels it rests on (for its caveats, found once all are made).
     #[serde(skip)]
     rests_on: Vec<u32>,
@@ -81,7 +126,17 @@ impl PartialEq for Finding {
             &self.levels,
             &self.values,
             &self.caveats,
-        ) == (&o.id, &o.text, &o.levels, &o.values, &o.caveats)
+            self.strength,
+            &self.strength_reasons,
+        ) == (
+            &o.id,
+            &o.text,
+            &o.levels,
+            &o.values,
+            &o.caveats,
+            o.strength,
+            &o.strength_reasons,
+        )
     }
 }
 
@@ -93,8 +148,24 @@ impl Finding {
             levels: levels.iter().map(|l| l.label()).collect(),
             values: BTreeMap::new(),
             caveats: Vec::new(),
+            strength: Strength::Solid,
+            strength_reasons: Vec::new(),
             rests_on: levels.iter().map(|l| l.index).collect(),
         }
+    }
+
+    /// Marks it `strength` (if that is more severe than it is) for `reason`.
+    fn weaken(&mut self, strength: Strength, reason: String) {
+        self.strength = self.strength.max(strength);
+        if !self.strength_reasons.contains(&reason) {
+            self.strength_reasons.push(reason);
+        }
+    }
+
+    /// [`Finding::weaken`], by value.
+    fn weakened(mut self, strength: Strength, reason: String) -> Self {
+        self.weaken(strength, reason);
+        self
     }
 
     fn value(mut self, name: &str, v: Option<f64>) -> Self {
@@ -136,12 +207,54 @@ pub fn of(whole: &RunSummary) -> Vec<Finding> {
     out.extend(others::thinking_budgets(whole));
     out.extend(structured::finding(full));
     let by_level = level_caveats(full);
+    let strength: BTreeMap<u32, Vec<(Strength, String)>> = full
+        .levels()
+        .map(|l| (l.index, strength_of(l)))
+        .filter(|(_, r)| !r.is_empty())
+        .collect();
     for f in &mut out {
         for c in f.rests_on.iter().filter_map(|i| by_level.get(i)).flatten() {
             if !f.caveats.contains(c) {
                 f.caveats.push(c.clone());
             }
         }
+        let reasons: Vec<(Strength, String)> = f
+            .rests_on
+            .iter()
+            .filter_map(|i| strength.get(i))
+            .flatten()
+            .cloned()
+            .collect();
+        for (st, why) in reasons {
+            f.weaken(st, why);
+        }
+    }
+    out
+}
+
+/// What a level itself says about the strength of any finding resting on it.
+fn strength_of(l: &LevelSummary) -> Vec<(Strength, String)> {
+    let Some(st) = l.stats.as_ref() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let completed = st.scalars.completed;
+    if l.kind == LevelKind::LongContext {
+        if completed == 1 {
+            out.push((
+                Strength::Thin,
+                format!("{} was measured by one request", l.label()),
+            ));
+        }
+    } else if completed > 0 && completed < FEW_REQUESTS {
+        out.push((
+            Strength::Thin,
+            format!(
+                "{} rests on {}",
+                l.label(),
+                words::count(completed, "completed request")
+            ),
+        ));
     }
     out
 }
@@ -220,18 +333,7 @@ fn decode_mean(l: &LevelSummary) -> Option<f64> {
         .map(|d| d.mean)
 }
 
-/// A time in ms as a person writes it: `22 ms`, `480 ms`, `1.4 s`, `61 s`.
-fn ms_text(ms: f64) -> String {
-    if ms < 1000.0 {
-        format!("{} ms", crate::fmt::num(Some(ms)))
-    } else {
-        format!("{} s", crate::fmt::num(Some(ms / 1000.0)))
-    }
-}
-
-fn num(v: f64) -> String {
-    crate::fmt::num(Some(v))
-}
+use words::{ms_text, num};
 
 /// Why a finding resting on `l` should not be taken at face value (docs/metrics.md
 /// "Findings", caveats).
@@ -244,9 +346,10 @@ fn caveats_of(l: &LevelSummary, all_short: bool) -> Vec<String> {
     let mut out: Vec<String> = validity::client_bound(l).into_iter().collect();
     let completed = st.scalars.completed;
     // A long-context length is one request at a time by design; its figures are means.
-    if completed < FEW_REQUESTS && l.kind != LevelKind::LongContext {
+    if completed > 0 && completed < FEW_REQUESTS && l.kind != LevelKind::LongContext {
         out.push(format!(
-            "{label} rests on {completed} completed requests: its percentiles are rough"
+            "{label} rests on {}: its percentiles are rough",
+            words::count(completed, "completed request")
         ));
     }
     if l.delivery_bursts {

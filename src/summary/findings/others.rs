@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 
+use super::words;
 use super::{
     ENERGY_COUNTER_STEP_S, ENERGY_DISAGREEMENT, ENERGY_RESOLUTION, Finding, measured, ms_text, num,
 };
@@ -54,11 +55,17 @@ fn failures(s: &RunSummary) -> Option<Finding> {
         parts.push(format!("{}: {}", l.label(), kinds.join(", ")));
         failing.push(*l);
     }
+    // Nothing ended: nothing to say about failures (a level whose requests were all
+    // cancelled).
+    if requests == 0 {
+        return None;
+    }
     let text = if failed_total == 0 {
-        format!("No failures in {requests} requests.")
+        format!("No failures in {}.", words::count(requests, "request"))
     } else {
         format!(
-            "{failed_total} of {requests} requests failed — {}.",
+            "{failed_total} of {} failed — {}.",
+            words::count(requests, "request"),
             parts.join("; ")
         )
     };

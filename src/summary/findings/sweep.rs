@@ -3,11 +3,13 @@
 
 use std::fmt::Write;
 
+use super::words::{change, measurable, ms_text, num, pct_text, queued_mean, times};
 use super::{
-    Finding, KNEE_FACTOR, KNEE_MIN_MS, SATURATION_SHARE, STILL_RISING, TPOT_FACTOR, TTFT_GOOD_MS,
-    decode_mean, measured, ms_text, num, output_tput, tpot_p50, ttft_p50,
+    Finding, KNEE_LOAD_FACTOR, KNEE_MIN_MS, QUEUED_MIN, SATURATION_SHARE, STILL_RISING,
+    TPOT_FACTOR, TTFT_GOOD_MS, decode_mean, measured, output_tput, tpot_p50, ttft_p50,
 };
 use crate::summary::{LevelSummary, RunSummary};
+use crate::telemetry::per_level::ServerLevelStats;
 
 pub(super) fn findings(s: &RunSummary) -> Vec<Finding> {
     let mut levels: Vec<&LevelSummary> = s
@@ -26,14 +28,106 @@ pub(super) fn findings(s: &RunSummary) -> Vec<Finding> {
             t(a).total_cmp(&t(b))
         })
         .expect("a level");
+    let queue = Queue::of(&levels);
+    let probing = s.search.is_some();
     let mut out = Vec::new();
     out.extend(single_stream(&levels));
     out.push(peak_throughput(peak));
-    out.extend(saturation(&levels, peak));
+    out.extend(saturation(&levels, peak, queue.as_ref(), probing));
     out.push(latency(&levels));
     out.extend(knee(s, &levels));
+    out.extend(queue.map(Queue::finding));
     out.extend(per_stream(&levels, peak));
     out
+}
+
+/// A queue in the server, as its gauges saw it (docs/metrics.md, `server_queue`).
+struct Queue<'a> {
+    /// The levels whose queued gauge reached [`QUEUED_MIN`], by C.
+    levels: Vec<(&'a LevelSummary, &'a ServerLevelStats)>,
+    /// The level below the first that queued, if one was measured.
+    before: Option<&'a LevelSummary>,
+    /// The running gauge's peak over the levels that queued.
+    max_running: Option<f64>,
+}
+
+/// The server's gauges at `l`, when they saw a queue.
+fn queued(l: &LevelSummary) -> Option<&ServerLevelStats> {
+    let m = l.server_metrics.as_ref()?;
+    (m.max_queued? >= QUEUED_MIN).then_some(m)
+}
+
+impl<'a> Queue<'a> {
+    fn of(levels: &[&'a LevelSummary]) -> Option<Self> {
+        let with: Vec<(&LevelSummary, &ServerLevelStats)> = levels
+            .iter()
+            .filter_map(|l| Some((*l, queued(l)?)))
+            .collect();
+        let first = with.first()?.0;
+        let before = levels
+            .iter()
+            .take_while(|l| l.concurrency < first.concurrency)
+            .last()
+            .copied();
+        let max_running = with
+            .iter()
+            .filter_map(|(_, m)| m.max_running)
+            .reduce(f64::max);
+        Some(Self {
+            levels: with,
+            before,
+            max_running,
+        })
+    }
+
+    /// The cap on running requests, where it binds: the running peak below the largest C that
+    /// queued.
+    fn cap(&self) -> Option<f64> {
+        let last = self.levels.last()?.0;
+        self.max_running
+            .filter(|r| *r >= 1.0 && *r < f64::from(last.concurrency))
+    }
+
+    fn finding(self) -> Finding {
+        let (first, _) = self.levels[0];
+        let (last, m) = self.levels[self.levels.len() - 1];
+        let mean = m.mean_queued.unwrap_or(0.0);
+        let max = m.max_queued.unwrap_or(0.0);
+        let mut text = match self.cap() {
+            Some(cap) => format!("The server runs at most {cap:.0} requests at once: requests"),
+            None => "Requests".to_string(),
+        };
+        if first.index == last.index {
+            let _ = write!(text, " waited in its queue at C={}", last.concurrency);
+        } else {
+            let _ = write!(
+                text,
+                " waited in its queue from C={} on; at C={}",
+                first.concurrency, last.concurrency
+            );
+        }
+        let _ = write!(
+            text,
+            ", {} on average ({max:.0} at most)",
+            queued_mean(mean)
+        );
+        if self.cap().is_none()
+            && let Some(r) = self.max_running
+        {
+            let _ = write!(text, ", with up to {r:.0} running");
+        }
+        if let Some(b) = self.before {
+            let _ = write!(text, "; none at C={}", b.concurrency);
+        }
+        text.push('.');
+        let mut on: Vec<&LevelSummary> = self.before.into_iter().collect();
+        on.extend(self.levels.iter().map(|(l, _)| *l));
+        Finding::new("server_queue", text, &on)
+            .value("server_max_running", self.max_running)
+            .value("mean_queued", Some(mean))
+            .value("max_queued", Some(max))
+            .value("concurrency", Some(f64::from(first.concurrency)))
+    }
 }
 
 fn single_stream(levels: &[&LevelSummary]) -> Option<Finding> {
@@ -96,7 +190,12 @@ fn peak_throughput(peak: &LevelSummary) -> Finding {
     .value("concurrency", Some(f64::from(peak.concurrency)))
 }
 
-fn saturation(levels: &[&LevelSummary], peak: &LevelSummary) -> Option<Finding> {
+fn saturation(
+    levels: &[&LevelSummary],
+    peak: &LevelSummary,
+    queue: Option<&Queue>,
+    probing: bool,
+) -> Option<Finding> {
     if levels.len() < 2 {
         return None;
     }
@@ -104,20 +203,22 @@ fn saturation(levels: &[&LevelSummary], peak: &LevelSummary) -> Option<Finding> 
     let (last, below) = (levels[levels.len() - 1], levels[levels.len() - 2]);
     let rise = output_tput(last)? / output_tput(below)? - 1.0;
     if last.concurrency == peak.concurrency && rise > STILL_RISING {
+        let mut text = format!(
+            "Not saturated at the largest C: C={} added {} over C={} ({} output tok/s)",
+            last.concurrency,
+            pct_text(rise * 100.0),
+            below.concurrency,
+            num(output_tput(last)?)
+        );
+        // A search chose its own levels; asking for more is its business, not the reader's.
+        if !probing {
+            text += ": try more concurrency";
+        }
+        text.push('.');
         return Some(
-            Finding::new(
-                "saturation",
-                format!(
-                    "Not saturated at the largest C: C={} added {:.0} % over C={} ({} output tok/s): try more concurrency.",
-                    last.concurrency,
-                    rise * 100.0,
-                    below.concurrency,
-                    num(output_tput(last)?)
-                ),
-                &[below, last],
-            )
-            .value("output_throughput", output_tput(last))
-            .value("still_rising_pct", Some(rise * 100.0)),
+            Finding::new("saturation", text, &[below, last])
+                .value("output_throughput", output_tput(last))
+                .value("still_rising_pct", Some(rise * 100.0)),
         );
     }
     let at = *levels
@@ -128,19 +229,35 @@ fn saturation(levels: &[&LevelSummary], peak: &LevelSummary) -> Option<Finding> 
         .iter()
         .filter(|l| l.concurrency > at.concurrency)
         .collect();
-    let mut text = format!(
-        "Saturates at C={}: {} output tok/s, within {:.0} % of the peak",
-        at.concurrency,
-        num(tput),
-        (1.0 - SATURATION_SHARE) * 100.0
-    );
-    if let Some(top) = above.last() {
-        let gain = output_tput(top)? / tput - 1.0;
+    let cap = queue
+        .and_then(Queue::cap)
+        .filter(|c| *c <= f64::from(at.concurrency));
+    let mut text = format!("Saturates at C={}", at.concurrency);
+    if let Some(c) = cap {
         let _ = write!(
             text,
-            "; the levels above it, up to C={}, added {:+.0} %",
+            ", where the server's cap of {c:.0} running requests binds"
+        );
+    }
+    if at.index == peak.index {
+        let _ = write!(text, ": {} output tok/s, the peak", num(tput));
+    } else {
+        let _ = write!(
+            text,
+            ": {} output tok/s, within {:.0} % of the peak (C={}'s {})",
+            num(tput),
+            (1.0 - SATURATION_SHARE) * 100.0,
+            peak.concurrency,
+            num(best)
+        );
+    }
+    if let Some(top) = above.last() {
+        let gain = (output_tput(top)? / tput - 1.0) * 100.0;
+        let _ = write!(
+            text,
+            "; above it, up to C={}, output tok/s {}",
             top.concurrency,
-            gain * 100.0
+            change(gain, 0.0)
         );
     }
     text.push('.');
@@ -149,7 +266,8 @@ fn saturation(levels: &[&LevelSummary], peak: &LevelSummary) -> Option<Finding> 
     Some(
         Finding::new("saturation", text, &rest)
             .value("concurrency", Some(f64::from(at.concurrency)))
-            .value("output_throughput", Some(tput)),
+            .value("output_throughput", Some(tput))
+            .value("server_max_running", cap),
     )
 }
 
@@ -199,7 +317,9 @@ fn latency(levels: &[&LevelSummary]) -> Finding {
     if let Some(t) =
         ttft_p50(last).filter(|_| good.is_none_or(|g| g.concurrency != last.concurrency))
     {
-        let _ = write!(text, ", {} at C={}", ms_text(t), last.concurrency);
+        // After the SLO the metric is not named yet.
+        let metric = if slo_given { "TTFT p50 " } else { "" };
+        let _ = write!(text, ", {metric}{} at C={}", ms_text(t), last.concurrency);
         f_levels.push(last);
     }
     let base = tpot_p50(levels[0]);
@@ -232,43 +352,64 @@ fn latency(levels: &[&LevelSummary]) -> Finding {
         .value("ttft_p50_ms_at_largest", ttft_p50(last))
 }
 
+/// The first pair of adjacent levels whose TTFT p50 grew clearly faster than the load, and
+/// why (docs/metrics.md, `latency_knee`).
 fn knee(s: &RunSummary, levels: &[&LevelSummary]) -> Option<Finding> {
-    let (below, at) = levels.windows(2).find_map(|w| {
+    let (below, at, a, b, load) = levels.windows(2).find_map(|w| {
         let (a, b) = (ttft_p50(w[0])?, ttft_p50(w[1])?);
-        (b > KNEE_FACTOR * a && b > KNEE_MIN_MS).then_some((w[0], w[1]))
+        let load = f64::from(w[1].concurrency) / f64::from(w[0].concurrency.max(1));
+        (a > 0.0 && b / a > KNEE_LOAD_FACTOR * load && b - a > KNEE_MIN_MS)
+            .then_some((w[0], w[1], a, b, load))
     })?;
-    let (a, b) = (ttft_p50(below)?, ttft_p50(at)?);
+    let growth = b / a;
     let mut text = format!(
-        "TTFT jumps between C={} and C={}: {} → {} (p50)",
+        "TTFT p50 grows faster than the load between C={} and C={}: {} → {} ({}, the load {})",
         below.concurrency,
         at.concurrency,
         ms_text(a),
-        ms_text(b)
+        ms_text(b),
+        times(growth),
+        times(load)
     );
     let gauges = at
         .server_metrics
         .as_ref()
-        .filter(|m| m.max_running.is_some());
-    let mut running = None;
-    match gauges {
-        Some(m) => {
-            let run = m.max_running.unwrap_or(0.0);
-            let queued = m.max_queued.unwrap_or(0.0);
-            if queued >= 1.0 && run < f64::from(at.concurrency) {
-                running = Some(run);
-                let _ = write!(
-                    text,
-                    ": the server runs at most {run:.0} requests at once (its running gauge's peak at C={}) and held up to {queued:.0} in its queue; the wait is there",
-                    at.concurrency,
-                );
-            } else {
-                let _ = write!(
-                    text,
-                    ": the server's gauges show no queue (up to {run:.0} running): the time is the batch's own prefill and decode work"
-                );
+        .filter(|m| m.max_running.is_some() || m.max_queued.is_some());
+    let mut f = Finding::new("latency_knee", String::new(), &[below, at]);
+    match (gauges, queued(at)) {
+        (Some(_), Some(m)) => {
+            let (mean, max) = (m.mean_queued.unwrap_or(0.0), m.max_queued.unwrap_or(0.0));
+            match m.max_running.filter(|r| *r < f64::from(at.concurrency)) {
+                Some(run) => {
+                    let _ = write!(
+                        text,
+                        ": the server runs at most {run:.0} requests at once, and at C={} {} waited in its queue on average ({max:.0} at most); the wait is there",
+                        at.concurrency,
+                        queued_mean(mean),
+                    );
+                }
+                None => {
+                    let _ = write!(
+                        text,
+                        ": at C={} {} requests waited in the server's queue on average ({max:.0} at most); the wait is there",
+                        at.concurrency,
+                        queued_mean(mean),
+                    );
+                }
             }
+            f = f
+                .value("server_max_running", m.max_running)
+                .value("mean_queued", Some(mean))
+                .value("max_queued", Some(max));
         }
-        None => {
+        (Some(m), None) => {
+            let _ = write!(
+                text,
+                ": the server's gauges show no queue (up to {:.0} running): the time is the batch's own prefill and decode work",
+                m.max_running.unwrap_or(0.0)
+            );
+        }
+        (None, _) => {
             text += if s.telemetry.server_flavor.is_some() {
                 ": the server's metrics have no running or queued gauge, so servetop cannot tell whether requests waited in its queue"
             } else {
@@ -277,12 +418,13 @@ fn knee(s: &RunSummary, levels: &[&LevelSummary]) -> Option<Finding> {
         }
     }
     text.push('.');
+    f.text = text;
     Some(
-        Finding::new("latency_knee", text, &[below, at])
-            .value("concurrency", Some(f64::from(at.concurrency)))
+        f.value("concurrency", Some(f64::from(at.concurrency)))
             .value("ttft_p50_ms_before", Some(a))
             .value("ttft_p50_ms", Some(b))
-            .value("server_max_running", running),
+            .value("ttft_growth", Some(growth))
+            .value("load_growth", Some(load)),
     )
 }
 
@@ -292,21 +434,28 @@ fn per_stream(levels: &[&LevelSummary], peak: &LevelSummary) -> Option<Finding> 
         return None;
     }
     let (a, b) = (decode_mean(one)?, decode_mean(peak)?);
-    let change = (b / a - 1.0) * 100.0;
-    Some(
-        Finding::new(
-            "per_stream_decode",
-            format!(
-                "Per-stream decode: {} tok/s at C=1, {} at the peak's C={} ({:+.0} %).",
-                num(a),
-                num(b),
-                peak.concurrency,
-                change
-            ),
-            &[one, peak],
+    let pct = (b / a - 1.0) * 100.0;
+    let text = if measurable(pct, 0.0) {
+        format!(
+            "Per-stream decode: {} tok/s at C=1, {} at the peak's C={} ({} {}).",
+            num(a),
+            num(b),
+            peak.concurrency,
+            if pct > 0.0 { "up" } else { "down" },
+            pct_text(pct.abs())
         )
-        .value("decode_tokens_per_s_c1", Some(a))
-        .value("decode_tokens_per_s_at_peak", Some(b))
-        .value("change_pct", Some(change)),
+    } else {
+        format!(
+            "Per-stream decode: {} tok/s at C=1, {} at the peak's C={} (no measurable change).",
+            num(a),
+            num(b),
+            peak.concurrency
+        )
+    };
+    Some(
+        Finding::new("per_stream_decode", text, &[one, peak])
+            .value("decode_tokens_per_s_c1", Some(a))
+            .value("decode_tokens_per_s_at_peak", Some(b))
+            .value("change_pct", Some(pct)),
     )
 }

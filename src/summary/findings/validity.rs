@@ -194,9 +194,8 @@ fn ttft_against_engine(levels: &[&LevelSummary], text: &mut String) -> Vec<(&'st
     } else {
         let _ = write!(
             text,
-            "; its TTFT mean is {} to {} above the engine's own ({} the most; the network and HTTP layers)",
-            signed(lo.0),
-            signed(hi.0),
+            "; its TTFT mean is {} above the engine's own ({} the most; the network and HTTP layers)",
+            super::words::range(&signed(lo.0), &signed(hi.0)),
             hi.1.label()
         );
     }
@@ -219,13 +218,26 @@ fn accept_against_engine(levels: &[&LevelSummary], text: &mut String) -> Vec<(&'
     let Some((pct, c, s, l)) = worst else {
         return Vec::new();
     };
-    let _ = write!(
-        text,
-        "; its accept length within {:.0} % of the engine's at every level ({}: {} against {})",
-        pct.abs().max(0.5).ceil(),
-        l.label(),
-        num(c),
-        num(s)
-    );
+    if pct.abs() <= super::ACCEPT_CONFOUND * 100.0 {
+        let _ = write!(
+            text,
+            "; its accept length within {:.0} % of the engine's at every level ({}: {} against {})",
+            pct.abs().max(0.5).ceil(),
+            l.label(),
+            num(c),
+            num(s)
+        );
+    } else {
+        // Not a reassurance: the two count different things here, or one of them is wrong.
+        let _ = write!(
+            text,
+            "; its accept length differs from the engine's by up to {} ({}: {} against {}), more than the {:.0} % two readings of one server agree to",
+            super::words::pct_text(pct.abs()),
+            l.label(),
+            num(c),
+            num(s),
+            super::ACCEPT_CONFOUND * 100.0
+        );
+    }
     vec![("accept_length_vs_engine_pct_max", pct)]
 }

@@ -16,8 +16,11 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     let mut lines: Vec<Line> = v
         .findings
         .iter()
-        .map(|(text, nums)| {
+        .map(|(text, weak, nums)| {
             let mut spans = vec![Span::raw("• "), Span::raw(text.as_str())];
+            if let Some(w) = weak {
+                spans.push(Span::styled(format!(" ({w})"), th.warn));
+            }
             if !nums.is_empty() {
                 spans.push(Span::styled(
                     format!(" [{}]", CaveatNumbers::text(nums)),
