@@ -145,6 +145,9 @@ pub struct SimLog {
     pub traces: VecDeque<super::truth::SimRequestTrace>,
     /// Frames held in `traces`.
     pub trace_frames: usize,
+    /// When `/metrics` was read, on the Unix clock (µs; the most recent [`LOG_CAP`]), so a
+    /// test knows which moments the engine's gauges were seen at.
+    pub metrics_reads: VecDeque<u64>,
 }
 
 impl SimLog {
@@ -205,7 +208,7 @@ impl SimLog {
 
 const RECENT_ACCEPT: usize = 256;
 
-const LOG_CAP: usize = 100_000;
+pub(super) const LOG_CAP: usize = 100_000;
 
 /// Token frames kept in [`SimLog::traces`], over all its requests (16 bytes each).
 const TRACE_FRAMES: usize = 1_000_000;

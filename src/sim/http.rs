@@ -142,7 +142,13 @@ async fn engine_metrics(State(s): State<Shared>) -> Response {
             .into_response();
     };
     let page = match s.log.lock() {
-        Ok(l) => metrics::engine_page(&s.config, &l, flavor, Instant::now()),
+        Ok(mut l) => {
+            l.metrics_reads.push_back(crate::metrics::unix_us());
+            if l.metrics_reads.len() > super::batcher::LOG_CAP {
+                l.metrics_reads.pop_front();
+            }
+            metrics::engine_page(&s.config, &l, flavor, Instant::now())
+        }
         Err(_) => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     };
     prometheus(page)

@@ -77,6 +77,10 @@ pub struct SimTruth {
     /// The most recent requests (at most 100,000, and a million frames between them), oldest
     /// first.
     pub requests: Vec<SimRequestTrace>,
+    /// When its `/metrics` page was read (µs since the Unix epoch), oldest first: the moments
+    /// a client saw its running and waiting gauges.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics_reads_unix_us: Vec<u64>,
 }
 
 impl SimTruth {
@@ -87,6 +91,7 @@ impl SimTruth {
             schedule_slip_ms: log.schedule_slip.as_secs_f64() * 1e3,
             started_unix_us: log.started.map_or(0, unix_of),
             requests: log.traces.iter().cloned().collect(),
+            metrics_reads_unix_us: log.metrics_reads.iter().copied().collect(),
         }
     }
 

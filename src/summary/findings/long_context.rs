@@ -5,7 +5,8 @@ use std::fmt::Write;
 
 use super::words::{change, measurable, ms_text, num, pct_text};
 use super::{
-    FIT_MIN_POINTS, Finding, LINEAR_SLOPE_RATIO, MEASURABLE_PCT, Strength, decode_mean, measured,
+    DECODE_SPREAD_Z, FIT_MIN_POINTS, Finding, LINEAR_SLOPE_RATIO, MEASURABLE_PCT, Strength,
+    decode_mean, measured,
 };
 use crate::summary::{LevelStatus, LevelSummary, RunSummary};
 
@@ -41,11 +42,18 @@ fn decode(done: &[&LevelSummary]) -> Option<Finding> {
         .map(|w| (w[1].1 / w[0].1 - 1.0) * 100.0)
         .fold(0.0, f64::max);
     let levels: Vec<&LevelSummary> = series.iter().map(|(l, _)| *l).collect();
+    // How finely the two ends' speeds are known: twice the standard error their own chunk
+    // gaps give (docs/metrics.md, `long_context_decode`).
+    let noise = match (decode_se(short), decode_se(long)) {
+        (Some(x), Some(y)) => DECODE_SPREAD_Z * x.hypot(y) * 100.0,
+        _ => 0.0,
+    };
     let mut f = Finding::new("long_context_decode", String::new(), &levels)
         .value("decode_tokens_per_s_shortest", Some(a))
         .value("decode_tokens_per_s_longest", Some(b))
-        .value("change_pct", Some(pct));
-    let floor = reversal.max(MEASURABLE_PCT);
+        .value("change_pct", Some(pct))
+        .value("noise_pct", Some(noise));
+    let floor = reversal.max(MEASURABLE_PCT).max(noise);
     f.text = if reversal > MEASURABLE_PCT {
         let list: Vec<String> = series
             .iter()
@@ -85,7 +93,7 @@ fn decode(done: &[&LevelSummary]) -> Option<Finding> {
         f.weaken(
             Strength::Thin,
             format!(
-                "the change, {}, is within the {} a series can be read to",
+                "the change, {}, is within the {} its lengths' own spread allows",
                 pct_text(pct),
                 pct_text(floor)
             ),
@@ -99,6 +107,13 @@ fn decode(done: &[&LevelSummary]) -> Option<Finding> {
         )
     };
     Some(f)
+}
+
+/// A length's decode speed's relative standard error, from its chunk gaps: their coefficient
+/// of variation over the root of their count (the decode time is their sum).
+fn decode_se(l: &LevelSummary) -> Option<f64> {
+    let g = l.stats.as_ref()?.dists.chunk_gap_ms.as_ref()?;
+    (g.count > 0 && g.mean > 0.0).then(|| g.std / g.mean / (g.count as f64).sqrt())
 }
 
 /// Least squares `y = a + b·x`: (a, b, R²).

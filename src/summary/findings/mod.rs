@@ -35,6 +35,9 @@ pub const KNEE_MIN_MS: f64 = 100.0;
 pub const QUEUED_MIN: f64 = 1.0;
 /// The smallest change (%) stated as a rise or a fall, and the least spread a series has.
 pub const MEASURABLE_PCT: f64 = 2.0;
+/// A decode change across lengths is measured when it is over this many standard errors of its
+/// two ends (each from its own chunk gaps).
+pub const DECODE_SPREAD_Z: f64 = 2.0;
 /// A fit through fewer points is thin and has no R².
 pub const FIT_MIN_POINTS: usize = 3;
 /// Two passes whose accept lengths differ by more than this share are not like with like.

@@ -1,0 +1,696 @@
+//! Findings proven on shapes no one tuned for (docs/metrics.md "Findings"): seeded random
+//! simulator shapes — a cap on running requests, batch growth, decode step, prefill speed,
+//! context cost, accept length, and sometimes injected failures — each run through a small plan
+//! in process, and every claim the findings make checked against what the shape and the
+//! simulator's own record of each request say happened:
+//!
+//! - a queue is named only where a request of that level was waiting in the server when its
+//!   gauges were read, and is named wherever one certainly was (the record says which reads
+//!   fell inside a wait behind a full batch); the cap it names is the configured one;
+//! - a knee only where TTFT (the server's own: first frame − read) outgrew the load, and none
+//!   where it clearly did not; the queue blamed only where one formed;
+//! - saturation at a level whose throughput (the server's: tokens written over the level's
+//!   span) is near the best, and not above a level that already was;
+//! - the prefill fit within 5 % of the configured speed, with an R² only over three lengths;
+//! - the decode change across lengths within 3 points of the one computed by hand from the
+//!   shape, or "no measurable change" only where the hand's change is small;
+//! - failures counted exactly as the simulator injected them;
+//! - every finding resting on a level of fewer than 10 requests is marked thin or worse.
+//!
+//! Each check counts the shapes it judged, and the test fails if a check judged too few: no
+//! check passes by never running. A failing shape prints its seed and the shape
+//! (`SERVETOP_SHAPES=SEED` runs that one alone). Every run is held to the simulator's schedule
+//! first (`tests/sim_truth`): a starved machine fails saying so, instead of moving a finding.
+
+// Integration tests may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::single_match_else, clippy::float_cmp)]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use servetop::config::RunConfig;
+use servetop::run::session::Session;
+use servetop::sim::faults::{FaultKind, Faults};
+use servetop::sim::{self, AcceptLength, SimConfig, SimRequestTrace, SimTruth};
+use servetop::summary::findings::{Finding, Strength};
+use servetop::summary::{LevelSummary, RunSummary};
+use servetop::workload::RequestCount;
+
+mod sim_run;
+mod sim_truth;
+
+/// Shapes drawn: at least 50, seeds 1‥=SHAPES.
+const SHAPES: u64 = 50;
+/// Shapes run at once (each its own simulator and run; they share the process's runtime).
+const AT_ONCE: usize = 3;
+/// Output tokens of each long-context request: decode over 20 to 80 steps.
+const LC_OUT: u64 = 81;
+/// The sweep every shape runs.
+const SWEEP: [u32; 4] = [1, 2, 4, 8];
+/// The simulator publishes its gauges once per engine loop: a read sees a request waiting if it
+/// waited at the loop's last turn. One turn is at most a decode step plus a prefill piece here
+/// (under 60 ms for every shape drawn), so a request waiting from 60 ms before a read to 60 ms
+/// after it was certainly seen, and one whose wait ended over 60 ms before a read could not be.
+const LOOP_US: u64 = 60_000;
+
+/// One drawn shape.
+#[derive(Clone, Debug)]
+struct Shape {
+    seed: u64,
+    cap: u32,
+    batch_growth: f64,
+    step_ms: f64,
+    prefill: f64,
+    ctx_ms_per_1k: f64,
+    accept: u32,
+    fail_rate: f64,
+    lengths: Vec<u64>,
+}
+
+/// A small seeded generator (splitmix64): the shapes are the same on every machine.
+struct Draw(u64);
+
+impl Draw {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    fn range(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (hi - lo) * self.unit()
+    }
+    fn pick<T: Clone>(&mut self, from: &[T]) -> T {
+        from[(self.next() % from.len() as u64) as usize].clone()
+    }
+}
+
+impl Shape {
+    fn draw(seed: u64) -> Self {
+        let mut d = Draw(seed);
+        let cap = d.pick(&[2, 3, 4, 6, 16]);
+        let batch_growth = if d.unit() < 0.3 {
+            0.0
+        } else {
+            d.range(0.0, 0.15)
+        };
+        let step_ms = d.range(4.0, 8.0);
+        let prefill = d.range(5_000.0, 20_000.0);
+        let ctx_ms_per_1k = if d.unit() < 0.4 {
+            0.0
+        } else {
+            d.range(0.2, 3.0)
+        };
+        let accept = d.pick(&[1, 1, 2, 3, 4]);
+        let fail_rate = if seed.is_multiple_of(5) { 0.1 } else { 0.0 };
+        let lengths = if seed.is_multiple_of(4) {
+            vec![1000, 3000]
+        } else {
+            vec![1000, 2000, 4000]
+        };
+        Self {
+            seed,
+            cap,
+            batch_growth,
+            step_ms,
+            prefill,
+            ctx_ms_per_1k,
+            accept,
+            fail_rate,
+            lengths,
+        }
+    }
+
+    fn sim(&self) -> SimConfig {
+        let mut c = sim_run::steady_config(self.step_ms);
+        c.max_running = self.cap;
+        c.batch_growth = self.batch_growth;
+        c.context_ms_per_1k = self.ctx_ms_per_1k;
+        c.accept_length = AcceptLength::Fixed(self.accept);
+        c.prefill_tokens_per_s = self.prefill;
+        c.prefill_chunk_tokens = 1_000_000;
+        c.prefix_cache = false;
+        c.seed = self.seed;
+        if self.fail_rate > 0.0 {
+            c.faults = Faults {
+                rates: vec![(FaultKind::Http500, self.fail_rate)],
+                ..Faults::default()
+            };
+        }
+        c
+    }
+
+    fn plan(&self, url: &str) -> RunConfig {
+        RunConfig {
+            api_key_env: "SERVETOP_TEST_NO_KEY".into(),
+            concurrency: SWEEP.iter().map(|c| u64::from(*c)).collect(),
+            input_len: 200,
+            output_len: 21,
+            requests_per_level: RequestCount::PerConcurrency {
+                factor: 3.0,
+                min: 4,
+            },
+            long_context: self.lengths.clone(),
+            long_context_output_len: LC_OUT as u32,
+            seed: self.seed,
+            // The simulator counts what it injected over every request: no warmup to hide one.
+            warmup_requests: u32::from(self.fail_rate <= 0.0),
+            ..RunConfig::minimal(url)
+        }
+    }
+
+    /// Decode tok/s of one request alone with `input` prompt tokens and `output` tokens, by
+    /// hand: its first token ends the prefill, then each step accepts `accept` tokens (the
+    /// last what is left) and takes the step plus the context cost of what it holds.
+    fn decode_by_hand(&self, input: u64, output: u64) -> f64 {
+        let (mut generated, mut ms) = (1u64, 0.0);
+        while generated < output {
+            ms += self.step_ms + self.ctx_ms_per_1k * (input + generated) as f64 / 1000.0;
+            generated += u64::from(self.accept).min(output - generated);
+        }
+        (output - 1) as f64 / (ms / 1000.0)
+    }
+}
+
+/// What each check judged, over all shapes.
+#[derive(Default, Debug)]
+struct Judged {
+    counts: BTreeMap<&'static str, u64>,
+}
+
+impl Judged {
+    fn add(&mut self, what: &'static str) {
+        *self.counts.entry(what).or_default() += 1;
+    }
+}
+
+/// The server's record of one level's requests (ids `servetop-LEVEL-N`).
+fn of_level<'a>(t: &'a SimTruth, l: &LevelSummary) -> Vec<&'a SimRequestTrace> {
+    let prefix = format!("servetop-{}-", l.index);
+    t.requests
+        .iter()
+        .filter(|r| {
+            r.request_id
+                .as_deref()
+                .is_some_and(|id| id.starts_with(&prefix))
+        })
+        .collect()
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[(v.len() - 1) / 2])
+}
+
+/// The server's TTFT p50 at a level (first frame − read), ms.
+fn server_ttft_p50(reqs: &[&SimRequestTrace]) -> Option<f64> {
+    median(
+        reqs.iter()
+            .filter_map(|r| {
+                Some((r.first_write_unix_us()? as f64 - r.received_unix_us as f64) / 1e3)
+            })
+            .collect(),
+    )
+}
+
+/// The server's output tok/s at a level: tokens written over the span from its first read to
+/// its last write.
+fn server_tput(reqs: &[&SimRequestTrace]) -> Option<f64> {
+    let start = reqs.iter().map(|r| r.received_unix_us).min()?;
+    let end = reqs.iter().filter_map(|r| r.last_write_unix_us()).max()?;
+    let tokens: u64 = reqs.iter().map(|r| r.tokens()).sum();
+    (end > start).then(|| tokens as f64 / ((end - start) as f64 / 1e6))
+}
+
+/// Whether a gauge read at `t` could have seen one of `reqs` waiting (read after it arrived,
+/// and within a loop turn of its admission or before it), and whether it certainly did (it
+/// waited from a loop turn before the read to one after, behind a full batch).
+fn seen_waiting(
+    reqs: &[&SimRequestTrace],
+    all: &[SimRequestTrace],
+    cap: u32,
+    t: u64,
+) -> (bool, bool) {
+    let admitted = |r: &SimRequestTrace| r.admitted_unix_us.unwrap_or(u64::MAX);
+    let possible = reqs
+        .iter()
+        .any(|r| r.received_unix_us < t && admitted(r) + LOOP_US > t);
+    let waiting = reqs
+        .iter()
+        .any(|r| r.received_unix_us + LOOP_US <= t && admitted(r) >= t + LOOP_US);
+    // The batch was full the whole while: `cap` requests admitted before and running after.
+    let full = all
+        .iter()
+        .filter(|r| {
+            admitted(r) + LOOP_US <= t && r.last_write_unix_us().is_some_and(|e| e >= t + LOOP_US)
+        })
+        .count()
+        >= cap as usize;
+    (possible, waiting && full)
+}
+
+fn find<'a>(s: &'a RunSummary, id: &str) -> Option<&'a Finding> {
+    s.findings.iter().find(|f| f.id == id)
+}
+
+/// Every check on one shape's run; the first claim that does not hold panics, naming it.
+/// One shape's run beside the simulator's record of it.
+struct Ctx<'a> {
+    shape: &'a Shape,
+    s: &'a RunSummary,
+    sweep: Vec<&'a LevelSummary>,
+    reqs: Vec<Vec<&'a SimRequestTrace>>,
+    /// Per sweep level: a read of the gauges could have seen one of its requests waiting, and
+    /// one certainly did.
+    possible: Vec<bool>,
+    certain: Vec<bool>,
+}
+
+fn check(shape: &Shape, s: &RunSummary, t: &SimTruth, injected: u64, judged: &mut Judged) {
+    let sweep: Vec<&LevelSummary> = s.sweep.iter().collect();
+    let reqs: Vec<Vec<&SimRequestTrace>> = sweep.iter().map(|l| of_level(t, l)).collect();
+    // The queue, level by level, from the reads of the server's gauges.
+    let mut possible = vec![false; sweep.len()];
+    let mut certain = vec![false; sweep.len()];
+    for &read in &t.metrics_reads_unix_us {
+        for (i, r) in reqs.iter().enumerate() {
+            let (p, c) = seen_waiting(r, &t.requests, shape.cap, read);
+            possible[i] |= p;
+            certain[i] |= c;
+        }
+    }
+    let c = Ctx {
+        shape,
+        s,
+        sweep,
+        reqs,
+        possible,
+        certain,
+    };
+    check_queue(&c, judged);
+    check_knee(&c, judged);
+    check_saturation(&c, judged);
+    check_long_context(shape, s, judged);
+    check_failures_and_strength(s, injected, judged);
+}
+
+/// The queue named where the gauges saw one, and its cap the configured one.
+fn check_queue(c: &Ctx, judged: &mut Judged) {
+    let Ctx {
+        shape,
+        s,
+        sweep,
+        possible,
+        certain,
+        ..
+    } = c;
+    let queue = find(s, "server_queue");
+    match queue {
+        Some(q) => {
+            judged.add("queue named");
+            let first = q.values["concurrency"] as u32;
+            let i = sweep.iter().position(|l| l.concurrency == first).unwrap();
+            assert!(
+                possible[i],
+                "server_queue names a queue from C={first}, but no read of the gauges there fell in a wait: {}",
+                q.text
+            );
+            assert!(
+                !certain[..i].iter().any(|c| *c),
+                "server_queue says the queue began at C={first}, but a level below certainly queued: {}",
+                q.text
+            );
+            if let Some(cap) = q.values.get("server_max_running") {
+                assert!(
+                    *cap <= f64::from(shape.cap),
+                    "the running gauge's peak {cap} is over the configured cap {}",
+                    shape.cap
+                );
+            }
+            if q.text.contains("runs at most") {
+                judged.add("cap named");
+                assert!(
+                    q.text
+                        .contains(&format!("runs at most {} requests", shape.cap)),
+                    "a cap other than the configured {}: {}",
+                    shape.cap,
+                    q.text
+                );
+            }
+        }
+        None => {
+            if let Some(i) = certain.iter().position(|c| *c) {
+                panic!(
+                    "no server_queue finding, but at C={} a read of the gauges fell in a wait behind a full batch",
+                    sweep[i].concurrency
+                );
+            }
+            judged.add("no queue named");
+        }
+    }
+    if certain.iter().any(|c| *c) {
+        judged.add("queue certain");
+    }
+}
+
+/// A knee only where the server's own TTFT outgrew the load.
+fn check_knee(c: &Ctx, judged: &mut Judged) {
+    let Ctx {
+        s,
+        sweep,
+        reqs,
+        possible,
+        certain,
+        ..
+    } = c;
+    // The knee, against the server's own TTFT.
+    let ttft: Vec<Option<f64>> = reqs.iter().map(|r| server_ttft_p50(r)).collect();
+    let knee = find(s, "latency_knee");
+    if let Some(k) = knee {
+        judged.add("knee named");
+        let at = k.values["concurrency"] as u32;
+        let i = sweep.iter().position(|l| l.concurrency == at).unwrap();
+        let (a, b) = (ttft[i - 1].unwrap(), ttft[i].unwrap());
+        let load = f64::from(at) / f64::from(sweep[i - 1].concurrency);
+        assert!(
+            b / a > 1.1 * load,
+            "a knee at C={at}, but the server's TTFT p50 grew ×{:.2} ({a:.1} → {b:.1} ms) against the load's ×{load}: {}",
+            b / a,
+            k.text
+        );
+        assert!(
+            (k.values["load_growth"] - load).abs() < 1e-9,
+            "load_growth {} against {load}",
+            k.values["load_growth"]
+        );
+        if k.text.contains("waited in") {
+            assert!(
+                possible[i],
+                "the knee blames a queue at C={at} the gauges could not have seen: {}",
+                k.text
+            );
+        }
+        if k.text.contains("show no queue") {
+            assert!(
+                !certain[i],
+                "the knee says no queue at C={at}, where one certainly formed: {}",
+                k.text
+            );
+        }
+    } else {
+        for i in 1..sweep.len() {
+            let (Some(a), Some(b)) = (ttft[i - 1], ttft[i]) else {
+                continue;
+            };
+            let load = f64::from(sweep[i].concurrency) / f64::from(sweep[i - 1].concurrency);
+            assert!(
+                !(b / a > 1.5 * load && b - a > 150.0),
+                "no knee, but the server's TTFT p50 grew ×{:.2} ({a:.1} → {b:.1} ms) from C={} to C={} against the load's ×{load}",
+                b / a,
+                sweep[i - 1].concurrency,
+                sweep[i].concurrency
+            );
+        }
+        judged.add("no knee");
+    }
+}
+
+/// Saturation where the server's own throughput reached its best.
+fn check_saturation(c: &Ctx, judged: &mut Judged) {
+    let Ctx {
+        shape,
+        s,
+        sweep,
+        reqs,
+        ..
+    } = c;
+    // Saturation, against the server's throughput.
+    let tput: Vec<f64> = reqs.iter().map(|r| server_tput(r).unwrap_or(0.0)).collect();
+    let best = tput.iter().copied().fold(0.0, f64::max);
+    if let Some(sat) = find(s, "saturation") {
+        if let Some(c) = sat.values.get("concurrency") {
+            judged.add("saturation level");
+            let i = sweep
+                .iter()
+                .position(|l| f64::from(l.concurrency) == *c)
+                .unwrap();
+            assert!(
+                tput[i] >= 0.8 * best,
+                "saturates at C={c}, where the server wrote {:.0} tok/s of its best {best:.0}: {}",
+                tput[i],
+                sat.text
+            );
+            for j in 0..i {
+                assert!(
+                    tput[j] < 0.97 * best,
+                    "saturates at C={c}, but C={} already wrote {:.0} of the best {best:.0} tok/s: {}",
+                    sweep[j].concurrency,
+                    tput[j],
+                    sat.text
+                );
+            }
+            if sat.text.contains("cap of") {
+                assert!(
+                    sat.text.contains(&format!("cap of {} running", shape.cap))
+                        && *c >= f64::from(shape.cap),
+                    "the saturation's cap is not the configured {} binding at or below C={c}: {}",
+                    shape.cap,
+                    sat.text
+                );
+            }
+        } else {
+            judged.add("not saturated");
+            let n = tput.len();
+            assert!(
+                tput[n - 1] > 1.03 * tput[n - 2],
+                "not saturated, but the server's last level wrote {:.0} tok/s against {:.0} below it: {}",
+                tput[n - 1],
+                tput[n - 2],
+                sat.text
+            );
+        }
+    }
+}
+
+/// Prefill against the configured speed; decode across lengths against the hand's.
+fn check_long_context(shape: &Shape, s: &RunSummary, judged: &mut Judged) {
+    // Long context needs two lengths measured (an injected failure can take one).
+    let lengths = s
+        .long_context
+        .iter()
+        .filter(|l| l.stats.as_ref().is_some_and(|st| st.scalars.completed > 0))
+        .count();
+    if lengths < 2 {
+        assert!(find(s, "prefill_scaling").is_none() && find(s, "long_context_decode").is_none());
+        return;
+    }
+    // Prefill: the configured speed, and an R² only over three lengths.
+    let pf = find(s, "prefill_scaling").expect("a prefill_scaling finding");
+    let speed = pf.values["tokens_per_s"];
+    assert!(
+        (speed / shape.prefill - 1.0).abs() < 0.05,
+        "prefill fitted at {speed:.0} tok/s against the configured {:.0}: {}",
+        shape.prefill,
+        pf.text
+    );
+    judged.add("prefill");
+    if pf.levels.len() < 3 {
+        assert!(
+            !pf.values.contains_key("r2"),
+            "an R² through two points: {pf:?}"
+        );
+        assert!(
+            pf.strength >= Strength::Thin,
+            "a fit through two points is thin: {pf:?}"
+        );
+        judged.add("two-point fit");
+    } else {
+        assert!(pf.values.contains_key("r2"), "{pf:?}");
+    }
+
+    // Decode across lengths, by hand.
+    let lc = find(s, "long_context_decode").expect("a long_context_decode finding");
+    // The lengths it measured (an injected failure can take one).
+    let input = |label: &String| {
+        s.long_context
+            .iter()
+            .find(|l| &l.label() == label)
+            .unwrap()
+            .input_len
+    };
+    let (short, long) = (input(&lc.levels[0]), input(lc.levels.last().unwrap()));
+    let out = LC_OUT;
+    let hand = (shape.decode_by_hand(long, out) / shape.decode_by_hand(short, out) - 1.0) * 100.0;
+    let got = lc.values["change_pct"];
+    let noise = lc.values["noise_pct"];
+    // The floor is the run's own estimate; a rule that hid every change would fail the count
+    // of shapes judged "decode: change" at the end.
+    assert!(
+        noise < 30.0,
+        "a noise floor of {noise:.1} % hides any change: {}",
+        lc.text
+    );
+    if lc.text.contains("no measurable change") || lc.text.contains("not monotone") {
+        assert!(
+            hand.abs() < noise.max(2.0) + 3.0,
+            "the decode change by hand is {hand:.1} %, but the finding measures none (its floor {noise:.1} %): {}",
+            lc.text
+        );
+        judged.add("decode: no change");
+    } else {
+        assert!(
+            (got - hand).abs() < 3.0,
+            "decode changed {got:.1} %, {hand:.1} % by hand: {}",
+            lc.text
+        );
+        judged.add("decode: change");
+    }
+}
+
+/// Failures counted as injected; thin evidence marked.
+fn check_failures_and_strength(s: &RunSummary, injected: u64, judged: &mut Judged) {
+    // Failures, exactly as injected.
+    let f = find(s, "failures").expect("a failures finding");
+    assert_eq!(
+        f.values["failed"] as u64, injected,
+        "failures counted against the simulator's injected: {}",
+        f.text
+    );
+    if injected > 0 {
+        judged.add("failures");
+    }
+
+    // Thin evidence is marked.
+    let few: Vec<String> = s
+        .sweep
+        .iter()
+        .filter(|l| {
+            l.stats
+                .as_ref()
+                .is_some_and(|st| st.scalars.completed > 0 && st.scalars.completed < 10)
+        })
+        .map(LevelSummary::label)
+        .collect();
+    for f in &s.findings {
+        if f.levels.iter().any(|l| few.contains(l)) {
+            assert!(
+                f.strength >= Strength::Thin,
+                "{} rests on a level of under 10 requests ({:?}) but is {:?}",
+                f.id,
+                f.levels,
+                f.strength
+            );
+            judged.add("thin marked");
+        }
+        if f.strength != Strength::Solid {
+            assert!(
+                !f.strength_reasons.is_empty(),
+                "{} is {:?} with no reason",
+                f.id,
+                f.strength
+            );
+        }
+    }
+}
+
+/// Runs one shape and checks it; the check's panic message names the seed and the shape.
+async fn one(shape: Shape) -> Judged {
+    let h = sim::start(shape.sim(), SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .unwrap();
+    let began = std::time::Instant::now();
+    let session: Session = sim_run::finished(shape.plan(&h.url())).await;
+    let truth = sim_truth::of(&h);
+    if let Some(why) = sim_truth::starved(&truth, began.elapsed().as_secs_f64()) {
+        panic!("seed {}: {why}", shape.seed);
+    }
+    let injected = h.log.lock().unwrap().injected.values().sum::<u64>();
+    h.stop();
+    let mut judged = Judged::default();
+    let s = &session.summary;
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        check(&shape, s, &truth, injected, &mut judged);
+    }));
+    if let Err(e) = outcome {
+        let msg = e
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_string()))
+            .unwrap_or_default();
+        panic!(
+            "seed {} (SERVETOP_SHAPES={} reruns it): {msg}\nshape: {shape:?}\nfindings:\n{}",
+            shape.seed,
+            shape.seed,
+            servetop::export::markdown::findings_list(s)
+        );
+    }
+    judged
+}
+
+#[test]
+fn every_finding_holds_on_random_simulator_shapes() {
+    let seeds: Vec<u64> = match std::env::var("SERVETOP_SHAPES") {
+        Ok(v) => v.split(',').map(|s| s.trim().parse().unwrap()).collect(),
+        Err(_) => (1..=SHAPES).collect(),
+    };
+    let began = std::time::Instant::now();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut total = Judged::default();
+    for chunk in seeds.chunks(AT_ONCE) {
+        let runs: Vec<_> = chunk
+            .iter()
+            .map(|&seed| rt.spawn(one(Shape::draw(seed))))
+            .collect();
+        for r in runs {
+            match rt.block_on(r) {
+                Ok(j) => {
+                    for (k, n) in j.counts {
+                        *total.counts.entry(k).or_default() += n;
+                    }
+                }
+                Err(e) => std::panic::resume_unwind(e.into_panic()),
+            }
+        }
+    }
+    eprintln!(
+        "{} shapes in {:.0} s; judged: {:?}",
+        seeds.len(),
+        began.elapsed().as_secs_f64(),
+        total.counts
+    );
+    // Over the whole draw, each check judged enough shapes to mean something.
+    if seeds.len() as u64 >= SHAPES {
+        for (what, least) in [
+            ("queue named", 10),
+            ("queue certain", 5),
+            ("cap named", 5),
+            ("no queue named", 5),
+            ("knee named", 3),
+            ("no knee", 10),
+            ("saturation level", 10),
+            ("prefill", 50),
+            ("two-point fit", 5),
+            ("decode: change", 10),
+            ("failures", 5),
+            ("thin marked", 10),
+        ] {
+            let n = total.counts.get(what).copied().unwrap_or(0);
+            assert!(
+                n >= least,
+                "only {n} shapes judged '{what}' (at least {least}): {:?}",
+                total.counts
+            );
+        }
+    }
+}
