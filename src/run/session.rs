@@ -221,6 +221,16 @@ impl Session {
                 return Persist::Nothing;
             }
             Event::Request(r) => return self.request(r),
+            Event::Outage {
+                level,
+                from_us,
+                to_us,
+            } => {
+                if let Some(acc) = self.accs.get_mut(&level) {
+                    acc.add_outage(from_us, to_us);
+                }
+                return Persist::Nothing;
+            }
             Event::LevelFinished {
                 index,
                 interrupted,
