@@ -258,7 +258,7 @@ fn a_level_without_an_outage_writes_outage_s_0_and_older_results_read() {
     let mut acc = LevelAccumulator::new(None);
     acc.add(&ok_record(0, 50_000, 100));
     let s = acc.stats();
-    assert_eq!(s.scalars.outage_s, 0.0);
+    assert_eq!(s.scalars.outage_s.to_bits(), 0.0_f64.to_bits());
     let mut v = serde_json::to_value(&s).unwrap();
     assert_eq!(v["outage_s"], serde_json::json!(0.0));
     assert!(v.get("outages").is_none());
