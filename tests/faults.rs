@@ -206,12 +206,78 @@ fn unix_us() -> u64 {
     .unwrap()
 }
 
+/// The outage `o` of level `level` starts exactly at the end of the request that failed to
+/// connect (requests.jsonl), and is the one `outage` event of the journal (events.jsonl).
+fn outage_in_the_files(dir: &std::path::Path, level: u32, o: servetop::metrics::OutageWindow) {
+    let records: Vec<RequestRecord> = std::fs::read_to_string(dir.join("requests.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let connect_failed = records
+        .iter()
+        .filter(|r| r.level == level && !r.warmup)
+        .filter(|r| {
+            matches!(
+                r.outcome,
+                servetop::metrics::Outcome::Failed {
+                    kind: FailureKind::Connect,
+                    ..
+                }
+            )
+        })
+        .map(|r| r.end_at_us)
+        .min()
+        .unwrap();
+    assert_eq!((o.from_s * 1e6).round() as u64, connect_failed);
+    // The journal holds the event the fold summed.
+    let journal = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let outages: Vec<serde_json::Value> = journal
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["event"] == "outage")
+        .collect();
+    assert_eq!(outages.len(), 1, "{outages:?}");
+    let d = &outages[0]["data"];
+    assert_eq!(d["level"], level);
+    assert_eq!(d["from_us"], connect_failed);
+    assert_eq!(d["to_us"], (o.to_s * 1e6).round() as u64);
+}
+
+/// A viewer folding the journal (`servetop attach`) gets the level's scalars `sc`, and
+/// `servetop report` of the saved run writes summary.md (`md`) byte for byte as the run did.
+async fn attach_and_report_agree(
+    dir: &std::path::Path,
+    sc: &servetop::metrics::LevelScalars,
+    md: &str,
+) {
+    let origin = servetop::live::source::Origin::of_dir(dir).unwrap();
+    let mut viewer =
+        servetop::tui::viewer::Viewer::open(servetop::live::source::open(&origin).unwrap(), true)
+            .await
+            .unwrap();
+    viewer.read_to_end().await;
+    let browsed = viewer.app().session.summary.sweep[0].stats.clone().unwrap();
+    assert_eq!(browsed.scalars, *sc);
+    let report = std::process::Command::new(env!("CARGO_BIN_EXE_servetop"))
+        .args(["report", dir.to_str().unwrap(), "--chart-size", "400x225"])
+        .output()
+        .unwrap();
+    assert!(report.status.success(), "{report:?}");
+    let again = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(
+        md == again,
+        "report wrote another summary.md:\n{md}\n---\n{again}"
+    );
+}
+
 /// A level's outage measured (docs/metrics.md "Per level", outage): a C=1 level whose server is
 /// stopped a few requests in and started again on the same address 2.5 s later has `outage_s`
 /// the gap the test made, give or take the watch's probe interval; its `outages` window starts
 /// at the end of the request that failed to connect (requests.jsonl) and is the `outage` event
-/// of events.jsonl; its steady window leaves the outage's seconds out; the next level, with no
-/// outage, has `outage_s` 0.
+/// of events.jsonl; its steady window leaves the outage's seconds out; a viewer's fold of the
+/// journal and `servetop report` agree with the run; the next level, with no outage, has
+/// `outage_s` 0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_levels_outage_is_measured_and_left_out_of_its_steady_window() {
     let h = sim::start(restart_sim(), SocketAddr::from(([127, 0, 0, 1], 0)))
@@ -269,40 +335,7 @@ async fn a_levels_outage_is_measured_and_left_out_of_its_steady_window() {
     assert!(at(o.to_s) >= up_from_unix, "{o:?}");
     assert!(at(o.to_s) <= up_by_unix + 1_200_000, "{o:?}");
 
-    // It starts exactly at the end of the request that failed to connect.
-    let records: Vec<RequestRecord> = std::fs::read_to_string(dir.join("requests.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let connect_failed = records
-        .iter()
-        .filter(|r| r.level == first.index && !r.warmup)
-        .filter(|r| {
-            matches!(
-                r.outcome,
-                servetop::metrics::Outcome::Failed {
-                    kind: FailureKind::Connect,
-                    ..
-                }
-            )
-        })
-        .map(|r| r.end_at_us)
-        .min()
-        .unwrap();
-    assert_eq!((o.from_s * 1e6).round() as u64, connect_failed);
-    // The journal holds the event the fold summed.
-    let journal = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
-    let outages: Vec<serde_json::Value> = journal
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|v| v["event"] == "outage")
-        .collect();
-    assert_eq!(outages.len(), 1, "{outages:?}");
-    let d = &outages[0]["data"];
-    assert_eq!(d["level"], first.index);
-    assert_eq!(d["from_us"], connect_failed);
-    assert_eq!(d["to_us"], (o.to_s * 1e6).round() as u64);
+    outage_in_the_files(&dir, first.index, o);
 
     // The steady window's whole bins that overlap the outage are not counted: at least as
     // many seconds as the outage's whole ones are missing from it.
@@ -319,8 +352,10 @@ async fn a_levels_outage_is_measured_and_left_out_of_its_steady_window() {
     let note = format!("{} (outage {:.1} s)", sc.completed, sc.outage_s);
     assert!(md.contains(&note), "{note} not in\n{md}");
 
+    attach_and_report_agree(&dir, sc, &md).await;
+
     let clean = &second.stats.as_ref().unwrap().scalars;
-    assert_eq!(clean.outage_s, 0.0);
+    assert_eq!(clean.outage_s.to_bits(), 0.0_f64.to_bits());
     assert!(clean.outages.is_empty());
     let csv = servetop::export::csv::sweep_csv(&[("run".into(), &s.summary)]);
     assert!(
