@@ -89,6 +89,14 @@ pub enum Event {
         /// The context limit it reports now.
         context_limit: Option<u64>,
     },
+    /// Level `level`'s server was unreachable from `from_us` (the end of the request that failed
+    /// to connect) to `to_us` (when it accepted a connection again, or when the runner stopped
+    /// waiting for it), in µs from the level's origin (docs/metrics.md "Per level", outage).
+    Outage {
+        level: u32,
+        from_us: u64,
+        to_us: u64,
+    },
     /// The server servetop started exited during level `index`: how, with its last log lines.
     ServerCrashed { index: u32, message: String },
     /// Lines the server servetop started wrote to server.log since the last of these.

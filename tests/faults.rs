@@ -191,6 +191,180 @@ async fn a_server_that_comes_back_is_waited_for() {
         "{:?}",
         s.summary.warnings
     );
+    // Waited for, so measured: the level's outage (a_levels_outage_is_measured_… checks it).
+    assert!(sc.outage_s > 0.0 && sc.outages.len() == 1, "{sc:?}");
+}
+
+/// µs since the Unix epoch now: the clock the level's `origin_unix_us` is on.
+fn unix_us() -> u64 {
+    u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros(),
+    )
+    .unwrap()
+}
+
+/// The outage `o` of level `level` starts exactly at the end of the request that failed to
+/// connect (requests.jsonl), and is the one `outage` event of the journal (events.jsonl).
+fn outage_in_the_files(dir: &std::path::Path, level: u32, o: servetop::metrics::OutageWindow) {
+    let records: Vec<RequestRecord> = std::fs::read_to_string(dir.join("requests.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let connect_failed = records
+        .iter()
+        .filter(|r| r.level == level && !r.warmup)
+        .filter(|r| {
+            matches!(
+                r.outcome,
+                servetop::metrics::Outcome::Failed {
+                    kind: FailureKind::Connect,
+                    ..
+                }
+            )
+        })
+        .map(|r| r.end_at_us)
+        .min()
+        .unwrap();
+    assert_eq!((o.from_s * 1e6).round() as u64, connect_failed);
+    // The journal holds the event the fold summed.
+    let journal = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let outages: Vec<serde_json::Value> = journal
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["event"] == "outage")
+        .collect();
+    assert_eq!(outages.len(), 1, "{outages:?}");
+    let d = &outages[0]["data"];
+    assert_eq!(d["level"], level);
+    assert_eq!(d["from_us"], connect_failed);
+    assert_eq!(d["to_us"], (o.to_s * 1e6).round() as u64);
+}
+
+/// A viewer folding the journal (`servetop attach`) gets the level's scalars `sc`, and
+/// `servetop report` of the saved run writes summary.md (`md`) byte for byte as the run did.
+async fn attach_and_report_agree(
+    dir: &std::path::Path,
+    sc: &servetop::metrics::LevelScalars,
+    md: &str,
+) {
+    let origin = servetop::live::source::Origin::of_dir(dir).unwrap();
+    let mut viewer =
+        servetop::tui::viewer::Viewer::open(servetop::live::source::open(&origin).unwrap(), true)
+            .await
+            .unwrap();
+    viewer.read_to_end().await;
+    let browsed = viewer.app().session.summary.sweep[0].stats.clone().unwrap();
+    assert_eq!(browsed.scalars, *sc);
+    let report = std::process::Command::new(env!("CARGO_BIN_EXE_servetop"))
+        .args(["report", dir.to_str().unwrap(), "--chart-size", "400x225"])
+        .output()
+        .unwrap();
+    assert!(report.status.success(), "{report:?}");
+    let again = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(
+        md == again,
+        "report wrote another summary.md:\n{md}\n---\n{again}"
+    );
+}
+
+/// A level's outage measured (docs/metrics.md "Per level", outage): a C=1 level whose server is
+/// stopped a few requests in and started again on the same address 2.5 s later has `outage_s`
+/// the gap the test made, give or take the watch's probe interval; its `outages` window starts
+/// at the end of the request that failed to connect (requests.jsonl) and is the `outage` event
+/// of events.jsonl; its steady window leaves the outage's seconds out; a viewer's fold of the
+/// journal and `servetop report` agree with the run; the next level, with no outage, has
+/// `outage_s` 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_levels_outage_is_measured_and_left_out_of_its_steady_window() {
+    let h = sim::start(restart_sim(), SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .unwrap();
+    let addr = h.addr;
+    let mut cfg = restart_config(&h.url(), 30.0);
+    cfg.concurrency = vec![1, 2];
+    cfg.output_len = 10;
+    cfg.requests_per_level = RequestCount::Fixed(30);
+    let dir = std::env::temp_dir().join(format!("servetop-outage-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let run = tokio::spawn(run_headless(cfg, Some(dir.clone())));
+    // The warmup and three of the first level's 30 requests: it is under way.
+    served(&h, 4).await;
+    let (down_at, down_unix) = (std::time::Instant::now(), unix_us());
+    drop(h);
+    // Not a whole number of seconds: the watch's probes (a second apart from the failed
+    // connect) fall mid-way between two, not on the restart itself.
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let up_from = std::time::Instant::now();
+    let up_from_unix = unix_us();
+    let _back = sim::start(restart_sim(), addr).await.unwrap();
+    // Accepting from somewhere between these two instants.
+    let (up_by, up_by_unix) = (std::time::Instant::now(), unix_us());
+    let (state, s) = run.await.unwrap().unwrap();
+    assert_eq!(state, RunState::Finished, "{:?}", s.summary.error);
+    let (first, second) = (&s.summary.sweep[0], &s.summary.sweep[1]);
+    let sc = &first.stats.as_ref().unwrap().scalars;
+    assert_eq!(sc.completed + sc.failed, 30, "{sc:?}");
+    assert_eq!(sc.outages.len(), 1, "{:?}", sc.outages);
+    let o = sc.outages[0];
+    assert!((sc.outage_s - (o.to_s - o.from_s)).abs() < 1e-9, "{sc:?}");
+
+    // The gap the test made: from the stop to the restart (at most the restart's own few ms
+    // apart, `up_by − up_from`). The outage starts at the first failed connect after the stop:
+    // the C=1 worker's stream is cut at the stop and its next connect is refused at once, on
+    // this machine's loopback. It ends at the watch's first successful probe after the
+    // restart: the watch probes once a second, so at most 1 s after it plus one loopback
+    // connect and a task wake-up. Hence outage_s lies in [gap − (a refused connect), gap +
+    // 1 s + (a connect and a wake-up)]; 1.2 s bounds both sides with 200 ms for the connect,
+    // the wake-up and the restart's bind, which take milliseconds even on a loaded machine.
+    let gap_lo = (up_from - down_at).as_secs_f64();
+    let gap_hi = (up_by - down_at).as_secs_f64();
+    assert!(
+        sc.outage_s > gap_lo - 1.2 && sc.outage_s < gap_hi + 1.2,
+        "outage_s {} against a gap of {gap_lo:.3}..{gap_hi:.3} s",
+        sc.outage_s
+    );
+    // On the level's clock: the outage starts after the stop and ends after the restart, at
+    // most the probe interval (and the same 200 ms) later.
+    let origin = first.origin_unix_us.unwrap();
+    let at = |s: f64| origin + (s * 1e6).round() as u64;
+    assert!(at(o.from_s) >= down_unix, "{o:?}");
+    assert!(at(o.to_s) >= up_from_unix, "{o:?}");
+    assert!(at(o.to_s) <= up_by_unix + 1_200_000, "{o:?}");
+
+    outage_in_the_files(&dir, first.index, o);
+
+    // The steady window's whole bins that overlap the outage are not counted: at least as
+    // many seconds as the outage's whole ones are missing from it.
+    let (from, to) = (sc.steady_from_s.unwrap(), sc.steady_to_s.unwrap());
+    let whole = to.floor() - from.ceil();
+    let steady = sc.steady_duration_s.unwrap_or(0.0);
+    assert!(
+        whole - steady >= sc.outage_s.floor(),
+        "{whole} whole bins, {steady} steady, outage {} s",
+        sc.outage_s
+    );
+    // summary.md says so in the level's done cell.
+    let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    let note = format!("{} (outage {:.1} s)", sc.completed, sc.outage_s);
+    assert!(md.contains(&note), "{note} not in\n{md}");
+
+    attach_and_report_agree(&dir, sc, &md).await;
+
+    let clean = &second.stats.as_ref().unwrap().scalars;
+    assert_eq!(clean.outage_s.to_bits(), 0.0_f64.to_bits());
+    assert!(clean.outages.is_empty());
+    let csv = servetop::export::csv::sweep_csv(&[("run".into(), &s.summary)]);
+    assert!(
+        csv.lines()
+            .next()
+            .unwrap()
+            .contains(",duration_s,outage_s,")
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -207,6 +381,10 @@ async fn a_server_that_stays_away_aborts_the_run_cleanly() {
     assert_eq!(state, RunState::Aborted);
     let e = s.summary.error.as_deref().unwrap();
     assert!(e.contains("did not come back within"), "{e}");
+    // The outage runs to the level's end: the whole wait (1.5 s, counted from after the failed
+    // connect's end, where the outage starts) is in it.
+    let sc = &s.summary.sweep[0].stats.as_ref().unwrap().scalars;
+    assert!(sc.outage_s >= 1.5 && sc.outages.len() == 1, "{sc:?}");
     assert_eq!(
         s.summary.sweep[1].status,
         servetop::summary::LevelStatus::Waiting,

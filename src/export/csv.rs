@@ -20,7 +20,7 @@ fn csv_text(s: &str) -> String {
 /// `sweep.csv`: one row per level (and run, when several).
 pub fn sweep_csv(runs: &[(String, &RunSummary)]) -> String {
     let mut out = String::from(
-        "run,simulated,concurrency,status,completed,failed,duration_s,request_throughput,output_throughput,total_token_throughput,mean_decode_tokens_per_s,accept_length_client,accept_length_server,mean_ttft_ms,median_ttft_ms,p90_ttft_ms,p99_ttft_ms,mean_itl_ms,median_itl_ms,p99_itl_ms,mean_tpot_ms,median_tpot_ms,p99_tpot_ms,mean_e2el_ms,median_e2el_ms,p99_e2el_ms,max_concurrent_requests,mean_kv_usage,median_ttfc_ms,p99_ttfc_ms,median_thinking_ms,reasoning_share,mean_reasoning_tokens,mean_content_tokens,mean_content_decode_tokens_per_s,mean_tool_calls,median_first_tool_call_ms,energy_j,mean_power_w,joules_per_output_token,output_tokens_per_joule,cost_per_million_output_tokens,cost_per_million_total_tokens,energy_source\n",
+        "run,simulated,concurrency,status,completed,failed,duration_s,outage_s,request_throughput,output_throughput,total_token_throughput,mean_decode_tokens_per_s,accept_length_client,accept_length_server,mean_ttft_ms,median_ttft_ms,p90_ttft_ms,p99_ttft_ms,mean_itl_ms,median_itl_ms,p99_itl_ms,mean_tpot_ms,median_tpot_ms,p99_tpot_ms,mean_e2el_ms,median_e2el_ms,p99_e2el_ms,max_concurrent_requests,mean_kv_usage,median_ttfc_ms,p99_ttfc_ms,median_thinking_ms,reasoning_share,mean_reasoning_tokens,mean_content_tokens,mean_content_decode_tokens_per_s,mean_tool_calls,median_first_tool_call_ms,energy_j,mean_power_w,joules_per_output_token,output_tokens_per_joule,cost_per_million_output_tokens,cost_per_million_total_tokens,energy_source\n",
     );
     for (label, s) in runs {
         for l in &s.sweep {
@@ -31,7 +31,7 @@ pub fn sweep_csv(runs: &[(String, &RunSummary)]) -> String {
             };
             let _ = writeln!(
                 out,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 csv_text(label),
                 s.simulated,
                 l.concurrency,
@@ -39,6 +39,7 @@ pub fn sweep_csv(runs: &[(String, &RunSummary)]) -> String {
                 st.map_or(0, |s| s.scalars.completed),
                 st.map_or(0, |s| s.scalars.failed),
                 f(st.map(|s| s.scalars.duration_s)),
+                f(st.map(|s| s.scalars.outage_s)),
                 f(st.map(|s| s.scalars.request_throughput)),
                 f(st.map(|s| s.scalars.output_throughput)),
                 f(st.map(|s| s.scalars.total_token_throughput)),
@@ -127,7 +128,7 @@ pub fn turns_csv(runs: &[(String, &RunSummary)]) -> String {
 /// `rates.csv`: one row per request-rate level (and run).
 pub fn rates_csv(runs: &[(String, &RunSummary)]) -> String {
     let mut out = String::from(
-        "run,simulated,request_rate,burstiness,ramp_up_s,max_concurrency,status,completed,failed,duration_s,achieved_request_rate,scheduled_request_rate,request_throughput,output_throughput,mean_ttft_ms,median_ttft_ms,p99_ttft_ms,mean_tpot_ms,median_tpot_ms,p99_tpot_ms,median_e2el_ms,p99_e2el_ms,mean_client_queue_ms,median_client_queue_ms,p99_client_queue_ms,max_concurrent_requests,goodput\n",
+        "run,simulated,request_rate,burstiness,ramp_up_s,max_concurrency,status,completed,failed,duration_s,outage_s,achieved_request_rate,scheduled_request_rate,request_throughput,output_throughput,mean_ttft_ms,median_ttft_ms,p99_ttft_ms,mean_tpot_ms,median_tpot_ms,p99_tpot_ms,median_e2el_ms,p99_e2el_ms,mean_client_queue_ms,median_client_queue_ms,p99_client_queue_ms,max_concurrent_requests,goodput\n",
     );
     for (label, s) in runs {
         for l in &s.rates {
@@ -139,7 +140,7 @@ pub fn rates_csv(runs: &[(String, &RunSummary)]) -> String {
             let a = l.arrival;
             let _ = writeln!(
                 out,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 csv_text(label),
                 s.simulated,
                 f(a.map(|a| a.request_rate)),
@@ -151,6 +152,7 @@ pub fn rates_csv(runs: &[(String, &RunSummary)]) -> String {
                 st.map_or(0, |s| s.scalars.completed),
                 st.map_or(0, |s| s.scalars.failed),
                 f(st.map(|s| s.scalars.duration_s)),
+                f(st.map(|s| s.scalars.outage_s)),
                 f(st.and_then(|s| s.scalars.achieved_request_rate)),
                 f(st.and_then(|s| s.scalars.scheduled_request_rate)),
                 f(st.map(|s| s.scalars.request_throughput)),

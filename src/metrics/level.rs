@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::dist::Dist;
 use super::in_flight::InFlight;
-pub use super::level_stats::{LevelDists, LevelScalars, LevelStats};
+pub use super::level_stats::{LevelDists, LevelScalars, LevelStats, OutageWindow};
 use super::record::{CountSource, FailureKind, Outcome, RequestRecord, for_each_gap};
 pub use super::slo::Slo;
 use super::slo::{LevelSamples, SloCheck};
@@ -82,6 +82,8 @@ pub struct LevelAccumulator {
     /// Answers checked against `--response-format`, and those that complied.
     schema_checked: u64,
     schema_valid: u64,
+    /// The level's outages (µs from its origin, `[from, to)`), sorted and disjoint.
+    outages: Vec<(u64, u64)>,
 }
 
 impl LevelAccumulator {
@@ -206,6 +208,31 @@ impl LevelAccumulator {
         }
     }
 
+    /// The server was unreachable from `from_us` to `to_us` (µs from the level's origin): an
+    /// outage, merged with any it overlaps (docs/metrics.md "Per level", outage).
+    pub fn add_outage(&mut self, from_us: u64, to_us: u64) {
+        if to_us <= from_us {
+            return;
+        }
+        let (mut lo, mut hi) = (from_us, to_us);
+        // Those it touches become one with it; the rest stay in order.
+        self.outages.retain(|&(f, t)| {
+            let apart = t < lo || f > hi;
+            if !apart {
+                lo = lo.min(f);
+                hi = hi.max(t);
+            }
+            apart
+        });
+        let at = self.outages.partition_point(|&(f, _)| f < lo);
+        self.outages.insert(at, (lo, hi));
+    }
+
+    /// Whether `[lo_us, hi_us]` overlaps an outage by more than a point.
+    fn in_outage(&self, lo_us: u64, hi_us: u64) -> bool {
+        self.outages.iter().any(|&(f, t)| f < hi_us && t > lo_us)
+    }
+
     /// The level judged against its SLO at the SLO's percentile (None without an SLO).
     pub fn slo_check(&self) -> Option<SloCheck> {
         let slo = self.slo?;
@@ -277,23 +304,26 @@ impl LevelAccumulator {
         &self.ends
     }
 
-    /// The summary of everything folded so far (cheap enough to call for a live view).
     /// Steady state: from the first completion (ramp-up over) to the last send (drain
-    /// starts), counted over whole 1 s bins inside that span: its seconds and output tok/s.
+    /// starts), counted over whole 1 s bins inside that span that overlap no outage: its
+    /// seconds and output tok/s.
     fn steady_throughput(&self) -> (Option<f64>, Option<f64>) {
         match self.first_end_us {
             Some(first_end) if self.last_send_us > first_end => {
-                let lo = first_end.div_ceil(US_PER_S) as usize;
-                let hi = (self.last_send_us / US_PER_S) as usize;
-                if hi > lo {
-                    let toks: u64 = (lo..hi)
-                        .map(|b| self.bins.get(b).copied().unwrap_or(0))
-                        .sum();
-                    let secs = (hi - lo) as f64;
-                    (Some(secs), Some(toks as f64 / secs))
-                } else {
-                    (None, None)
+                let lo = first_end.div_ceil(US_PER_S);
+                let hi = self.last_send_us / US_PER_S;
+                let kept: Vec<u64> = (lo..hi)
+                    .filter(|&b| !self.in_outage(b * US_PER_S, (b + 1) * US_PER_S))
+                    .collect();
+                if kept.is_empty() {
+                    return (None, None);
                 }
+                let toks: u64 = kept
+                    .iter()
+                    .map(|&b| self.bins.get(b as usize).copied().unwrap_or(0))
+                    .sum();
+                let secs = kept.len() as f64;
+                (Some(secs), Some(toks as f64 / secs))
             }
             _ => (None, None),
         }
@@ -304,6 +334,7 @@ impl LevelAccumulator {
         (self.schema_checked > 0).then(|| self.schema_valid as f64 / self.schema_checked as f64)
     }
 
+    /// The summary of everything folded so far (cheap enough to call for a live view).
     pub fn stats(&self) -> LevelStats {
         let start = self.window_start_us.unwrap_or(0);
         let window_s = self.window_end_us.saturating_sub(start) as f64 * 1e-6;
@@ -312,12 +343,21 @@ impl LevelAccumulator {
         let reasoning = self.reasoning.stats();
         let steady = self
             .first_end_us
-            .and_then(|f| self.steady.stats(f, self.last_send_us));
+            .and_then(|f| self.steady.stats(f, self.last_send_us, &self.outages));
         let scalars = LevelScalars {
             completed: self.completed,
             failed: self.failed(),
             cancelled: self.cancelled,
             duration_s: window_s,
+            outage_s: self.outages.iter().map(|&(f, t)| t - f).sum::<u64>() as f64 / 1e6,
+            outages: self
+                .outages
+                .iter()
+                .map(|&(f, t)| OutageWindow {
+                    from_s: f as f64 / 1e6,
+                    to_s: t as f64 / 1e6,
+                })
+                .collect(),
             total_input_tokens: self.input_tokens,
             total_output_tokens: self.output_tokens,
             request_throughput: per_s(self.completed as f64),

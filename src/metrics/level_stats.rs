@@ -18,6 +18,13 @@ pub struct LevelScalars {
     pub cancelled: u64,
     /// Window: first `t_send` to the last completion.
     pub duration_s: f64,
+    /// Seconds of the level during which the server was unreachable, summed over its outages
+    /// (docs/metrics.md "Per level", outage); 0 when none. Always written.
+    #[serde(default)]
+    pub outage_s: f64,
+    /// Each outage, in seconds from the level's origin (absent when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outages: Vec<OutageWindow>,
     pub total_input_tokens: u64,
     pub total_output_tokens: u64,
     pub request_throughput: f64,
@@ -131,6 +138,14 @@ pub struct LevelScalars {
     /// The level's figures per LoRA adapter its requests named (`--lora-modules`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub lora: BTreeMap<String, super::lora::LoraStats>,
+}
+
+/// One outage of a level: from the end of the request that failed to connect to when the server
+/// accepted a connection again (or the level ended), in seconds from the level's origin.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OutageWindow {
+    pub from_s: f64,
+    pub to_s: f64,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)]

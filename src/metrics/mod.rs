@@ -18,7 +18,9 @@ pub mod turns;
 
 pub use chunks::{ChunkVerdict, chunk_verdict};
 pub use dist::{Dist, DistStats};
-pub use level::{FailureCount, LevelAccumulator, LevelDists, LevelScalars, LevelStats};
+pub use level::{
+    FailureCount, LevelAccumulator, LevelDists, LevelScalars, LevelStats, OutageWindow,
+};
 pub use record::{
     ChunkCounting, CountSource, FailureKind, FinalCounts, Finish, Outcome, RequestRecord,
     TokenChunk, finalize_counts,

@@ -47,9 +47,15 @@ impl SteadyFold {
         });
     }
 
-    /// The requests sent at or after `first_end_us` that ended by `last_send_us`, and their
-    /// TTFT, TPOT and E2E (None when the window is empty).
-    pub fn stats(&self, first_end_us: u64, last_send_us: u64) -> Option<SteadyStats> {
+    /// The requests sent at or after `first_end_us` that ended by `last_send_us`, and whose
+    /// span from send to end overlaps none of `outages` (µs `[from, to)`), and their TTFT, TPOT
+    /// and E2E (None when the window is empty).
+    pub fn stats(
+        &self,
+        first_end_us: u64,
+        last_send_us: u64,
+        outages: &[(u64, u64)],
+    ) -> Option<SteadyStats> {
         if last_send_us <= first_end_us {
             return None;
         }
@@ -59,6 +65,7 @@ impl SteadyFold {
             .samples
             .iter()
             .filter(|s| s.send >= first_end_us && s.end <= last_send_us)
+            .filter(|s| !outages.iter().any(|&(f, t)| f < s.end && t > s.send))
         {
             n += 1;
             if let Some(v) = s.ttft {
@@ -140,7 +147,7 @@ mod tests {
                 sample(2, 3, 60),
             ],
         };
-        let s = f.stats(1_000_000, 2_000_000).unwrap();
+        let s = f.stats(1_000_000, 2_000_000, &[]).unwrap();
         assert_eq!(s.requests, 2);
         assert!((s.from_s - 1.0).abs() < 1e-12 && (s.to_s - 2.0).abs() < 1e-12);
         let ttft = s.ttft_ms.unwrap();
@@ -148,7 +155,7 @@ mod tests {
         assert!((ttft.mean - 310.0).abs() < 1e-9, "{}", ttft.mean);
         assert!((s.e2el_ms.unwrap().mean - 1000.0).abs() < 1e-9);
         // No span between the first completion and the last send: no window.
-        assert!(f.stats(2_000_000, 2_000_000).is_none());
+        assert!(f.stats(2_000_000, 2_000_000, &[]).is_none());
         assert!(too_short(2, 6) && too_short(4, 10) && !too_short(5, 20) && !too_short(8, 10));
         assert!(!too_short(0, 0));
     }

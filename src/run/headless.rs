@@ -69,7 +69,9 @@ fn notice(ev: &Event) -> Notice {
         | Event::Request(_)
         | Event::Telemetry(_)
         | Event::LevelAdded(_)
-        | Event::ServerLog(_) => Notice::None,
+        | Event::ServerLog(_)
+        // The watch's warnings already said it went away and came back.
+        | Event::Outage { .. } => Notice::None,
     }
 }
 

@@ -213,14 +213,13 @@ impl Session {
                     l.server_crash = Some(message);
                 }
             }
-            Event::Sent { level, slot } => {
-                self.progress.entry(level).or_default().sent += 1;
-                if let Some(acc) = self.accs.get_mut(&level) {
-                    acc.note_slot(slot);
-                }
-                return Persist::Nothing;
-            }
+            Event::Sent { level, slot } => return self.sent(level, slot),
             Event::Request(r) => return self.request(r),
+            Event::Outage {
+                level,
+                from_us,
+                to_us,
+            } => return self.outage(level, from_us, to_us),
             Event::LevelFinished {
                 index,
                 interrupted,
@@ -383,6 +382,24 @@ impl Session {
         self.summary.warnings.extend(late_warning);
         // results.json says which level is under way (for anyone watching the file): the
         // caller saves after a level starts.
+    }
+
+    /// A request of `level` is about to be sent on `slot`.
+    fn sent(&mut self, level: u32, slot: u32) -> Persist {
+        self.progress.entry(level).or_default().sent += 1;
+        if let Some(acc) = self.accs.get_mut(&level) {
+            acc.note_slot(slot);
+        }
+        Persist::Nothing
+    }
+
+    /// `level`'s server was unreachable from `from_us` to `to_us`: folded into the level (its
+    /// results are written when it ends).
+    fn outage(&mut self, level: u32, from_us: u64, to_us: u64) -> Persist {
+        if let Some(acc) = self.accs.get_mut(&level) {
+            acc.add_outage(from_us, to_us);
+        }
+        Persist::Nothing
     }
 
     /// A request ended: folded into its level (warmups are not), then handed on for

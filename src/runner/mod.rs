@@ -509,6 +509,8 @@ impl Runner {
         let (clock_cut, cut_task) = slot::cut_when_due(bounds.cut_at, &level_cancel);
         let stop = Arc::new(AtomicBool::new(false));
         let watch = Arc::new(ServerWatch::new(
+            spec.index,
+            origin,
             &self.prepared.server.base_url,
             self.server_wait,
             self.tx.clone(),

@@ -169,6 +169,11 @@ impl Runner {
                 match &ev {
                     Event::Request(r) if r.level == level => seen.acc.add(r),
                     Event::Sent { level: l, slot } if *l == level => seen.acc.note_slot(*slot),
+                    Event::Outage {
+                        level: l,
+                        from_us,
+                        to_us,
+                    } if *l == level => seen.acc.add_outage(*from_us, *to_us),
                     Event::LevelFinished {
                         index, interrupted, ..
                     } if *index == level => {

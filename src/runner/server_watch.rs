@@ -23,12 +23,12 @@ pub(super) async fn deliver(
             kind: FailureKind::Connect,
             message,
             ..
-        } => Some(message.clone()),
+        } => Some((message.clone(), rec.end_at_us)),
         _ => None,
     };
     let _ = tx.send(Event::Request(Box::new(rec)));
-    if let Some(why) = connect
-        && !watch.wait_for_server(&why).await
+    if let Some((why, failed_at_us)) = connect
+        && !watch.wait_for_server(&why, failed_at_us).await
     {
         stop.store(true, Ordering::Relaxed);
         cancel.cancel();
@@ -36,8 +36,12 @@ pub(super) async fn deliver(
 }
 
 /// Watches for a server that stopped accepting connections: one worker probes (a TCP connect,
-/// engine-agnostic), the others wait behind it, and the wait is bounded.
+/// engine-agnostic), the others wait behind it, and the wait is bounded. Each outage it waits
+/// out is sent as an [`Event::Outage`] of its level.
 pub(super) struct ServerWatch {
+    /// The level watched, and its origin (the outage's times count from it).
+    pub(super) level: u32,
+    pub(super) origin: Instant,
     pub(super) addr: String,
     pub(super) url: String,
     pub(super) wait: Duration,
@@ -55,6 +59,8 @@ pub(super) struct ServerWatch {
 
 impl ServerWatch {
     pub(super) fn new(
+        level: u32,
+        origin: Instant,
         base_url: &str,
         wait: Duration,
         tx: EventTx,
@@ -65,6 +71,8 @@ impl ServerWatch {
             .and_then(|u| Some(format!("{}:{}", u.host_str()?, u.port_or_known_default()?)))
             .unwrap_or_default();
         Self {
+            level,
+            origin,
             addr,
             url: base_url.to_string(),
             wait,
@@ -110,7 +118,9 @@ impl ServerWatch {
     }
 
     /// `true` once the server accepts connections again; `false` if it stays away too long.
-    pub(super) async fn wait_for_server(&self, why: &str) -> bool {
+    /// `failed_at_us`: the end of the request that failed to connect, from the level's origin
+    /// (where the outage starts, if the server is found unreachable).
+    pub(super) async fn wait_for_server(&self, why: &str, failed_at_us: u64) -> bool {
         let _one_prober = self.probe.lock().await;
         if self.gone.load(Ordering::Relaxed) || self.crashed() {
             return false;
@@ -120,6 +130,13 @@ impl ServerWatch {
         }
         self.down.store(true, Ordering::Relaxed);
         let back = self.wait_down(why).await;
+        // Over, one way or the other: the server is back, or the level ends now.
+        let to_us = u64::try_from(self.origin.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let _ = self.tx.send(Event::Outage {
+            level: self.level,
+            from_us: failed_at_us.min(to_us),
+            to_us,
+        });
         self.down.store(false, Ordering::Relaxed);
         back
     }

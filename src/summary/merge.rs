@@ -301,6 +301,15 @@ fn merge_level(
     for r in &mine {
         acc.add(r);
     }
+    // Each shard's outages, on the earliest origin too (shards of one server see the same one:
+    // overlapping, they count once).
+    for (_, l) in &ran {
+        let shift = l.origin_unix_us.unwrap_or(origin) - origin;
+        for o in l.stats.iter().flat_map(|s| &s.scalars.outages) {
+            let us = |s: f64| (s * 1e6).round().max(0.0) as u64 + shift;
+            acc.add_outage(us(o.from_s), us(o.to_s));
+        }
+    }
     let stats = acc.stats();
     let server = out
         .spec_server

@@ -276,6 +276,7 @@ impl App {
                 self.first_token_seen_at = None;
             }
             Event::Request(r) if !r.warmup => self.stats_dirty = true,
+            Event::Outage { .. } => self.stats_dirty = true,
             Event::Telemetry(rec) => self.telemetry.add(self.now.as_secs_f64(), rec),
             _ => {}
         }

@@ -388,6 +388,27 @@ mod tests {
         }
     }
 
+    /// A level the server was away from says so in its status cell, at either size; the
+    /// column widens for it only then.
+    #[test]
+    fn a_level_with_an_outage_is_marked_in_the_level_table() {
+        let mut app = fixtures::finished_run();
+        app.tab = Tab::Sweep;
+        assert!(!draw(&app, 160, 48).contains("outage"));
+        app.session.summary.sweep[1]
+            .stats
+            .as_mut()
+            .unwrap()
+            .scalars
+            .outage_s = 12.4;
+        for (w, h) in [(80, 24), (160, 48)] {
+            let screen = draw(&app, w, h);
+            let rows: Vec<&str> = screen.lines().filter(|l| l.contains("outage")).collect();
+            assert_eq!(rows.len(), 1, "{w}x{h}:\n{screen}");
+            assert!(rows[0].contains("outage 12 s"), "{w}x{h}: {}", rows[0]);
+        }
+    }
+
     /// No panel title is cut at 80x24 (a word cut against the corner, `…from the pr┐`), in
     /// any tab of any fixture: titles drop their least needed parts first.
     #[test]

@@ -620,12 +620,22 @@ pub fn turns_table(s: &RunSummary) -> String {
     out
 }
 
-/// Completed requests, with the level's status when it did not finish normally.
+/// Completed requests, with the level's status when it did not finish normally and its outage
+/// when the server was away during it: `24`, `3 (interrupted)`, `24 (outage 3.1 s)`.
 pub(super) fn done_cell(l: &LevelSummary, completed: u64) -> String {
-    if l.status == LevelStatus::Done {
+    let mut notes = Vec::new();
+    if l.status != LevelStatus::Done {
+        notes.push(l.status.name().to_string());
+    }
+    if let Some(s) = l.stats.as_ref().map(|s| s.scalars.outage_s)
+        && s > 0.0
+    {
+        notes.push(format!("outage {s:.1} s"));
+    }
+    if notes.is_empty() {
         completed.to_string()
     } else {
-        format!("{completed} ({})", l.status.name())
+        format!("{completed} ({})", notes.join(", "))
     }
 }
 
@@ -670,4 +680,39 @@ pub fn baseline_table(s: &RunSummary) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_level_with_an_outage_says_so_in_its_done_cell_and_in_sweep_csv() {
+        let mut s = crate::tui::fixtures::finished_run().session.summary;
+        let with = |l: &mut LevelSummary, outage_s: f64| {
+            l.stats.as_mut().unwrap().scalars.outage_s = outage_s;
+        };
+        with(&mut s.sweep[0], 12.04);
+        with(&mut s.sweep[1], 3.0);
+        s.sweep[1].status = LevelStatus::Interrupted;
+        let t = sweep_table(&s.sweep);
+        let rows: Vec<&str> = t.lines().skip(2).collect();
+        let done = |row: &str| row.split(" | ").nth(1).unwrap().to_string();
+        let n = |i: usize| s.sweep[i].stats.as_ref().unwrap().scalars.completed;
+        assert_eq!(done(rows[0]), format!("{} (outage 12.0 s)", n(0)));
+        assert_eq!(
+            done(rows[1]),
+            format!("{} (interrupted, outage 3.0 s)", n(1))
+        );
+        assert_eq!(done(rows[2]), n(2).to_string(), "no outage, no note");
+        // The table keeps its columns.
+        let cols = |l: &str| l.matches('|').count();
+        assert!(t.lines().all(|l| cols(l) == cols(rows[2])), "{t}");
+        let csv = crate::export::csv::sweep_csv(&[("run".into(), &s)]);
+        let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+        let at = header.iter().position(|h| *h == "outage_s").unwrap();
+        assert_eq!(header[at - 1], "duration_s");
+        let cell = |i: usize| csv.lines().nth(i + 1).unwrap().split(',').nth(at).unwrap();
+        assert_eq!((cell(0), cell(1), cell(2)), ("12.04", "3", "0"));
+    }
 }

@@ -190,6 +190,84 @@ fn steady_state_window_drops_ramp_and_drain() {
     assert!((s.scalars.steady_output_throughput.unwrap() - 200.0).abs() < 1e-9);
 }
 
+/// A C=1 level whose server went away: a 490 ms request every 0.5 s from 0 s, one that fails to
+/// connect (sent 3.0 s, failed 3.2 s), the server back at 7.0 s, then a request every 0.5 s from
+/// 7.0 s to the last send at 10.5 s. One request (another slot's) spans the outage: sent at
+/// 3.1 s, it ends at 6.54 s with a 3.44 s E2E.
+#[test]
+fn an_outage_is_summed_and_left_out_of_the_steady_window() {
+    let mut acc = LevelAccumulator::new(None);
+    // TTFT 50 ms + 22 steps of 20 ms = 490 ms, 89 tokens, all inside the send's half second.
+    let req = |send: u64| ok_record(send, 50_000, 22);
+    for k in 0..6 {
+        acc.add(&req(k * 500_000));
+    }
+    let mut failed = req(3_000_000);
+    failed.outcome = Outcome::Failed {
+        kind: FailureKind::Connect,
+        message: "connection refused".into(),
+        http_status: None,
+    };
+    (failed.ttft_us, failed.e2e_us, failed.chunks) = (None, None, Vec::new());
+    failed.end_at_us = 3_200_000;
+    acc.add(&failed);
+    // Its tokens (6.1 s to 6.54 s) fall in bin 6, inside the outage.
+    let mut across = ok_record(3_100_000, 3_000_000, 22);
+    across.slot = Some(1);
+    acc.add(&across);
+    for k in 0..8 {
+        acc.add(&req(7_000_000 + k * 500_000));
+    }
+    // Two reports of one outage (overlapping) count once.
+    acc.add_outage(3_200_000, 5_000_000);
+    acc.add_outage(4_000_000, 7_000_000);
+    let s = acc.stats();
+    let sc = &s.scalars;
+    assert!((sc.outage_s - 3.8).abs() < 1e-9, "{}", sc.outage_s);
+    assert_eq!(
+        sc.outages,
+        vec![OutageWindow {
+            from_s: 3.2,
+            to_s: 7.0
+        }]
+    );
+    // The window runs from the first completion (0.49 s) to the last send (10.5 s): whole bins
+    // 1 to 9, of which 3, 4, 5 and 6 overlap the outage. The rest (1, 2, 7, 8, 9) hold two
+    // requests each: 178 tokens a second. Counting the outage's bins would give 178 · 5 / 9
+    // plus the spanning request's 89 tokens over 9 s.
+    assert_eq!(sc.steady_duration_s, Some(5.0));
+    assert!((sc.steady_output_throughput.unwrap() - 178.0).abs() < 1e-9);
+    // Sent at or after 0.49 s and done by 10.5 s: 5 before the outage, 7 after it; the one
+    // spanning it is left out, so every steady E2E is 490 ms.
+    assert_eq!(sc.steady_requests, Some(12));
+    let e2e = s.dists.steady_e2el_ms.as_ref().unwrap();
+    assert_eq!(e2e.count, 12);
+    assert!((e2e.max - 490.0).abs() < 1.0, "{e2e:?}");
+    // The window and the level's own latency keep it.
+    assert_eq!(s.dists.e2el_ms.as_ref().unwrap().count, 15);
+    assert!((sc.duration_s - 10.99).abs() < 1e-9, "{}", sc.duration_s);
+    // Written, and read back.
+    let v = serde_json::to_value(&s).unwrap();
+    assert_eq!(v["outages"][0]["to_s"], serde_json::json!(7.0));
+    let back: LevelStats = serde_json::from_value(v).unwrap();
+    assert_eq!(back, s);
+}
+
+#[test]
+fn a_level_without_an_outage_writes_outage_s_0_and_older_results_read() {
+    let mut acc = LevelAccumulator::new(None);
+    acc.add(&ok_record(0, 50_000, 100));
+    let s = acc.stats();
+    assert_eq!(s.scalars.outage_s.to_bits(), 0.0_f64.to_bits());
+    let mut v = serde_json::to_value(&s).unwrap();
+    assert_eq!(v["outage_s"], serde_json::json!(0.0));
+    assert!(v.get("outages").is_none());
+    // A results.json from before outages were measured has neither key.
+    v.as_object_mut().unwrap().remove("outage_s");
+    let back: LevelStats = serde_json::from_value(v).unwrap();
+    assert_eq!(back, s);
+}
+
 #[test]
 fn awkward_floats_round_trip_bit_for_bit() {
     // serde_json's default parser can be one ULP off; results.json must read back exactly

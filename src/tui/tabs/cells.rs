@@ -59,13 +59,29 @@ pub(super) fn finish_row(
 }
 
 /// What every level row starts from: its statistics (live for the running one), whether it is
-/// running, the done cell (finished/planned while running), its status word and failures.
+/// running, the done cell (finished/planned while running), its status word (`outage 12 s` for
+/// a level the server was away from, done or running) and failures.
 pub(super) struct RowBasics<'a> {
     pub(super) stats: Option<&'a crate::metrics::LevelStats>,
     pub(super) running: bool,
     pub(super) done: String,
-    pub(super) status_text: &'static str,
+    pub(super) status_text: String,
     pub(super) failed: u64,
+}
+
+/// The level's outage in seconds, when it had one (live for the running level).
+fn outage_s(app: &App, l: &LevelSummary) -> Option<f64> {
+    let s = app.level_stats(l.index)?.scalars.outage_s;
+    (s > 0.0).then_some(s)
+}
+
+/// The status column's width: wide enough for `outage 12 s` only when a level has an outage.
+pub(super) fn status_width(app: &App, levels: &[LevelSummary]) -> u16 {
+    if levels.iter().any(|l| outage_s(app, l).is_some()) {
+        11
+    } else {
+        7
+    }
 }
 
 pub(super) fn row_basics<'a>(app: &'a App, l: &LevelSummary) -> RowBasics<'a> {
@@ -86,7 +102,11 @@ pub(super) fn row_basics<'a>(app: &'a App, l: &LevelSummary) -> RowBasics<'a> {
         stats,
         running,
         done,
-        status_text: if running { "running" } else { l.status.name() },
+        status_text: match outage_s(app, l) {
+            Some(s) if running || l.status == LevelStatus::Done => format!("outage {s:.0} s"),
+            _ if running => "running".into(),
+            _ => l.status.name().into(),
+        },
         failed: stats.map_or(0, |s| s.scalars.failed),
     }
 }

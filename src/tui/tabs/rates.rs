@@ -94,7 +94,7 @@ pub(super) fn render_rate_table(app: &App, area: Rect, buf: &mut Buffer, th: &Th
     let mut header = vec!["rate", "status", "done", "sent/s"];
     let mut widths = vec![
         Constraint::Length(10),
-        Constraint::Length(7),
+        Constraint::Length(super::cells::status_width(app, &app.session.summary.rates)),
         Constraint::Length(7),
         Constraint::Length(6),
     ];

@@ -367,7 +367,7 @@ fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool)
     let mut header = vec!["C", "status", "done"];
     let mut widths = vec![
         Constraint::Length(label_width(app)),
-        Constraint::Length(7),
+        Constraint::Length(super::cells::status_width(app, &app.session.summary.sweep)),
         Constraint::Length(7),
     ];
     let base = app.session.summary.baseline.is_some();

@@ -87,7 +87,10 @@ pub(super) fn render_trace_table(app: &App, area: Rect, buf: &mut Buffer, th: &T
     let mut widths = vec![Constraint::Length(if wide { 12 } else { 11 })];
     if wide {
         header.push("status");
-        widths.push(Constraint::Length(7));
+        widths.push(Constraint::Length(super::cells::status_width(
+            app,
+            &app.session.summary.traces,
+        )));
     }
     header.extend(["done", "due/s", "sent/s", "tok/s"]);
     widths.extend([
