@@ -15,7 +15,10 @@
 //! - the decode change across lengths within 3 points of the one computed by hand from the
 //!   shape, or "no measurable change" only where the hand's change is small;
 //! - failures counted exactly as the simulator injected them;
-//! - every finding resting on a level of fewer than 10 requests is marked thin or worse.
+//! - every finding resting on a level of fewer than 10 requests is marked thin or worse;
+//! - in one shape of six the simulator goes away during C=2 and comes back on the same address:
+//!   C=2 alone has an `outage_s`, the `outage` finding names it, and nothing else takes it as a
+//!   point of a curve; what rests on it is `disturbed` and carries its caveat.
 //!
 //! Each check counts the shapes it judged, and the test fails if a check judged too few: no
 //! check passes by never running. A failing shape prints its seed and the shape
@@ -65,6 +68,8 @@ struct Shape {
     accept: u32,
     fail_rate: f64,
     lengths: Vec<u64>,
+    /// The simulator goes away for this long during C=2 (0: never).
+    outage_s: f64,
 }
 
 /// A small seeded generator (splitmix64): the shapes are the same on every machine.
@@ -112,6 +117,12 @@ impl Shape {
         } else {
             vec![1000, 2000, 4000]
         };
+        // One shape in six loses its server for a while during C=2.
+        let outage_s = if seed % 6 == 1 {
+            d.range(1.2, 2.0)
+        } else {
+            0.0
+        };
         Self {
             seed,
             cap,
@@ -122,6 +133,7 @@ impl Shape {
             accept,
             fail_rate,
             lengths,
+            outage_s,
         }
     }
 
@@ -159,6 +171,7 @@ impl Shape {
             seed: self.seed,
             // The simulator counts what it injected over every request: no warmup to hide one.
             warmup_requests: u32::from(self.fail_rate <= 0.0),
+            server_wait_s: 20.0,
             ..RunConfig::minimal(url)
         }
     }
@@ -600,12 +613,106 @@ fn check_failures_and_strength(s: &RunSummary, injected: u64, judged: &mut Judge
     }
 }
 
+/// A disturbed level (the shape's outage, during C=2) is measured as one, and every finding
+/// resting on it says so; no other level is disturbed.
+fn check_disturbed(s: &RunSummary, judged: &mut Judged) {
+    for l in s.levels() {
+        let out = l.stats.as_ref().map_or(0.0, |st| st.scalars.outage_s);
+        if l.concurrency == 2 && l.kind == servetop::workload::LevelKind::Sweep {
+            assert!(
+                out > 0.5,
+                "C=2 lost its server for over a second, but outage_s is {out}"
+            );
+        } else {
+            assert!(out == 0.0, "{} has outage_s {out} but no outage", l.label());
+        }
+    }
+    let o = find(s, "outage").expect("an outage finding");
+    assert_eq!(o.levels, ["C=2"], "{o:?}");
+    judged.add("outage named");
+    for f in &s.findings {
+        if f.levels.iter().any(|l| l == "C=2") {
+            judged.add("disturbed marked");
+            assert_eq!(
+                f.strength,
+                Strength::Disturbed,
+                "{} rests on C=2: {f:?}",
+                f.id
+            );
+            assert!(
+                f.caveats.iter().any(|c| c.starts_with("C=2 was disturbed")),
+                "{} rests on C=2 without its caveat: {f:?}",
+                f.id
+            );
+            // Only what is about the outage itself rests on it: no curve takes it as a point.
+            assert!(
+                ["outage", "failures"].contains(&f.id.as_str()),
+                "{} compares the disturbed C=2 as if it were clean: {f:?}",
+                f.id
+            );
+        } else {
+            assert!(
+                f.strength != Strength::Disturbed,
+                "{} is disturbed: {f:?}",
+                f.id
+            );
+        }
+    }
+}
+
+/// Takes the shape's simulator away during C=2 (sweep level 1) for its outage, then serves
+/// again on the same address; the handle returned is the one serving at the end.
+async fn outage(h: sim::SimHandle, shape: &Shape) -> sim::SimHandle {
+    let t = std::time::Instant::now();
+    let under_way = |h: &sim::SimHandle| {
+        h.log
+            .lock()
+            .unwrap()
+            .traces
+            .iter()
+            .filter(|r| {
+                r.request_id
+                    .as_deref()
+                    .is_some_and(|id| id.starts_with("servetop-1-"))
+            })
+            .count()
+            >= 2
+    };
+    while !under_way(&h) {
+        assert!(
+            t.elapsed().as_secs() < 120,
+            "seed {}: C=2 never began",
+            shape.seed
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let addr = h.addr;
+    drop(h);
+    tokio::time::sleep(std::time::Duration::from_secs_f64(shape.outage_s)).await;
+    sim::start(shape.sim(), addr).await.unwrap()
+}
+
 /// Runs one shape and checks it; the check's panic message names the seed and the shape.
 async fn one(shape: Shape) -> Judged {
     let h = sim::start(shape.sim(), SocketAddr::from(([127, 0, 0, 1], 0)))
         .await
         .unwrap();
     let began = std::time::Instant::now();
+    if shape.outage_s > 0.0 {
+        // The simulator's record is cut by the outage: only what the outage is about is
+        // checked.
+        let run = tokio::spawn(sim_run::finished(shape.plan(&h.url())));
+        let back = outage(h, &shape).await;
+        let session = run.await.unwrap();
+        back.stop();
+        let mut judged = Judged::default();
+        judged.add("outage shapes");
+        let s = &session.summary;
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            check_disturbed(s, &mut judged);
+        }));
+        return report(&shape, s, outcome, judged);
+    }
     let session: Session = sim_run::finished(shape.plan(&h.url())).await;
     let truth = sim_truth::of(&h);
     if let Some(why) = sim_truth::starved(&truth, began.elapsed().as_secs_f64()) {
@@ -618,6 +725,16 @@ async fn one(shape: Shape) -> Judged {
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         check(&shape, s, &truth, injected, &mut judged);
     }));
+    report(&shape, s, outcome, judged)
+}
+
+/// The shape's judgements, or its failure with its seed, its shape and its findings.
+fn report(
+    shape: &Shape,
+    s: &RunSummary,
+    outcome: std::thread::Result<()>,
+    judged: Judged,
+) -> Judged {
     if let Err(e) = outcome {
         let msg = e
             .downcast_ref::<String>()
@@ -679,11 +796,14 @@ fn every_finding_holds_on_random_simulator_shapes() {
             ("knee named", 3),
             ("no knee", 10),
             ("saturation level", 10),
-            ("prefill", 50),
+            ("prefill", 35),
             ("two-point fit", 5),
             ("decode: change", 10),
             ("failures", 5),
             ("thin marked", 10),
+            ("outage shapes", 5),
+            ("disturbed marked", 10),
+            ("outage named", 5),
         ] {
             let n = total.counts.get(what).copied().unwrap_or(0);
             assert!(

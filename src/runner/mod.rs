@@ -266,7 +266,7 @@ impl Runner {
             if self.cancel.is_cancelled() {
                 return Ok(());
             }
-            let req = make_request(&mut self.prepared.factory, spec, i)
+            let req = make_request_patiently(&mut self.prepared.factory, spec, i, self.server_wait)
                 .await
                 .map_err(|e| format!("preparing prompts for {}: {e}", spec.label()))?;
             if let Some(job) = jobs.push(i, req) {
@@ -279,16 +279,7 @@ impl Runner {
             let patience = self.server_wait;
             Some(tokio::spawn(async move {
                 for i in ahead..spec.requests {
-                    // Sizing a prompt asks the server (/tokenize): while it is away, wait as
-                    // long as the workers do, then give up with the last error.
-                    let started = Instant::now();
-                    let req = loop {
-                        match make_request(&mut factory, &spec, i).await {
-                            Ok(r) => break r,
-                            Err(e) if started.elapsed() >= patience => return Err(e),
-                            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
-                        }
-                    };
+                    let req = make_request_patiently(&mut factory, &spec, i, patience).await?;
                     if let Some(job) = jobs.push(i, req)
                         && ptx.send(job).await.is_err()
                     {
@@ -574,6 +565,25 @@ impl Runner {
             LevelEnd::Interrupted
         } else {
             LevelEnd::Done
+        }
+    }
+}
+
+/// [`make_request`], which asks the server to size a prompt (/tokenize): while the server is
+/// away (an outage that began in the level before), it waits as long as the workers do
+/// (`patience`, `--server-wait`), then gives up with the last error.
+async fn make_request_patiently(
+    factory: &mut crate::workload::prompt::PromptFactory,
+    spec: &LevelSpec,
+    i: u32,
+    patience: Duration,
+) -> Result<crate::client::RequestSpec, String> {
+    let started = Instant::now();
+    loop {
+        match make_request(factory, spec, i).await {
+            Ok(r) => return Ok(r),
+            Err(e) if started.elapsed() >= patience => return Err(e),
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
         }
     }
 }

@@ -203,7 +203,8 @@ pub fn of(whole: &RunSummary) -> Vec<Finding> {
         }
         _ => whole,
     };
-    let mut out = sweep::findings(s);
+    let mut out: Vec<Finding> = outage(full).into_iter().collect();
+    out.extend(sweep::findings(s));
     out.extend(long_context::findings(s));
     out.extend(others::findings(s));
     out.extend(validity::finding(s));
@@ -242,6 +243,16 @@ fn strength_of(l: &LevelSummary) -> Vec<(Strength, String)> {
     };
     let mut out = Vec::new();
     let completed = st.scalars.completed;
+    if st.scalars.outage_s > 0.0 {
+        out.push((
+            Strength::Disturbed,
+            format!(
+                "{} includes {} s when the server was unreachable",
+                l.label(),
+                num(st.scalars.outage_s)
+            ),
+        ));
+    }
     if l.kind == LevelKind::LongContext {
         if completed == 1 {
             out.push((
@@ -288,12 +299,55 @@ fn short(l: &LevelSummary) -> bool {
             .is_some_and(|st| crate::metrics::steady::short_level("", st).is_some())
 }
 
-/// A level that ended with results: done, with completed requests; with `--repeat`, its first
-/// run only (the figures then the means across its runs, see [`fig`]).
+/// A level that ended with results: done, with completed requests, and no outage inside it (a
+/// disturbed level is not a point of any curve; the `outage` finding names it); with
+/// `--repeat`, its first run only (the figures then the means across its runs, see [`fig`]).
 fn measured(l: &LevelSummary) -> bool {
     l.status == LevelStatus::Done
         && l.repeat.is_none_or(|r| r.n == 1)
-        && l.stats.as_ref().is_some_and(|s| s.scalars.completed > 0)
+        && l.stats
+            .as_ref()
+            .is_some_and(|s| s.scalars.completed > 0 && s.scalars.outage_s <= 0.0)
+}
+
+/// The levels the server's outages disturbed, each with how long, left out of every other
+/// finding's figures.
+fn outage(s: &RunSummary) -> Option<Finding> {
+    let hit: Vec<&LevelSummary> = s
+        .levels()
+        .filter(|l| l.stats.as_ref().is_some_and(|st| st.scalars.outage_s > 0.0))
+        .collect();
+    if hit.is_empty() {
+        return None;
+    }
+    let total: f64 = hit
+        .iter()
+        .filter_map(|l| l.stats.as_ref())
+        .map(|st| st.scalars.outage_s)
+        .sum();
+    let parts: Vec<String> = hit
+        .iter()
+        .map(|l| {
+            let st = l.stats.as_ref().expect("filtered");
+            format!("{} ({} s)", l.label(), num(st.scalars.outage_s))
+        })
+        .collect();
+    let again: Vec<String> = hit.iter().map(|l| rerun_flag(l)).collect();
+    Some(
+        Finding::new(
+            "outage",
+            format!(
+                "The server was unreachable during {}: {} left out of the other findings; run {} again ({}).",
+                parts.join(", "),
+                if hit.len() == 1 { "it is" } else { "they are" },
+                if hit.len() == 1 { "it" } else { "them" },
+                again.join("; ")
+            ),
+            &hit,
+        )
+        .value("outage_s", Some(total))
+        .value("levels", Some(hit.len() as f64)),
+    )
 }
 
 /// A level figure by its results.json key: the mean across the level's runs when it has one
@@ -338,6 +392,18 @@ fn decode_mean(l: &LevelSummary) -> Option<f64> {
 
 use words::{ms_text, num};
 
+/// The flag that runs level `l` alone again.
+fn rerun_flag(l: &LevelSummary) -> String {
+    match l.kind {
+        LevelKind::Rate => l.arrival.as_ref().map_or_else(
+            || "the same --request-rate".into(),
+            |a| format!("--request-rate {}", crate::fmt::fmt_rate(a.request_rate)),
+        ),
+        LevelKind::LongContext => format!("--long-context {}", l.input_len),
+        _ => format!("--concurrency {}", l.concurrency),
+    }
+}
+
 /// Why a finding resting on `l` should not be taken at face value (docs/metrics.md
 /// "Findings", caveats).
 /// `all_short`: every sweep level is too short for a steady state, said once for the run.
@@ -347,6 +413,13 @@ fn caveats_of(l: &LevelSummary, all_short: bool) -> Vec<String> {
     };
     let label = l.label();
     let mut out: Vec<String> = validity::client_bound(l).into_iter().collect();
+    if st.scalars.outage_s > 0.0 {
+        out.push(format!(
+            "{label} was disturbed: the server was unreachable for {} s of it, which its throughput and latency count (its steady window leaves it out); run it again ({})",
+            num(st.scalars.outage_s),
+            rerun_flag(l)
+        ));
+    }
     let completed = st.scalars.completed;
     // A long-context length is one request at a time by design; its figures are means.
     if completed > 0 && completed < FEW_REQUESTS && l.kind != LevelKind::LongContext {
