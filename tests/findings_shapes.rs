@@ -18,8 +18,8 @@
 //!   change is small;
 //! - failures counted exactly as the simulator injected them;
 //! - every finding resting on a level of fewer than 10 requests is marked thin or worse;
-//! - in one shape of six the simulator goes away during C=2 and comes back on the same address:
-//!   C=2 alone has an `outage_s`, the `outage` finding names it, and nothing else takes it as a
+//! - in one shape of six the simulator goes away during the sweep's second level and comes back
+//!   on the same address: that level alone has an `outage_s`, the `outage` finding names it, and nothing else takes it as a
 //!   point of a curve; what rests on it is `disturbed` and carries its caveat.
 //!
 //! Each check counts the shapes it judged, and the test fails if a check judged too few: no
@@ -50,8 +50,9 @@ const SHAPES: u64 = 50;
 const AT_ONCE: usize = 3;
 /// Output tokens of each long-context request: decode over 20 to 80 steps.
 const LC_OUT: u64 = 81;
-/// The sweep every shape runs.
-const SWEEP: [u32; 4] = [1, 2, 4, 8];
+/// The sweeps the shapes run: even seeds double the load at each level, odd ones quadruple it
+/// (a load ×4 with TTFT ×3 is growth in step with it, not a knee).
+const SWEEPS: [&[u32]; 2] = [&[1, 2, 4, 8], &[1, 4, 16]];
 /// The simulator publishes its gauges once per engine loop: a read sees a request waiting if it
 /// waited at the loop's last turn. One turn is at most a decode step plus a prefill piece here
 /// (under 60 ms for every shape drawn), so a request waiting from 60 ms before a read to 60 ms
@@ -70,7 +71,7 @@ struct Shape {
     accept: u32,
     fail_rate: f64,
     lengths: Vec<u64>,
-    /// The simulator goes away for this long during C=2 (0: never).
+    /// The simulator goes away for this long during the sweep's second level (0: never).
     outage_s: f64,
 }
 
@@ -119,8 +120,8 @@ impl Shape {
         } else {
             vec![1000, 2000, 4000]
         };
-        // One shape in six loses its server for a while during C=2.
-        let outage_s = if seed % 6 == 1 {
+        // One shape in six loses its server for a while during the sweep's second level.
+        let outage_s = if seed % 6 == 4 {
             d.range(1.2, 2.0)
         } else {
             0.0
@@ -161,11 +162,18 @@ impl Shape {
     fn plan(&self, url: &str) -> RunConfig {
         RunConfig {
             api_key_env: "SERVETOP_TEST_NO_KEY".into(),
-            concurrency: SWEEP.iter().map(|c| u64::from(*c)).collect(),
+            concurrency: SWEEPS[(self.seed % 2) as usize]
+                .iter()
+                .map(|c| u64::from(*c))
+                .collect(),
             input_len: 200,
             output_len: 21,
             requests_per_level: RequestCount::PerConcurrency {
-                factor: 3.0,
+                factor: if self.seed.is_multiple_of(2) {
+                    3.0
+                } else {
+                    2.0
+                },
                 min: 4,
             },
             long_context: self.lengths.clone(),
@@ -647,8 +655,16 @@ fn check_failures_and_strength(s: &RunSummary, injected: u64, judged: &mut Judge
         })
         .map(LevelSummary::label)
         .collect();
+    // What states a fact (a count, a restart, a skip, an outage) is not weakened by few
+    // requests (docs/metrics.md "Findings").
+    let facts = [
+        "failures",
+        "outage",
+        "long_context_servers",
+        "long_context_skipped",
+    ];
     for f in &s.findings {
-        if f.levels.iter().any(|l| few.contains(l)) {
+        if f.levels.iter().any(|l| few.contains(l)) && !facts.contains(&f.id.as_str()) {
             assert!(
                 f.strength >= Strength::Thin,
                 "{} rests on a level of under 10 requests ({:?}) but is {:?}",
@@ -669,41 +685,45 @@ fn check_failures_and_strength(s: &RunSummary, injected: u64, judged: &mut Judge
     }
 }
 
-/// A disturbed level (the shape's outage, during C=2) is measured as one, and every finding
+/// A disturbed level (the shape's outage, during the sweep's second level) is measured as one, and every finding
 /// resting on it says so; no other level is disturbed.
 fn check_disturbed(s: &RunSummary, judged: &mut Judged) {
+    // The outage came during the sweep's second level.
+    let hit = s.sweep[1].label();
     for l in s.levels() {
         let out = l.stats.as_ref().map_or(0.0, |st| st.scalars.outage_s);
-        if l.concurrency == 2 && l.kind == servetop::workload::LevelKind::Sweep {
+        if l.label() == hit {
             assert!(
                 out > 0.5,
-                "C=2 lost its server for over a second, but outage_s is {out}"
+                "{hit} lost its server for over a second, but outage_s is {out}"
             );
         } else {
             assert!(out == 0.0, "{} has outage_s {out} but no outage", l.label());
         }
     }
     let o = find(s, "outage").expect("an outage finding");
-    assert_eq!(o.levels, ["C=2"], "{o:?}");
+    assert_eq!(o.levels, std::slice::from_ref(&hit), "{o:?}");
     judged.add("outage named");
     for f in &s.findings {
-        if f.levels.iter().any(|l| l == "C=2") {
+        if f.levels.contains(&hit) {
             judged.add("disturbed marked");
             assert_eq!(
                 f.strength,
                 Strength::Disturbed,
-                "{} rests on C=2: {f:?}",
+                "{} rests on {hit}: {f:?}",
                 f.id
             );
             assert!(
-                f.caveats.iter().any(|c| c.starts_with("C=2 was disturbed")),
-                "{} rests on C=2 without its caveat: {f:?}",
+                f.caveats
+                    .iter()
+                    .any(|c| c.starts_with(&format!("{hit} was disturbed"))),
+                "{} rests on {hit} without its caveat: {f:?}",
                 f.id
             );
             // Only what is about the outage itself rests on it: no curve takes it as a point.
             assert!(
                 ["outage", "failures"].contains(&f.id.as_str()),
-                "{} compares the disturbed C=2 as if it were clean: {f:?}",
+                "{} compares the disturbed {hit} as if it were clean: {f:?}",
                 f.id
             );
         } else {
@@ -716,7 +736,7 @@ fn check_disturbed(s: &RunSummary, judged: &mut Judged) {
     }
 }
 
-/// Takes the shape's simulator away during C=2 (sweep level 1) for its outage, then serves
+/// Takes the shape's simulator away during the sweep's second level (level 1) for its outage, then serves
 /// again on the same address; the handle returned is the one serving at the end.
 async fn outage(h: sim::SimHandle, shape: &Shape) -> sim::SimHandle {
     let t = std::time::Instant::now();
@@ -737,7 +757,7 @@ async fn outage(h: sim::SimHandle, shape: &Shape) -> sim::SimHandle {
     while !under_way(&h) {
         assert!(
             t.elapsed().as_secs() < 120,
-            "seed {}: C=2 never began",
+            "seed {}: the second level never began",
             shape.seed
         );
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
@@ -846,11 +866,11 @@ fn every_finding_holds_on_random_simulator_shapes() {
     if seeds.len() as u64 >= SHAPES {
         for (what, least) in [
             ("queue named", 10),
-            ("queue certain", 5),
+            ("queue certain", 3),
             ("cap named", 5),
             ("no queue named", 5),
             ("knee named", 3),
-            ("no knee", 10),
+            ("no knee", 5),
             ("saturation level", 10),
             ("prefill", 35),
             ("two-point fit", 5),

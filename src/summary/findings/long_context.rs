@@ -67,14 +67,20 @@ fn decode(done: &[&LevelSummary]) -> Option<Finding> {
             ),
         );
         let overall = if measurable(pct, floor) {
-            format!("from the shortest to the longest it {}", change(pct, floor))
+            format!(
+                "from the shortest to the longest it {}, more than the {} they scatter",
+                change(pct, floor),
+                pct_text(floor)
+            )
         } else {
-            "no measurable change from the shortest to the longest".into()
+            format!(
+                "no measurable change from the shortest to the longest, within the {} they scatter",
+                pct_text(floor)
+            )
         };
         format!(
-            "Decode across lengths is not monotone ({} tok/s per stream): {overall} within the {} the lengths scatter.",
-            list.join(", "),
-            pct_text(reversal)
+            "Decode across lengths is not monotone ({} tok/s per stream): {overall}.",
+            list.join(", ")
         )
     } else if measurable(pct, floor) {
         format!(

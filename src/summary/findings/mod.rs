@@ -222,11 +222,15 @@ pub fn of(whole: &RunSummary) -> Vec<Finding> {
                 f.caveats.push(c.clone());
             }
         }
+        // A finding that states what happened (a restart, a skip, a count) is not weakened by
+        // how few requests a level had; only by an outage.
+        let states_facts = FACTS.contains(&f.id.as_str());
         let reasons: Vec<(Strength, String)> = f
             .rests_on
             .iter()
             .filter_map(|i| strength.get(i))
             .flatten()
+            .filter(|(st, _)| !states_facts || *st == Strength::Disturbed)
             .cloned()
             .collect();
         for (st, why) in reasons {
@@ -235,6 +239,14 @@ pub fn of(whole: &RunSummary) -> Vec<Finding> {
     }
     out
 }
+
+/// Findings that state what happened rather than measure it.
+const FACTS: [&str; 4] = [
+    "long_context_servers",
+    "long_context_skipped",
+    "failures",
+    "outage",
+];
 
 /// What a level itself says about the strength of any finding resting on it.
 fn strength_of(l: &LevelSummary) -> Vec<(Strength, String)> {
