@@ -16,6 +16,9 @@
 //! - the decode change across lengths within 3 points of the server's record (itself within 5
 //!   of the one computed by hand from the shape), or "no measurable change" only where the
 //!   change is small;
+//! - a structured-output constraint's cost per server step within 3 points of the server's
+//!   record, and a finding whose twins' accept lengths differ by over 7 % confounded (none
+//!   under 3 %);
 //! - failures counted exactly as the simulator injected them;
 //! - every finding resting on a level of fewer than 10 requests is marked thin or worse;
 //! - in one shape of six the simulator goes away during the sweep's second level and comes back
@@ -73,6 +76,10 @@ struct Shape {
     lengths: Vec<u64>,
     /// The simulator goes away for this long during the sweep's second level (0: never).
     outage_s: f64,
+    /// A structured-output constraint costs each step this much (0: the plan has none); such
+    /// shapes draw their accept length per step around a mean, so twins can differ in it.
+    mask_ms: f64,
+    accept_mean: f64,
 }
 
 /// A small seeded generator (splitmix64): the shapes are the same on every machine.
@@ -121,6 +128,11 @@ impl Shape {
             vec![1000, 2000, 4000]
         };
         // One shape in six loses its server for a while during the sweep's second level.
+        let (mask_ms, accept_mean) = if seed % 8 == 2 {
+            (d.range(0.5, 4.0), d.range(1.3, 3.7))
+        } else {
+            (0.0, 0.0)
+        };
         let outage_s = if seed % 6 == 4 {
             d.range(1.2, 2.0)
         } else {
@@ -137,6 +149,8 @@ impl Shape {
             fail_rate,
             lengths,
             outage_s,
+            mask_ms,
+            accept_mean,
         }
     }
 
@@ -145,7 +159,12 @@ impl Shape {
         c.max_running = self.cap;
         c.batch_growth = self.batch_growth;
         c.context_ms_per_1k = self.ctx_ms_per_1k;
-        c.accept_length = AcceptLength::Fixed(self.accept);
+        c.accept_length = if self.mask_ms > 0.0 {
+            AcceptLength::Mean(self.accept_mean)
+        } else {
+            AcceptLength::Fixed(self.accept)
+        };
+        c.structured_step_ms = self.mask_ms;
         c.prefill_tokens_per_s = self.prefill;
         c.prefill_chunk_tokens = 1_000_000;
         c.prefix_cache = false;
@@ -182,6 +201,8 @@ impl Shape {
             // The simulator counts what it injected over every request: no warmup to hide one.
             warmup_requests: u32::from(self.fail_rate <= 0.0),
             server_wait_s: 20.0,
+            response_format: (self.mask_ms > 0.0)
+                .then_some(servetop::client::structured::ResponseFormat::Json),
             ..RunConfig::minimal(url)
         }
     }
@@ -297,7 +318,12 @@ struct Ctx<'a> {
 }
 
 fn check(shape: &Shape, s: &RunSummary, t: &SimTruth, injected: u64, judged: &mut Judged) {
-    let sweep: Vec<&LevelSummary> = s.sweep.iter().collect();
+    // The plan's own levels: the constrained twins are the structured finding's.
+    let sweep: Vec<&LevelSummary> = s
+        .sweep
+        .iter()
+        .filter(|l| l.response_format.is_none())
+        .collect();
     let reqs: Vec<Vec<&SimRequestTrace>> = sweep.iter().map(|l| of_level(t, l)).collect();
     // The queue, level by level, from the reads of the server's gauges.
     let mut possible = vec![false; sweep.len()];
@@ -321,7 +347,69 @@ fn check(shape: &Shape, s: &RunSummary, t: &SimTruth, injected: u64, judged: &mu
     check_knee(&c, judged);
     check_saturation(&c, judged);
     check_long_context(shape, s, t, judged);
+    if shape.mask_ms > 0.0 {
+        check_structured(s, t, judged);
+    }
     check_failures_and_strength(s, injected, judged);
+}
+
+/// The server's step at a level: the median gap between its frames after each request's first,
+/// and its tokens a frame after the first (its accept length).
+fn server_steps(reqs: &[&SimRequestTrace]) -> (f64, f64) {
+    let mut gaps = Vec::new();
+    let (mut tokens, mut frames) = (0u64, 0u64);
+    for r in reqs.iter().filter(|r| r.completed) {
+        for w in r.writes.windows(2) {
+            gaps.push((w[1].0 - w[0].0) as f64 / 1e3);
+            tokens += u64::from(w[1].1);
+            frames += 1;
+        }
+    }
+    (
+        median(gaps).unwrap_or(0.0),
+        tokens as f64 / frames.max(1) as f64,
+    )
+}
+
+/// A constraint's cost per step within 3 points of the server's record; a twin whose accept
+/// length moved is flagged confounded, and one whose did not is not.
+fn check_structured(s: &RunSummary, t: &SimTruth, judged: &mut Judged) {
+    let f = find(s, "structured_output").expect("a structured_output finding");
+    let mut steps = Vec::new();
+    let mut confound: f64 = 0.0;
+    // Every constrained level, the ladder's too, against its plain twin (the level before).
+    for c in s.levels().filter(|l| l.response_format.is_some()) {
+        let Some(p) = s.levels().find(|p| p.index + 1 == c.index) else {
+            continue;
+        };
+        let (step_c, accept_c) = server_steps(&of_level(t, c));
+        let (step_p, accept_p) = server_steps(&of_level(t, p));
+        steps.push((step_c / step_p - 1.0) * 100.0);
+        confound = confound.max((accept_c / accept_p - 1.0).abs());
+    }
+    let server = median(steps).unwrap();
+    let got = f.values["step_overhead_pct"];
+    assert!(
+        (got - server).abs() < 3.0,
+        "the constraint costs {got:.1} % a step, {server:.1} % by the server's record: {}",
+        f.text
+    );
+    judged.add("structured step");
+    if confound > 0.07 {
+        assert_eq!(
+            f.strength,
+            Strength::Confounded,
+            "the twins' accept lengths differ by {:.0} % on the server, but the finding is not confounded: {f:?}",
+            confound * 100.0
+        );
+        judged.add("confound flagged");
+    } else if confound < 0.03 {
+        assert!(
+            f.strength < Strength::Confounded,
+            "the twins' accept lengths agree within {:.1} % on the server, but the finding is confounded: {f:?}",
+            confound * 100.0
+        );
+    }
 }
 
 /// The queue named where the gauges saw one, and its cap the configured one.
@@ -880,6 +968,7 @@ fn every_finding_holds_on_random_simulator_shapes() {
             ("outage shapes", 5),
             ("disturbed marked", 10),
             ("outage named", 5),
+            ("structured step", 4),
         ] {
             let n = total.counts.get(what).copied().unwrap_or(0);
             assert!(

@@ -21,6 +21,18 @@ pub struct StructuredOverhead {
     /// plain one at its planned length, so throughputs compare answers of these lengths.
     pub mean_output_tokens_plain: Option<f64>,
     pub mean_output_tokens_constrained: Option<f64>,
+    /// The server's step as servetop sees it, the chunk gap p50 (one delivery a step): its
+    /// change in % and in ms. TPOT divides it by the accept length, which the constraint may
+    /// move too; this does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_p50_pct: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_p50_added_ms: Option<f64>,
+    /// Each twin's accept length as servetop saw it (tokens a delivery).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accept_length_plain: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accept_length_constrained: Option<f64>,
 }
 
 /// `c` against `p`: `(change in %, added)`.
@@ -37,6 +49,10 @@ pub fn overhead(constrained: &LevelSummary, plain: &LevelSummary) -> Option<Stru
     let p50 = |d: Option<&crate::metrics::DistStats>| d.map(|d| d.p50);
     let (ttft_pct, ttft_ms) = change(p50(c.dists.ttft_ms.as_ref()), p50(p.dists.ttft_ms.as_ref()));
     let (tpot_pct, tpot_ms) = change(p50(c.dists.tpot_ms.as_ref()), p50(p.dists.tpot_ms.as_ref()));
+    let (step_pct, step_ms) = change(
+        p50(c.dists.chunk_gap_ms.as_ref()),
+        p50(p.dists.chunk_gap_ms.as_ref()),
+    );
     Some(StructuredOverhead {
         plain_level: plain.index,
         ttft_p50_pct: ttft_pct,
@@ -55,6 +71,10 @@ pub fn overhead(constrained: &LevelSummary, plain: &LevelSummary) -> Option<Stru
         .0,
         mean_output_tokens_plain: p.scalars.mean_output_tokens,
         mean_output_tokens_constrained: c.scalars.mean_output_tokens,
+        step_p50_pct: step_pct,
+        step_p50_added_ms: step_ms,
+        accept_length_plain: plain.accept_length_client(),
+        accept_length_constrained: constrained.accept_length_client(),
     })
 }
 

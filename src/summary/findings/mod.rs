@@ -206,6 +206,7 @@ pub fn of(whole: &RunSummary) -> Vec<Finding> {
     let mut out: Vec<Finding> = outage(full).into_iter().collect();
     out.extend(sweep::findings(s));
     out.extend(long_context::findings(s));
+    out.extend(others::failures(full));
     out.extend(others::findings(s));
     out.extend(validity::finding(s));
     out.extend(others::thinking_budgets(whole));

@@ -1,4 +1,4 @@
-//! The findings that need a part of the run not every run has: failures, energy, the
+//! The findings that need a part of the run not every run has: failures (over every pass), energy, the
 //! multi-turn cache, reasoning, the baseline.
 
 use std::fmt::Write;
@@ -12,7 +12,6 @@ use crate::workload::LevelKind;
 
 pub(super) fn findings(s: &RunSummary) -> Vec<Finding> {
     let mut out = Vec::new();
-    out.extend(failures(s));
     out.extend(energy(s));
     out.extend(multi_turn(s));
     out.extend(reasoning(s));
@@ -20,7 +19,8 @@ pub(super) fn findings(s: &RunSummary) -> Vec<Finding> {
     out
 }
 
-fn failures(s: &RunSummary) -> Option<Finding> {
+/// Failures over every pass of the plan (plain and constrained twins, each thinking budget).
+pub(super) fn failures(s: &RunSummary) -> Option<Finding> {
     let ran: Vec<&LevelSummary> = s
         .levels()
         .filter(|l| l.stats.is_some() && l.status != LevelStatus::Skipped)

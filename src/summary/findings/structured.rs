@@ -3,16 +3,14 @@
 
 use std::fmt::Write;
 
-use super::{Finding, measured, ms_text, num};
+use super::words::{ms_text, num, pct_text, signed_pct};
+use super::{ACCEPT_CONFOUND, Finding, Strength, measured};
 use crate::summary::{LevelSummary, RunSummary};
 
-/// `+12 %` or `-3.4 %`.
-fn signed_pct(v: f64) -> String {
-    if v >= 0.0 {
-        format!("+{} %", num(v))
-    } else {
-        format!("{} %", num(v))
-    }
+/// The median of `v` (the lower middle of an even count).
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len().checked_sub(1)? / 2).copied()
 }
 
 /// One finding for the run's constrained levels: the TPOT and TTFT overhead at the first and
@@ -30,8 +28,26 @@ pub(super) fn finding(s: &RunSummary) -> Option<Finding> {
         .iter()
         .filter_map(|l| Some((*l, l.structured_overhead.as_ref()?.tpot_p50_pct?)))
         .max_by(|a, b| a.1.total_cmp(&b.1));
-    let mut text = format!("Structured output ({format}) at {}:", first.label());
     let mut f = Finding::new("structured_output", String::new(), &levels);
+    // The constraint's cost per server step, over every constrained level.
+    let steps: Vec<f64> = levels
+        .iter()
+        .filter_map(|l| l.structured_overhead.as_ref()?.step_p50_pct)
+        .collect();
+    let mut text = format!("Structured output ({format})");
+    if let Some(step) = median(steps.clone()) {
+        let _ = write!(
+            text,
+            ": each server step {} (chunk gap p50, the median over {} constrained {}); at {}:",
+            signed_pct(step),
+            steps.len(),
+            if steps.len() == 1 { "level" } else { "levels" },
+            first.label()
+        );
+        f = f.value("step_overhead_pct", Some(step));
+    } else {
+        let _ = write!(text, " at {}:", first.label());
+    }
     if let (Some(p), Some(ms)) = (o.tpot_p50_pct, o.tpot_p50_added_ms) {
         let _ = write!(
             text,
@@ -59,6 +75,10 @@ pub(super) fn finding(s: &RunSummary) -> Option<Finding> {
         );
         f = f.value("worst_tpot_p50_pct", Some(p));
     }
+    if let Some((said, why)) = accept_confound(&levels) {
+        text += &said;
+        f = f.weakened(Strength::Confounded, why);
+    }
     let (checked, valid) = levels
         .iter()
         .filter_map(|l| {
@@ -83,4 +103,35 @@ pub(super) fn finding(s: &RunSummary) -> Option<Finding> {
     }
     f.text = text + ".";
     Some(f)
+}
+
+/// With speculative decoding TPOT is the step over the accept length: twins whose accept
+/// lengths differ by more than [`ACCEPT_CONFOUND`] do not compare by TPOT alone. What the
+/// finding then says, and the reason it is confounded.
+fn accept_confound(levels: &[&LevelSummary]) -> Option<(String, String)> {
+    let (l, p, c, share) = levels
+        .iter()
+        .filter_map(|l| {
+            let o = l.structured_overhead.as_ref()?;
+            let (p, c) = (o.accept_length_plain?, o.accept_length_constrained?);
+            (p > 0.0).then(|| (*l, p, c, (c / p - 1.0).abs()))
+        })
+        .max_by(|a, b| a.3.total_cmp(&b.3))
+        .filter(|w| w.3 > ACCEPT_CONFOUND)?;
+    Some((
+        format!(
+            "; TPOT moved with the accept length too ({}: {} plain, {} constrained, {} apart), so the step's change is the constraint's cost",
+            l.label(),
+            num(p),
+            num(c),
+            pct_text(share * 100.0)
+        ),
+        format!(
+            "the twins' accept lengths differ by {} at {} ({} plain, {} constrained): their TPOT compares more than the constraint",
+            pct_text(share * 100.0),
+            l.label(),
+            num(p),
+            num(c)
+        ),
+    ))
 }
