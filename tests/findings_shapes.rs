@@ -13,9 +13,9 @@
 //!   span) is near the best, and not above a level that already was;
 //! - the prefill fit within 3 % of the speed the server's record shows (itself within 10 % of
 //!   the configured speed), with an R² only over three lengths;
-//! - the decode change across lengths within 3 points of the server's record (itself within 5
-//!   of the one computed by hand from the shape), or "no measurable change" only where the
-//!   change is small;
+//! - the decode change across lengths within 3 points of the server's record, and of the one
+//!   computed by hand from the shape wherever the record kept to it, or "no measurable
+//!   change" only where the change is small;
 //! - a structured-output constraint's cost per server step within 3 points of the server's
 //!   record, and a finding whose twins' accept lengths differ by over 7 % confounded (none
 //!   under 3 %);
@@ -50,7 +50,7 @@ mod sim_truth;
 /// Shapes drawn: at least 50, seeds 1‥=SHAPES.
 const SHAPES: u64 = 50;
 /// Shapes run at once (each its own simulator and run; they share the process's runtime).
-const AT_ONCE: usize = 3;
+const AT_ONCE: usize = 2;
 /// Output tokens of each long-context request: decode over 20 to 80 steps.
 const LC_OUT: u64 = 81;
 /// The sweeps the shapes run: even seeds double the load at each level, odd ones quadruple it
@@ -671,7 +671,7 @@ fn check_long_context(shape: &Shape, s: &RunSummary, t: &SimTruth, judged: &mut 
         "a noise floor of {noise:.1} % hides any change: {}",
         lc.text
     );
-    if lc.text.contains("no measurable change") || lc.text.contains("not monotone") {
+    if lc.text.contains("no measurable change") {
         assert!(
             server.abs() < noise.max(2.0) + 3.0,
             "the server's decode changed {server:.1} % ({hand:.1} % by hand), but the finding measures none (its floor {noise:.1} %): {}",
@@ -685,12 +685,18 @@ fn check_long_context(shape: &Shape, s: &RunSummary, t: &SimTruth, judged: &mut 
             lc.text
         );
         judged.add("decode: change");
+        // Where the server kept to the shape's schedule (its record within a point of the
+        // hand's), the finding is the hand's too; a machine that slowed the simulator's steps
+        // moves the record, and the record is what servetop is held to above.
+        if (server - hand).abs() < 1.0 {
+            assert!(
+                (got - hand).abs() < 3.0,
+                "decode changed {got:.1} %, {hand:.1} % by hand: {}",
+                lc.text
+            );
+            judged.add("decode: hand");
+        }
     }
-    // The server kept to the shape: its change is the hand's, give or take its own slips.
-    assert!(
-        (server - hand).abs() < 5.0,
-        "the simulator's decode changed {server:.1} %, {hand:.1} % by hand: the machine starved it"
-    );
 }
 
 /// The server's mean decode tok/s over a long-context length's requests, from its frames'
@@ -963,6 +969,7 @@ fn every_finding_holds_on_random_simulator_shapes() {
             ("prefill", 35),
             ("two-point fit", 5),
             ("decode: change", 10),
+            ("decode: hand", 5),
             ("failures", 5),
             ("thin marked", 10),
             ("outage shapes", 5),

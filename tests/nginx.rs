@@ -5,7 +5,8 @@
 //! With buffering on, nginx holds the stream until a buffer fills: the client's tokens arrive
 //! in bursts its server's decoding does not explain (the simulator speculates no tokens), its
 //! first token far later than the server wrote it. The run must say so beside its latency
-//! figures: the buffering hop is named on every finding that rests on those levels. With
+//! figures: the buffering hop is named on every finding that rests on those levels, and the
+//! reads its bursts merged are not blamed on servetop while servetop's own load was light. With
 //! buffering off, every request's first and last token must agree with the simulator's own
 //! record within the tolerances a direct run is held to (`tests/sim_truth`), and no finding
 //! names a buffering hop.
@@ -188,6 +189,23 @@ async fn behind_nginx_buffering_the_latency_findings_name_the_hop() {
         assert!(
             f.caveats.iter().any(|c| names_a_buffering_hop(c)),
             "{id} does not name the buffering hop: {f:#?}"
+        );
+    }
+    // The hop's bursts merge servetop's reads; they are not blamed on servetop where its own
+    // load was light (its CPU and timer under the client-bound caveat's bounds).
+    for l in &s.summary.sweep {
+        let light = l
+            .client
+            .client_cpu_share
+            .is_none_or(|x| x < servetop::summary::findings::CLIENT_CPU_BOUND)
+            && l.client
+                .client_timer_lag_p99_ms
+                .is_none_or(|x| x <= servetop::summary::findings::TIMER_LAG_BOUND_MS);
+        let blamed = servetop::summary::findings::client_bound_warning(l);
+        assert!(
+            !light || blamed.is_none(),
+            "{}: servetop blamed for the proxy's bursts: {blamed:?}",
+            l.label()
         );
     }
     let _ = std::fs::remove_dir_all(&tmp);

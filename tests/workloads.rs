@@ -15,7 +15,7 @@
 //! the schema's instance (all comply) unless the output limit cuts them (none do).
 
 // Integration tests may unwrap: a panic is the failure report.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::float_cmp)]
 
 use std::net::SocketAddr;
 
@@ -232,7 +232,98 @@ fn per_adapter_figures_match_the_server_and_show_the_switch_cost() {
                 );
             }
         }
+        // The lora finding: at C=1, slow's first token its stated cost after the fastest's,
+        // the figures the level's own; prompts alike (no spread), so not confounded.
+        let f = session
+            .summary
+            .findings
+            .iter()
+            .find(|f| f.id == "lora")
+            .expect("a lora finding");
+        assert_eq!(f.levels, ["C=1"], "{f:?}");
+        let by = &session.summary.sweep[0]
+            .stats
+            .as_ref()
+            .unwrap()
+            .scalars
+            .lora;
+        for name in adapters() {
+            assert_eq!(
+                f.values[&format!("ttft_p50_ms_{name}")],
+                by[&name].median_ttft_ms.unwrap()
+            );
+        }
+        assert!(f.text.contains("slow's first token comes"), "{}", f.text);
+        assert!(
+            f.strength < servetop::summary::findings::Strength::Confounded,
+            "{f:?}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
+    });
+}
+
+/// Adapters sent spread lengths (`--range-ratio 0.5`): dealt round-robin, every adapter gets
+/// the same draws, so their mean prompts (the server's own count) are equal and the lora
+/// finding compares like with like; drawn uniformly, their means are whatever the draws gave,
+/// and the finding is confounded exactly when the server's record shows them over 10 % apart.
+#[test]
+fn adapters_dealt_spread_lengths_compare_like_with_like_or_say_they_do_not() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        for dist in [
+            servetop::workload::mix::LoraDist::RoundRobin,
+            servetop::workload::mix::LoraDist::Uniform,
+        ] {
+            let h = start_with_adapters().await;
+            let cfg = RunConfig {
+                concurrency: vec![1],
+                input_len: 200,
+                output_len: 6,
+                range_ratio: Some(0.5),
+                lora_modules: adapters(),
+                lora_dist: dist,
+                requests_per_level: RequestCount::Fixed(12),
+                seed: 5,
+                ..config(&h.url())
+            };
+            let session = sim_run::finished(cfg).await;
+            let truth = sim_truth::of(&h);
+            // Each adapter's mean prompt as the server counted it.
+            let mean = |name: &str| {
+                let v: Vec<f64> = sim_truth::of_level(&truth, 0)
+                    .iter()
+                    .filter(|r| r.lora.as_deref() == Some(name))
+                    .map(|r| r.prompt_tokens as f64)
+                    .collect();
+                v.iter().sum::<f64>() / v.len() as f64
+            };
+            let means: Vec<f64> = adapters().iter().map(|a| mean(a)).collect();
+            let (lo, hi) = means
+                .iter()
+                .fold((f64::MAX, 0.0f64), |(lo, hi), m| (lo.min(*m), hi.max(*m)));
+            let f = session
+                .summary
+                .findings
+                .iter()
+                .find(|f| f.id == "lora")
+                .expect("a lora finding");
+            for (a, m) in adapters().iter().zip(&means) {
+                assert!(
+                    (f.values[&format!("mean_input_tokens_{a}")] - m).abs() < 1e-9,
+                    "{a}: {f:?}"
+                );
+            }
+            let confounded = hi / lo - 1.0 > servetop::summary::findings::INPUT_CONFOUND;
+            eprintln!("{}: mean prompts {means:?}", dist.label());
+            if dist == servetop::workload::mix::LoraDist::RoundRobin {
+                assert_eq!(lo, hi, "round-robin deals every adapter the same draws");
+            }
+            assert_eq!(
+                f.strength == servetop::summary::findings::Strength::Confounded,
+                confounded,
+                "{f:?}"
+            );
+        }
     });
 }
 
@@ -488,6 +579,24 @@ fn image_tokens_are_the_servers_count_and_ttft_is_given_per_size() {
             // Two images, each its stated cost, before the first token.
             assert!(got >= 2.0 * IMAGE_MS, "{label}: {got} ms");
         }
+        // The images finding: each size's TTFT and image tokens, the fewest tokens first.
+        let f = session
+            .summary
+            .findings
+            .iter()
+            .find(|f| f.id == "images")
+            .expect("an images finding");
+        assert_eq!(f.values["image_tokens_2×112x112"], 32.0, "{f:?}");
+        assert_eq!(f.values["image_tokens_2×280x280"], 200.0, "{f:?}");
+        assert_eq!(
+            f.values["ttft_p50_ms_2×280x280"],
+            sc.images["2×280x280"].median_ttft_ms.unwrap()
+        );
+        let (small, large) = (
+            f.text.find("2×112x112").unwrap(),
+            f.text.find("2×280x280").unwrap(),
+        );
+        assert!(small < large, "{}", f.text);
         let _ = std::fs::remove_dir_all(&dir);
     });
 }

@@ -17,11 +17,15 @@ pub struct ImageStats {
     pub mean_image_tokens: Option<f64>,
     pub median_ttft_ms: Option<f64>,
     pub p99_ttft_ms: Option<f64>,
+    /// Its completed requests' mean prompt tokens, the images' among them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_input_tokens: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default)]
 struct Fold {
     completed: u64,
+    input_tokens: u64,
     image_tokens: u64,
     counted: u64,
     ttft: Dist,
@@ -41,6 +45,7 @@ impl ImageFold {
         };
         let f = self.by.entry(label.clone()).or_default();
         f.completed += 1;
+        f.input_tokens += r.input_tokens;
         if let Some(n) = r.image_tokens {
             f.image_tokens += n;
             f.counted += 1;
@@ -70,6 +75,8 @@ impl ImageFold {
                         .then(|| f.image_tokens as f64 / f.counted as f64),
                     median_ttft_ms: ttft.as_ref().map(|d| d.p50),
                     p99_ttft_ms: ttft.as_ref().map(|d| d.p99),
+                    mean_input_tokens: (f.completed > 0)
+                        .then(|| f.input_tokens as f64 / f.completed as f64),
                 };
                 (label.clone(), s)
             })

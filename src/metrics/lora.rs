@@ -28,12 +28,19 @@ pub struct LoraStats {
     pub p99_tpot_ms: Option<f64>,
     pub median_e2el_ms: Option<f64>,
     pub p99_e2el_ms: Option<f64>,
+    /// Its completed requests' mean prompt and output tokens: adapters compare like with like
+    /// only over requests of like lengths.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_input_tokens: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_output_tokens: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default)]
 struct Fold {
     completed: u64,
     failed: u64,
+    input_tokens: u64,
     output_tokens: u64,
     ttft: Dist,
     tpot: Dist,
@@ -56,6 +63,7 @@ impl LoraFold {
         match r.outcome {
             Outcome::Ok => {
                 f.completed += 1;
+                f.input_tokens += r.input_tokens;
                 f.output_tokens += r.output_tokens;
                 if let Some(v) = r.ttft_us {
                     f.ttft.record(v);
@@ -99,6 +107,10 @@ impl LoraFold {
                     p99_tpot_ms: tpot.as_ref().map(|d| d.p99),
                     median_e2el_ms: e2el.as_ref().map(|d| d.p50),
                     p99_e2el_ms: e2el.as_ref().map(|d| d.p99),
+                    mean_input_tokens: (f.completed > 0)
+                        .then(|| f.input_tokens as f64 / f.completed as f64),
+                    mean_output_tokens: (f.completed > 0)
+                        .then(|| f.output_tokens as f64 / f.completed as f64),
                 };
                 (name.clone(), s)
             })

@@ -133,6 +133,14 @@ impl super::LevelSpec {
         let Some(r) = self.mix.range_ratio else {
             return (self.input_tokens, self.output_tokens);
         };
+        // Adapters dealt round-robin each get the same draws: the k-th request of every adapter
+        // is drawn as the k-th draw, so the adapters compare like with like.
+        let i = match &self.mix.lora {
+            Some(l) if l.dist == LoraDist::RoundRobin && !l.modules.is_empty() => {
+                i / u32::try_from(l.modules.len()).unwrap_or(u32::MAX)
+            }
+            _ => i,
+        };
         let input = draw(
             self.input_tokens,
             r,

@@ -71,9 +71,37 @@ pub fn plan_line(levels: &[LevelSpec]) -> String {
         } else {
             format!("{lo} to {hi} requests a level")
         };
+        // Each concurrency once: its passes (a thinking budget each, a constrained twin) are
+        // said after.
+        let mut cs: Vec<u32> = Vec::new();
+        for l in &sweep {
+            if !cs.contains(&l.concurrency) {
+                cs.push(l.concurrency);
+            }
+        }
+        let mut budgets: Vec<u32> = Vec::new();
+        for b in sweep.iter().filter_map(|l| l.thinking_budget) {
+            if !budgets.contains(&b) {
+                budgets.push(b);
+            }
+        }
+        let mut passes = if budgets.len() > 1 {
+            format!(
+                ", each with thinking budget {}",
+                list(budgets.iter().map(ToString::to_string))
+            )
+        } else {
+            String::new()
+        };
+        if let Some(f) = sweep.iter().find_map(|l| l.mix.response_format.as_ref()) {
+            let _ = std::fmt::Write::write_fmt(
+                &mut passes,
+                format_args!(", each plain then constrained ({})", f.label()),
+            );
+        }
         parts.push(format!(
-            "sweep C={} ({} in / {} out tokens, {each})",
-            concurrencies(&sweep.iter().map(|l| l.concurrency).collect::<Vec<_>>()),
+            "sweep C={} ({} in / {} out tokens, {each}{passes})",
+            concurrencies(&cs),
             first.input_tokens,
             first.output_tokens
         ));
@@ -208,6 +236,25 @@ mod tests {
         assert_eq!(
             line,
             "plan: 11 levels, 203 requests — sweep C=1, 4, 8, 16, 64, 100 (1000 in / 100 out tokens, 5 to 100 requests a level); long context 8K, 16K, 30K, 60K, 100K (each + 512 output tokens: up to 100512 tokens of context); time: after the first level"
+        );
+    }
+
+    /// Each concurrency once, whatever its passes: a budget each, a constrained twin each.
+    #[test]
+    fn the_plan_line_names_each_concurrency_once_and_its_passes() {
+        let cfg = crate::config::RunConfig {
+            concurrency: vec![1, 4],
+            thinking_budgets: vec![16, 64],
+            response_format: Some(crate::client::structured::ResponseFormat::Json),
+            long_context: Vec::new(),
+            ..crate::config::RunConfig::minimal("http://127.0.0.1:1")
+        };
+        let line = plan_line(&cfg.levels());
+        assert!(
+            line.contains(
+                "sweep C=1, 4 (100 in / 64 out tokens, 8 requests a level, each with thinking budget 16, 64, each plain then constrained (json))"
+            ),
+            "{line}"
         );
     }
 

@@ -22,7 +22,9 @@ pub(super) fn pair(
 /// What follows a level's number in a table's first cell: ` · json` for a constrained twin,
 /// ` #2` for a second run.
 fn row_suffix(l: &LevelSummary) -> String {
-    crate::workload::format_suffix(l.response_format.as_deref()) + &repeat_suffix(l.repeat)
+    crate::workload::format_suffix(l.response_format.as_deref())
+        + &crate::workload::budget_suffix(l.thinking_budget)
+        + &repeat_suffix(l.repeat)
 }
 
 /// `3 (http_status 2, timeout 1)` or `0`.
@@ -125,7 +127,7 @@ pub fn lora_table(levels: &[LevelSummary]) -> String {
         for (name, a) in &s.scalars.lora {
             let _ = writeln!(
                 rows,
-                "| {} | {name} | {} % | {} | {} | {} | {} / {} | {} / {} | {} |",
+                "| {} | {name} | {} % | {} | {} / {} | {} | {} | {} / {} | {} / {} | {} |",
                 l.label(),
                 num(Some(a.share * 100.0)),
                 if a.failed > 0 {
@@ -133,6 +135,8 @@ pub fn lora_table(levels: &[LevelSummary]) -> String {
                 } else {
                     a.completed.to_string()
                 },
+                num(a.mean_input_tokens),
+                num(a.mean_output_tokens),
                 num(Some(a.request_throughput)),
                 num(Some(a.output_throughput)),
                 num(a.median_ttft_ms),
@@ -147,7 +151,7 @@ pub fn lora_table(levels: &[LevelSummary]) -> String {
         return String::new();
     }
     format!(
-        "| level | adapter | share | done | req/s | out tok/s | TTFT p50 / p99 (ms) | TPOT p50 / p99 (ms) | E2E p50 (ms) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n{rows}"
+        "| level | adapter | share | done | mean in / out tokens | req/s | out tok/s | TTFT p50 / p99 (ms) | TPOT p50 / p99 (ms) | E2E p50 (ms) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n{rows}"
     )
 }
 
@@ -160,9 +164,10 @@ pub fn images_table(levels: &[LevelSummary]) -> String {
         for (label, st) in &s.scalars.images {
             let _ = writeln!(
                 rows,
-                "| {} | {label} | {} | {} | {} / {} |",
+                "| {} | {label} | {} | {} | {} | {} / {} |",
                 l.label(),
                 st.completed,
+                num(st.mean_input_tokens),
                 num(st.mean_image_tokens),
                 num(st.median_ttft_ms),
                 num(st.p99_ttft_ms),
@@ -173,7 +178,7 @@ pub fn images_table(levels: &[LevelSummary]) -> String {
         return String::new();
     }
     format!(
-        "| level | images a request | done | image tokens a request | TTFT p50 / p99 (ms) |\n|---|---|---:|---:|---:|\n{rows}"
+        "| level | images a request | done | prompt tokens a request | image tokens a request | TTFT p50 / p99 (ms) |\n|---|---|---:|---:|---:|---:|\n{rows}"
     )
 }
 
@@ -685,6 +690,23 @@ pub fn baseline_table(s: &RunSummary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two passes of one concurrency are two rows that say which pass each is.
+    #[test]
+    fn each_rows_pass_is_named() {
+        let s = crate::tui::fixtures::finished_run().session.summary;
+        let (mut a, mut b) = (s.sweep[0].clone(), s.sweep[0].clone());
+        a.thinking_budget = Some(16);
+        b.thinking_budget = Some(64);
+        b.index += 1;
+        let t = sweep_table(&[a, b]);
+        let firsts: Vec<&str> = t
+            .lines()
+            .skip(2)
+            .map(|r| r.split(" | ").next().unwrap())
+            .collect();
+        assert_eq!(firsts, ["| 1 (think 16)", "| 1 (think 64)"], "{t}");
+    }
 
     #[test]
     fn a_level_with_an_outage_says_so_in_its_done_cell_and_in_sweep_csv() {

@@ -13,6 +13,7 @@ pub use numbers::CaveatNumbers;
 
 pub mod compare;
 pub(crate) mod long_context;
+mod mixes;
 mod numbers;
 mod others;
 mod structured;
@@ -208,6 +209,8 @@ pub fn of(whole: &RunSummary) -> Vec<Finding> {
     out.extend(long_context::findings(s));
     out.extend(others::failures(full));
     out.extend(others::findings(s));
+    out.extend(mixes::lora(s));
+    out.extend(mixes::images(s));
     out.extend(validity::finding(s));
     out.extend(others::thinking_budgets(whole));
     out.extend(structured::finding(full));

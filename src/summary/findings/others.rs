@@ -243,6 +243,17 @@ pub(super) fn thinking_budgets(s: &RunSummary) -> Option<Finding> {
         return None;
     }
     let levels: Vec<&LevelSummary> = budgets.iter().filter_map(|&b| at(c, b)).collect();
+    // Budgets compare by what was thought: where nothing was, there is nothing to compare (the
+    // run's warning says the reasoning did not stream).
+    let thought_any = levels.iter().any(|l| {
+        l.stats
+            .as_ref()
+            .and_then(|st| st.scalars.mean_reasoning_tokens)
+            .is_some_and(|t| t > 0.0)
+    });
+    if !thought_any {
+        return None;
+    }
     let mut parts = Vec::new();
     let mut f = Finding::new("thinking_budgets", String::new(), &levels);
     for (l, b) in levels.iter().zip(budgets) {

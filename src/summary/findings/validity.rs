@@ -20,7 +20,10 @@ pub(super) fn client_bound(l: &LevelSummary) -> Option<String> {
     {
         why.push(format!("its timer woke {} ms late (p99)", num(ms)));
     }
-    if let Some(held) = held_text(l) {
+    // Reads merged by a buffering hop's bursts are the hop's doing, not servetop's, unless its
+    // own load says otherwise (the bursts' caveat names the hop).
+    let bursts_explain = l.delivery_bursts && why.is_empty();
+    if let Some(held) = held_text(l).filter(|_| !bursts_explain) {
         why.push(held);
     }
     if why.is_empty() {
