@@ -277,20 +277,7 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, String> {
         c.tool_calls = n;
     }
     c.lora = sim_lora(&a.lora_modules.0, a.lora_switch_ms.as_deref())?;
-    if let Some(ms) = a.image_ms {
-        if !(ms.is_finite() && (0.0..=60_000.0).contains(&ms)) {
-            return Err(format!("--image-ms must be between 0 and 60000, got {ms}"));
-        }
-        c.image_ms = ms;
-    }
-    if let Some(ms) = a.structured_step_ms {
-        if !(ms.is_finite() && (0.0..=60_000.0).contains(&ms)) {
-            return Err(format!(
-                "--structured-step-ms must be between 0 and 60000, got {ms}"
-            ));
-        }
-        c.structured_step_ms = ms;
-    }
+    workload_costs(a, &mut c)?;
     if let Some(w) = a.gpu_idle_w {
         c.gpu_idle_w = w;
     }
@@ -322,6 +309,34 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, String> {
     }
     c.validate()?;
     Ok(c)
+}
+
+/// The simulator's costs of what a request mixes in: images, a structured-output constraint
+/// (its step time and its accept length), each checked.
+fn workload_costs(a: &SimArgs, c: &mut SimConfig) -> Result<(), String> {
+    if let Some(ms) = a.image_ms {
+        if !(ms.is_finite() && (0.0..=60_000.0).contains(&ms)) {
+            return Err(format!("--image-ms must be between 0 and 60000, got {ms}"));
+        }
+        c.image_ms = ms;
+    }
+    if let Some(ms) = a.structured_step_ms {
+        if !(ms.is_finite() && (0.0..=60_000.0).contains(&ms)) {
+            return Err(format!(
+                "--structured-step-ms must be between 0 and 60000, got {ms}"
+            ));
+        }
+        c.structured_step_ms = ms;
+    }
+    if let Some(n) = a.structured_accept_length {
+        if !(n.is_finite() && (1.0..=64.0).contains(&n)) {
+            return Err(format!(
+                "--structured-accept-length must be between 1 and 64, got {n}"
+            ));
+        }
+        c.structured_accept_length = n;
+    }
+    Ok(())
 }
 
 /// `--extra-body`: a JSON object.

@@ -990,6 +990,10 @@ pub struct SimArgs {
     /// padded to the tokens asked for (a regex's: plain words).
     #[arg(long, value_name = "MS")]
     pub structured_step_ms: Option<f64>,
+    /// A constrained request's mean accept length with speculative decoding (its grammar
+    /// rejects drafts), in place of --accept-length's. Default: the same.
+    #[arg(long, value_name = "N")]
+    pub structured_accept_length: Option<f64>,
     /// Images in chat messages (PNG data URLs) take ⌈W/28⌉·⌈H/28⌉ prompt tokens each, and each
     /// costs MS of engine time at its request's prefill (the vision encoder). Default 0.
     #[arg(long, value_name = "MS")]

@@ -491,7 +491,15 @@ async fn decode_step(
     let mut per_pos = vec![0u64; width as usize];
     let mut accepts = Vec::with_capacity(running.len());
     running.retain_mut(|a| {
-        let k = u64::from(cfg.accept_length.draw(rng)).min(a.req.max_tokens - a.generated);
+        let drawn = if a.req.constrained && cfg.structured_accept_length >= 1.0 {
+            // No more than the drafts the plain model makes: a mask only rejects.
+            super::AcceptLength::Mean(cfg.structured_accept_length)
+                .draw(rng)
+                .min(width + 1)
+        } else {
+            cfg.accept_length.draw(rng)
+        };
+        let k = u64::from(drawn).min(a.req.max_tokens - a.generated);
         a.generated += k;
         a.steps += 1;
         step_tokens += k as u32;

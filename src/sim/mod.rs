@@ -198,6 +198,11 @@ pub struct SimConfig {
     /// 0 by default).
     #[serde(default)]
     pub structured_step_ms: f64,
+    /// The mean accept length of a constrained request's steps (its grammar's mask rejects
+    /// drafts the plain model would have kept), in place of `accept_length` (0: the same as a
+    /// plain request's; `--structured-accept-length`).
+    #[serde(default)]
+    pub structured_accept_length: f64,
     /// Engine time each image in a request costs at its prefill (its vision encoder), in ms
     /// (`--image-ms`; 0 by default). Its tokens ([`images::tokens`]) prefill as any other.
     #[serde(default)]
@@ -274,6 +279,7 @@ impl SimConfig {
                 api_key: None,
                 lora: Vec::new(),
                 structured_step_ms: 0.0,
+                structured_accept_length: 0.0,
                 image_ms: 0.0,
             }),
             "fast" => Ok(SimConfig {
@@ -305,6 +311,7 @@ impl SimConfig {
                 api_key: None,
                 lora: Vec::new(),
                 structured_step_ms: 0.0,
+                structured_accept_length: 0.0,
                 image_ms: 0.0,
             }),
             other => Err(format!(
