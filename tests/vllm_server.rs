@@ -30,7 +30,7 @@
 //!   counts at most that many events and, on an idle core, at least 85 % of them.
 
 // Integration tests may unwrap: a panic is the failure report.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::float_cmp)]
 
 mod real_server;
 
@@ -94,6 +94,88 @@ impl Counters {
     }
 }
 
+/// vLLM's own running and waiting gauges, read every 100 ms by this file's parser while a run
+/// goes on: `(unix ms, running, waiting)`.
+struct GaugeWatch {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<(i64, f64, f64)>>,
+}
+
+impl GaugeWatch {
+    fn start(port: u16) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let halt = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut out = Vec::new();
+            while !halt.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Some((200, body)) = http_get(port, "/metrics") {
+                    let p = real_server::Prom(body);
+                    out.push((
+                        servetop::telemetry::now_unix_ms(),
+                        p.sum("vllm:num_requests_running"),
+                        p.sum("vllm:num_requests_waiting"),
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            out
+        });
+        Self { stop, thread }
+    }
+
+    fn finish(self) -> Vec<(i64, f64, f64)> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
+/// The queue is named where vLLM's own waiting gauge, read every 100 ms, rose, and only there:
+/// a sweep level whose waiting gauge stayed above 0 for 2.5 s (two of servetop's once-a-second
+/// scrapes at least) must be among the levels `server_queue` names, and a level whose gauge never
+/// left 0 must not be. Returns the levels that certainly queued.
+fn queue_named_where_vllm_waited(s: &Session, gauges: &[(i64, f64, f64)]) -> Vec<String> {
+    let queue = s.summary.findings.iter().find(|f| f.id == "server_queue");
+    let mut certain = Vec::new();
+    for l in &s.summary.sweep {
+        let (Some(from), Some(to)) = (l.started_at_unix_ms, l.finished_at_unix_ms) else {
+            continue;
+        };
+        let seen: Vec<&(i64, f64, f64)> =
+            gauges.iter().filter(|g| g.0 >= from && g.0 <= to).collect();
+        let waited = seen.iter().any(|g| g.2 > 0.0);
+        // The longest stretch of reads with someone waiting.
+        let (mut run_from, mut longest) = (None, 0i64);
+        for g in &seen {
+            match (g.2 > 0.0, run_from) {
+                (true, None) => run_from = Some(g.0),
+                (true, Some(f)) => longest = longest.max(g.0 - f),
+                (false, _) => run_from = None,
+            }
+        }
+        let named = queue.is_some_and(|q| {
+            q.levels.contains(&l.label()) && q.values["concurrency"] <= f64::from(l.concurrency)
+        });
+        eprintln!(
+            "{}: vLLM's waiting gauge at most {} over {} reads, above 0 for {longest} ms at a stretch; servetop names a queue there: {named}",
+            l.label(),
+            seen.iter().map(|g| g.2).fold(0.0, f64::max),
+            seen.len()
+        );
+        if longest >= 2500 {
+            assert!(
+                named,
+                "{} queued in vLLM, no finding says so: {queue:?}",
+                l.label()
+            );
+            certain.push(l.label());
+        }
+        if !waited {
+            assert!(!named, "{} never queued in vLLM, yet: {queue:?}", l.label());
+        }
+    }
+    certain
+}
+
 fn run_config(url: &str) -> RunConfig {
     RunConfig {
         input_len: 200,
@@ -150,6 +232,56 @@ async fn plain_server_end_to_end() {
     chat_streams_with_exact_prompts(&srv).await;
     a_server_that_dies_and_comes_back(&mut srv).await;
     a_server_that_stays_away_aborts_cleanly(&mut srv).await;
+}
+
+/// vLLM capped at two running requests (`--max-num-seqs 2`): at C=1 and C=2 nothing waits; at
+/// C=8 six wait behind the two, for as long as the level lasts. The findings name the cap (the
+/// running gauge's peak, 2), the queue at C=8 and none at C=2, exactly where vLLM's own waiting
+/// gauge, read every 100 ms by this file, rose.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capped_server_queues_and_the_findings_say_where() {
+    if !available("a_capped_server_queues_and_the_findings_say_where") {
+        return;
+    }
+    let _turn = SERIAL.lock().await;
+    let srv = VllmServer::start("capped", &["--max-num-seqs", "2"]);
+    let dir = temp_run_dir("capped");
+    let mut cfg = run_config(&srv.url());
+    cfg.concurrency = vec![1, 2, 8];
+    cfg.input_len = 64;
+    cfg.output_len = 96;
+    cfg.requests_per_level = RequestCount::PerConcurrency {
+        factor: 3.0,
+        min: 4,
+    };
+    let gauges = GaugeWatch::start(srv.port);
+    let s = run(cfg, &dir).await;
+    let gauges = gauges.finish();
+    eprintln!("{}", servetop::export::markdown::findings_list(&s.summary));
+    let certain = queue_named_where_vllm_waited(&s, &gauges);
+    assert_eq!(certain, ["C=8"], "C=8 queued behind the cap for seconds");
+    let q = s
+        .summary
+        .findings
+        .iter()
+        .find(|f| f.id == "server_queue")
+        .unwrap();
+    assert_eq!(q.values["server_max_running"], 2.0, "{q:?}");
+    assert_eq!(q.values["concurrency"], 8.0, "{q:?}");
+    assert!(
+        q.text
+            .starts_with("The server runs at most 2 requests at once")
+            && q.text.contains("none at C=2"),
+        "{}",
+        q.text
+    );
+    let sat = s
+        .summary
+        .findings
+        .iter()
+        .find(|f| f.id == "saturation")
+        .unwrap();
+    eprintln!("{}", sat.text);
 }
 
 /// What one client reported of its run, and what vLLM's own timers say of the same requests.
@@ -385,9 +517,18 @@ async fn sweep_and_ladder_agree_with_vllms_own_counters(srv: &VllmServer) {
     cfg.long_context = vec![1000, 2000, 8000];
     cfg.long_context_output_len = 32;
     let before = srv.counters();
+    let gauges = GaugeWatch::start(srv.port);
     let s = run(cfg, &dir).await;
+    let gauges = gauges.finish();
     let after = srv.counters();
     eprintln!("{}", servetop::run::headless::final_tables(&s));
+    // No more running than vLLM schedules at once here: nothing waited, and no queue is named.
+    assert!(queue_named_where_vllm_waited(&s, &gauges).is_empty());
+    assert!(
+        !s.summary.findings.iter().any(|f| f.id == "server_queue"),
+        "{:?}",
+        s.summary.findings
+    );
 
     let server = s.summary.server.as_ref().unwrap();
     assert_eq!(server.engine, Engine::Vllm);
@@ -697,9 +838,18 @@ async fn ngram_speculation_accept_length_both_ways() {
     cfg.output_len = 256;
     cfg.requests_per_level = RequestCount::Fixed(8);
     let before = srv.counters();
+    let gauges = GaugeWatch::start(srv.port);
     let s = run(cfg, &dir).await;
+    let gauges = gauges.finish();
     let after = srv.counters();
     eprintln!("{}", servetop::run::headless::final_tables(&s));
+    // No more running than vLLM schedules at once here: nothing waited, and no queue is named.
+    assert!(queue_named_where_vllm_waited(&s, &gauges).is_empty());
+    assert!(
+        !s.summary.findings.iter().any(|f| f.id == "server_queue"),
+        "{:?}",
+        s.summary.findings
+    );
 
     let drafts = after.delta(&before, "vllm:spec_decode_num_drafts_total");
     let draft_tokens = after.delta(&before, "vllm:spec_decode_num_draft_tokens_total");
