@@ -459,3 +459,35 @@ fn per_stream(levels: &[&LevelSummary], peak: &LevelSummary) -> Option<Finding> 
             .value("change_pct", Some(pct)),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A search's levels are its own probes: its findings ask for no more of them.
+    #[test]
+    fn a_probing_run_asks_for_no_more_concurrency() {
+        let s = crate::tui::fixtures::mid_sweep(vec![1, 4, 8])
+            .session
+            .summary;
+        let levels: Vec<&LevelSummary> = s
+            .sweep
+            .iter()
+            .filter(|l| super::super::measured(l))
+            .collect();
+        let peak = levels[levels.len() - 1];
+        let plain = saturation(&levels, peak, None, false).unwrap();
+        assert!(
+            plain.text.ends_with(": try more concurrency."),
+            "{}",
+            plain.text
+        );
+        let probing = saturation(&levels, peak, None, true).unwrap();
+        assert!(
+            probing.text.starts_with("Not saturated at the largest C")
+                && !probing.text.contains("try more"),
+            "{}",
+            probing.text
+        );
+    }
+}
