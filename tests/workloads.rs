@@ -44,6 +44,19 @@ fn config(url: &str) -> RunConfig {
 }
 
 /// Mean and sample standard deviation.
+/// The run's finding `id`; it must have one.
+fn finding<'a>(
+    session: &'a servetop::run::session::Session,
+    id: &str,
+) -> &'a servetop::summary::findings::Finding {
+    session
+        .summary
+        .findings
+        .iter()
+        .find(|f| f.id == id)
+        .unwrap_or_else(|| panic!("no {id} finding in {:#?}", session.summary.findings))
+}
+
 fn mean_std(v: &[f64]) -> (f64, f64) {
     let n = v.len() as f64;
     let mean = v.iter().sum::<f64>() / n;
@@ -234,12 +247,7 @@ fn per_adapter_figures_match_the_server_and_show_the_switch_cost() {
         }
         // The lora finding: at C=1, slow's first token its stated cost after the fastest's,
         // the figures the level's own; prompts alike (no spread), so not confounded.
-        let f = session
-            .summary
-            .findings
-            .iter()
-            .find(|f| f.id == "lora")
-            .expect("a lora finding");
+        let f = finding(&session, "lora");
         assert_eq!(f.levels, ["C=1"], "{f:?}");
         let by = &session.summary.sweep[0]
             .stats
@@ -301,12 +309,7 @@ fn adapters_dealt_spread_lengths_compare_like_with_like_or_say_they_do_not() {
             let (lo, hi) = means
                 .iter()
                 .fold((f64::MAX, 0.0f64), |(lo, hi), m| (lo.min(*m), hi.max(*m)));
-            let f = session
-                .summary
-                .findings
-                .iter()
-                .find(|f| f.id == "lora")
-                .expect("a lora finding");
+            let f = finding(&session, "lora");
             for (a, m) in adapters().iter().zip(&means) {
                 assert!(
                     (f.values[&format!("mean_input_tokens_{a}")] - m).abs() < 1e-9,
@@ -456,11 +459,7 @@ fn structured_output_runs_each_level_twice_and_shows_the_stated_overhead() {
                 );
             }
         }
-        let f = s
-            .findings
-            .iter()
-            .find(|f| f.id == "structured_output")
-            .unwrap();
+        let f = finding(&session, "structured_output");
         assert!(f.text.contains("100 % of 24 answers comply"), "{}", f.text);
         // The plan's own findings are about the plain levels only.
         assert!(
@@ -580,12 +579,7 @@ fn image_tokens_are_the_servers_count_and_ttft_is_given_per_size() {
             assert!(got >= 2.0 * IMAGE_MS, "{label}: {got} ms");
         }
         // The images finding: each size's TTFT and image tokens, the fewest tokens first.
-        let f = session
-            .summary
-            .findings
-            .iter()
-            .find(|f| f.id == "images")
-            .expect("an images finding");
+        let f = finding(&session, "images");
         assert_eq!(f.values["image_tokens_2×112x112"], 32.0, "{f:?}");
         assert_eq!(f.values["image_tokens_2×280x280"], 200.0, "{f:?}");
         assert_eq!(

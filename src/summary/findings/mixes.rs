@@ -27,6 +27,18 @@ fn level_with(s: &RunSummary, parts: impl Fn(&LevelSummary) -> usize) -> Option<
     levels.first().copied()
 }
 
+/// Why a part of a mix (an adapter, an image size) is thin evidence at `l`: it completed fewer
+/// than [`FEW_REQUESTS`].
+fn few(what: &str, completed: u64, l: &LevelSummary) -> Option<String> {
+    (completed < FEW_REQUESTS).then(|| {
+        format!(
+            "{what} rests on {} at {}",
+            count(completed, "completed request"),
+            l.label()
+        )
+    })
+}
+
 /// The spread of `values` (largest over smallest − 1), with the two names, when it is over
 /// `share`.
 fn spread<'a>(values: &[(&'a str, f64)], share: f64) -> Option<(&'a str, f64, &'a str, f64)> {
@@ -66,15 +78,8 @@ pub(super) fn lora(s: &RunSummary) -> Option<Finding> {
             .value(&format!("mean_input_tokens_{name}"), a.mean_input_tokens);
         ttfts.extend(a.median_ttft_ms.map(|t| (name.as_str(), t)));
         inputs.extend(a.mean_input_tokens.map(|t| (name.as_str(), t)));
-        if a.completed < FEW_REQUESTS {
-            f.weaken(
-                Strength::Thin,
-                format!(
-                    "the adapter {name} rests on {} at {}",
-                    count(a.completed, "completed request"),
-                    l.label()
-                ),
-            );
+        if let Some(why) = few(&format!("the adapter {name}"), a.completed, l) {
+            f.weaken(Strength::Thin, why);
         }
     }
     let mut text = format!(
@@ -154,15 +159,8 @@ pub(super) fn images(s: &RunSummary) -> Option<Finding> {
         if let (Some(p), Some(m)) = (i.mean_input_tokens, i.mean_image_tokens) {
             text_tokens.push((label.as_str(), p - m));
         }
-        if i.completed < FEW_REQUESTS {
-            f.weaken(
-                Strength::Thin,
-                format!(
-                    "{label} rests on {} at {}",
-                    count(i.completed, "completed request"),
-                    l.label()
-                ),
-            );
+        if let Some(why) = few(label, i.completed, l) {
+            f.weaken(Strength::Thin, why);
         }
     }
     let mut text = format!("Images at {}: TTFT p50 {}", l.label(), parts.join("; "));
