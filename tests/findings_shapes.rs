@@ -494,6 +494,21 @@ fn check_knee(c: &Ctx, judged: &mut Judged) {
     } = c;
     // The knee, against the server's own TTFT.
     let ttft: Vec<Option<f64>> = reqs.iter().map(|r| server_ttft_p50(r)).collect();
+    // Where the batch's prefills are said to account for a level's TTFT, the server's own
+    // TTFT there is about C/2 times its TTFT at C=1, and nothing waited in its queue.
+    let latency = find(s, "latency").expect("a latency finding");
+    if let Some(want) = latency.values.get("batch_prefill_ms") {
+        judged.add("batch prefill");
+        let l = latency.levels.last().unwrap();
+        let i = sweep.iter().position(|x| &x.label() == l).unwrap();
+        let server = ttft[i].unwrap();
+        let server_want = f64::from(sweep[i].concurrency) / 2.0 * ttft[0].unwrap();
+        assert!(
+            (server / server_want - 1.0).abs() < 0.35 && !certain[i],
+            "the batch's prefills said to account for {l}'s TTFT ({want:.0} ms), but the server's own TTFT p50 there is {server:.0} ms against C/2 × its C=1's {server_want:.0} ms: {}",
+            latency.text
+        );
+    }
     let knee = find(s, "latency_knee");
     if let Some(k) = knee {
         judged.add("knee named");

@@ -32,6 +32,9 @@ pub const TTFT_GOOD_MS: f64 = 500.0;
 pub const KNEE_LOAD_FACTOR: f64 = 1.25;
 /// …and rose by more than this (ms).
 pub const KNEE_MIN_MS: f64 = 100.0;
+/// The batch's own prefills account for a level's TTFT p50 when C/2 times C=1's is within this
+/// share of it.
+pub const PREFILL_ACCOUNTS: f64 = 0.25;
 /// A level's server queued requests: its queued gauge reached this.
 pub const QUEUED_MIN: f64 = 1.0;
 /// The smallest change (%) stated as a rise or a fall, and the least spread a series has.

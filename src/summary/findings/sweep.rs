@@ -5,8 +5,9 @@ use std::fmt::Write;
 
 use super::words::{change, measurable, ms_text, num, pct_text, queued_mean, times};
 use super::{
-    Finding, KNEE_LOAD_FACTOR, KNEE_MIN_MS, QUEUED_MIN, SATURATION_SHARE, STILL_RISING,
-    TPOT_FACTOR, TTFT_GOOD_MS, decode_mean, measured, output_tput, tpot_p50, ttft_p50,
+    Finding, KNEE_LOAD_FACTOR, KNEE_MIN_MS, PREFILL_ACCOUNTS, QUEUED_MIN, SATURATION_SHARE,
+    STILL_RISING, TPOT_FACTOR, TTFT_GOOD_MS, decode_mean, measured, output_tput, tpot_p50,
+    ttft_p50,
 };
 use crate::summary::{LevelSummary, RunSummary};
 use crate::telemetry::per_level::ServerLevelStats;
@@ -338,6 +339,17 @@ fn latency(levels: &[&LevelSummary]) -> Finding {
             t.concurrency
         );
     }
+    let prefills = batch_prefill(levels);
+    if let Some((l, want, got)) = prefills {
+        let _ = write!(
+            text,
+            "; at C={} TTFT grows with the load: each request waits for the batch's prefills, C/2 of C=1's TTFT ({}) against its p50 of {}",
+            l.concurrency,
+            ms_text(want),
+            ms_text(got)
+        );
+        f_levels.push(l);
+    }
     text.push('.');
     f_levels.dedup_by_key(|l| l.index);
     Finding::new("latency", text, &f_levels)
@@ -350,6 +362,24 @@ fn latency(levels: &[&LevelSummary]) -> Finding {
             tpot_ok.map(|g| f64::from(g.concurrency)),
         )
         .value("ttft_p50_ms_at_largest", ttft_p50(last))
+        .value("batch_prefill_ms", prefills.map(|p| p.1))
+}
+
+/// The largest level whose TTFT p50 the batch's own prefills account for (docs/metrics.md,
+/// `latency`): no queue in the server there, its TTFT over C=1's by [`KNEE_MIN_MS`], and within
+/// [`PREFILL_ACCOUNTS`] of C/2 times C=1's TTFT p50 (a request waits, on average, for half the
+/// batch's prefills before its own first token). `(level, C/2 × C=1's TTFT, its TTFT p50)`.
+fn batch_prefill<'a>(levels: &[&'a LevelSummary]) -> Option<(&'a LevelSummary, f64, f64)> {
+    let one = ttft_p50(levels.iter().find(|l| l.concurrency == 1)?)?;
+    levels.iter().rev().find_map(|l| {
+        let got = ttft_p50(l)?;
+        let want = f64::from(l.concurrency) / 2.0 * one;
+        (l.concurrency > 1
+            && queued(l).is_none()
+            && got - one > KNEE_MIN_MS
+            && (got / want - 1.0).abs() <= PREFILL_ACCOUNTS)
+            .then_some((*l, want, got))
+    })
 }
 
 /// The first pair of adjacent levels whose TTFT p50 grew clearly faster than the load, and
