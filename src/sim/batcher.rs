@@ -145,7 +145,7 @@ pub struct SimLog {
     pub traces: VecDeque<super::truth::SimRequestTrace>,
     /// Frames held in `traces`.
     pub trace_frames: usize,
-    /// When `/metrics` was read, on the Unix clock (µs; the most recent [`LOG_CAP`]), so a
+    /// When `/metrics` was read, on the Unix clock (µs; the most recent `LOG_CAP`), so a
     /// test knows which moments the engine's gauges were seen at.
     pub metrics_reads: VecDeque<u64>,
 }
