@@ -192,21 +192,21 @@ async fn behind_nginx_buffering_the_latency_findings_name_the_hop() {
         );
     }
     // The hop's bursts merge servetop's reads; they are not blamed on servetop where its own
-    // load was light (its CPU and timer under the client-bound caveat's bounds).
+    // load was light and its runtime never stalled (docs/metrics.md, held reads).
     for l in &s.summary.sweep {
-        let light = l
-            .client
-            .client_cpu_share
-            .is_none_or(|x| x < servetop::summary::findings::CLIENT_CPU_BOUND)
-            && l.client
-                .client_timer_lag_p99_ms
-                .is_none_or(|x| x <= servetop::summary::findings::TIMER_LAG_BOUND_MS);
+        let exempt = servetop::summary::findings::bursts_explain_held(l);
         let blamed = servetop::summary::findings::client_bound_warning(l);
-        assert!(
-            !light || blamed.is_none(),
-            "{}: servetop blamed for the proxy's bursts: {blamed:?}",
+        eprintln!(
+            "{}: bursts explain its held reads: {exempt}; client caveat: {blamed:?}",
             l.label()
         );
+        if exempt {
+            assert!(
+                blamed.is_none(),
+                "{}: servetop blamed for the proxy's bursts: {blamed:?}",
+                l.label()
+            );
+        }
     }
     let _ = std::fs::remove_dir_all(&tmp);
 }

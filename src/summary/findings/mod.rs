@@ -292,6 +292,8 @@ fn strength_of(l: &LevelSummary) -> Vec<(Strength, String)> {
     out
 }
 
+pub use validity::bursts_explain_held;
+
 /// The run's warning for a level where servetop may have been the limit (its CPU near a core,
 /// or its timer late), saying what to do; `None` where it was not.
 pub fn client_bound_warning(l: &LevelSummary) -> Option<String> {
@@ -510,6 +512,34 @@ mod tests {
                 .any(|c| c.contains("buffering hop") && c.contains("proxy_buffering off")),
             "{c:?}"
         );
+    }
+
+    /// Reads a proxy's bursts merged are the proxy's, not servetop's, while servetop's runtime
+    /// never stalled; a runtime that stalled (a stopped client) keeps the client's caveat.
+    #[test]
+    fn held_reads_in_a_proxys_bursts_are_blamed_on_a_stall_only() {
+        let mut s = fixture();
+        let l = &mut s.sweep[1];
+        l.delivery_bursts = true;
+        let st = l.stats.as_mut().unwrap();
+        st.scalars.held_reads = 30;
+        st.scalars.held_read_share = Some(0.05);
+        l.client.client_cpu_share = Some(0.05);
+        l.client.client_timer_lag_p99_ms = Some(1.9);
+        l.client.client_timer_lag_max_ms = Some(2.4);
+        assert!(bursts_explain_held(l));
+        assert_eq!(client_bound_warning(l), None);
+        l.client.client_timer_lag_max_ms = Some(24.0);
+        assert!(!bursts_explain_held(l));
+        assert!(
+            client_bound_warning(l).is_some_and(|w| w.contains("30 of its reads")),
+            "{:?}",
+            client_bound_warning(l)
+        );
+        // Without bursts the held reads are the client's, stall or not.
+        l.client.client_timer_lag_max_ms = Some(2.4);
+        l.delivery_bursts = false;
+        assert!(client_bound_warning(l).is_some());
     }
 
     #[test]

@@ -20,10 +20,7 @@ pub(super) fn client_bound(l: &LevelSummary) -> Option<String> {
     {
         why.push(format!("its timer woke {} ms late (p99)", num(ms)));
     }
-    // Reads merged by a buffering hop's bursts are the hop's doing, not servetop's, unless its
-    // own load says otherwise (the bursts' caveat names the hop).
-    let bursts_explain = l.delivery_bursts && why.is_empty();
-    if let Some(held) = held_text(l).filter(|_| !bursts_explain) {
+    if let Some(held) = held_text(l).filter(|_| !bursts_explain_held(l)) {
         why.push(held);
     }
     if why.is_empty() {
@@ -34,6 +31,21 @@ pub(super) fn client_bound(l: &LevelSummary) -> Option<String> {
         "servetop may have been the limit at {}: {why}, so its readings may be stamped late; use fewer streams, a bigger client machine, or spread the load over several client machines with --shard I/N (not several shards on one machine: they share its cores)",
         l.label()
     ))
+}
+
+/// Whether a buffering hop's bursts, not servetop, merged `l`'s held reads: its tokens came in
+/// bursts its server's decoding does not explain, servetop's CPU and timer lag p99 stayed under
+/// their bounds, and its runtime never stalled (its timer probe never woke
+/// [`crate::client::held::STALL_MIN`] late), so no read was merged across a stall of its own.
+/// The bursts' caveat then names the hop.
+pub fn bursts_explain_held(l: &LevelSummary) -> bool {
+    let c = &l.client;
+    let stall_ms = crate::client::held::STALL_MIN.as_secs_f64() * 1e3;
+    l.delivery_bursts
+        && c.client_cpu_share.is_none_or(|x| x < CLIENT_CPU_BOUND)
+        && c.client_timer_lag_p99_ms
+            .is_none_or(|x| x <= TIMER_LAG_BOUND_MS)
+        && c.client_timer_lag_max_ms.is_some_and(|x| x < stall_ms)
 }
 
 /// The held reads of `l`, when more than [`HELD_SHARE`] of its deliveries or first tokens.
