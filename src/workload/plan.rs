@@ -94,10 +94,9 @@ pub fn plan_line(levels: &[LevelSpec]) -> String {
             String::new()
         };
         if let Some(f) = sweep.iter().find_map(|l| l.mix.response_format.as_ref()) {
-            let _ = std::fmt::Write::write_fmt(
-                &mut passes,
-                format_args!(", each plain then constrained ({})", f.label()),
-            );
+            passes.push_str(", each plain then constrained (");
+            passes.push_str(f.label());
+            passes.push(')');
         }
         parts.push(format!(
             "sweep C={} ({} in / {} out tokens, {each}{passes})",

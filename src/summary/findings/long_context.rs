@@ -79,7 +79,7 @@ fn decode(done: &[&LevelSummary]) -> Option<Finding> {
             )
         };
         format!(
-            "Decode across lengths is not monotone ({} tok/s per stream): {overall}.",
+            "Decode across lengths, as measured, is not monotone ({} tok/s per stream): {overall}.",
             list.join(", ")
         )
     } else if measurable(pct, floor) {
