@@ -1,6 +1,6 @@
 //! Streaming requests to an inference server, folded into one `RequestRecord` per request.
 //!
-//! The worker owns the per-chunk timestamps (STYLE.md rule 2): it stamps each SSE event as it
+//! The worker owns the per-chunk timestamps (docs/STYLE.md rule 2): it stamps each SSE event as it
 //! is parsed, keeps only the chunks that carry tokens, and hands the app a single record. Events
 //! that reached the client together are one delivery, one chunk ([`bursts`]); on engines that send
 //! one event per token, the events of one speculative step are grouped into one chunk per step.
@@ -12,6 +12,7 @@ mod h1;
 pub mod held;
 mod http;
 mod kinds;
+mod request;
 pub mod rxtime;
 pub mod sse;
 mod stream;
@@ -21,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
 
 pub use detect::{Engine, ServerInfo};
@@ -29,120 +30,9 @@ pub use dialect::{Dialect, is_context_error};
 pub use h1::STREAM_READ_BUF;
 pub use http::{POOL_IDLE, http_client};
 use http::{Resp, SendError};
+pub use request::{Backend, ChatMessage, ClientOptions, RequestSpec, RequestTag};
 
 use crate::metrics::{CountSource, FailureKind, Outcome, RequestRecord};
-
-/// The request protocol (`--backend`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum Backend {
-    /// OpenAI `/v1/completions` (exact prompt lengths: no chat template).
-    Openai,
-    /// OpenAI `/v1/chat/completions` (the prompt goes through the chat template).
-    OpenaiChat,
-    /// SGLang's native `/generate` (exact per-chunk counts from `meta_info`).
-    Sglang,
-}
-
-impl Backend {
-    /// The endpoint path.
-    pub fn path(self) -> &'static str {
-        match self {
-            Backend::Openai => "/v1/completions",
-            Backend::OpenaiChat => "/v1/chat/completions",
-            Backend::Sglang => "/generate",
-        }
-    }
-
-    fn dialect(self) -> Dialect {
-        match self {
-            Backend::Openai => Dialect::Completions,
-            Backend::OpenaiChat => Dialect::Chat,
-            Backend::Sglang => Dialect::SglangNative,
-        }
-    }
-}
-
-/// Timeouts and counting options of the client.
-#[derive(Clone, Debug)]
-pub struct ClientOptions {
-    /// Longest wait from `t_send` to the first token.
-    pub first_token_timeout: Duration,
-    /// Longest silence between two stream events after the first token.
-    pub idle_timeout: Duration,
-    /// Counts chunk text when the server gives no per-chunk counts.
-    pub tokenizer: Option<Arc<tokenizers::Tokenizer>>,
-    /// Temperature sent with every request.
-    pub temperature: f64,
-    /// Fields every chat request carries besides its messages (tools, template switches).
-    pub chat_extras: Arc<serde_json::Map<String, serde_json::Value>>,
-    /// Fields added to every request's body (`--extra-body`), over servetop's own.
-    pub extra_body: Arc<serde_json::Map<String, serde_json::Value>>,
-    /// How every request's `X-Request-Id` begins: `servetop`, or `servetop-shardIofN` on a
-    /// shard, so that the shards of one run never send the same id to one server.
-    pub request_id_prefix: Arc<str>,
-}
-
-/// One message of a chat history.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ChatMessage {
-    /// `system`, `user` or `assistant`.
-    pub role: &'static str,
-    pub content: Arc<str>,
-}
-
-/// One request to send.
-#[derive(Clone, Debug)]
-pub struct RequestSpec {
-    pub prompt: Arc<str>,
-    pub planned_input_tokens: u64,
-    /// The prompt's length as counted before sending, and by whom.
-    pub counted_input_tokens: Option<(u64, CountSource)>,
-    pub max_tokens: u32,
-    /// A whole chat history to send instead of `prompt` (a multi-turn conversation's turn): it
-    /// always goes to `/v1/chat/completions`, whatever `--backend` says.
-    pub messages: Option<Arc<[ChatMessage]>>,
-    /// Let the server reuse a cached prefix (multi-turn, shared prefix). Off, servetop asks
-    /// servers that would otherwise reuse an earlier run's prompts (llama-server) not to.
-    pub cache_prompt: bool,
-    /// Reasoning tokens the request may think for (`--thinking-budget`), sent in the field the
-    /// engine reads (see `Client::body`).
-    pub thinking_budget: Option<u32>,
-    /// The LoRA adapter it names (`--lora-modules`), in the field the engine reads (see
-    /// `Client::body`); None: the base model.
-    pub adapter: Option<Arc<str>>,
-    /// The structured-output constraint it carries (`--response-format`): sent without
-    /// `ignore_eos` (the answer ends where the constraint does), its answer checked against it.
-    pub structured: Option<Arc<structured::Constraint>>,
-    /// Images sent with the prompt (`--images`: data URLs, chat only), and what they were
-    /// (`2×512x512`), for the record.
-    pub images: Vec<Arc<str>>,
-    pub images_label: Option<String>,
-}
-
-impl RequestSpec {
-    /// A single prompt, no history, no prefix caching asked for.
-    pub fn prompt(
-        prompt: Arc<str>,
-        planned_input_tokens: u64,
-        counted_input_tokens: Option<(u64, CountSource)>,
-        max_tokens: u32,
-    ) -> Self {
-        Self {
-            prompt,
-            planned_input_tokens,
-            counted_input_tokens,
-            max_tokens,
-            messages: None,
-            cache_prompt: false,
-            thinking_budget: None,
-            adapter: None,
-            structured: None,
-            images: Vec::new(),
-            images_label: None,
-        }
-    }
-}
 
 /// A request's images in its record: what they were, and the prompt tokens they took (the
 /// server's `prompt_tokens` less the text's as counted, template included).
@@ -157,18 +47,6 @@ fn note_images(rec: &mut RequestRecord, spec: &RequestSpec) {
     {
         rec.image_tokens = rec.input_tokens.checked_sub(text);
     }
-}
-
-/// Where the record goes and what it is called.
-#[derive(Clone, Copy, Debug)]
-pub struct RequestTag {
-    pub level: u32,
-    pub index: u32,
-    pub warmup: bool,
-    /// The level's origin: every `*_at_us` is measured from here.
-    pub origin: Instant,
-    /// `t_sched`.
-    pub sched: Instant,
 }
 
 /// A configured client for one server.
@@ -486,7 +364,7 @@ impl Client {
     }
 
     /// Sends one request and folds its stream into a record. Never returns an error: failures
-    /// are data (STYLE.md rule 7).
+    /// are data (docs/STYLE.md rule 7).
     pub async fn send(&self, spec: &RequestSpec, tag: RequestTag) -> RequestRecord {
         self.send_with(spec, tag, None).await
     }

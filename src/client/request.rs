@@ -1,0 +1,135 @@
+//! What a request is before the client sends it: the protocol (`--backend`), the client's
+//! options, a request's spec (prompt or chat history, lengths, images, structured output) and
+//! the tag that says where its record goes.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Dialect, structured};
+use crate::metrics::CountSource;
+
+/// The request protocol (`--backend`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    /// OpenAI `/v1/completions` (exact prompt lengths: no chat template).
+    Openai,
+    /// OpenAI `/v1/chat/completions` (the prompt goes through the chat template).
+    OpenaiChat,
+    /// SGLang's native `/generate` (exact per-chunk counts from `meta_info`).
+    Sglang,
+}
+
+impl Backend {
+    /// The endpoint path.
+    pub fn path(self) -> &'static str {
+        match self {
+            Backend::Openai => "/v1/completions",
+            Backend::OpenaiChat => "/v1/chat/completions",
+            Backend::Sglang => "/generate",
+        }
+    }
+
+    pub(super) fn dialect(self) -> Dialect {
+        match self {
+            Backend::Openai => Dialect::Completions,
+            Backend::OpenaiChat => Dialect::Chat,
+            Backend::Sglang => Dialect::SglangNative,
+        }
+    }
+}
+
+/// Timeouts and counting options of the client.
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    /// Longest wait from `t_send` to the first token.
+    pub first_token_timeout: Duration,
+    /// Longest silence between two stream events after the first token.
+    pub idle_timeout: Duration,
+    /// Counts chunk text when the server gives no per-chunk counts.
+    pub tokenizer: Option<Arc<tokenizers::Tokenizer>>,
+    /// Temperature sent with every request.
+    pub temperature: f64,
+    /// Fields every chat request carries besides its messages (tools, template switches).
+    pub chat_extras: Arc<serde_json::Map<String, serde_json::Value>>,
+    /// Fields added to every request's body (`--extra-body`), over servetop's own.
+    pub extra_body: Arc<serde_json::Map<String, serde_json::Value>>,
+    /// How every request's `X-Request-Id` begins: `servetop`, or `servetop-shardIofN` on a
+    /// shard, so that the shards of one run never send the same id to one server.
+    pub request_id_prefix: Arc<str>,
+}
+
+/// One message of a chat history.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChatMessage {
+    /// `system`, `user` or `assistant`.
+    pub role: &'static str,
+    pub content: Arc<str>,
+}
+
+/// One request to send.
+#[derive(Clone, Debug)]
+pub struct RequestSpec {
+    pub prompt: Arc<str>,
+    pub planned_input_tokens: u64,
+    /// The prompt's length as counted before sending, and by whom.
+    pub counted_input_tokens: Option<(u64, CountSource)>,
+    pub max_tokens: u32,
+    /// A whole chat history to send instead of `prompt` (a multi-turn conversation's turn): it
+    /// always goes to `/v1/chat/completions`, whatever `--backend` says.
+    pub messages: Option<Arc<[ChatMessage]>>,
+    /// Let the server reuse a cached prefix (multi-turn, shared prefix). Off, servetop asks
+    /// servers that would otherwise reuse an earlier run's prompts (llama-server) not to.
+    pub cache_prompt: bool,
+    /// Reasoning tokens the request may think for (`--thinking-budget`), sent in the field the
+    /// engine reads (see `Client::body`).
+    pub thinking_budget: Option<u32>,
+    /// The LoRA adapter it names (`--lora-modules`), in the field the engine reads (see
+    /// `Client::body`); None: the base model.
+    pub adapter: Option<Arc<str>>,
+    /// The structured-output constraint it carries (`--response-format`): sent without
+    /// `ignore_eos` (the answer ends where the constraint does), its answer checked against it.
+    pub structured: Option<Arc<structured::Constraint>>,
+    /// Images sent with the prompt (`--images`: data URLs, chat only), and what they were
+    /// (`2×512x512`), for the record.
+    pub images: Vec<Arc<str>>,
+    pub images_label: Option<String>,
+}
+
+impl RequestSpec {
+    /// A single prompt, no history, no prefix caching asked for.
+    pub fn prompt(
+        prompt: Arc<str>,
+        planned_input_tokens: u64,
+        counted_input_tokens: Option<(u64, CountSource)>,
+        max_tokens: u32,
+    ) -> Self {
+        Self {
+            prompt,
+            planned_input_tokens,
+            counted_input_tokens,
+            max_tokens,
+            messages: None,
+            cache_prompt: false,
+            thinking_budget: None,
+            adapter: None,
+            structured: None,
+            images: Vec::new(),
+            images_label: None,
+        }
+    }
+}
+
+/// Where the record goes and what it is called.
+#[derive(Clone, Copy, Debug)]
+pub struct RequestTag {
+    pub level: u32,
+    pub index: u32,
+    pub warmup: bool,
+    /// The level's origin: every `*_at_us` is measured from here.
+    pub origin: Instant,
+    /// `t_sched`.
+    pub sched: Instant,
+}
