@@ -1,7 +1,7 @@
 //! The one `Event` enum that crosses the channel from producers (runner, workers, samplers,
 //! input) to the single consumer that owns the app state.
 //!
-//! The channel is unbounded on purpose: producers never wait for the consumer (STYLE.md rule 1),
+//! The channel is unbounded on purpose: producers never wait for the consumer (docs/STYLE.md rule 1),
 //! so a slow terminal can never delay a request or skew a timestamp. Its volume is bounded by
 //! design: one message per request sent and per request finished, plus a handful per level.
 

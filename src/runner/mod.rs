@@ -1,7 +1,7 @@
 //! Drives a plan against a server: warmup, then each level, as a closed loop of workers
 //! (concurrency sweep, long context) or as an open-loop dispatcher (request-rate levels).
 //!
-//! The runner knows nothing of a terminal (STYLE.md rule 5): it only sends `Event`s. It obeys a
+//! The runner knows nothing of a terminal (docs/STYLE.md rule 5): it only sends `Event`s. It obeys a
 //! cancellation token (quit) and a `watch` of `Control` (pause, skip) from whoever drives it.
 //!
 //! Open loop: the dispatcher sends request `i` at `origin + t_i` of a seeded schedule
