@@ -615,7 +615,7 @@ async fn a_stream_cut_before_its_end_is_a_failure_for_every_engine() {
             &cfg,
             prepared,
             servetop::summary::RunSummary::new(cfg.clone(), None),
-            None,
+            servetop::run::sink::Sink::none(),
             true,
             tokio_util::sync::CancellationToken::new(),
         )

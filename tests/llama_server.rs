@@ -577,7 +577,7 @@ async fn context_limits_for_real() {
         &cfg,
         prepared,
         RunSummary::new(cfg.clone(), None),
-        None,
+        servetop::run::sink::Sink::none(),
         true,
         CancellationToken::new(),
     )

@@ -103,7 +103,7 @@ async fn run(cfg: &RunConfig, dir: &Path, cancel_when: Option<CancelWhen>) -> (R
         &cfg,
         prepared,
         RunSummary::new(cfg.clone(), None),
-        Some(files),
+        servetop::run::sink::Sink::new(Some(files)),
         true,
         cancel,
     )

@@ -329,7 +329,7 @@ async fn a_search_stopped_part_way_says_so_and_keeps_what_it_measured() {
         &cfg,
         prepared,
         RunSummary::new(cfg.clone(), None),
-        Some(RunFiles::create(&dir).unwrap()),
+        servetop::run::sink::Sink::new(Some(RunFiles::create(&dir).unwrap())),
         true,
         cancel,
     )

@@ -1,8 +1,8 @@
 //! `servetop demo`: the built-in simulator, started and restarted by servetop as a managed
 //! server, and a run against it, end to end.
 
+use super::execute::{self, Job};
 use super::fail;
-use super::run::execute;
 use crate::cli::DemoArgs;
 use crate::config::{MultiTurn, RunConfig, ServeConfig};
 use crate::export::default_run_dir;
@@ -120,5 +120,10 @@ async fn finish(
     if out.out.is_none() {
         out.out = Some(default_run_dir("demo-simulated"));
     }
-    Box::pin(execute(cfg, Some(sim_cfg), &out)).await
+    let job = Job {
+        cfg,
+        simulator: Some(sim_cfg),
+        previous: None,
+    };
+    Box::pin(execute::alone(job, &out)).await.code
 }

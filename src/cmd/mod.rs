@@ -25,11 +25,13 @@ macro_rules! print_out {
 pub mod attach;
 pub mod demo;
 pub mod detach;
+pub mod execute;
 pub mod gpu;
 pub mod report;
 pub mod run;
 pub mod selfbench;
 pub mod serve_sweep;
+mod signals;
 pub mod sim;
 pub mod tune;
 

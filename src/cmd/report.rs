@@ -82,7 +82,7 @@ fn compare(a: &crate::cli::ReportArgs, baseline: &std::path::Path) -> i32 {
     if b.comparisons.is_empty() {
         let planned: Vec<(String, crate::summary::baseline::LevelKey)> =
             s.levels().map(|l| (l.label(), l.key())).collect();
-        let msg = super::run::no_match(
+        let msg = crate::summary::baseline::no_match(
             b,
             &crate::summary::baseline::other_request_counts(&b.levels, &planned),
         );

@@ -50,6 +50,7 @@ pub async fn serve_sweep(
     let n = combos.len();
     let (mut dirs, mut labels): (Vec<PathBuf>, Vec<String>) = (Vec::new(), Vec::new());
     let mut worst = 0;
+    let mut series = super::execute::Series::watch(out);
     for (i, params) in combos.into_iter().enumerate() {
         let mut c = cfg.clone();
         let mut s = serve.clone();
@@ -61,7 +62,12 @@ pub async fn serve_sweep(
         say!("[config {}/{n}] {label} → {}", i + 1, sub.display());
         let mut o = out.clone();
         o.out = Some(sub.clone());
-        let code = Box::pin(super::run::execute_one_of_several(c, &o, i + 1 < n)).await;
+        // The dashboard leaves at each run's end but the last.
+        series.more_follow = i + 1 < n;
+        let job = super::execute::Job::new(c);
+        let code = Box::pin(super::execute::in_series(job, &o, &series))
+            .await
+            .code;
         if sub.join("results.json").is_file() {
             dirs.push(sub);
             labels.push(label);

@@ -16,7 +16,7 @@ use crate::summary::tune::{ConfigStatus, TuneConfig, TuneSummary};
 /// `servetop tune`.
 pub async fn tune(a: TuneArgs) -> i32 {
     if let Some(dir) = &a.run.resume {
-        return match TuneRun::load(dir) {
+        return match crate::export::tune::load(dir) {
             Ok(t) if t.tune.configs.iter().all(|c| c.status.settled()) => fail(&format!(
                 "the tune in {} already finished; nothing to resume",
                 dir.display()
@@ -134,7 +134,7 @@ async fn run_tune(mut t: TuneRun, dir: PathBuf, out: &OutputArgs) -> i32 {
         return fail(&format!("cannot create {}: {e}", dir.display()));
     }
     t.state = RunState::Running;
-    if let Err(e) = t.save(&dir) {
+    if let Err(e) = crate::export::tune::save(&mut t, &dir) {
         return fail(&e);
     }
     let n = params.len();
@@ -143,27 +143,23 @@ async fn run_tune(mut t: TuneRun, dir: PathBuf, out: &OutputArgs) -> i32 {
         t.tune.slo,
         dir.display()
     );
-    let (stop, hangup) = super::run::watch_series(out);
+    let mut series = super::execute::Series::watch(out);
+    // The dashboard leaves at each run's end, the last too: the leaderboard follows. The runs'
+    // tables are not printed (their summary.md has them).
+    series.quiet = true;
     let mut interrupted = false;
     for (i, p) in params.iter().enumerate() {
         if t.tune.configs[i].status.settled() {
             continue;
         }
-        if stop.is_cancelled() {
+        if series.stopped() {
             interrupted = true;
             break;
         }
-        let several = super::run::OneOfSeveral {
-            // The dashboard leaves at each run's end, the last too: the leaderboard follows.
-            more_follow: true,
-            quiet: true,
-            stop: stop.clone(),
-            hangup: hangup.clone(),
-            tune: Some(t.tune.progress(&dir.display().to_string(), i)),
-        };
-        let code = Box::pin(run_config(&mut t, i, p, &dir, out, &several)).await;
+        series.tune = Some(t.tune.progress(&dir.display().to_string(), i));
+        let code = Box::pin(run_config(&mut t, i, p, &dir, out, &series)).await;
         t.tune.settle();
-        if let Err(e) = t.save(&dir) {
+        if let Err(e) = crate::export::tune::save(&mut t, &dir) {
             say!("servetop: {e}");
         }
         let c = &t.tune.configs[i];
@@ -187,7 +183,7 @@ async fn run_tune(mut t: TuneRun, dir: PathBuf, out: &OutputArgs) -> i32 {
         RunState::Finished
     };
     t.tune.settle();
-    if let Err(e) = t.save(&dir) {
+    if let Err(e) = crate::export::tune::save(&mut t, &dir) {
         say!("servetop: {e}");
     }
     finish(&t, &dir, out);
@@ -223,7 +219,7 @@ async fn run_config(
     params: &[(String, String)],
     dir: &Path,
     out: &OutputArgs,
-    several: &super::run::OneOfSeveral,
+    series: &super::execute::Series,
 ) -> i32 {
     let mut cfg: RunConfig = t.config.clone();
     let beat = t.tune.rate_to_beat();
@@ -262,16 +258,14 @@ async fn run_config(
         )),
         sub.display()
     );
-    let _ = t.save(dir);
+    let _ = crate::export::tune::save(t, dir);
     let mut o = out.clone();
     o.out = Some(sub.clone());
     let started = std::time::Instant::now();
-    let (code, error) = Box::pin(super::run::execute_outcome(
-        cfg,
-        None,
+    let super::execute::Outcome { code, error } = Box::pin(super::execute::in_series(
+        super::execute::Job::new(cfg),
         &o,
-        None,
-        Some(several),
+        series,
     ))
     .await;
     let c = &mut t.tune.configs[i];

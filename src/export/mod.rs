@@ -24,11 +24,6 @@ pub struct RunFiles {
     dir: PathBuf,
     jsonl: BufWriter<File>,
     telemetry: Option<BufWriter<File>>,
-    /// servetop's own Prometheus page (`--metrics-listen`), rewritten as the files are flushed.
-    page: Option<prometheus::Page>,
-    /// The run's live feed (`live.sock`), served while these files are open: dropped after
-    /// the run's last save, it sends viewers the journal's last lines and goes.
-    live: Option<crate::live::Feed>,
 }
 
 /// Writes `bytes` to `path` through a temporary file and a rename, so a reader (or a crash)
@@ -58,33 +53,7 @@ impl RunFiles {
             dir: dir.to_path_buf(),
             jsonl: BufWriter::new(jsonl),
             telemetry: None,
-            page: None,
-            live: None,
         })
-    }
-
-    /// Also keeps `page` (served at `/metrics` with `--metrics-listen`) up to date.
-    #[must_use]
-    pub fn with_metrics_page(mut self, page: prometheus::Page) -> Self {
-        self.page = Some(page);
-        self
-    }
-
-    /// Also serves the run's live feed while the files are open.
-    #[must_use]
-    pub fn with_live(mut self, feed: crate::live::Feed) -> Self {
-        self.live = Some(feed);
-        self
-    }
-
-    /// The run's live feed, if one is served.
-    pub fn live(&self) -> Option<&crate::live::Feed> {
-        self.live.as_ref()
-    }
-
-    /// The live metrics page, if one is served.
-    pub fn metrics_page(&self) -> Option<&prometheus::Page> {
-        self.page.as_ref()
     }
 
     /// The run directory.

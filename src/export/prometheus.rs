@@ -4,10 +4,9 @@
 //!
 //! [`PromFold`] is folded by the session as each request ends (compute in update); [`render`]
 //! writes the page from it and the session's state (pure); the run's sink puts the page where
-//! the HTTP handler reads it.
+//! the HTTP handler reads it (`run::metrics_page`).
 
 use std::fmt::Write;
-use std::sync::{Arc, Mutex};
 
 use crate::metrics::{Outcome, RequestRecord, record::for_each_gap};
 
@@ -235,40 +234,6 @@ pub fn render(l: &Live<'_>) -> String {
         u8::from(l.finished)
     );
     out
-}
-
-/// Where the sink puts the page and the HTTP handler reads it.
-pub type Page = Arc<Mutex<String>>;
-
-/// Serves `page` at `/metrics` on `listener` until the process ends, on a thread of its own
-/// below the streams' priority (a scrape never holds a read: `run::follower`).
-pub fn serve(listener: std::net::TcpListener, page: Page) -> Result<(), String> {
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| format!("--metrics-listen: {e}"))?;
-    crate::run::follower::detach("servetop-metrics", move || async move {
-        let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
-            return;
-        };
-        let app = axum::Router::new().route(
-            "/metrics",
-            axum::routing::get(move || {
-                let page = page.clone();
-                async move {
-                    let text = page.lock().map(|p| p.clone()).unwrap_or_default();
-                    (
-                        [(
-                            axum::http::header::CONTENT_TYPE,
-                            "text/plain; version=0.0.4; charset=utf-8",
-                        )],
-                        text,
-                    )
-                }
-            }),
-        );
-        let _ = axum::serve(listener, app).await;
-    })
-    .map_err(|e| format!("--metrics-listen: {e}"))
 }
 
 #[cfg(test)]

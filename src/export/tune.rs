@@ -1,5 +1,5 @@
 //! A tune's own files in its directory: summary.md (the recommendation, the leaderboard, each
-//! configuration's findings) and charts/pareto.png; results.json is [`TuneRun::save`]'s.
+//! configuration's findings) and charts/pareto.png; and its results.json ([`save`], [`load`]).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -8,6 +8,27 @@ use crate::fmt::{fmt_rate, num};
 use crate::summary::tune::TuneSummary;
 use crate::summary::tune::pareto::front;
 use crate::summary::tune::record::TuneRun;
+
+/// Writes the tune to `dir/results.json` (atomically: a reader never sees half of it), marked
+/// updated now.
+pub fn save(t: &mut TuneRun, dir: &Path) -> Result<(), String> {
+    t.touch();
+    let path = dir.join("results.json");
+    let bytes = serde_json::to_vec_pretty(t).map_err(|e| e.to_string())?;
+    super::write_atomic(&path, &bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// Reads `dir/results.json` back, saying so when it is not a tune's.
+pub fn load(dir: &Path) -> Result<TuneRun, String> {
+    let path = dir.join("results.json");
+    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        format!(
+            "{} is not the results of a servetop tune: {e}",
+            path.display()
+        )
+    })
+}
 
 /// Writes summary.md and charts/pareto.png; returns the files written.
 pub fn write(t: &TuneRun, dir: &Path, size: (u32, u32)) -> Result<Vec<PathBuf>, String> {

@@ -1,6 +1,6 @@
 //! The live feed: how a viewer (`servetop attach`) follows a run going on in another process.
 //!
-//! The run serves its journal (`events.jsonl`, see [`crate::run::journal`]) on a Unix socket
+//! The run serves its journal (`events.jsonl`, see [`journal`]) on a Unix socket
 //! named [`SOCKET`] in its run directory, and with `--live-listen ADDR` on TCP too. Each
 //! viewer gets the journal from its first line, then every line as it is written: it catches
 //! up from the run directory and follows the run through one stream, and folds it with the
@@ -18,6 +18,7 @@
 //! (stop, pause, resume, skip); a TCP viewer only reads. The journal holds no API key and masks
 //! the server command's credentials.
 
+pub mod journal;
 pub mod registry;
 pub mod source;
 
@@ -126,7 +127,7 @@ impl Feed {
             ));
         }
         let shared = Arc::new(Shared {
-            journal: dir.join(crate::run::journal::FILE),
+            journal: dir.join(crate::live::journal::FILE),
             done: AtomicBool::new(false),
             active: AtomicUsize::new(0),
             remote: Mutex::new(None),

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use tokio::sync::mpsc;
 
+use super::journal::{self, Line};
 use super::{Command, SOCKET};
-use crate::run::journal::{self, Line};
 
 /// Where a viewer reads a run from.
 #[derive(Clone, Debug, PartialEq, Eq)]

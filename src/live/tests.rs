@@ -14,7 +14,7 @@ fn append(dir: &Path, text: &str) {
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(dir.join(crate::run::journal::FILE))
+        .open(dir.join(crate::live::journal::FILE))
         .unwrap();
     f.write_all(text.as_bytes()).unwrap();
 }

@@ -4,7 +4,7 @@
 
 pub mod follower;
 pub mod headless;
-pub mod journal;
+pub mod metrics_page;
 pub mod session;
 pub mod sink;
 
@@ -64,10 +64,10 @@ pub fn start(cfg: &RunConfig, prepared: Prepared, cancel: &CancellationToken) ->
     }
 }
 
-/// From now on, viewers on the live feed of `files` (if it has one) may pause, skip and stop
+/// From now on, viewers on the live feed of `sink` (if it serves one) may pause, skip and stop
 /// the run `run` is.
-pub fn let_viewers_steer(files: Option<&RunFiles>, run: &Started, cancel: &CancellationToken) {
-    if let Some(feed) = files.and_then(RunFiles::live) {
+pub fn let_viewers_steer(sink: &Sink, run: &Started, cancel: &CancellationToken) {
+    if let Some(feed) = sink.live() {
         feed.obey(crate::live::Remote {
             control: run.control.clone(),
             cancel: cancel.clone(),
@@ -75,25 +75,26 @@ pub fn let_viewers_steer(files: Option<&RunFiles>, run: &Started, cancel: &Cance
     }
 }
 
-/// Runs a prepared plan headless, folding every event into a `Session` (written into its run
-/// directory when `files` is given). `quiet` silences the progress lines (tests).
+/// Runs a prepared plan headless, folding every event into a `Session` and handing what it
+/// writes to `sink` (`Sink::none()`: nothing written). `quiet` silences the progress lines
+/// (tests).
 pub async fn run_prepared(
     cfg: &RunConfig,
     prepared: Prepared,
     summary: RunSummary,
-    files: Option<RunFiles>,
+    sink: Sink,
     quiet: bool,
     cancel: CancellationToken,
 ) -> (RunState, Session) {
     let run = start(cfg, prepared, &cancel);
-    let_viewers_steer(files.as_ref(), &run, &cancel);
+    let_viewers_steer(&sink, &run, &cancel);
     let events = run.events;
     let tokens = run.live_tokens.clone();
     // Folding, file writes and progress lines on the follower thread: the streams' reads never
     // wait for them (a terminal that blocks included).
     let (state, mut session, mut sink) = follower::follow("servetop-follow", move || async move {
         let mut session = Session::new(summary);
-        let mut sink = Sink::new(files).with_tokens(tokens);
+        let mut sink = sink.with_tokens(tokens);
         let state = headless::drive(events, &mut session, &mut sink, quiet).await;
         (state, session, sink)
     })
@@ -156,19 +157,19 @@ pub async fn run_headless(
 ) -> Result<(RunState, Session), String> {
     let mut cfg = cfg;
     let prepared = runner::prepare(&cfg, None).await?;
-    let files = match &out_dir {
+    let sink = match &out_dir {
         Some(d) => {
             cfg.out_dir.clone_from(d);
-            Some(RunFiles::create(d)?)
+            Sink::new(Some(RunFiles::create(d)?))
         }
-        None => None,
+        None => Sink::none(),
     };
     let summary = RunSummary::new(cfg.clone(), None);
     Ok(run_prepared(
         &cfg,
         prepared,
         summary,
-        files,
+        sink,
         true,
         CancellationToken::new(),
     )

@@ -9,13 +9,22 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::event::Event;
 use crate::export::RunFiles;
+use crate::live::Feed;
 
-use super::journal::Journal;
+use super::metrics_page::Page;
+
 use super::session::{Persist, Session};
+use crate::live::journal::Journal;
 
-/// Where a run's files go: a run directory, or nowhere (tests, `report`'s rebuilt dashboard).
+/// Where a run's files go: a run directory, or nowhere (tests, `report`'s rebuilt dashboard);
+/// and what is served from them while the run goes.
 pub struct Sink {
     files: Option<RunFiles>,
+    /// servetop's own Prometheus page (`--metrics-listen`), rewritten as the files are flushed.
+    page: Option<Page>,
+    /// The run's live feed (`live.sock`), served while the sink lives: dropped after the run's
+    /// last save, it sends viewers the journal's last lines and goes.
+    feed: Option<Feed>,
     /// The journal; `None` until the first event (its first line is the summary the run
     /// started from), and when not writing.
     journal: Option<Journal>,
@@ -28,6 +37,8 @@ impl Sink {
     pub fn new(files: Option<RunFiles>) -> Self {
         Self {
             files,
+            page: None,
+            feed: None,
             journal: None,
             tokens: None,
         }
@@ -43,6 +54,25 @@ impl Sink {
     pub fn with_tokens(mut self, tokens: Arc<AtomicU64>) -> Self {
         self.tokens = Some(tokens);
         self
+    }
+
+    /// Also keeps `page` (served at `/metrics` with `--metrics-listen`) up to date.
+    #[must_use]
+    pub fn with_metrics_page(mut self, page: Page) -> Self {
+        self.page = Some(page);
+        self
+    }
+
+    /// Also serves the run's live feed while the sink lives.
+    #[must_use]
+    pub fn with_live(mut self, feed: Feed) -> Self {
+        self.feed = Some(feed);
+        self
+    }
+
+    /// The run's live feed, if one is served.
+    pub fn live(&self) -> Option<&Feed> {
+        self.feed.as_ref()
     }
 
     /// Journals `ev` (opening the journal with the session's starting summary first).
@@ -105,7 +135,7 @@ impl Sink {
                 session.io_failed(&e);
             }
         }
-        if let Some(page) = self.files.as_ref().and_then(RunFiles::metrics_page) {
+        if let Some(page) = &self.page {
             let text = crate::export::prometheus::render(&session.prometheus());
             if let Ok(mut p) = page.lock() {
                 *p = text;

@@ -127,6 +127,63 @@ pub fn other_request_counts(
         .collect()
 }
 
+/// Whether a plan (`planned`: the label and key of each of its levels; `simulated`: against
+/// servetop's simulator) can be compared with `b`, decided before the run starts. `Ok(None)`:
+/// it can. `Ok(Some(warning))`: the run goes on but compares nothing, or not like with like.
+/// `Err`: a gate (`--fail-on-regression`) that would compare nothing, which is bad input.
+pub fn check_plan(
+    b: &Baseline,
+    planned: &[(String, LevelKey)],
+    simulated: bool,
+) -> Result<Option<String>, String> {
+    let shared = planned
+        .iter()
+        .filter(|(_, key)| b.levels.iter().any(|l| l.matches(key)))
+        .count();
+    let counts = other_request_counts(&b.levels, planned);
+    if shared == 0 {
+        let msg = no_match(b, &counts);
+        return if b.fail_on_regression_pct.is_some() {
+            Err(msg)
+        } else {
+            Ok(Some(msg))
+        };
+    }
+    if !counts.is_empty() {
+        return Ok(Some(format!(
+            "--baseline {}: not compared, other request counts ({}); a throughput over another number of requests is not the same measurement",
+            b.source,
+            counts.join("; ")
+        )));
+    }
+    if b.simulated != simulated {
+        return Ok(Some(format!(
+            "--baseline {}: one run is against servetop's simulator and the other is not",
+            b.source
+        )));
+    }
+    Ok(None)
+}
+
+/// Why no level of a plan can be compared with the baseline's, in one line (`counts`: the
+/// levels that match but for their number of requests, [`other_request_counts`]).
+pub fn no_match(b: &Baseline, counts: &[String]) -> String {
+    if counts.is_empty() {
+        let theirs: Vec<&str> = b.levels.iter().map(|l| l.label.as_str()).collect();
+        format!(
+            "--baseline {}: no level of this plan matches one of the baseline's ({}; levels match by kind, concurrency, context or rate, input/output lengths and number of requests)",
+            b.source,
+            theirs.join(", ")
+        )
+    } else {
+        format!(
+            "--baseline {}: the baseline's levels sent other numbers of requests ({}); run with the same --requests-per-level and --min-requests",
+            b.source,
+            counts.join("; ")
+        )
+    }
+}
+
 /// One level of this run against its baseline level.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LevelComparison {

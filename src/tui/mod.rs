@@ -2,7 +2,7 @@
 //!
 //! The loop owns the `App` and waits on three things at once: runner events (drained in
 //! batches, folded in update), terminal input (mapped to actions), and a frame clock (draw at
-//! `--fps`). The runner never waits on it (STYLE.md rule 1).
+//! `--fps`). The runner never waits on it (docs/STYLE.md rule 1).
 
 pub mod action;
 pub mod app;
@@ -28,7 +28,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::RunConfig;
 use crate::event::{self, RunState};
-use crate::export::RunFiles;
 use crate::run::follower::follow;
 use crate::run::session::Session;
 use crate::run::sink::Sink;
@@ -105,7 +104,7 @@ pub async fn run(
     cfg: &RunConfig,
     prepared: Prepared,
     summary: RunSummary,
-    files: Option<RunFiles>,
+    sink: Sink,
     screen: Screen,
     cancel: CancellationToken,
 ) -> std::io::Result<(RunState, Session)> {
@@ -121,7 +120,7 @@ pub async fn run(
     let mut terminal = terminal?;
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let start = crate::run::start(cfg, prepared, &cancel);
-    crate::run::let_viewers_steer(files.as_ref(), &start, &cancel);
+    crate::run::let_viewers_steer(&sink, &start, &cancel);
     let cancel = cancel.clone();
     // Folding, drawing and keys on the follower thread: the streams' reads never wait for a
     // frame.
@@ -134,7 +133,7 @@ pub async fn run(
             exit_when_done: screen.exit_when_done,
         };
         let app = App::new(Session::new(summary), start.live_tokens.clone(), no_color)
-            .with_sink(Sink::new(files).with_tokens(start.live_tokens.clone()));
+            .with_sink(sink.with_tokens(start.live_tokens.clone()));
         loop_.run(app, start, &mut terminal, &cancel).await
     })
     .await;
@@ -160,7 +159,7 @@ pub async fn run_offscreen(
     cfg: &RunConfig,
     prepared: Prepared,
     summary: RunSummary,
-    files: Option<RunFiles>,
+    sink: Sink,
     fps: f64,
     size: (u16, u16),
     cancel: CancellationToken,
@@ -183,7 +182,7 @@ pub async fn run_offscreen(
             exit_when_done: true,
         };
         let app = App::new(Session::new(summary), start.live_tokens.clone(), false)
-            .with_sink(Sink::new(files).with_tokens(start.live_tokens.clone()));
+            .with_sink(sink.with_tokens(start.live_tokens.clone()));
         loop_.run(app, start, &mut terminal, &cancel).await
     })
     .await

@@ -14,8 +14,8 @@ use super::action::map_key;
 use super::app::{App, Effect, Role};
 use crate::event::RunState;
 use crate::live::Command;
+use crate::live::journal::Entry;
 use crate::live::source::{Attached, Read};
-use crate::run::journal::Entry;
 use crate::run::session::Session;
 
 /// How a viewer ended.

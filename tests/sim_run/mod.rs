@@ -18,7 +18,7 @@ pub async fn finish_prepared(cfg: &RunConfig, prepared: Prepared) -> Session {
         cfg,
         prepared,
         servetop::summary::RunSummary::new(cfg.clone(), None),
-        None,
+        servetop::run::sink::Sink::none(),
         true,
         CancellationToken::new(),
     )
@@ -46,7 +46,7 @@ pub async fn finish_prepared_into(
         cfg,
         prepared,
         servetop::summary::RunSummary::new(cfg.clone(), None),
-        Some(files),
+        servetop::run::sink::Sink::new(Some(files)),
         true,
         CancellationToken::new(),
     )

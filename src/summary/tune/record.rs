@@ -1,8 +1,6 @@
 //! A tune's own results.json, in the tune's directory (each configuration's run has its own in
-//! its sub-directory): written when the tune starts and after every configuration, so an
-//! interrupted tune can be resumed from it.
-
-use std::path::Path;
+//! its sub-directory): written when the tune starts and after every configuration
+//! (`export::tune::save`), so an interrupted tune can be resumed from it.
 
 use serde::{Deserialize, Serialize};
 
@@ -30,26 +28,9 @@ pub struct TuneRun {
 }
 
 impl TuneRun {
-    /// Writes it to `dir/results.json` (atomically: a reader never sees half of it).
-    pub fn save(&mut self, dir: &Path) -> Result<(), String> {
+    /// Marks it updated now (before it is written: `export::tune::save`).
+    pub fn touch(&mut self) {
         self.updated_at = crate::summary::now_rfc3339();
-        let path = dir.join("results.json");
-        let bytes = serde_json::to_vec_pretty(self).map_err(|e| e.to_string())?;
-        crate::export::write_atomic(&path, &bytes)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))
-    }
-
-    /// Reads `dir/results.json` back, saying so when it is not a tune's.
-    pub fn load(dir: &Path) -> Result<Self, String> {
-        let path = dir.join("results.json");
-        let bytes =
-            std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        serde_json::from_slice(&bytes).map_err(|e| {
-            format!(
-                "{} is not the results of a servetop tune: {e}",
-                path.display()
-            )
-        })
     }
 }
 

@@ -1,7 +1,8 @@
 //! The run's journal, `events.jsonl` in the run directory: every event the run folded, in
 //! order, one JSON object a line, so a viewer (`servetop attach`) folds exactly what the run
-//! folded, through the same [`Session`](super::session::Session) — from the file for a
-//! finished run, from the live feed (which serves this file) for one going on.
+//! folded, through the same `Session` as the run — from the file for a finished run, from the
+//! live feed (which serves this file) for one going on. The run's sink writes it; it lives here,
+//! beside the feed and the reader that serve and read it.
 //!
 //! A line is a [`Line`]: the time since the run started and an [`Entry`]: the summary the run
 //! started from (first, and again where a resumed run starts), an event, or the client's

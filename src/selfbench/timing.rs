@@ -1,0 +1,136 @@
+//! An accuracy case's timing errors: when the firehose wrote each token event (its record per
+//! `X-Request-Id`) against when the client's record says the event arrived, on one clock.
+
+use std::path::Path;
+
+use super::{CaseResult, wave};
+use crate::metrics::{Dist, RequestRecord};
+
+/// `GET /firehose/writes` over a plain socket (this side is synchronous).
+fn fetch_writes(url: &str) -> Result<crate::sim::firehose::Writes, String> {
+    use std::io::{Read, Write};
+    let host = url.trim_start_matches("http://");
+    let mut sock =
+        std::net::TcpStream::connect(host).map_err(|e| format!("firehose {host}: {e}"))?;
+    write!(
+        sock,
+        "GET /firehose/writes HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
+    let mut buf = Vec::new();
+    sock.read_to_end(&mut buf).map_err(|e| e.to_string())?;
+    let body = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| &buf[i + 4..])
+        .ok_or("firehose: no HTTP body")?;
+    serde_json::from_slice(body).map_err(|e| format!("firehose writes: {e}"))
+}
+
+/// Client arrival minus write time for every token event and for each request's first, how many
+/// requests matched a write, and each request's index, send time and first error.
+/// An event this late after its write ended, in a request with no held read, breaks the held
+/// flag's promise (a stall the probe cannot see is under about 4 ms).
+pub const UNHELD_LATE_US: u64 = 5_000;
+
+/// What the firehose's record says of a case's readings.
+struct Timing {
+    /// Every token event's error and each request's first's, µs.
+    all: Dist,
+    first: Dist,
+    /// Requests found in the record.
+    matched: usize,
+    sent: Vec<wave::Sent>,
+    /// Events more than [`UNHELD_LATE_US`] late in requests that counted no held read.
+    late_unheld: u64,
+}
+
+fn timing_errors(dir: &Path, writes: &crate::sim::firehose::Writes) -> Result<Timing, String> {
+    let results: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.join("results.json")).map_err(|e| format!("results.json: {e}"))?,
+    )
+    .map_err(|e| format!("results.json: {e}"))?;
+    let origin = results["sweep"][0]["origin_unix_us"]
+        .as_u64()
+        .ok_or("results.json has no origin_unix_us")?;
+    let text = std::fs::read_to_string(dir.join("requests.jsonl"))
+        .map_err(|e| format!("requests.jsonl: {e}"))?;
+    let (mut all, mut first) = (Dist::new(), Dist::new());
+    let mut matched = 0;
+    let mut sent = Vec::new();
+    let mut late_unheld = 0;
+    for line in text.lines() {
+        let r: RequestRecord = serde_json::from_str(line).map_err(|e| e.to_string())?;
+        if r.warmup || !r.is_ok() {
+            continue;
+        }
+        let Some(w) = writes.get(&format!("servetop-{}-{}", r.level, r.index)) else {
+            sent.push((r.index, r.send_at_us, None));
+            continue;
+        };
+        matched += 1;
+        let mut first_error = None;
+        let written = w
+            .iter()
+            .flat_map(|&(t, n, end)| std::iter::repeat_n((t, end), n as usize));
+        let mut arrivals = r
+            .chunks
+            .iter()
+            .flat_map(|c| std::iter::repeat_n(origin + r.send_at_us + c.t_us, c.tokens as usize));
+        for (k, (wt, end)) in written.enumerate() {
+            let Some(at) = arrivals.next() else { break };
+            // Clocks agree to the microsecond on one machine; an arrival can only follow its write.
+            let e = at.saturating_sub(wt);
+            all.record(e);
+            if k == 0 {
+                first.record(e);
+                first_error = Some(e);
+            }
+            if r.held_reads == 0 && at.saturating_sub(end) > UNHELD_LATE_US {
+                late_unheld += 1;
+            }
+        }
+        sent.push((r.index, r.send_at_us, first_error));
+    }
+    Ok(Timing {
+        all,
+        first,
+        matched,
+        sent,
+        late_unheld,
+    })
+}
+
+/// An accuracy case's timing errors: the firehose's record of each write against the client's
+/// record of each token event (kept beside the case's requests.jsonl as
+/// `firehose-writes.json`, to look into the tail).
+pub(super) fn add_timing_errors(
+    r: &mut CaseResult,
+    url: &str,
+    d: &Path,
+) -> Result<Vec<wave::Sent>, String> {
+    let writes = fetch_writes(url)?;
+    // Kept beside the case's requests.jsonl, to look into the tail.
+    let _ = std::fs::write(
+        d.join("firehose-writes.json"),
+        serde_json::to_vec(&writes).unwrap_or_default(),
+    );
+    let Timing {
+        all,
+        first,
+        matched,
+        sent,
+        late_unheld,
+    } = timing_errors(d, &writes)?;
+    r.late_unheld_events = Some(late_unheld);
+    if matched == 0 {
+        return Err("no request matched the firehose's record (is X-Request-Id sent?)".into());
+    }
+    // µs values; stats in ms.
+    let (all, first) = (all.stats(1e-3), first.stats(1e-3));
+    r.timing_error_p50_ms = all.as_ref().map(|d| d.p50);
+    r.timing_error_p99_ms = all.as_ref().map(|d| d.p99);
+    r.ttft_error_p50_ms = first.as_ref().map(|d| d.p50);
+    r.ttft_error_p99_ms = first.as_ref().map(|d| d.p99);
+    Ok(sent)
+}
