@@ -9,7 +9,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use servetop::client::dialect::{Dialect, Repeat, parse, parse_general, parse_in_stream};
+use servetop::client::dialect::{Dialect, RepeatedBytes, parse, parse_general, parse_in_stream};
 
 const EVENTS: [&str; 3] = [
     r#"{"id":"cmpl-1","object":"text_completion","created":0,"model":"sim/firehose","choices":[{"index":0,"text":" the","logprobs":null,"finish_reason":null}]}"#,
@@ -63,8 +63,11 @@ fn main() {
     }
     // Each event is the next of its own stream (three streams read in turn), as the client
     // reads them: what a stream's events repeat is skipped.
-    let streams =
-        std::cell::RefCell::new([Repeat::default(), Repeat::default(), Repeat::default()]);
+    let streams = std::cell::RefCell::new([
+        RepeatedBytes::default(),
+        RepeatedBytes::default(),
+        RepeatedBytes::default(),
+    ]);
     let next = std::cell::Cell::new(0);
     let in_stream = |e: &str| {
         let i = next.replace((next.get() + 1) % 3);

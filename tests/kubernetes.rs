@@ -258,7 +258,7 @@ fn the_dashboard_asks_for_what_servetop_serves() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/grafana/servetop-dashboard.json");
     let d: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
     let fold = servetop::export::prometheus::PromFold::default();
-    let page = servetop::export::prometheus::render(&servetop::export::prometheus::Live {
+    let page = servetop::export::prometheus::render(&servetop::export::prometheus::PageState {
         fold: &fold,
         level: None,
         in_flight: 0,

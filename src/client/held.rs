@@ -6,7 +6,7 @@
 //! time. The client cannot split such a read; it can know when one may have happened:
 //! - `Wakes`: each connection's reader is woken through a waker that notes when; bytes of a
 //!   read that arrived well after that wake-up were merged with the ones that caused it;
-//! - [`Stalls`]: the timer probe (`telemetry::client`) notes each stall of the runtime it sees,
+//! - [`Stalls`]: the timer probe (`telemetry::client_load`) notes each stall of the runtime it sees,
 //!   when no arrival is seen and no stream woken; a read after one may hold arrivals from it.
 
 use std::collections::VecDeque;

@@ -34,7 +34,7 @@ struct StreamFold {
     kinds: super::kinds::KindFold,
     held: HeldReads,
     /// What the stream's events repeat, parsed once.
-    repeat: dialect::Repeat,
+    repeat: dialect::RepeatedBytes,
 }
 
 /// Token-carrying reads that were held (docs/metrics.md "Held reads"), and whether the first
@@ -60,7 +60,7 @@ impl StreamFold {
             done: false,
             kinds: super::kinds::KindFold::default(),
             held: HeldReads::default(),
-            repeat: dialect::Repeat::default(),
+            repeat: dialect::RepeatedBytes::default(),
         }
     }
 }

@@ -135,7 +135,7 @@ impl PromFold {
 }
 
 /// What the page says of the run besides the fold: where it stands now.
-pub struct Live<'a> {
+pub struct PageState<'a> {
     pub fold: &'a PromFold,
     /// The running level: its index, kind and label.
     pub level: Option<(u32, &'a str, String)>,
@@ -148,7 +148,7 @@ pub struct Live<'a> {
 }
 
 /// The `/metrics` page.
-pub fn render(l: &Live<'_>) -> String {
+pub fn render(l: &PageState<'_>) -> String {
     let f = l.fold;
     let mut out = String::with_capacity(4096);
     let _ = writeln!(
@@ -254,7 +254,7 @@ mod tests {
         let mut warm = r.clone();
         warm.warmup = true;
         f.observe(&warm);
-        let page = render(&Live {
+        let page = render(&PageState {
             fold: &f,
             level: Some((2, "sweep", "C=8".into())),
             in_flight: 3,

@@ -67,7 +67,7 @@ pub fn start(cfg: &RunConfig, prepared: Prepared, cancel: &CancellationToken) ->
 /// From now on, viewers on the live feed of `sink` (if it serves one) may pause, skip and stop
 /// the run `run` is.
 pub fn let_viewers_steer(sink: &Sink, run: &Started, cancel: &CancellationToken) {
-    if let Some(feed) = sink.live() {
+    if let Some(feed) = sink.feed() {
         feed.obey(crate::live::Remote {
             control: run.control.clone(),
             cancel: cancel.clone(),

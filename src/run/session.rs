@@ -105,12 +105,12 @@ impl Session {
     }
 
     /// What the `/metrics` page shows now (`--metrics-listen`).
-    pub fn prometheus(&self) -> crate::export::prometheus::Live<'_> {
+    pub fn prometheus(&self) -> crate::export::prometheus::PageState<'_> {
         let level = self.current.and_then(|i| {
             let l = self.summary.level(i)?;
             Some((i, level_kind_name(l.kind), l.label()))
         });
-        crate::export::prometheus::Live {
+        crate::export::prometheus::PageState {
             fold: &self.prom,
             in_flight: self.current.map_or(0, |i| self.in_flight(i)),
             level,

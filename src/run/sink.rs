@@ -71,7 +71,7 @@ impl Sink {
     }
 
     /// The run's live feed, if one is served.
-    pub fn live(&self) -> Option<&Feed> {
+    pub fn feed(&self) -> Option<&Feed> {
         self.feed.as_ref()
     }
 

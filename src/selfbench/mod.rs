@@ -113,7 +113,7 @@ fn cpu_seconds() -> f64 {
     cpu_seconds_of("self")
 }
 
-use crate::telemetry::client::cpu_seconds_of;
+use crate::telemetry::client_load::cpu_seconds_of;
 
 /// A case's plan: the demo's with every measurement setting overridden (new settings keep the
 /// demo's defaults).

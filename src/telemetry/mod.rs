@@ -7,7 +7,7 @@
 //! A missing GPU, driver or endpoint is a normal case that becomes an `Unavailable` event with
 //! the reason, shown in its panel; nothing fails.
 
-pub mod client;
+pub mod client_load;
 pub mod dcgm;
 pub mod energy;
 pub mod engine_metrics;
@@ -65,7 +65,7 @@ pub fn spawn_all(
     tx: &Reports,
     cancel: &tokio_util::sync::CancellationToken,
 ) {
-    client::spawn(tx.clone(), cancel.clone(), stalls);
+    client_load::spawn(tx.clone(), cancel.clone(), stalls);
     let every = std::time::Duration::from_secs_f64(cfg.gpu_interval_s);
     if let Some((url, info)) = engine_urls(cfg) {
         scrape::spawn_engine(

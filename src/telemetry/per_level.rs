@@ -163,7 +163,7 @@ impl LevelTelemetryAcc {
     }
 
     /// Folds one sample of servetop's own load.
-    pub fn add_client(&mut self, c: &super::client::ClientSample) {
+    pub fn add_client(&mut self, c: &super::client_load::ClientSample) {
         let acc = &mut self.client;
         acc.wall_s += c.wall_s;
         acc.cpu_s += c.cpu_s;

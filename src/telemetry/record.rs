@@ -103,5 +103,5 @@ pub enum TelemetryRecord {
         reason: String,
     },
     /// servetop's own load: CPU time and its runtime's timer lag.
-    Client(super::client::ClientSample),
+    Client(super::client_load::ClientSample),
 }

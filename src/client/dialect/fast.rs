@@ -254,7 +254,7 @@ fn choice<'a>(sc: &mut Scan<'a>) -> Option<Choice<'a>> {
 /// Skipping them gives what reading them would: the scan is left to right, and where a key
 /// starts in the top-level object, all it carries from before is whether `object` was seen.
 #[derive(Debug, Default)]
-pub struct Repeat {
+pub struct RepeatedBytes {
     /// The last event's bytes up to the opening quote of `"choices"` (empty: none kept).
     prefix: Vec<u8>,
     /// `object` was among them.
@@ -263,7 +263,7 @@ pub struct Repeat {
     shape: Option<Shape>,
 }
 
-/// An event as its text's and usage's surroundings ([`Repeat`]): most events of a stream
+/// An event as its text's and usage's surroundings ([`RepeatedBytes`]): most events of a stream
 /// differ from the one before only in the text and, where the engine counts every event
 /// (vLLM's `continuous_usage_stats`), the counts of its usage: `{…"text":"`, `",…,
 /// "usage":` and `}` repeat. An event with the same bytes around a plain text and a usage
@@ -288,7 +288,7 @@ struct Shape {
     usage: Option<Usage>,
 }
 
-impl Repeat {
+impl RepeatedBytes {
     /// `data` read as the last event with a choice was, if it has that event's shape.
     fn same_shape<'a>(&self, data: &'a str) -> Option<ChunkData<'a>> {
         let sh = self.shape.as_ref()?;
@@ -372,8 +372,8 @@ fn empty_object<'a>(sc: &mut Scan<'a>) -> Option<ChunkData<'a>> {
 }
 
 /// An OpenAI completions event, or `None` to leave it to the general parse; `repeat` holds
-/// what the stream's earlier events began with ([`Repeat`]).
-pub(super) fn completions<'a>(data: &'a str, repeat: &mut Repeat) -> Option<ChunkData<'a>> {
+/// what the stream's earlier events began with ([`RepeatedBytes`]).
+pub(super) fn completions<'a>(data: &'a str, repeat: &mut RepeatedBytes) -> Option<ChunkData<'a>> {
     if let Some(out) = repeat.same_shape(data) {
         return Some(out);
     }
@@ -483,11 +483,11 @@ mod tests {
             r#"{"id":"cmpl-9","object":"text_completion","created":1733,"model":"x/y","choices":[],"usage":{"prompt_tokens":32,"total_tokens":288,"completion_tokens":256}}"#,
         ];
         for e in events {
-            let fast =
-                completions(e, &mut Repeat::default()).unwrap_or_else(|| panic!("not taken: {e}"));
+            let fast = completions(e, &mut RepeatedBytes::default())
+                .unwrap_or_else(|| panic!("not taken: {e}"));
             assert_eq!(Ok(fast), general(e), "{e}");
         }
-        let last = completions(events[2], &mut Repeat::default()).unwrap();
+        let last = completions(events[2], &mut RepeatedBytes::default()).unwrap();
         assert!(last.finished && last.length_stop && last.has_choice);
         assert_eq!(last.cumulative_completion, Some(256));
         // What it leaves to the general parse.
@@ -501,7 +501,7 @@ mod tests {
             r#"{"choices":[{"text":"a"}],"choices":[]}"#,
             r#"{"choices":[{"text":"a"}]} x"#,
         ] {
-            assert_eq!(completions(e, &mut Repeat::default()), None, "{e}");
+            assert_eq!(completions(e, &mut RepeatedBytes::default()), None, "{e}");
         }
         assert_eq!(
             parse(Dialect::Completions, r#"{"error":{"message":"boom"}}"#)
@@ -604,7 +604,7 @@ mod tests {
             let data = event.new_tree(&mut runner).unwrap().current();
             let want = general(&data);
             valid += usize::from(want.is_ok());
-            if let Some(fast) = completions(&data, &mut Repeat::default()) {
+            if let Some(fast) = completions(&data, &mut RepeatedBytes::default()) {
                 taken += 1;
                 assert_eq!(Ok(fast), want, "{data}");
             }
@@ -615,7 +615,7 @@ mod tests {
         );
     }
 
-    /// An event read after another that opened with the same members (skipped, [`Repeat`])
+    /// An event read after another that opened with the same members (skipped, [`RepeatedBytes`])
     /// gives what the general parse gives, whatever came before and after `"choices"`; and the
     /// skip is taken often.
     #[test]
@@ -656,7 +656,7 @@ mod tests {
         let mut resumed = 0;
         for _ in 0..4000 {
             let (e1, e2) = pair.new_tree(&mut runner).unwrap().current();
-            let mut repeat = Repeat::default();
+            let mut repeat = RepeatedBytes::default();
             let _ = completions(&e1, &mut repeat);
             let kept = !repeat.prefix.is_empty() && e2.as_bytes().starts_with(&repeat.prefix);
             if let Some(fast) = completions(&e2, &mut repeat) {
@@ -745,7 +745,7 @@ mod tests {
         let mut shaped = 0;
         for _ in 0..4000 {
             let (e1, e2) = pair.new_tree(&mut runner).unwrap().current();
-            let mut repeat = Repeat::default();
+            let mut repeat = RepeatedBytes::default();
             let _ = completions(&e1, &mut repeat);
             let kept = repeat.same_shape(&e2).is_some();
             if let Some(fast) = completions(&e2, &mut repeat) {

@@ -5,7 +5,7 @@
 //! or counted with a tokenizer when one is configured).
 
 mod fast;
-pub use fast::Repeat;
+pub use fast::RepeatedBytes;
 
 use std::borrow::Cow;
 
@@ -188,15 +188,15 @@ struct MetaInfo {
 
 /// Parses one `data:` payload (not `[DONE]`). `Err` carries a short description of bad JSON.
 pub fn parse(dialect: Dialect, data: &str) -> Result<ChunkData<'_>, String> {
-    parse_in_stream(dialect, data, &mut Repeat::default())
+    parse_in_stream(dialect, data, &mut RepeatedBytes::default())
 }
 
 /// [`parse`] for the next event of a stream: `repeat` keeps what its events repeat, so that
-/// the next one skips it ([`Repeat`]).
+/// the next one skips it ([`RepeatedBytes`]).
 pub fn parse_in_stream<'a>(
     dialect: Dialect,
     data: &'a str,
-    repeat: &mut Repeat,
+    repeat: &mut RepeatedBytes,
 ) -> Result<ChunkData<'a>, String> {
     if dialect == Dialect::Completions
         && let Some(c) = fast::completions(data, repeat)

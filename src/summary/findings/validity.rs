@@ -165,7 +165,7 @@ pub(super) fn finding(s: &RunSummary) -> Option<Finding> {
 /// Why no level has servetop's own load: every level ended before the process's first load
 /// report (a second after it began), or the run was saved by a servetop that did not measure it.
 fn not_measured(levels: &[&LevelSummary]) -> String {
-    let every = crate::telemetry::client::REPORT_EVERY.as_secs_f64();
+    let every = crate::telemetry::client_load::REPORT_EVERY.as_secs_f64();
     let longest = levels
         .iter()
         .filter_map(|l| Some(l.stats.as_ref()?.scalars.duration_s))
