@@ -6,9 +6,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::metrics::Slo;
 use crate::workload::clock::LevelClock;
+use crate::workload::levels::Dimensions;
+pub use crate::workload::levels::{MultiTurn, TIME_BOUND_CEILING};
 use crate::workload::search::SearchConfig;
 use crate::workload::shard::Shard;
-use crate::workload::{Conversation, LevelKind, LevelSpec, OpenLoop, RequestCount, build_plan};
+use crate::workload::{LevelSpec, OpenLoop, RequestCount};
 
 mod validate;
 
@@ -147,9 +149,6 @@ pub struct RunConfig {
 fn one() -> u32 {
     1
 }
-
-/// The request ceiling of a time-bounded level: it ends at its time, long before this.
-pub const TIME_BOUND_CEILING: u32 = 1_000_000;
 
 #[allow(clippy::trivially_copy_pass_by_ref)]
 fn is_one(v: &u32) -> bool {
@@ -296,19 +295,6 @@ pub struct ServeConfig {
     pub params: Vec<(String, String)>,
 }
 
-/// Multi-turn conversations (`--multi-turn`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MultiTurn {
-    /// Turns per conversation.
-    pub turns: u32,
-    /// Conversations in all.
-    pub conversations: u32,
-    /// Conversations in progress at once.
-    pub concurrency: u32,
-    /// Tokens of each follow-up user message.
-    pub followup_len: u64,
-}
-
 fn sixty_seconds() -> f64 {
     60.0
 }
@@ -407,7 +393,7 @@ impl RunConfig {
         crate::workload::mix::RequestMix {
             range_ratio: self.range_ratio.filter(|&r| r > 0.0),
             lora: self.lora_mix(),
-            // Constrained twins are added to the plan level by level (`structured_plan`).
+            // Constrained twins are added to the plan level by level (`levels::twins`).
             response_format: None,
             images: self.image_mix(),
         }
@@ -429,85 +415,30 @@ impl RunConfig {
         })
     }
 
-    /// The planned levels: the concurrency sweep, the rate sweep, the long-context ladder, then
-    /// the multi-turn level.
+    /// The planned levels ([`crate::workload::levels::build`]).
     pub fn levels(&self) -> Vec<LevelSpec> {
-        let mut levels = build_plan(
-            &self.concurrency,
-            self.input_len,
-            self.output_len,
-            self.requests_per_level,
-            &self.open_loop,
-            &self.long_context,
-            self.long_context_output_len,
-            self.long_context_repeats,
-        );
-        for l in &mut levels {
-            if matches!(l.kind, LevelKind::Sweep | LevelKind::Rate) {
-                l.shared_prefix_tokens = self.shared_prefix_len;
-                l.mix = self.request_mix();
-            }
-        }
-        if let Some(mt) = self.multi_turn {
-            levels.push(LevelSpec {
-                index: levels.len() as u32,
-                kind: LevelKind::MultiTurn,
-                concurrency: mt.concurrency,
-                input_tokens: self.input_len,
-                output_tokens: self.output_len,
-                requests: mt.conversations.saturating_mul(mt.turns),
-                arrival: None,
-                shared_prefix_tokens: self.shared_prefix_len,
-                conversation: Some(Conversation {
-                    turns: mt.turns,
-                    followup_tokens: mt.followup_len,
-                }),
-                trace: None,
-                repeat: None,
-                thinking_budget: None,
-                shard: None,
-                seconds: None,
-                mix: crate::workload::mix::RequestMix::default(),
-            });
-        }
-        if let Some(t) = self
-            .trace
-            .as_ref()
-            .and_then(|t| t.level(levels.len() as u32, self.open_loop.max_concurrency))
-        {
-            levels.push(t);
-        }
-        // Every level's requests name the adapters, the ladder's and the chats' too.
-        for l in &mut levels {
-            l.mix.lora = self.lora_mix();
-        }
-        let levels = crate::workload::mix::structured_plan(levels, self.response_format.as_ref());
-        let levels = crate::workload::budget_plan(levels, &self.thinking_budgets);
-        let mut levels = crate::workload::repeat_plan(levels, self.repeat);
-        for l in &mut levels {
-            self.bound_in_time(l);
-            if let Some(s) = self.shard {
-                s.share(l);
-            }
-        }
-        levels
-    }
-
-    /// With `--level-seconds`, a level sends for that long: the sweep, rate and multi-turn
-    /// levels until then (their request count is only a ceiling), a long-context length or
-    /// a trace its own requests, none after it.
-    fn bound_in_time(&self, l: &mut LevelSpec) {
-        let Some(s) = self.clock.level_seconds else {
-            return;
-        };
-        l.seconds = Some(s);
-        if matches!(
-            l.kind,
-            LevelKind::Sweep | LevelKind::Rate | LevelKind::MultiTurn
-        ) {
-            let turns = l.conversation.map_or(1, |c| c.turns.max(1));
-            l.requests = TIME_BOUND_CEILING / turns * turns;
-        }
+        let mix = self.request_mix();
+        let lora = self.lora_mix();
+        crate::workload::levels::build(&Dimensions {
+            concurrency: &self.concurrency,
+            open_loop: &self.open_loop,
+            input_len: self.input_len,
+            output_len: self.output_len,
+            requests: self.requests_per_level,
+            long_context: &self.long_context,
+            long_context_output: self.long_context_output_len,
+            long_context_repeats: self.long_context_repeats,
+            shared_prefix_len: self.shared_prefix_len,
+            mix: &mix,
+            lora: lora.as_ref(),
+            multi_turn: self.multi_turn,
+            trace: self.trace.as_ref(),
+            response_format: self.response_format.as_ref(),
+            thinking_budgets: &self.thinking_budgets,
+            repeat: self.repeat,
+            level_seconds: self.clock.level_seconds,
+            shard: self.shard,
+        })
     }
 
     /// `1000 in / 500 out tokens`, or where the prompts come from when a dataset sets them;

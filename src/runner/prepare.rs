@@ -224,23 +224,7 @@ pub(super) fn nothing_fits(server: &ServerInfo, levels: &[LevelSpec]) -> Option<
 /// A search whose probes cannot fit the server's context is refused before it starts.
 pub(super) fn search_fits(server: &ServerInfo, cfg: &RunConfig) -> Option<String> {
     cfg.search.as_ref()?;
-    let probe = LevelSpec {
-        index: 0,
-        kind: LevelKind::Rate,
-        concurrency: 0,
-        input_tokens: cfg.input_len,
-        output_tokens: cfg.output_len,
-        requests: 1,
-        arrival: None,
-        shared_prefix_tokens: 0,
-        conversation: None,
-        trace: None,
-        repeat: None,
-        thinking_budget: None,
-        shard: None,
-        seconds: None,
-        mix: crate::workload::mix::RequestMix::default(),
-    };
+    let probe = LevelSpec::new(0, LevelKind::Rate, 0, (cfg.input_len, cfg.output_len), 1);
     nothing_fits(server, &[probe])
 }
 

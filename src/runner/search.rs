@@ -198,21 +198,15 @@ impl Runner {
 /// The search's first level: a closed-loop probe of the most requests/s the server sustains.
 fn throughput_probe_spec(plan: &SearchPlan, index: u32) -> LevelSpec {
     LevelSpec {
-        index,
-        kind: LevelKind::Sweep,
-        concurrency: plan.config.probe_concurrency,
-        input_tokens: plan.input_tokens,
-        output_tokens: plan.output_tokens,
-        requests: plan.config.throughput_requests(),
-        arrival: None,
         shared_prefix_tokens: plan.shared_prefix_tokens,
-        conversation: None,
-        trace: None,
-        repeat: None,
-        thinking_budget: None,
-        shard: None,
-        seconds: None,
         mix: plan.mix.clone(),
+        ..LevelSpec::new(
+            index,
+            LevelKind::Sweep,
+            plan.config.probe_concurrency,
+            (plan.input_tokens, plan.output_tokens),
+            plan.config.throughput_requests(),
+        )
     }
 }
 
@@ -220,12 +214,6 @@ fn throughput_probe_spec(plan: &SearchPlan, index: u32) -> LevelSpec {
 fn rate_probe_spec(plan: &SearchPlan, index: u32, rate: f64) -> LevelSpec {
     let ol = &plan.open_loop;
     LevelSpec {
-        index,
-        kind: LevelKind::Rate,
-        concurrency: ol.max_concurrency.unwrap_or(0),
-        input_tokens: plan.input_tokens,
-        output_tokens: plan.output_tokens,
-        requests: plan.config.requests_at(rate),
         arrival: Some(Arrival {
             request_rate: rate,
             burstiness: ol.burstiness,
@@ -233,12 +221,13 @@ fn rate_probe_spec(plan: &SearchPlan, index: u32, rate: f64) -> LevelSpec {
             max_concurrency: ol.max_concurrency,
         }),
         shared_prefix_tokens: plan.shared_prefix_tokens,
-        conversation: None,
-        trace: None,
-        repeat: None,
-        thinking_budget: None,
-        shard: None,
-        seconds: None,
         mix: plan.mix.clone(),
+        ..LevelSpec::new(
+            index,
+            LevelKind::Rate,
+            ol.max_concurrency.unwrap_or(0),
+            (plan.input_tokens, plan.output_tokens),
+            plan.config.requests_at(rate),
+        )
     }
 }

@@ -225,35 +225,30 @@ impl LevelSummary {
         }
     }
 
+    /// Where the level stands on the dimensions its label names (the same source of labels
+    /// as the plan's, [`crate::workload::Place`]).
+    pub fn place(&self) -> crate::workload::Place<'_> {
+        crate::workload::Place {
+            kind: self.kind,
+            concurrency: self.concurrency,
+            input_tokens: self.input_len,
+            request_rate: self.request_rate(),
+            turns: self.conversation.map(|c| c.turns),
+            trace: self.trace.as_ref(),
+            response_format: self.response_format.as_deref(),
+            thinking_budget: self.thinking_budget,
+            repeat: self.repeat,
+        }
+    }
+
     /// `C=8`, `4 req/s`, `30K ctx` or `4-turn chats, C=4`; `C=8 #2` for a second run.
     pub fn label(&self) -> String {
-        self.base_label() + &crate::workload::repeat_suffix(self.repeat)
+        self.place().label()
     }
 
     /// The label without the repeat's number (with the thinking budget's).
     pub fn base_label(&self) -> String {
-        self.plain_label()
-            + &crate::workload::format_suffix(self.response_format.as_deref())
-            + &crate::workload::budget_suffix(self.thinking_budget)
-    }
-
-    fn plain_label(&self) -> String {
-        match self.kind {
-            LevelKind::Sweep => format!("C={}", self.concurrency),
-            LevelKind::LongContext => {
-                format!("{} ctx", crate::fmt::fmt_tokens(self.input_len))
-            }
-            LevelKind::Rate => format!(
-                "{} req/s",
-                crate::fmt::fmt_rate(self.request_rate().unwrap_or(0.0))
-            ),
-            LevelKind::MultiTurn => format!(
-                "{}-turn chats, C={}",
-                self.conversation.map_or(0, |c| c.turns),
-                self.concurrency
-            ),
-            LevelKind::Trace => crate::workload::trace_label(self.trace.as_ref()),
-        }
+        self.place().base_label()
     }
 
     /// The configured request rate of a rate level; a trace level's mean offered rate.
@@ -266,16 +261,7 @@ impl LevelSummary {
     /// The level in a few characters, for a tick on a chart's axis: `C=64`, `60K`, `2.5/s`,
     /// `chats`.
     pub fn short_label(&self) -> String {
-        match self.kind {
-            LevelKind::Sweep => format!("C={}", self.concurrency),
-            LevelKind::LongContext => crate::fmt::fmt_tokens(self.input_len),
-            LevelKind::Rate => format!(
-                "{}/s",
-                crate::fmt::fmt_rate(self.request_rate().unwrap_or(0.0))
-            ),
-            LevelKind::MultiTurn => "chats".into(),
-            LevelKind::Trace => "trace".into(),
-        }
+        self.place().short_label()
     }
 
     /// What identifies the level across runs (for the baseline comparison).

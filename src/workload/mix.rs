@@ -190,35 +190,6 @@ impl super::LevelSpec {
     }
 }
 
-/// With a response format, each sweep, rate and long-context level twice in a row: as planned,
-/// then constrained (its twin); the others once. Indices follow the new order.
-pub fn structured_plan(
-    levels: Vec<super::LevelSpec>,
-    format: Option<&crate::client::structured::ResponseFormat>,
-) -> Vec<super::LevelSpec> {
-    let Some(format) = format else {
-        return levels;
-    };
-    let mut out = Vec::with_capacity(levels.len() * 2);
-    for l in levels {
-        let twin = matches!(
-            l.kind,
-            super::LevelKind::Sweep | super::LevelKind::Rate | super::LevelKind::LongContext
-        );
-        let constrained = twin.then(|| {
-            let mut c = l.clone();
-            c.mix.response_format = Some(format.clone());
-            c
-        });
-        out.push(l);
-        out.extend(constrained);
-    }
-    for (i, l) in out.iter_mut().enumerate() {
-        l.index = i as u32;
-    }
-    out
-}
-
 /// Which length a draw is for: a request's input and output lengths are drawn apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Length {

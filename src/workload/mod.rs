@@ -5,6 +5,7 @@ pub mod arrivals;
 pub mod clock;
 pub mod dataset;
 pub mod images;
+pub mod levels;
 pub mod mix;
 pub mod plan;
 pub mod prompt;
@@ -15,8 +16,8 @@ pub mod trace;
 
 use serde::{Deserialize, Serialize};
 
-use crate::fmt::{fmt_rate, fmt_tokens};
 pub use arrivals::{Arrival, Schedule};
+pub use levels::{Place, budget_suffix, format_suffix, repeat_suffix, trace_label};
 
 /// Which tab/table a level belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -94,63 +95,6 @@ pub struct Repeat {
     pub first: u32,
 }
 
-/// ` #2` for the second run of a repeated level, nothing otherwise.
-pub fn repeat_suffix(r: Option<Repeat>) -> String {
-    r.map_or(String::new(), |r| format!(" #{}", r.n))
-}
-
-/// ` · json` for a structured-output level (`--response-format`), nothing otherwise.
-pub fn format_suffix(f: Option<&str>) -> String {
-    f.map_or(String::new(), |f| format!(" · {f}"))
-}
-
-/// ` (think 256)` for a level run with a thinking budget, nothing otherwise.
-pub fn budget_suffix(b: Option<u32>) -> String {
-    b.map_or(String::new(), |b| format!(" (think {b})"))
-}
-
-/// The plan once per thinking budget (`--thinking-budget`), in the order given: every level
-/// with the first budget, then every level with the next, each a level of its own.
-pub fn budget_plan(levels: Vec<LevelSpec>, budgets: &[u32]) -> Vec<LevelSpec> {
-    if budgets.is_empty() {
-        return levels;
-    }
-    let per_pass = levels.len() as u32;
-    budgets
-        .iter()
-        .enumerate()
-        .flat_map(|(pass, &b)| {
-            levels.iter().map(move |l| LevelSpec {
-                index: pass as u32 * per_pass + l.index,
-                thinking_budget: Some(b),
-                ..l.clone()
-            })
-        })
-        .collect()
-}
-
-/// The plan run `n` times over (`--repeat`): every level once, then again, each run a level
-/// of its own (its own index, prompts and arrival draws), knowing which level it repeats.
-pub fn repeat_plan(levels: Vec<LevelSpec>, n: u32) -> Vec<LevelSpec> {
-    if n <= 1 {
-        return levels;
-    }
-    let per_pass = levels.len() as u32;
-    (0..n)
-        .flat_map(|pass| {
-            levels.iter().map(move |l| LevelSpec {
-                index: pass * per_pass + l.index,
-                repeat: Some(Repeat {
-                    n: pass + 1,
-                    of: n,
-                    first: l.index,
-                }),
-                ..l.clone()
-            })
-        })
-        .collect()
-}
-
 #[allow(clippy::trivially_copy_pass_by_ref)]
 pub(crate) fn is_zero(v: &u64) -> bool {
     *v == 0
@@ -196,50 +140,6 @@ impl LevelSpec {
     pub fn turn_of(&self, i: u32) -> Option<(u32, u32)> {
         let k = self.conversation?.turns.max(1);
         Some((i / k, i % k))
-    }
-}
-
-impl LevelSpec {
-    /// Short label: `C=8`, `4 req/s` or `30K ctx`.
-    pub fn label(&self) -> String {
-        self.base_label() + &repeat_suffix(self.repeat)
-    }
-
-    /// The label without the repeat's number (with the thinking budget's).
-    pub fn base_label(&self) -> String {
-        self.plain_label()
-            + &format_suffix(
-                self.mix
-                    .response_format
-                    .as_ref()
-                    .map(crate::client::structured::ResponseFormat::label),
-            )
-            + &budget_suffix(self.thinking_budget)
-    }
-
-    fn plain_label(&self) -> String {
-        match self.kind {
-            LevelKind::Sweep => format!("C={}", self.concurrency),
-            LevelKind::LongContext => format!("{} ctx", fmt_tokens(self.input_tokens)),
-            LevelKind::Rate => format!(
-                "{} req/s",
-                fmt_rate(self.arrival.map_or(0.0, |a| a.request_rate))
-            ),
-            LevelKind::MultiTurn => format!(
-                "{}-turn chats, C={}",
-                self.conversation.map_or(0, |c| c.turns),
-                self.concurrency
-            ),
-            LevelKind::Trace => trace_label(self.trace.as_ref()),
-        }
-    }
-}
-
-/// `trace`, or `trace ×4` when sped up.
-pub fn trace_label(t: Option<&trace::TraceLevel>) -> String {
-    match t.map(|t| t.speedup) {
-        Some(x) if (x - 1.0).abs() > 1e-9 => format!("trace ×{}", fmt_rate(x)),
-        _ => "trace".into(),
     }
 }
 
@@ -441,89 +341,10 @@ impl RequestCount {
     }
 }
 
-/// Builds the level list: the concurrency sweep first, then the request-rate sweep, then the
-/// long-context ladder.
-#[allow(clippy::too_many_arguments)]
-pub fn build_plan(
-    concurrency: &[u64],
-    input_len: u64,
-    output_len: u32,
-    requests: RequestCount,
-    open_loop: &OpenLoop,
-    long_context: &[u64],
-    long_context_output: u32,
-    long_context_repeats: u32,
-) -> Vec<LevelSpec> {
-    let mut levels = Vec::new();
-    for &c in concurrency {
-        let c = c.min(u64::from(u32::MAX)) as u32;
-        levels.push(LevelSpec {
-            index: levels.len() as u32,
-            kind: LevelKind::Sweep,
-            concurrency: c,
-            input_tokens: input_len,
-            output_tokens: output_len,
-            requests: requests.at(c),
-            arrival: None,
-            shared_prefix_tokens: 0,
-            conversation: None,
-            trace: None,
-            repeat: None,
-            thinking_budget: None,
-            shard: None,
-            seconds: None,
-            mix: crate::workload::mix::RequestMix::default(),
-        });
-    }
-    for &rate in &open_loop.request_rates {
-        levels.push(LevelSpec {
-            index: levels.len() as u32,
-            kind: LevelKind::Rate,
-            concurrency: open_loop.max_concurrency.unwrap_or(0),
-            input_tokens: input_len,
-            output_tokens: output_len,
-            requests: requests.at_rate(rate),
-            arrival: Some(Arrival {
-                request_rate: rate,
-                burstiness: open_loop.burstiness,
-                ramp_up_s: open_loop.ramp_up_s,
-                max_concurrency: open_loop.max_concurrency,
-            }),
-            shared_prefix_tokens: 0,
-            conversation: None,
-            trace: None,
-            repeat: None,
-            thinking_budget: None,
-            shard: None,
-            seconds: None,
-            mix: crate::workload::mix::RequestMix::default(),
-        });
-    }
-    for &n in long_context {
-        levels.push(LevelSpec {
-            index: levels.len() as u32,
-            kind: LevelKind::LongContext,
-            concurrency: 1,
-            input_tokens: n,
-            output_tokens: long_context_output,
-            requests: long_context_repeats.max(1),
-            arrival: None,
-            shared_prefix_tokens: 0,
-            conversation: None,
-            trace: None,
-            repeat: None,
-            thinking_budget: None,
-            shard: None,
-            seconds: None,
-            mix: crate::workload::mix::RequestMix::default(),
-        });
-    }
-    levels
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fmt::fmt_rate;
 
     #[test]
     fn lists_ranges_and_suffixes() {
@@ -569,55 +390,6 @@ mod tests {
         assert_eq!((x.at(1), x.at(8), x.at(100)), (5, 8, 100));
         assert!(RequestCount::parse("0", 1).is_err());
         assert!(RequestCount::parse("-2x", 1).is_err());
-    }
-
-    #[test]
-    fn plan_orders_sweep_then_ladder() {
-        let p = build_plan(
-            &[1, 8],
-            1000,
-            500,
-            RequestCount::default(),
-            &OpenLoop::default(),
-            &[30_000, 60_000],
-            256,
-            2,
-        );
-        assert_eq!(p.len(), 4);
-        assert_eq!(p[1].label(), "C=8");
-        assert_eq!(p[1].requests, 24);
-        assert_eq!(p[2].kind, LevelKind::LongContext);
-        assert_eq!(p[3].label(), "60K ctx");
-        assert_eq!(p[3].index, 3);
-        assert_eq!(
-            (p[3].concurrency, p[3].requests, p[3].output_tokens),
-            (1, 2, 256)
-        );
-    }
-
-    #[test]
-    fn rate_levels_follow_the_sweep_with_seconds_worth_of_requests() {
-        let ol = OpenLoop {
-            request_rates: vec![0.5, 4.0, 20.0],
-            burstiness: 0.5,
-            ramp_up_s: 2.0,
-            max_concurrency: Some(8),
-        };
-        let p = build_plan(&[1], 100, 10, RequestCount::default(), &ol, &[1000], 5, 1);
-        assert_eq!(p.len(), 5);
-        assert_eq!(p[1].kind, LevelKind::Rate);
-        assert_eq!(p[1].label(), "0.5 req/s");
-        assert_eq!(p[2].label(), "4 req/s");
-        // 3x: three seconds' worth, at least 10.
-        assert_eq!((p[1].requests, p[2].requests, p[3].requests), (10, 12, 60));
-        let a = p[3].arrival.unwrap();
-        assert_eq!(
-            (a.burstiness, a.ramp_up_s, a.max_concurrency),
-            (0.5, 2.0, Some(8))
-        );
-        assert_eq!(p[3].concurrency, 8);
-        assert_eq!(p[4].kind, LevelKind::LongContext);
-        assert_eq!(RequestCount::Fixed(7).at_rate(100.0), 7);
     }
 
     #[test]

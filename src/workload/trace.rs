@@ -163,21 +163,14 @@ impl TraceConfig {
             |n| n.to_string_lossy().into_owned(),
         );
         Some(super::LevelSpec {
-            index,
-            kind: super::LevelKind::Trace,
-            concurrency: max_concurrency.unwrap_or(0),
-            input_tokens: input,
-            output_tokens: output,
-            requests: t.requests.len() as u32,
-            arrival: None,
-            shared_prefix_tokens: 0,
-            conversation: None,
             trace: Some(t.level(&name, self.speedup, max_concurrency)),
-            repeat: None,
-            thinking_budget: None,
-            shard: None,
-            seconds: None,
-            mix: crate::workload::mix::RequestMix::default(),
+            ..super::LevelSpec::new(
+                index,
+                super::LevelKind::Trace,
+                max_concurrency.unwrap_or(0),
+                (input, output),
+                t.requests.len() as u32,
+            )
         })
     }
 }

@@ -57,7 +57,8 @@ pub(super) fn with_errors<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::{LevelKind, LevelSpec, Repeat, repeat_plan};
+    use crate::workload::levels::repeats as repeat_plan;
+    use crate::workload::{LevelKind, LevelSpec, Repeat};
 
     #[test]
     fn a_levels_runs_are_one_point_with_their_interval() {
