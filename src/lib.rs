@@ -42,6 +42,7 @@
 //! - [`metrics`]: METRICS.md maths: records, HDR distributions, per-level folds, SLOs, turns,
 //!   the curves the charts plot.
 //! - [`fmt`]: numbers as written on screen and in files.
+//! - [`grammar`]: flag values as typed (`64k`, `1-128*2`, rates, `WxH`): a leaf, imports nothing.
 
 pub mod cli;
 pub mod client;
@@ -50,6 +51,7 @@ pub mod config;
 pub mod event;
 pub mod export;
 pub mod fmt;
+pub mod grammar;
 pub mod live;
 pub mod metrics;
 pub mod run;

@@ -14,10 +14,11 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::BackendChoice;
+use crate::grammar::parse_percent as percent;
 pub use shard::ShardArgs;
 pub use trace::TraceArgs;
-pub use values::{Budgets, List, Names, Rates, parse_pair, parse_size};
-use values::{budgets, count, count_u32, list, names, parse_cells, percent, range_ratio, rates};
+pub use values::{Budgets, List, Names, Rates, parse_size};
+use values::{budgets, count, count_u32, list, names, parse_cells, range_ratio, rates};
 
 /// servetop: live dashboard and headless runner for LLM-serving benchmarks.
 #[derive(Debug, Parser)]
