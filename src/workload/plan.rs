@@ -211,22 +211,22 @@ pub fn limits_line(levels: &[LevelSpec], limit: &Limit<'_>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::RequestCount;
+    use crate::workload::{OpenLoop, RequestCount, budget_plan, build_plan, mix::structured_plan};
 
     fn demo_levels() -> Vec<LevelSpec> {
-        let cfg = crate::config::RunConfig {
-            concurrency: vec![1, 4, 8, 16, 64, 100],
-            input_len: 1000,
-            output_len: 100,
-            requests_per_level: RequestCount::PerConcurrency {
+        build_plan(
+            &[1, 4, 8, 16, 64, 100],
+            1000,
+            100,
+            RequestCount::PerConcurrency {
                 factor: 1.0,
                 min: 5,
             },
-            long_context: vec![8000, 16000, 30000, 60000, 100_000],
-            long_context_output_len: 512,
-            ..crate::config::RunConfig::minimal("http://127.0.0.1:1")
-        };
-        cfg.levels()
+            &OpenLoop::default(),
+            &[8000, 16000, 30000, 60000, 100_000],
+            512,
+            1,
+        )
     }
 
     #[test]
@@ -241,14 +241,21 @@ mod tests {
     /// Each concurrency once, whatever its passes: a budget each, a constrained twin each.
     #[test]
     fn the_plan_line_names_each_concurrency_once_and_its_passes() {
-        let cfg = crate::config::RunConfig {
-            concurrency: vec![1, 4],
-            thinking_budgets: vec![16, 64],
-            response_format: Some(crate::client::structured::ResponseFormat::Json),
-            long_context: Vec::new(),
-            ..crate::config::RunConfig::minimal("http://127.0.0.1:1")
-        };
-        let line = plan_line(&cfg.levels());
+        let levels = build_plan(
+            &[1, 4],
+            100,
+            64,
+            RequestCount::Fixed(8),
+            &OpenLoop::default(),
+            &[],
+            16,
+            1,
+        );
+        let levels = structured_plan(
+            levels,
+            Some(&crate::client::structured::ResponseFormat::Json),
+        );
+        let line = plan_line(&budget_plan(levels, &[16, 64]));
         assert!(
             line.contains(
                 "sweep C=1, 4 (100 in / 64 out tokens, 8 requests a level, each with thinking budget 16, 64, each plain then constrained (json))"
