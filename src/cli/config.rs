@@ -1,93 +1,98 @@
 //! Flags to configurations: `servetop run`'s flags to a validated [`RunConfig`], `servetop
 //! sim`'s over a preset to a [`SimConfig`]. Every bad value is one line naming the flag.
 
-use crate::cli::{RunArgs, SimArgs};
+use crate::cli::{RunArgs, ServerArgs, SimArgs, WorkloadArgs};
 use crate::config::{MultiTurn, RunConfig};
 use crate::metrics::Slo;
 use crate::sim::{AcceptLength, SimConfig};
 
 /// Builds the run configuration from `servetop run` flags.
 pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
-    let mut slo = a.slo.as_deref().map(Slo::parse).transpose()?;
-    let percentile =
-        Slo::parse_percentile(&a.slo_percentile).map_err(|e| format!("--slo-percentile {e}"))?;
+    let mut slo = a.slo.slo.as_deref().map(Slo::parse).transpose()?;
+    let percentile = Slo::parse_percentile(&a.slo.slo_percentile)
+        .map_err(|e| format!("--slo-percentile {e}"))?;
     if let Some(s) = slo.as_mut() {
         s.percentile = percentile;
     }
+    let (server, plan, work, tel) = (&a.server, &a.plan, &a.workload, &a.telemetry);
     let search = search_config(a)?;
-    let chat = chat_extras(a)?;
+    let chat = chat_extras(work)?;
     let cfg = RunConfig {
-        base_url: a
+        base_url: server
             .base_url
             .as_deref()
             .unwrap_or_default()
             .trim_end_matches('/')
             .to_string(),
-        backend: a.backend,
-        model: a.model.clone(),
-        concurrency: a.concurrency.0.clone(),
-        input_len: a.input_len,
-        output_len: a.output_len,
-        shared_prefix_len: a.shared_prefix_len,
-        range_ratio: a.range_ratio,
-        lora_modules: a.lora_modules.0.clone(),
-        lora_dist: a.lora_dist,
-        images: a.images,
-        image_sizes: crate::workload::images::parse_sizes(&a.image_size)?,
-        response_format: match &a.response_format {
+        backend: server.backend,
+        model: server.model.clone(),
+        concurrency: plan.concurrency.0.clone(),
+        input_len: plan.input_len,
+        output_len: plan.output_len,
+        shared_prefix_len: work.shared_prefix_len,
+        range_ratio: work.range_ratio,
+        lora_modules: work.lora_modules.0.clone(),
+        lora_dist: work.lora_dist,
+        images: work.images,
+        image_sizes: crate::workload::images::parse_sizes(&work.image_size)?,
+        response_format: match &work.response_format {
             Some(words) => Some(crate::client::structured::ResponseFormat::parse(words)?),
             None => None,
         },
-        dataset: a.dataset.clone(),
-        multi_turn: a.multi_turn.map(|turns| MultiTurn {
+        dataset: work.dataset.clone(),
+        multi_turn: work.multi_turn.map(|turns| MultiTurn {
             turns,
-            conversations: a.conversations,
-            concurrency: a.conversation_concurrency,
-            followup_len: a.followup_len,
+            conversations: work.conversations,
+            concurrency: work.conversation_concurrency,
+            followup_len: work.followup_len,
         }),
         requests_per_level: crate::workload::RequestCount::parse(
-            &a.requests_per_level,
-            a.min_requests,
+            &plan.requests_per_level,
+            plan.min_requests,
         )
         .map_err(|e| format!("--requests-per-level {e}"))?,
         open_loop: crate::workload::OpenLoop {
-            request_rates: a.request_rate.0.clone(),
-            burstiness: a.burstiness,
-            ramp_up_s: a.ramp_up,
-            max_concurrency: a.max_concurrency,
+            request_rates: plan.request_rate.0.clone(),
+            burstiness: plan.burstiness,
+            ramp_up_s: plan.ramp_up,
+            max_concurrency: plan.max_concurrency,
         },
-        warmup_requests: a.warmup,
-        long_context: a.long_context.0.clone(),
-        long_context_output_len: a.long_context_output_len,
-        long_context_repeats: a.long_context_repeats,
-        tokenizer: a.tokenizer.clone(),
-        temperature: a.temperature,
-        first_token_timeout_s: a.first_token_timeout,
-        idle_timeout_s: a.idle_timeout,
-        grace_s: a.grace,
+        warmup_requests: plan.warmup,
+        long_context: plan.long_context.0.clone(),
+        long_context_output_len: plan.long_context_output_len,
+        long_context_repeats: plan.long_context_repeats,
+        tokenizer: server.tokenizer.clone(),
+        temperature: work.temperature,
+        first_token_timeout_s: a.timeouts.first_token_timeout,
+        idle_timeout_s: a.timeouts.idle_timeout,
+        grace_s: a.timeouts.grace,
         slo,
         // A new seed per run: the same prompts again would be prefix-cache hits on vLLM, SGLang
         // and llama.cpp, and prefill would measure nothing.
-        seed: a.seed.unwrap_or_else(rand::random),
+        seed: plan.seed.unwrap_or_else(rand::random),
         out_dir: a.output.out.clone().unwrap_or_default(),
-        api_key_env: a.api_key_env.clone(),
+        api_key_env: server.api_key_env.clone(),
         // A shard keeps its chunks: the merge folds ITL and tokens per chunk from them.
-        record_chunks: a.record_chunks || a.clock.shard.is_some() || a.clock.shards.is_some(),
-        metrics_url: a.metrics_url.clone(),
-        no_metrics: a.no_metrics,
-        dcgm_url: a.dcgm_url.clone(),
-        no_gpu: a.no_gpu,
-        gpu_interval_s: a.gpu_interval,
-        server_wait_s: a.server_wait,
-        serve: serve_config(a),
+        record_chunks: tel.record_chunks || a.clock.shard.is_some() || a.clock.shards.is_some(),
+        metrics_url: tel.metrics_url.clone(),
+        no_metrics: tel.no_metrics,
+        dcgm_url: tel.dcgm_url.clone(),
+        no_gpu: tel.no_gpu,
+        gpu_interval_s: tel.gpu_interval,
+        server_wait_s: server.server_wait,
+        serve: serve_config(server),
         search,
         chat,
-        gpu_hour_cost: a.gpu_hour_cost,
-        cost_per_hour: a.cost_per_hour,
+        gpu_hour_cost: tel.gpu_hour_cost,
+        cost_per_hour: tel.cost_per_hour,
         trace: a.trace.load()?,
-        repeat: a.repeat,
-        thinking_budgets: a.thinking_budget.clone().map(|b| b.0).unwrap_or_default(),
-        extra_body: a.extra_body.as_deref().map(extra_body).transpose()?,
+        repeat: plan.repeat,
+        thinking_budgets: work
+            .thinking_budget
+            .clone()
+            .map(|b| b.0)
+            .unwrap_or_default(),
+        extra_body: work.extra_body.as_deref().map(extra_body).transpose()?,
         clock: a.clock.clock(crate::telemetry::now_unix_ms())?,
         shard: a.clock.shard()?,
     };
@@ -105,9 +110,8 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
     Ok(cfg)
 }
 
-/// The `--search` flags, checked.
 /// The server servetop starts (`--serve`), if any.
-fn serve_config(a: &RunArgs) -> Option<crate::config::ServeConfig> {
+fn serve_config(a: &ServerArgs) -> Option<crate::config::ServeConfig> {
     a.serve.as_ref().map(|command| crate::config::ServeConfig {
         command: command.clone(),
         context_len: a.context_len,
@@ -126,8 +130,9 @@ fn serve_config(a: &RunArgs) -> Option<crate::config::ServeConfig> {
     })
 }
 
+/// The `--search` flags, checked.
 fn search_config(a: &RunArgs) -> Result<Option<crate::workload::search::SearchConfig>, String> {
-    let Some(target) = a.search.as_deref() else {
+    let Some(target) = a.slo.search.as_deref() else {
         return Ok(None);
     };
     match target.trim() {
@@ -140,19 +145,20 @@ fn search_config(a: &RunArgs) -> Result<Option<crate::workload::search::SearchCo
         }
         other => return Err(format!("--search '{other}': the only search is 'rate'")),
     }
-    if !a.request_rate.0.is_empty() {
+    if !a.plan.request_rate.0.is_empty() {
         return Err(
             "--search rate picks its own request rates; leave out --request-rate (or run the rate sweep separately)"
                 .into(),
         );
     }
     Ok(Some(crate::workload::search::SearchConfig {
-        precision: crate::workload::search::Precision::parse(&a.search_precision)?,
-        probe_seconds: a.search_seconds,
-        min_requests: a.search_min_requests,
+        precision: crate::workload::search::Precision::parse(&a.slo.search_precision)?,
+        probe_seconds: a.slo.search_seconds,
+        min_requests: a.slo.search_min_requests,
         probe_concurrency: a
+            .slo
             .search_probe_concurrency
-            .or(a.max_concurrency)
+            .or(a.plan.max_concurrency)
             .unwrap_or(64),
         ..crate::workload::search::SearchConfig::rate()
     }))
@@ -353,7 +359,7 @@ fn extra_body(j: &str) -> Result<serde_json::Value, String> {
 }
 
 /// `--tools`, `--tool-choice` and `--chat-template-kwargs`.
-fn chat_extras(a: &RunArgs) -> Result<crate::config::ChatExtras, String> {
+fn chat_extras(a: &WorkloadArgs) -> Result<crate::config::ChatExtras, String> {
     let tools = a
         .tools
         .as_deref()
