@@ -10,6 +10,7 @@
 pub mod config;
 mod outputs;
 mod run_args;
+mod serve_param;
 mod shard;
 mod trace;
 mod values;
