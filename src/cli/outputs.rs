@@ -14,14 +14,12 @@ use crate::grammar::parse_percent as percent;
 pub struct OutputArgs {
     /// Run directory (default: runs/<UTC time>-<model>/).
     ///
-    /// Run directory for requests.jsonl, results.json and summary.md
-    /// [default: runs/<UTC time>-<model>/].
+    /// It holds requests.jsonl, results.json, summary.md and charts/.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Progress lines instead of the dashboard.
     ///
-    /// Print progress lines and tables instead of the dashboard (automatic when stdout is not a
-    /// terminal).
+    /// Tables are printed too; automatic when stdout is not a terminal.
     #[arg(long)]
     pub headless: bool,
     /// Dashboard frames per second (lower it over a slow link).
@@ -43,10 +41,9 @@ pub struct OutputArgs {
     pub chart_size: (u32, u32),
     /// Compare with a previous run (directory or results.json).
     ///
-    /// Compare against a previous run: its run directory or its results.json. Its curves are
-    /// drawn dimmed beside this run's, the tables get Δ% columns (out tok/s, TTFT p50, TPOT
-    /// p50) for the levels both runs measured, and results.json and summary.md keep each
-    /// level's change.
+    /// Its curves are drawn dimmed beside this run's, the tables get Δ% columns (out tok/s,
+    /// TTFT p50, TPOT p50) for the levels both runs measured, and results.json and summary.md
+    /// keep each level's change.
     #[arg(long, value_name = "RUN_DIR_OR_RESULTS_JSON")]
     pub baseline: Option<PathBuf>,
     /// With --baseline: exit with code 3 when a level is worse than the baseline's by more

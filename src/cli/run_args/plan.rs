@@ -13,15 +13,13 @@ use crate::cli::values::{List, Rates, count, count_u32, list, rates};
 pub struct PlanArgs {
     /// Closed-loop levels: 1,2,4 or 1-8 or 1-128*2, or none.
     ///
-    /// Concurrency levels of the closed-loop sweep: a list (1,2,4,8), a range (1-8, 10-100/10,
-    /// 1-128*2), or none.
+    /// A range steps by 1 (1-8), by a step of its own (10-100/10) or doubles (1-128*2).
     #[arg(long, value_name = "LIST", default_value = "1,2,4,8,16,32,64,100", value_parser = list)]
     pub concurrency: List,
     /// Open-loop request rates after the sweep (req/s), or none.
     ///
-    /// Open-loop levels after the concurrency sweep, in requests/s: requests are sent on a
-    /// precomputed schedule whether or not earlier ones finished (1,2,4,8; 0.5,1.5; 1-16*2; or
-    /// none). Use `--concurrency none` for a rate sweep alone.
+    /// Requests are sent on a precomputed schedule whether or not earlier ones finished
+    /// (1,2,4,8; 0.5,1.5; 1-16*2). Use `--concurrency none` for a rate sweep alone.
     #[arg(long, value_name = "LIST", default_value = "none", value_parser = rates)]
     pub request_rate: Rates,
     /// Gaps between arrivals at a rate level: gamma with this shape and mean 1/rate. 1 is
@@ -42,18 +40,18 @@ pub struct PlanArgs {
     pub repeat: u32,
     /// Input tokens per sweep request (exact).
     ///
-    /// Input tokens per sweep request (exact, counted with the server's tokenizer).
+    /// Counted with the server's tokenizer.
     #[arg(long, value_name = "N", default_value = "1000", value_parser = count)]
     pub input_len: u64,
     /// Output tokens per sweep request (`ignore_eos`).
     ///
-    /// Output tokens per sweep request (sent with `ignore_eos` so every request generates them all).
+    /// Sent with `ignore_eos`, so every request generates them all.
     #[arg(long, value_name = "N", default_value = "500", value_parser = count_u32)]
     pub output_len: u32,
     /// Measured requests a level: N, or Fx for F × C.
     ///
-    /// Measured requests per sweep level: a number, or a multiple of C like 3x (at least
-    /// --min-requests); at a rate level Fx means F seconds' worth (F × rate requests).
+    /// Fx is at least --min-requests; at a rate level it means F seconds' worth (F × rate
+    /// requests).
     #[arg(long, value_name = "N|Fx", default_value = "3x")]
     pub requests_per_level: String,
     /// Fewest measured requests per level when --requests-per-level is a multiple of C.
@@ -64,30 +62,27 @@ pub struct PlanArgs {
     pub warmup: u32,
     /// Long-context lengths, one request at a time, or none.
     ///
-    /// Input lengths of the long-context ladder, one request at a time (k = ×1000), or none.
+    /// Input tokens; k is ×1000.
     #[arg(long, value_name = "LIST", default_value = "30k,60k,100k", value_parser = list)]
     pub long_context: List,
-    /// Output tokens per long-context request.
-    ///
     /// Output tokens per long-context request.
     #[arg(long, value_name = "N", default_value = "256", value_parser = count_u32)]
     pub long_context_output_len: u32,
     /// Continue an interrupted run in DIR (new prompts).
     ///
-    /// Continue an interrupted run in DIR from its first unfinished level, with the
-    /// configuration it was started with (other measurement flags are ignored).
+    /// It goes on from its first unfinished level, with the configuration it was started with
+    /// (other measurement flags are ignored).
     #[arg(long, value_name = "DIR")]
     pub resume: Option<PathBuf>,
     /// Print the plan and exit without sending a request.
     ///
-    /// Print the plan (levels, requests, lengths, and the lengths the server's context cannot
-    /// hold) and exit without sending a request.
+    /// The plan names the levels, requests and lengths, and the lengths the server's context
+    /// cannot hold.
     #[arg(long, conflicts_with = "resume")]
     pub dry_run: bool,
     /// Start a plan of more than 20 levels without asking.
     ///
-    /// Start a plan of more than 20 levels without asking (on a terminal servetop asks first;
-    /// headless it only warns).
+    /// Without it, servetop asks first on a terminal; headless it only warns.
     #[arg(long)]
     pub yes: bool,
     /// Requests per long-context length.

@@ -13,22 +13,18 @@ use crate::config::BackendChoice;
 #[command(next_help_heading = "Server")]
 pub struct ServerArgs {
     /// Server root URL, without /v1 (`http://127.0.0.1:30000`).
-    ///
-    /// Server root URL, without /v1 (e.g. `http://127.0.0.1:30000`).
     #[arg(long, value_name = "URL", required_unless_present_any = ["resume", "serve"])]
     pub base_url: Option<String>,
     /// Start the server too: `vllm serve M --port {port} …`.
     ///
-    /// Start the server too: this command (run by `sh`), with `{port}` (a free port, unless the
-    /// command fixes one with --port N) and `{context_len}` (--context-len) filled in, e.g.
+    /// The command runs under `sh`, with `{port}` (a free port, unless the command fixes one
+    /// with --port N) and `{context_len}` (--context-len) filled in, e.g.
     /// `vllm serve MODEL --port {port} --max-model-len {context_len}`. Its output goes to
     /// server.log in the run directory; it is stopped, with its whole process group, when
     /// servetop ends.
     #[arg(long, value_name = "CMD", conflicts_with = "base_url")]
     pub serve: Option<String>,
     /// Context limit of the --serve server, filled into `{context_len}`.
-    ///
-    /// The context limit of the server --serve starts, filled into `{context_len}`.
     #[arg(long, value_name = "N", requires = "serve", value_parser = count)]
     pub context_len: Option<u64>,
     /// Contexts a --serve server may be restarted with when a long-context length does not fit
@@ -66,12 +62,10 @@ pub struct ServerArgs {
     pub serve_param: Vec<String>,
     /// Request protocol (auto: /v1/completions, exact prompt lengths).
     ///
-    /// Request protocol: auto picks /v1/completions (exact prompt lengths, no chat template).
+    /// /v1/completions sends the prompt with no chat template.
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: BackendChoice,
     /// Model name to request (default: the server's first).
-    ///
-    /// Model name to request [default: the server's first model].
     #[arg(long)]
     pub model: Option<String>,
     /// A local tokenizer.json to size prompts and count chunk tokens when the server has no

@@ -9,9 +9,9 @@ use clap::Args;
 pub struct SloArgs {
     /// SLOs in ms, e.g. ttft:2000,tpot:50.
     ///
-    /// Service-level objectives in ms: ttft:2000,tpot:50,itl:100,e2el:30000. Goodput counts the
-    /// requests meeting each of TTFT, TPOT and E2E; a level meets the SLO when every metric's
-    /// --slo-percentile is within its limit (failed requests count as misses).
+    /// The metrics: ttft, tpot, itl and e2el. Goodput counts the requests meeting each of TTFT,
+    /// TPOT and E2E; a level meets the SLO when every metric's --slo-percentile is within its
+    /// limit (failed requests count as misses).
     #[arg(long, value_name = "SPEC")]
     pub slo: Option<String>,
     /// The percentile a level must meet every --slo limit at (90, 99, p99.9).
@@ -19,9 +19,9 @@ pub struct SloArgs {
     pub slo_percentile: String,
     /// Find the highest request rate meeting --slo.
     ///
-    /// Find the highest request rate meeting --slo: a closed-loop throughput probe, then
-    /// open-loop rate levels bisecting between a passing and a failing rate. Runs the search
-    /// alone (no concurrency sweep, rate levels or long-context ladder).
+    /// A closed-loop throughput probe, then open-loop rate levels bisecting between a passing
+    /// and a failing rate. The search runs alone (no concurrency sweep, rate levels or
+    /// long-context ladder).
     #[arg(long, value_name = "rate")]
     pub search: Option<String>,
     /// Stop bisecting when the bracket [pass, fail] is this narrow: 5% (of the passing rate)

@@ -18,41 +18,40 @@ pub struct WorkloadArgs {
     pub shared_prefix_len: u64,
     /// Spread each request's input and output lengths by ±R (0 ≤ R < 1).
     ///
-    /// Draw each sweep and rate request's input and output lengths uniformly from
-    /// [⌊(1−R)·L⌋, ⌈(1+R)·L⌉] around --input-len and --output-len, as vLLM's
-    /// --random-range-ratio does; prompts stay exact, and the lengths are the same for a given
-    /// --seed at every level. The long-context ladder and multi-turn chats keep their lengths.
+    /// Sweep and rate requests draw them uniformly from [⌊(1−R)·L⌋, ⌈(1+R)·L⌉] around
+    /// --input-len and --output-len, as vLLM's --random-range-ratio does; prompts stay exact,
+    /// and the draws are the same for a given --seed at every level. The long-context ladder
+    /// and multi-turn chats keep their lengths.
     #[arg(long, value_name = "R", value_parser = range_ratio, hide_short_help = true)]
     pub range_ratio: Option<f64>,
     /// LoRA adapters to name, one per request (NAME,NAME,…).
     ///
-    /// LoRA adapters the server serves, named as it knows them (vLLM's --lora-modules names):
-    /// each request names one, dealt by --lora-dist, in the field the engine reads (vLLM and
-    /// others: `model`; SGLang: `lora_path`). Every level's figures are then also given per
-    /// adapter.
+    /// Names as the server knows them (vLLM's --lora-modules names), dealt by --lora-dist and
+    /// sent in the field the engine reads (vLLM and others: `model`; SGLang: `lora_path`).
+    /// Every level's figures are then also given per adapter.
     #[arg(long, value_name = "NAMES", default_value = "", value_parser = names, hide_short_help = true)]
     pub lora_modules: Names,
     /// How requests are dealt over --lora-modules: uniform, round-robin or zipf:S.
     ///
-    /// How requests are dealt over --lora-modules: `uniform` (each drawn with equal chances, as
-    /// vLLM's bench does), `round-robin` (request i names adapter i mod n) or `zipf:S` (the k-th
-    /// adapter given drawn with a chance proportional to 1/k^S: a few hot, a long tail). The
-    /// same requests name the same adapters at every level for a given --seed.
+    /// `uniform`: each adapter drawn with equal chances, as vLLM's bench does; `round-robin`:
+    /// request i names adapter i mod n; `zipf:S`: the k-th adapter given drawn with a chance
+    /// proportional to 1/k^S (a few hot, a long tail). The same requests name the same
+    /// adapters at every level for a given --seed.
     #[arg(long, value_name = "DIST", default_value = "uniform", value_parser = crate::workload::mix::LoraDist::parse, hide_short_help = true)]
     pub lora_dist: crate::workload::mix::LoraDist,
     /// Images in each request (through the chat endpoint); 0: text only.
     ///
-    /// Images in each sweep, rate and search request, sent through the chat endpoint as base64
-    /// PNG data URLs in the user message (as vLLM, SGLang and llama-server take them): random
-    /// pixels, generated from --seed and the request's number, no two alike. The prompt's text
-    /// stays exact; the image tokens are read from the server's usage and reported apart.
+    /// Sweep, rate and search requests carry them as base64 PNG data URLs in the user message
+    /// (as vLLM, SGLang and llama-server take them): random pixels, generated from --seed and
+    /// the request's number, no two alike. The prompt's text stays exact; the image tokens are
+    /// read from the server's usage and reported apart.
     #[arg(long, value_name = "N", default_value = "0", hide_short_help = true)]
     pub images: u32,
     /// The images' size: `WxH`, a list (each request draws one), or a range `WxH-WxH`.
     ///
-    /// The images' size: `WxH`; a list `WxH,WxH,…` (each request's images all of one size,
-    /// drawn with equal chances); or a range `WxH-WxH` (each request's width and height drawn
-    /// uniformly between the two, its TTFT reported in four bands of pixel count).
+    /// From a list, all of a request's images have the size it drew, with equal chances for
+    /// each. In a range, each request's width and height are drawn uniformly between the two
+    /// ends, and TTFT is reported in four bands of pixel count.
     #[arg(
         long,
         value_name = "WxH[,WxH...]|WxH-WxH",
@@ -62,29 +61,29 @@ pub struct WorkloadArgs {
     pub image_size: String,
     /// Run each level twice, without and with a constraint: json, json-schema FILE or regex P.
     ///
-    /// Structured output: every sweep, rate and long-context level runs twice, first as
-    /// planned and then with each request constrained to `json` (any JSON object),
-    /// `json-schema FILE` (valid against the schema in FILE) or `regex PATTERN` (text the
-    /// pattern matches whole), sent as the engine takes it (`response_format`, vLLM's
-    /// `structured_outputs`, SGLang's `regex`). The constrained twin shows its overhead over the
-    /// plain one (TTFT, TPOT, throughput) and the share of answers that comply.
+    /// Structured output: every sweep, rate and long-context level runs first as planned, then
+    /// with each request constrained to `json` (any JSON object), `json-schema FILE` (valid
+    /// against the schema in FILE) or `regex PATTERN` (text the pattern matches whole), sent as
+    /// the engine takes it (`response_format`, vLLM's `structured_outputs`, SGLang's `regex`).
+    /// The constrained twin shows its overhead over the plain one (TTFT, TPOT, throughput) and
+    /// the share of answers that comply.
     #[arg(long, value_name = "KIND [ARG]", num_args = 1..=2, hide_short_help = true)]
     pub response_format: Option<Vec<String>>,
     /// Prompts from a ShareGPT or JSONL file, not random text.
     ///
-    /// Prompts from a file instead of random text: ShareGPT conversations (JSON array or JSON
-    /// Lines, as `vllm bench serve` reads them) or `{"prompt": ..., "output_len": N}` per line.
-    /// The first user message is the prompt and the reply's length the output length (else
-    /// --output-len); a multi-turn level sends the conversation's user messages as its turns.
-    /// Applies to the sweep, rate and multi-turn levels; the long-context ladder stays exact.
+    /// ShareGPT conversations (a JSON array or JSON Lines, as `vllm bench serve` reads them), or
+    /// `{"prompt": ..., "output_len": N}` per line. The first user message is the prompt and
+    /// the reply's length the output length (else --output-len); a multi-turn level sends the
+    /// conversation's user messages as its turns. Applies to the sweep, rate and multi-turn
+    /// levels; the long-context ladder stays exact.
     #[arg(long, value_name = "PATH")]
     pub dataset: Option<PathBuf>,
     /// Add chats of K turns (what the prefix cache saves).
     ///
-    /// Add a multi-turn level after the others: chats of K turns, each turn sent with the whole
-    /// history (the earlier user messages and the server's real replies), to see what the prefix
-    /// cache saves turn by turn. The first message has --input-len tokens (the shared prefix
-    /// becomes a system message), the later ones --followup-len.
+    /// A multi-turn level after the others: each turn is sent with the whole history (the
+    /// earlier user messages and the server's real replies), so the savings show turn by turn.
+    /// The first message has --input-len tokens (the shared prefix becomes a system message),
+    /// the later ones --followup-len.
     #[arg(long, value_name = "K")]
     pub multi_turn: Option<u32>,
     /// Multi-turn: conversations to run.
