@@ -20,7 +20,8 @@
 //!    `soak`, `bench-client`), flags in, exit code out; [`cmd::execute`] composes a run (server
 //!    launch, run directory, live feed, dashboard or headless, stop, tables, charts, exit code).
 //! 2. [`selfbench`]: servetop measuring itself: the client benchmark and the memory soak.
-//! 3. [`cli`]: the command line (clap) and flags → [`config::RunConfig`] / [`sim::SimConfig`];
+//! 3. [`cli`]: the command line (clap; `run`'s flags one group per `--help` heading) and flags →
+//!    [`config::RunConfig`] / [`sim::SimConfig`];
 //!    [`tui`]: the dashboard: the `App` folds events, tabs render it.
 //! 4. [`run`]: a running benchmark: [`run::start`] builds runner, telemetry and channel in one
 //!    place; [`run::session`] folds the events (no files), [`run::sink`] writes what the fold
@@ -48,7 +49,8 @@
 //! 14. [`client`]: engine detection, streaming requests folded into records, SSE, dialects.
 //! 15. [`metrics`]: METRICS.md maths: records, HDR distributions, per-level folds, SLOs, turns,
 //!     the curves the charts plot.
-//! 16. [`fmt`]: numbers as written on screen and in files.
+//! 16. [`fmt`]: numbers as written on screen and in files; [`grammar`]: flag values as typed
+//!     (`64k`, `1-128*2`, rates, `WxH`), read by both [`cli`] and [`workload`].
 
 pub mod cli;
 pub mod client;
@@ -57,6 +59,7 @@ pub mod config;
 pub mod event;
 pub mod export;
 pub mod fmt;
+pub mod grammar;
 pub mod live;
 pub mod metrics;
 pub mod run;

@@ -722,3 +722,134 @@ fn the_api_key_is_sent_and_never_written() {
     let _ = sim.kill();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The words of a sentence, lowercase, without `e.g.`/`i.e.`: what it says, not how it is cut.
+fn words(sentence: &str) -> Vec<String> {
+    sentence
+        .to_lowercase()
+        .replace("e.g.", " ")
+        .replace("i.e.", " ")
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Whether two sentences say the same thing: the shorter's words (four or more) nearly all
+/// (80 %) in the longer. Catches a short help repeated, reworded a little, in the long help.
+fn same_sentence(a: &str, b: &str) -> bool {
+    let (a, b) = (words(a), words(b));
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    if short == long {
+        return true;
+    }
+    short.len() >= 4 && short.iter().filter(|w| long.contains(w)).count() * 5 >= short.len() * 4
+}
+
+/// Each option's help in a rendered `--help`: the option line, then its text joined into one
+/// line (its wrapping undone).
+fn option_helps(help: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for line in help.lines() {
+        let option = line.strip_prefix("  ").is_some_and(|l| {
+            l.starts_with('-') || l.starts_with("    --") || l.starts_with(['<', '['])
+        });
+        if option {
+            let (name, rest) = line
+                .trim()
+                .split_once("  ")
+                .map_or((line.trim(), ""), |(n, r)| (n, r.trim()));
+            out.push((name.to_string(), rest.to_string()));
+        } else if !line.starts_with(' ') {
+            // A heading or the text after the options ends the option before it.
+            out.push((String::new(), String::new()));
+        } else if let Some((_, text)) = out.last_mut() {
+            text.push(' ');
+            text.push_str(line.trim());
+        }
+    }
+    out.retain(|(name, _)| !name.is_empty());
+    out
+}
+
+/// The sentences (over 20 characters) said twice within one option's `--help`, for every
+/// command: `(command, option, sentence, its repeat)`.
+fn repeated_sentences() -> Vec<(String, String, String, String)> {
+    use clap::CommandFactory;
+    let mut cli = servetop::cli::Cli::command();
+    cli.build();
+    let names: Vec<String> = cli
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    let mut found = Vec::new();
+    for name in names {
+        let help = cli
+            .find_subcommand_mut(&name)
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        for (option, text) in option_helps(&help) {
+            let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            // `e.g. x` does not end a sentence.
+            let text = text
+                .replace("e.g. ", "e.g.\u{a0}")
+                .replace("i.e. ", "i.e.\u{a0}");
+            let sentences: Vec<&str> = text
+                .split(". ")
+                .map(str::trim)
+                .filter(|s| s.chars().count() > 20)
+                .collect();
+            for (i, a) in sentences.iter().enumerate() {
+                for b in &sentences[i + 1..] {
+                    if same_sentence(a, b) {
+                        found.push((name.clone(), option.clone(), (*a).into(), (*b).into()));
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+/// `--help` says each thing once: an option's first paragraph is its `-h` help, and the
+/// paragraphs after it only add what it did not say.
+#[test]
+fn long_help_never_repeats_a_sentence() {
+    let found = repeated_sentences();
+    let list: Vec<String> = found
+        .iter()
+        .map(|(c, o, a, b)| format!("{c} {o}: {a:?} again as {b:?}"))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "{} sentences said twice:\n{}",
+        found.len(),
+        list.join("\n")
+    );
+}
+
+#[test]
+fn the_repeat_check_sees_a_reworded_repeat_and_not_two_sentences() {
+    assert!(same_sentence(
+        "Server root URL, without /v1 (`http://127.0.0.1:30000`)",
+        "Server root URL, without /v1 (e.g. `http://127.0.0.1:30000`)"
+    ));
+    assert!(!same_sentence(
+        "Seconds to wait for the server --serve started to answer /health",
+        "Its output goes to server.log in the run directory"
+    ));
+    let helps = option_helps(
+        "Server:\n      --base-url <URL>\n          Server root URL. Without\n          /v1\n\n  -h, --help\n          Print help\n",
+    );
+    assert_eq!(
+        helps,
+        [
+            (
+                "--base-url <URL>".to_string(),
+                " Server root URL. Without /v1".to_string()
+            ),
+            ("-h, --help".to_string(), " Print help".to_string())
+        ]
+    );
+}

@@ -1,93 +1,99 @@
 //! Flags to configurations: `servetop run`'s flags to a validated [`RunConfig`], `servetop
 //! sim`'s over a preset to a [`SimConfig`]. Every bad value is one line naming the flag.
 
-use crate::cli::{RunArgs, SimArgs};
+pub use super::serve_param::serve_combinations;
+use crate::cli::{RunArgs, ServerArgs, SimArgs, WorkloadArgs};
 use crate::config::{MultiTurn, RunConfig};
 use crate::metrics::Slo;
 use crate::sim::{AcceptLength, SimConfig};
 
 /// Builds the run configuration from `servetop run` flags.
 pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
-    let mut slo = a.slo.as_deref().map(Slo::parse).transpose()?;
-    let percentile =
-        Slo::parse_percentile(&a.slo_percentile).map_err(|e| format!("--slo-percentile {e}"))?;
+    let mut slo = a.slo.slo.as_deref().map(Slo::parse).transpose()?;
+    let percentile = Slo::parse_percentile(&a.slo.slo_percentile)
+        .map_err(|e| format!("--slo-percentile {e}"))?;
     if let Some(s) = slo.as_mut() {
         s.percentile = percentile;
     }
+    let (server, plan, work, tel) = (&a.server, &a.plan, &a.workload, &a.telemetry);
     let search = search_config(a)?;
-    let chat = chat_extras(a)?;
+    let chat = chat_extras(work)?;
     let cfg = RunConfig {
-        base_url: a
+        base_url: server
             .base_url
             .as_deref()
             .unwrap_or_default()
             .trim_end_matches('/')
             .to_string(),
-        backend: a.backend,
-        model: a.model.clone(),
-        concurrency: a.concurrency.0.clone(),
-        input_len: a.input_len,
-        output_len: a.output_len,
-        shared_prefix_len: a.shared_prefix_len,
-        range_ratio: a.range_ratio,
-        lora_modules: a.lora_modules.0.clone(),
-        lora_dist: a.lora_dist,
-        images: a.images,
-        image_sizes: crate::workload::images::parse_sizes(&a.image_size)?,
-        response_format: match &a.response_format {
+        backend: server.backend,
+        model: server.model.clone(),
+        concurrency: plan.concurrency.0.clone(),
+        input_len: plan.input_len,
+        output_len: plan.output_len,
+        shared_prefix_len: work.shared_prefix_len,
+        range_ratio: work.range_ratio,
+        lora_modules: work.lora_modules.0.clone(),
+        lora_dist: work.lora_dist,
+        images: work.images,
+        image_sizes: crate::workload::images::parse_sizes(&work.image_size)?,
+        response_format: match &work.response_format {
             Some(words) => Some(crate::client::structured::ResponseFormat::parse(words)?),
             None => None,
         },
-        dataset: a.dataset.clone(),
-        multi_turn: a.multi_turn.map(|turns| MultiTurn {
+        dataset: work.dataset.clone(),
+        multi_turn: work.multi_turn.map(|turns| MultiTurn {
             turns,
-            conversations: a.conversations,
-            concurrency: a.conversation_concurrency,
-            followup_len: a.followup_len,
+            conversations: work.conversations,
+            concurrency: work.conversation_concurrency,
+            followup_len: work.followup_len,
         }),
         requests_per_level: crate::workload::RequestCount::parse(
-            &a.requests_per_level,
-            a.min_requests,
+            &plan.requests_per_level,
+            plan.min_requests,
         )
         .map_err(|e| format!("--requests-per-level {e}"))?,
         open_loop: crate::workload::OpenLoop {
-            request_rates: a.request_rate.0.clone(),
-            burstiness: a.burstiness,
-            ramp_up_s: a.ramp_up,
-            max_concurrency: a.max_concurrency,
+            request_rates: plan.request_rate.0.clone(),
+            burstiness: plan.burstiness,
+            ramp_up_s: plan.ramp_up,
+            max_concurrency: plan.max_concurrency,
         },
-        warmup_requests: a.warmup,
-        long_context: a.long_context.0.clone(),
-        long_context_output_len: a.long_context_output_len,
-        long_context_repeats: a.long_context_repeats,
-        tokenizer: a.tokenizer.clone(),
-        temperature: a.temperature,
-        first_token_timeout_s: a.first_token_timeout,
-        idle_timeout_s: a.idle_timeout,
-        grace_s: a.grace,
+        warmup_requests: plan.warmup,
+        long_context: plan.long_context.0.clone(),
+        long_context_output_len: plan.long_context_output_len,
+        long_context_repeats: plan.long_context_repeats,
+        tokenizer: server.tokenizer.clone(),
+        temperature: work.temperature,
+        first_token_timeout_s: a.timeouts.first_token_timeout,
+        idle_timeout_s: a.timeouts.idle_timeout,
+        grace_s: a.timeouts.grace,
         slo,
         // A new seed per run: the same prompts again would be prefix-cache hits on vLLM, SGLang
         // and llama.cpp, and prefill would measure nothing.
-        seed: a.seed.unwrap_or_else(rand::random),
+        seed: plan.seed.unwrap_or_else(rand::random),
         out_dir: a.output.out.clone().unwrap_or_default(),
-        api_key_env: a.api_key_env.clone(),
+        api_key_env: server.api_key_env.clone(),
         // A shard keeps its chunks: the merge folds ITL and tokens per chunk from them.
-        record_chunks: a.record_chunks || a.clock.shard.is_some() || a.clock.shards.is_some(),
-        metrics_url: a.metrics_url.clone(),
-        no_metrics: a.no_metrics,
-        dcgm_url: a.dcgm_url.clone(),
-        no_gpu: a.no_gpu,
-        gpu_interval_s: a.gpu_interval,
-        server_wait_s: a.server_wait,
-        serve: serve_config(a),
+        record_chunks: tel.record_chunks || a.clock.shard.is_some() || a.clock.shards.is_some(),
+        metrics_url: tel.metrics_url.clone(),
+        no_metrics: tel.no_metrics,
+        dcgm_url: tel.dcgm_url.clone(),
+        no_gpu: tel.no_gpu,
+        gpu_interval_s: tel.gpu_interval,
+        server_wait_s: server.server_wait,
+        serve: serve_config(server),
         search,
         chat,
-        gpu_hour_cost: a.gpu_hour_cost,
-        cost_per_hour: a.cost_per_hour,
+        gpu_hour_cost: tel.gpu_hour_cost,
+        cost_per_hour: tel.cost_per_hour,
         trace: a.trace.load()?,
-        repeat: a.repeat,
-        thinking_budgets: a.thinking_budget.clone().map(|b| b.0).unwrap_or_default(),
-        extra_body: a.extra_body.as_deref().map(extra_body).transpose()?,
+        repeat: plan.repeat,
+        thinking_budgets: work
+            .thinking_budget
+            .clone()
+            .map(|b| b.0)
+            .unwrap_or_default(),
+        extra_body: work.extra_body.as_deref().map(extra_body).transpose()?,
         clock: a.clock.clock(crate::telemetry::now_unix_ms())?,
         shard: a.clock.shard()?,
     };
@@ -105,9 +111,8 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
     Ok(cfg)
 }
 
-/// The `--search` flags, checked.
 /// The server servetop starts (`--serve`), if any.
-fn serve_config(a: &RunArgs) -> Option<crate::config::ServeConfig> {
+fn serve_config(a: &ServerArgs) -> Option<crate::config::ServeConfig> {
     a.serve.as_ref().map(|command| crate::config::ServeConfig {
         command: command.clone(),
         context_len: a.context_len,
@@ -126,8 +131,9 @@ fn serve_config(a: &RunArgs) -> Option<crate::config::ServeConfig> {
     })
 }
 
+/// The `--search` flags, checked.
 fn search_config(a: &RunArgs) -> Result<Option<crate::workload::search::SearchConfig>, String> {
-    let Some(target) = a.search.as_deref() else {
+    let Some(target) = a.slo.search.as_deref() else {
         return Ok(None);
     };
     match target.trim() {
@@ -140,85 +146,23 @@ fn search_config(a: &RunArgs) -> Result<Option<crate::workload::search::SearchCo
         }
         other => return Err(format!("--search '{other}': the only search is 'rate'")),
     }
-    if !a.request_rate.0.is_empty() {
+    if !a.plan.request_rate.0.is_empty() {
         return Err(
             "--search rate picks its own request rates; leave out --request-rate (or run the rate sweep separately)"
                 .into(),
         );
     }
     Ok(Some(crate::workload::search::SearchConfig {
-        precision: crate::workload::search::Precision::parse(&a.search_precision)?,
-        probe_seconds: a.search_seconds,
-        min_requests: a.search_min_requests,
+        precision: crate::workload::search::Precision::parse(&a.slo.search_precision)?,
+        probe_seconds: a.slo.search_seconds,
+        min_requests: a.slo.search_min_requests,
         probe_concurrency: a
+            .slo
             .search_probe_concurrency
-            .or(a.max_concurrency)
+            .or(a.plan.max_concurrency)
             .unwrap_or(64),
         ..crate::workload::search::SearchConfig::rate()
     }))
-}
-
-/// A `--serve-param` value that is a numeric range (`1..8`, `0.80..0.90:0.05`, `1..64*2`),
-/// expanded; `None` when the value is not a range (`../model.gguf` is a value).
-fn range(v: &str) -> Option<Result<Vec<String>, String>> {
-    let (a, rest) = v.split_once("..")?;
-    let (b, step, geometric) = match (rest.split_once(':'), rest.split_once('*')) {
-        (Some((b, s)), _) => (b, Some(s), false),
-        (None, Some((b, f))) => (b, Some(f), true),
-        (None, None) => (rest, None, false),
-    };
-    // Plain decimals only (`1e-3` would print as `0`): anything else is a value, not a range.
-    let plain = |t: &str| {
-        let t = t.trim();
-        !t.is_empty()
-            && t.chars()
-                .all(|c| c.is_ascii_digit() || c == '.' || c == '-')
-    };
-    let num = |t: &str| t.trim().parse::<f64>().ok().filter(|x| x.is_finite());
-    if !plain(a) || !plain(b) {
-        return None;
-    }
-    let (start, end) = (num(a)?, num(b)?);
-    // Values print with the ends' decimals (and an arithmetic step's): 1..16*1.5 is whole.
-    let decimals = [a, b, if geometric { "1" } else { step.unwrap_or("1") }]
-        .iter()
-        .map(|t| t.trim().split_once('.').map_or(0, |(_, d)| d.len()))
-        .max()
-        .unwrap_or(0);
-    let Some(by) = step.map_or(Some(1.0), num) else {
-        return Some(Err(format!(
-            "'{v}': the step after the range is not a number"
-        )));
-    };
-    if end < start {
-        return Some(Err(format!("'{v}': the range ends below its start")));
-    }
-    if (geometric && (by <= 1.0 || start <= 0.0)) || (!geometric && by <= 0.0) {
-        return Some(Err(format!(
-            "'{v}': a range steps up by a positive step (A..B:S) or a factor above 1 from a positive start (A..B*F)"
-        )));
-    }
-    let mut out: Vec<String> = Vec::new();
-    let mut x = start;
-    let mut steps = 0u32;
-    // A small slack so 0.80..0.90:0.05 ends at 0.90 despite rounding.
-    while x <= end + by.abs() * 1e-9 && out.len() <= 1000 {
-        let text = format!("{x:.decimals$}");
-        // Rounding can print two steps of a geometric range alike (1..16*1.5: 2.25 and 2): once.
-        if out.last() != Some(&text) {
-            out.push(text);
-        }
-        steps += 1;
-        x = if geometric {
-            x * by
-        } else {
-            start + by * f64::from(steps)
-        };
-    }
-    if out.len() > 1000 {
-        return Some(Err(format!("'{v}': more than 1000 values")));
-    }
-    Some(Ok(out))
 }
 
 /// Applies `servetop sim` flags over the chosen preset.
@@ -353,7 +297,7 @@ fn extra_body(j: &str) -> Result<serde_json::Value, String> {
 }
 
 /// `--tools`, `--tool-choice` and `--chat-template-kwargs`.
-fn chat_extras(a: &RunArgs) -> Result<crate::config::ChatExtras, String> {
+fn chat_extras(a: &WorkloadArgs) -> Result<crate::config::ChatExtras, String> {
     let tools = a
         .tools
         .as_deref()
@@ -381,72 +325,6 @@ fn chat_extras(a: &RunArgs) -> Result<crate::config::ChatExtras, String> {
         tools,
         chat_template_kwargs,
     })
-}
-
-/// Every combination of one value per `--serve-param NAME=V1,V2` (the first flag's values vary
-/// slowest), as `(NAME, value)` lists; empty without the flag. A NAME without a leading dash
-/// gets `--`. A value may be a numeric range: `A..B` (step 1), `A..B:S` (step S) or `A..B*F`
-/// (each value F times the last), both ends included when reached.
-pub fn serve_combinations(specs: &[String]) -> Result<Vec<Vec<(String, String)>>, String> {
-    let mut axes: Vec<(String, Vec<String>)> = Vec::new();
-    for spec in specs {
-        let bad = || {
-            format!(
-                "--serve-param takes NAME=V1,V2,... (e.g. --serve-param=--max-num-seqs=64,128), not '{spec}'"
-            )
-        };
-        let (name, values) = spec.split_once('=').ok_or_else(bad)?;
-        let name = name.trim();
-        let mut expanded: Vec<String> = Vec::new();
-        for v in values.split(',').map(str::trim).filter(|v| !v.is_empty()) {
-            match range(v) {
-                Some(r) => expanded.extend(r.map_err(|e| format!("--serve-param {spec}: {e}"))?),
-                None => expanded.push(v.to_string()),
-            }
-        }
-        let values = expanded;
-        if name.trim_start_matches('-').is_empty() || values.is_empty() {
-            return Err(bad());
-        }
-        if let Some(twice) = values
-            .iter()
-            .enumerate()
-            .find_map(|(i, v)| values[..i].contains(v).then_some(v))
-        {
-            return Err(format!(
-                "--serve-param {spec}: the value {twice} is given twice (two configurations alike would share one run directory)"
-            ));
-        }
-        let name = if name.starts_with('-') {
-            name.to_string()
-        } else {
-            format!("--{name}")
-        };
-        if axes.iter().any(|(n, _)| *n == name) {
-            return Err(format!(
-                "--serve-param {name} is given twice: list all its values in one (NAME=V1,V2)"
-            ));
-        }
-        axes.push((name, values));
-    }
-    let mut combos: Vec<Vec<(String, String)>> = if axes.is_empty() {
-        Vec::new()
-    } else {
-        vec![Vec::new()]
-    };
-    for (name, values) in &axes {
-        combos = combos
-            .into_iter()
-            .flat_map(|c| {
-                values.iter().map(move |v| {
-                    let mut c = c.clone();
-                    c.push((name.clone(), v.clone()));
-                    c
-                })
-            })
-            .collect();
-    }
-    Ok(combos)
 }
 
 /// `servetop sim --lora-modules A,B --lora-switch-ms B=40`: the adapters, each with its cost.
@@ -489,7 +367,6 @@ fn sim_lora(names: &[String], costs: Option<&str>) -> Result<Vec<crate::sim::Sim
 
 #[cfg(test)]
 mod tests {
-    use super::serve_combinations;
     use clap::Parser;
 
     fn cfg(extra: &[&str]) -> crate::config::RunConfig {
@@ -590,63 +467,5 @@ mod tests {
             ])
             .is_err()
         );
-    }
-
-    #[test]
-    fn serve_param_ranges_expand_and_paths_stay_values() {
-        let values = |spec: &str| -> Vec<String> {
-            serve_combinations(&[spec.to_string()])
-                .unwrap()
-                .into_iter()
-                .map(|c| c[0].1.clone())
-                .collect()
-        };
-        assert_eq!(values("-np=1..4"), ["1", "2", "3", "4"]);
-        assert_eq!(
-            values("-np=1..64*2"),
-            ["1", "2", "4", "8", "16", "32", "64"]
-        );
-        assert_eq!(values("--mem=0.80..0.90:0.05"), ["0.80", "0.85", "0.90"]);
-        assert_eq!(values("-np=1..5:2,8"), ["1", "3", "5", "8"]);
-        assert_eq!(values("-m=../m.gguf,a..b"), ["../m.gguf", "a..b"]);
-        assert_eq!(values("-np=1..16*1.5"), ["1", "2", "3", "5", "8", "11"]);
-        assert_eq!(values("--lr=1e-3..1e-2"), ["1e-3..1e-2"]);
-        for bad in [
-            "-np=4..1",
-            "-np=1..4:0",
-            "-np=1..8*1",
-            "-np=1..4:x",
-            "-np=0..1000000",
-            "-np=1..4,2",
-            "-np=1,1",
-        ] {
-            assert!(
-                serve_combinations(&[bad.to_string()])
-                    .is_err_and(|e| e.starts_with("--serve-param")),
-                "{bad}"
-            );
-        }
-    }
-
-    #[test]
-    fn serve_params_make_every_combination_and_bad_ones_are_named() {
-        let c = serve_combinations(&["-np=1,2".into(), "max-num-seqs=64,128,256".into()]).unwrap();
-        assert_eq!(c.len(), 6);
-        assert_eq!(
-            c[0],
-            [
-                ("-np".to_string(), "1".to_string()),
-                ("--max-num-seqs".into(), "64".into())
-            ]
-        );
-        assert_eq!(c[5][0].1, "2");
-        assert_eq!(c[5][1].1, "256");
-        assert!(serve_combinations(&[]).unwrap().is_empty());
-        for bad in ["-np", "-np=", "=1,2", "--=3"] {
-            let e = serve_combinations(&[bad.into()]).unwrap_err();
-            assert!(e.contains("NAME=V1,V2"), "{bad}: {e}");
-        }
-        let e = serve_combinations(&["-np=1".into(), "-np=2".into()]).unwrap_err();
-        assert!(e.contains("twice"), "{e}");
     }
 }

@@ -3,7 +3,8 @@
 
 use clap::Args;
 
-use crate::workload::clock::{DEFAULT_DRAIN_S, LevelClock, parse_start_at};
+use crate::grammar::parse_start_at;
+use crate::workload::clock::{DEFAULT_DRAIN_S, LevelClock};
 use crate::workload::shard::Shard;
 
 /// The longest a level or its drain may be, seconds.

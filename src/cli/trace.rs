@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::workload::trace::{TraceConfig, TraceFormat, parse_window};
+use crate::grammar::parse_window;
+use crate::workload::trace::{TraceConfig, TraceFormat};
 
 /// A production trace to replay.
 #[derive(Debug, Args, Clone)]

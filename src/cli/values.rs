@@ -1,7 +1,8 @@
-//! The values of flags: lists, rates, counts, percentages and sizes, each parsed into its type
-//! with a one-line error that says what was wrong.
+//! The values of flags as clap takes them: lists, rates, counts, names, budgets and sizes, each
+//! parsed into its type (the grammar itself is [`crate::grammar`]'s) with a one-line error that
+//! says what was wrong.
 
-use crate::workload::{parse_count, parse_list, parse_rates};
+use crate::grammar::{parse_count, parse_list, parse_pair, parse_rates};
 
 /// A parsed LIST flag (one value on the command line, many levels).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,22 +61,6 @@ pub(super) fn rates(s: &str) -> Result<Rates, String> {
     parse_rates(s).map(Rates)
 }
 
-/// A percentage limit: a finite number, zero or more (`5`, `2.5`, `10%`).
-pub(super) fn percent(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .trim()
-        .trim_end_matches('%')
-        .parse()
-        .map_err(|_| format!("{s:?} is not a percentage (e.g. 5 or 2.5)"))?;
-    if v.is_finite() && v >= 0.0 {
-        Ok(v)
-    } else {
-        Err(format!(
-            "{s:?}: the limit must be a percentage of 0 or more"
-        ))
-    }
-}
-
 /// `--range-ratio`: a spread of 0 or more and below 1 (vLLM's bounds).
 pub(super) fn range_ratio(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
@@ -97,26 +82,6 @@ pub(super) fn count_u32(s: &str) -> Result<u32, String> {
 
 pub(super) fn parse_cells(s: &str) -> Result<(u16, u16), String> {
     parse_pair(s, 10..=1000, "columns and rows")
-}
-
-/// Parses `AxB` into two numbers within `range` (`what` names them in errors).
-pub fn parse_pair<T: std::str::FromStr + PartialOrd + Copy + std::fmt::Display>(
-    s: &str,
-    range: std::ops::RangeInclusive<T>,
-    what: &str,
-) -> Result<(T, T), String> {
-    let (a, b) = s
-        .split_once(['x', 'X'])
-        .ok_or_else(|| format!("'{s}' must look like {}x{}", range.end(), range.start()))?;
-    let p = |v: &str| v.trim().parse::<T>().ok().filter(|n| range.contains(n));
-    match (p(a), p(b)) {
-        (Some(a), Some(b)) => Ok((a, b)),
-        _ => Err(format!(
-            "'{s}': {what} must be {} to {}",
-            range.start(),
-            range.end()
-        )),
-    }
 }
 
 /// Parses a chart size like `1600x900`.

@@ -12,13 +12,13 @@ use crate::runner;
 
 /// `servetop run`.
 pub async fn run(a: RunArgs) -> i32 {
-    if let Some(dir) = &a.resume {
+    if let Some(dir) = &a.plan.resume {
         if a.detach {
             return super::detach::detach(super::detach::args_without_detach(), Some(dir));
         }
         return Box::pin(resume(dir, &a.output)).await;
     }
-    let combos = match crate::cli::config::serve_combinations(&a.serve_param) {
+    let combos = match crate::cli::config::serve_combinations(&a.server.serve_param) {
         Ok(c) => c,
         Err(e) => return fail(&e),
     };
@@ -26,7 +26,7 @@ pub async fn run(a: RunArgs) -> i32 {
         Ok(cfg) => cfg,
         Err(e) => return fail(&e),
     };
-    if a.dry_run {
+    if a.plan.dry_run {
         return Box::pin(dry_run(&cfg, combos.len())).await;
     }
     if !confirmed(&cfg, combos.len().max(1), &a) {
@@ -99,7 +99,7 @@ async fn dry_run(cfg: &RunConfig, configurations: usize) -> i32 {
 fn confirmed(cfg: &RunConfig, configurations: usize, a: &RunArgs) -> bool {
     use std::io::{BufRead, IsTerminal, Write};
     let levels = cfg.levels();
-    if levels.len() <= crate::workload::plan::CONFIRM_LEVELS || a.yes {
+    if levels.len() <= crate::workload::plan::CONFIRM_LEVELS || a.plan.yes {
         return true;
     }
     let requests: u64 = levels.iter().map(|l| u64::from(l.requests)).sum();

@@ -15,7 +15,7 @@ use crate::summary::tune::{ConfigStatus, TuneConfig, TuneSummary};
 
 /// `servetop tune`.
 pub async fn tune(a: TuneArgs) -> i32 {
-    if let Some(dir) = &a.run.resume {
+    if let Some(dir) = &a.run.plan.resume {
         return match crate::export::tune::load(dir) {
             Ok(t) if t.tune.configs.iter().all(|c| c.status.settled()) => fail(&format!(
                 "the tune in {} already finished; nothing to resume",
@@ -29,7 +29,7 @@ pub async fn tune(a: TuneArgs) -> i32 {
         Ok(p) => p,
         Err(e) => return fail(&e),
     };
-    if a.run.dry_run {
+    if a.run.plan.dry_run {
         let levels = t.config.levels();
         say!("{}", crate::workload::plan::plan_line(&levels));
         say!(
@@ -60,23 +60,28 @@ fn plan(a: &TuneArgs) -> Result<(TuneRun, PathBuf), String> {
     if a.run.output.metrics_listen.is_some() || a.run.output.live_listen.is_some() {
         return Err("tune --metrics-listen / --live-listen: not supported yet (each configuration's run would listen on the address again); watch a tune's runs with servetop attach".into());
     }
-    if a.run.search.as_deref().is_some_and(|s| s.trim() != "rate") {
+    if a.run
+        .slo
+        .search
+        .as_deref()
+        .is_some_and(|s| s.trim() != "rate")
+    {
         return Err(
             "tune searches the request rate: leave out --search (or say --search rate)".into(),
         );
     }
-    if !a.run.long_context.0.is_empty() {
+    if !a.run.plan.long_context.0.is_empty() {
         return Err("tune measures capacity at one request shape: leave out --long-context (run a ladder per configuration with run --serve-param)".into());
     }
-    let combos = crate::cli::config::serve_combinations(&a.run.serve_param)?;
+    let combos = crate::cli::config::serve_combinations(&a.run.server.serve_param)?;
     if combos.len() < 2 {
         return Err("tune compares server configurations: give at least two, e.g. --serve-param=-np=1,2 (or a range, -np=1..4)".into());
     }
     let mut args = a.run.clone();
-    args.search = Some("rate".into());
+    args.slo.search = Some("rate".into());
     let mut cfg = crate::cli::config::run_config(&args)?;
     // A search runs alone in `run`; a tune keeps its planned levels (C=1 by default) first.
-    cfg.concurrency.clone_from(&a.run.concurrency.0);
+    cfg.concurrency.clone_from(&a.run.plan.concurrency.0);
     cfg.validate()?;
     let serve = cfg
         .serve
@@ -108,7 +113,7 @@ fn plan(a: &TuneArgs) -> Result<(TuneRun, PathBuf), String> {
         started_at: now.clone(),
         updated_at: now,
         simulated: false,
-        serve_param: a.run.serve_param.clone(),
+        serve_param: a.run.server.serve_param.clone(),
         tune: TuneSummary::new(slo.describe(), !a.no_early_stop, configs),
         config: cfg,
     };

@@ -46,36 +46,6 @@ impl LevelClock {
     }
 }
 
-/// `--start-at TIME`: an RFC 3339 time (`2026-12-02T10:00:00Z`), Unix seconds (`@1796205600`),
-/// or `+S` seconds from `now_ms` (one machine; shards need a shared absolute time).
-pub fn parse_start_at(s: &str, now_ms: i64) -> Result<i64, String> {
-    let t = s.trim();
-    let bad = |why: &str| {
-        format!(
-            "--start-at {s}: {why}; expected an RFC 3339 time (2026-12-02T10:00:00Z), Unix seconds (@1796205600) or +S seconds from now"
-        )
-    };
-    if let Some(rel) = t.strip_prefix('+') {
-        let secs: f64 = rel
-            .trim_end_matches('s')
-            .parse()
-            .map_err(|_| bad("not a number of seconds"))?;
-        if !(secs.is_finite() && secs >= 0.0) {
-            return Err(bad("seconds must be zero or more"));
-        }
-        return Ok(now_ms + (secs * 1000.0).round() as i64);
-    }
-    if let Some(unix) = t.strip_prefix('@') {
-        let secs: f64 = unix.parse().map_err(|_| bad("not a number of seconds"))?;
-        if !secs.is_finite() {
-            return Err(bad("not a number of seconds"));
-        }
-        return Ok((secs * 1000.0).round() as i64);
-    }
-    let ts: jiff::Timestamp = t.parse().map_err(|_| bad("not a time"))?;
-    Ok(ts.as_millisecond())
-}
-
 /// The server's clock against this machine's, from HTTP `Date` headers (1 s resolution): a
 /// reply stamped `d` was written at a server time in `[d, d + 1 s)`, while the local clock
 /// read between the request's send `s` and the reply's arrival `r`; so the offset
@@ -126,20 +96,6 @@ pub fn parse_http_date(s: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn start_times() {
-        assert_eq!(
-            parse_start_at("2026-12-02T10:00:00Z", 0).unwrap(),
-            1_796_205_600_000
-        );
-        assert_eq!(parse_start_at("@1796205600", 0).unwrap(), 1_796_205_600_000);
-        assert_eq!(parse_start_at("+30", 1000).unwrap(), 31_000);
-        assert_eq!(parse_start_at("+1.5s", 0).unwrap(), 1500);
-        for bad in ["tomorrow", "+x", "+-3", "@abc", ""] {
-            assert!(parse_start_at(bad, 0).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn slots_follow_the_plan() {

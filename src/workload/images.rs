@@ -122,7 +122,7 @@ impl ImageMix {
 /// pixels.
 pub fn parse_sizes(s: &str) -> Result<ImageSizes, String> {
     let one = |item: &str| {
-        crate::cli::parse_pair::<u32>(item.trim(), 1..=8192, "pixels wide and high")
+        crate::grammar::parse_pair::<u32>(item.trim(), 1..=8192, "pixels wide and high")
             .map_err(|e| format!("--image-size {e}"))
     };
     if let Some((a, b)) = s.split_once('-') {

@@ -395,37 +395,55 @@ pub fn trace_label(t: Option<&TraceLevel>) -> String {
     }
 }
 
+/// For tests: a plan of `concurrency`, `open_loop` and the ladder (lengths, output, requests
+/// per length), plain on every other dimension.
+#[cfg(test)]
+pub(crate) fn plain(
+    concurrency: &[u64],
+    (input_len, output_len): (u64, u32),
+    requests: RequestCount,
+    open_loop: &OpenLoop,
+    (long_context, long_context_output, long_context_repeats): (&[u64], u32, u32),
+) -> Vec<LevelSpec> {
+    build(&Dimensions {
+        concurrency,
+        open_loop,
+        input_len,
+        output_len,
+        requests,
+        long_context,
+        long_context_output,
+        long_context_repeats,
+        shared_prefix_len: 0,
+        mix: &RequestMix::default(),
+        lora: None,
+        multi_turn: None,
+        trace: None,
+        response_format: None,
+        thinking_budgets: &[],
+        repeat: 1,
+        level_seconds: None,
+        shard: None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A plan of `concurrency`, `open_loop` and the ladder `long_context`, plain otherwise.
     fn plan(
         concurrency: &[u64],
-        (input_len, output_len): (u64, u32),
+        lengths: (u64, u32),
         open_loop: &OpenLoop,
-        (long_context, long_context_output, long_context_repeats): (&[u64], u32, u32),
+        ladder: (&[u64], u32, u32),
     ) -> Vec<LevelSpec> {
-        build(&Dimensions {
+        plain(
             concurrency,
+            lengths,
+            RequestCount::default(),
             open_loop,
-            input_len,
-            output_len,
-            requests: RequestCount::default(),
-            long_context,
-            long_context_output,
-            long_context_repeats,
-            shared_prefix_len: 0,
-            mix: &RequestMix::default(),
-            lora: None,
-            multi_turn: None,
-            trace: None,
-            response_format: None,
-            thinking_budgets: &[],
-            repeat: 1,
-            level_seconds: None,
-            shard: None,
-        })
+            ladder,
+        )
     }
 
     #[test]

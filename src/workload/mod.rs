@@ -16,6 +16,7 @@ pub mod trace;
 
 use serde::{Deserialize, Serialize};
 
+use crate::grammar::parse_count;
 pub use arrivals::{Arrival, Schedule};
 pub use levels::{Place, budget_suffix, format_suffix, repeat_suffix, trace_label};
 
@@ -167,114 +168,6 @@ impl Default for OpenLoop {
     }
 }
 
-/// Parses request rates: `1,2,4,8`, decimals like `0.5,1.5`, or the integer ranges of
-/// [`parse_list`] (`1-8`, `2-16*2`); `none` means no rate levels. Strictly increasing, positive.
-pub fn parse_rates(s: &str) -> Result<Vec<f64>, String> {
-    let t = s.trim();
-    if t.is_empty() || t.eq_ignore_ascii_case("none") {
-        return Ok(Vec::new());
-    }
-    let mut out = Vec::new();
-    for item in t.split(',').map(str::trim) {
-        if item.is_empty() {
-            return Err(format!("'{s}' has an empty item"));
-        }
-        if item.contains(['-', '*', '/']) {
-            out.extend(parse_list(item)?.into_iter().map(|v| v as f64));
-            continue;
-        }
-        let v: f64 = item
-            .parse()
-            .map_err(|_| format!("'{item}' is not a request rate (examples: 0.5, 4, 1-16*2)"))?;
-        if !(v.is_finite() && v > 0.0 && v <= 1e6) {
-            return Err(format!(
-                "'{item}': a request rate must be above 0 and at most 10^6 requests/s"
-            ));
-        }
-        out.push(v);
-    }
-    if out.windows(2).any(|w| w[1] <= w[0]) {
-        return Err(format!("'{s}' must be strictly increasing (no repeats)"));
-    }
-    if out.len() > 10_000 {
-        return Err(format!("'{s}' expands to more than 10,000 levels"));
-    }
-    Ok(out)
-}
-
-/// Parses a number with an optional `k` (×1000) or `m` (×1,000,000) suffix.
-pub fn parse_count(s: &str) -> Result<u64, String> {
-    let t = s.trim().to_ascii_lowercase();
-    let (num, mult) = if let Some(n) = t.strip_suffix('k') {
-        (n, 1_000.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 1_000_000.0)
-    } else {
-        (t.as_str(), 1.0)
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a number (examples: 8, 30k, 1.5k)"))?;
-    let v = v * mult;
-    if !v.is_finite() || v < 0.0 || v.fract() != 0.0 || v > 1e12 {
-        return Err(format!("'{s}' is not a whole number of at most 10^12"));
-    }
-    Ok(v as u64)
-}
-
-/// Parses a list like `1,2,4,8`, `30k,60k,100k`, a range `1-8` (step 1), `10-100/10` (step 10)
-/// or `1-128*2` (doubling). `none` (or an empty string) means no levels. The result must be
-/// strictly increasing and every value positive.
-pub fn parse_list(s: &str) -> Result<Vec<u64>, String> {
-    let t = s.trim();
-    if t.is_empty() || t.eq_ignore_ascii_case("none") {
-        return Ok(Vec::new());
-    }
-    let mut out = Vec::new();
-    for item in t.split(',').map(str::trim) {
-        if item.is_empty() {
-            return Err(format!("'{s}' has an empty item"));
-        }
-        if let Some((a, b)) = item.split_once('-') {
-            let (b, step, geometric) = if let Some((b, f)) = b.split_once('*') {
-                (b, parse_count(f)?, true)
-            } else if let Some((b, st)) = b.split_once('/') {
-                (b, parse_count(st)?, false)
-            } else {
-                (b, 1, false)
-            };
-            let (a, b) = (parse_count(a)?, parse_count(b)?);
-            if a == 0 || b < a {
-                return Err(format!("range '{item}' must go up from a positive start"));
-            }
-            if (geometric && step < 2) || step == 0 {
-                return Err(format!("range '{item}' has a step that never advances"));
-            }
-            let mut v = a;
-            while v <= b {
-                out.push(v);
-                v = if geometric { v * step } else { v + step };
-            }
-            if out.last() != Some(&b) && geometric {
-                out.push(b);
-            }
-        } else {
-            out.push(parse_count(item)?);
-        }
-    }
-    if out.contains(&0) {
-        return Err(format!("'{s}': every value must be at least 1"));
-    }
-    if out.windows(2).any(|w| w[1] <= w[0]) {
-        return Err(format!("'{s}' must be strictly increasing (no repeats)"));
-    }
-    if out.len() > 10_000 {
-        return Err(format!("'{s}' expands to more than 10,000 levels"));
-    }
-    Ok(out)
-}
-
 /// How many measured requests a sweep level sends.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -347,41 +240,6 @@ mod tests {
     use crate::fmt::fmt_rate;
 
     #[test]
-    fn lists_ranges_and_suffixes() {
-        assert_eq!(parse_list("1,2,4,8").unwrap(), vec![1, 2, 4, 8]);
-        assert_eq!(
-            parse_list("30k,60k,100K").unwrap(),
-            vec![30_000, 60_000, 100_000]
-        );
-        assert_eq!(parse_list("1.5k").unwrap(), vec![1500]);
-        assert_eq!(parse_list("1-4").unwrap(), vec![1, 2, 3, 4]);
-        assert_eq!(parse_list("10-40/10").unwrap(), vec![10, 20, 30, 40]);
-        assert_eq!(
-            parse_list("1-100*2").unwrap(),
-            vec![1, 2, 4, 8, 16, 32, 64, 100]
-        );
-        assert_eq!(parse_list("1-64*2").unwrap(), vec![1, 2, 4, 8, 16, 32, 64]);
-        assert!(parse_list("none").unwrap().is_empty());
-    }
-
-    #[test]
-    fn bad_lists_are_refused_with_a_reason() {
-        for (bad, why) in [
-            ("4,2", "strictly increasing"),
-            ("0,1", "at least 1"),
-            ("1,,2", "empty item"),
-            ("a", "not a number"),
-            ("8-1", "go up"),
-            ("1-8*1", "never advances"),
-            ("1,1", "strictly increasing"),
-            ("1.5", "whole number"),
-        ] {
-            let e = parse_list(bad).unwrap_err();
-            assert!(e.contains(why), "{bad}: {e}");
-        }
-    }
-
-    #[test]
     fn request_counts() {
         let d = RequestCount::default();
         assert_eq!((d.at(1), d.at(4), d.at(100)), (10, 12, 300));
@@ -393,22 +251,7 @@ mod tests {
     }
 
     #[test]
-    fn rate_lists() {
-        assert_eq!(parse_rates("1,2,4").unwrap(), vec![1.0, 2.0, 4.0]);
-        assert_eq!(parse_rates("0.5, 1.5,8").unwrap(), vec![0.5, 1.5, 8.0]);
-        assert_eq!(parse_rates("1-8*2").unwrap(), vec![1.0, 2.0, 4.0, 8.0]);
-        assert_eq!(parse_rates("0.5,1-3").unwrap(), vec![0.5, 1.0, 2.0, 3.0]);
-        assert!(parse_rates("none").unwrap().is_empty());
-        for (bad, why) in [
-            ("2,1", "strictly increasing"),
-            ("0", "above 0"),
-            ("x", "not a request rate"),
-            ("1,,2", "empty item"),
-            ("inf", "above 0"),
-        ] {
-            let e = parse_rates(bad).unwrap_err();
-            assert!(e.contains(why), "{bad}: {e}");
-        }
+    fn rates_are_labelled_plainly() {
         assert_eq!(fmt_rate(4.0), "4");
         assert_eq!(fmt_rate(0.25), "0.25");
         assert_eq!(fmt_rate(12.5), "12.5");

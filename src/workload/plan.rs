@@ -211,22 +211,20 @@ pub fn limits_line(levels: &[LevelSpec], limit: &Limit<'_>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::RequestCount;
+    use crate::workload::levels::{budgets, plain, twins};
+    use crate::workload::{OpenLoop, RequestCount};
 
     fn demo_levels() -> Vec<LevelSpec> {
-        let cfg = crate::config::RunConfig {
-            concurrency: vec![1, 4, 8, 16, 64, 100],
-            input_len: 1000,
-            output_len: 100,
-            requests_per_level: RequestCount::PerConcurrency {
+        plain(
+            &[1, 4, 8, 16, 64, 100],
+            (1000, 100),
+            RequestCount::PerConcurrency {
                 factor: 1.0,
                 min: 5,
             },
-            long_context: vec![8000, 16000, 30000, 60000, 100_000],
-            long_context_output_len: 512,
-            ..crate::config::RunConfig::minimal("http://127.0.0.1:1")
-        };
-        cfg.levels()
+            &OpenLoop::default(),
+            (&[8000, 16000, 30000, 60000, 100_000], 512, 1),
+        )
     }
 
     #[test]
@@ -241,14 +239,18 @@ mod tests {
     /// Each concurrency once, whatever its passes: a budget each, a constrained twin each.
     #[test]
     fn the_plan_line_names_each_concurrency_once_and_its_passes() {
-        let cfg = crate::config::RunConfig {
-            concurrency: vec![1, 4],
-            thinking_budgets: vec![16, 64],
-            response_format: Some(crate::client::structured::ResponseFormat::Json),
-            long_context: Vec::new(),
-            ..crate::config::RunConfig::minimal("http://127.0.0.1:1")
-        };
-        let line = plan_line(&cfg.levels());
+        let levels = plain(
+            &[1, 4],
+            (100, 64),
+            RequestCount::Fixed(8),
+            &OpenLoop::default(),
+            (&[], 16, 1),
+        );
+        let levels = twins(
+            levels,
+            Some(&crate::client::structured::ResponseFormat::Json),
+        );
+        let line = plan_line(&budgets(levels, &[16, 64]));
         assert!(
             line.contains(
                 "sweep C=1, 4 (100 in / 64 out tokens, 8 requests a level, each with thinking budget 16, 64, each plain then constrained (json))"

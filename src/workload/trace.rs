@@ -175,20 +175,6 @@ impl TraceConfig {
     }
 }
 
-/// Parses `--trace-window FROM:TO` (seconds of the recorded trace, FROM < TO).
-pub fn parse_window(s: &str) -> Result<(f64, f64), String> {
-    let bad = || format!("--trace-window {s:?}: seconds FROM:TO of the trace, like 0:600");
-    let (a, b) = s.split_once(':').ok_or_else(bad)?;
-    let (a, b): (f64, f64) = (
-        a.trim().parse().map_err(|_| bad())?,
-        b.trim().parse().map_err(|_| bad())?,
-    );
-    if !(a.is_finite() && b.is_finite() && a >= 0.0 && b > a) {
-        return Err(bad());
-    }
-    Ok((a, b))
-}
-
 #[derive(Deserialize)]
 struct MooncakeLine {
     timestamp: f64,
