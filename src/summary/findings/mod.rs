@@ -186,26 +186,26 @@ impl Finding {
 /// Every finding the run supports, in reading order: the sweep's, long context's, then the
 /// rest.
 pub fn of(whole: &RunSummary) -> Vec<Finding> {
-    // Several thinking budgets: the findings of the first budget's plan (the levels of the
-    // others are the same plan again, not more points of one curve), and what each budget
-    // cost.
-    let first_budget;
-    // With --response-format, the findings of the plan as run without it; the constrained
-    // twins have a finding of their own.
+    // The findings of the headline pass (docs/outputs.md "Passes"): the plain levels of the
+    // first thinking budget. The other budgets' levels are the same plan again, not more
+    // points of one curve, and the constrained twins the same plan constrained: what each
+    // budget and each constraint cost are findings of their own.
     let full = whole;
+    let passes = full.passes();
+    // The plain levels of every budget: what the budgets' finding compares.
     let plain;
-    let whole = if whole.config.response_format.is_some() {
-        plain = whole.only_plain();
+    let whole = if full.config.response_format.is_some() {
+        plain = full.only_plain();
         &plain
     } else {
-        whole
+        full
     };
-    let s = match whole.config.thinking_budgets.as_slice() {
-        [first, _, ..] => {
-            first_budget = whole.only_budget(*first);
-            &first_budget
-        }
-        _ => whole,
+    let headline;
+    let s = if passes.several_series() {
+        headline = full.only(passes.headline());
+        &headline
+    } else {
+        full
     };
     let mut out: Vec<Finding> = outage(full).into_iter().collect();
     out.extend(sweep::findings(s));
