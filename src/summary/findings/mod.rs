@@ -489,6 +489,49 @@ mod tests {
         crate::tui::fixtures::finished_run().session.summary
     }
 
+    /// With `--response-format` the findings are the headline pass's (docs/outputs.md
+    /// "Passes"): each rests on plain levels alone and reads as the plain run's own, but for
+    /// those that count or compare every pass.
+    #[test]
+    fn the_findings_of_a_twin_run_are_the_plain_passs() {
+        let s = crate::tui::fixtures::finished_twins().session.summary;
+        let all = of(&s);
+        let plain = of(&s.headline_run());
+        let every_pass = [
+            "failures",
+            "outage",
+            "structured_output",
+            "thinking_budgets",
+        ];
+        assert!(all.iter().any(|f| f.id == "structured_output"));
+        let mut compared = 0;
+        for f in all.iter().filter(|f| !every_pass.contains(&f.id.as_str())) {
+            assert!(
+                f.levels.iter().all(|l| !l.contains("json")),
+                "{}: {:?}",
+                f.id,
+                f.levels
+            );
+            let alone = plain.iter().find(|p| p.id == f.id);
+            assert_eq!(alone, Some(f), "{}", f.id);
+            compared += 1;
+        }
+        assert!(compared >= 3, "{compared} findings compared");
+        // The same with two budgets: the first budget's.
+        let s = crate::tui::fixtures::mid_budgets().session.summary;
+        for f in of(&s)
+            .iter()
+            .filter(|f| !every_pass.contains(&f.id.as_str()))
+        {
+            assert!(
+                f.levels.iter().all(|l| l.contains("(think 16)")),
+                "{}: {:?}",
+                f.id,
+                f.levels
+            );
+        }
+    }
+
     fn caveats_on(s: &RunSummary, id: &str) -> Vec<String> {
         of(s)
             .into_iter()
