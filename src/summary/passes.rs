@@ -215,6 +215,14 @@ impl std::ops::Deref for Passes {
     }
 }
 
+/// What follows a level's number where a table names it (` · json`, ` (think 16)`, ` #2`):
+/// its pass, as its label ends.
+pub fn suffix(l: &LevelSummary) -> String {
+    crate::workload::format_suffix(l.response_format.as_deref())
+        + &crate::workload::budget_suffix(l.thinking_budget)
+        + &crate::workload::repeat_suffix(l.repeat)
+}
+
 /// A level's point on its series' curve: the values of its runs that have one.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Point {
