@@ -192,17 +192,28 @@ impl Passes {
     /// `levels` as the tables list them: the headline series' first, then each other
     /// series', each in the order of `levels` (plan order).
     pub fn in_order<'a>(&self, levels: &'a [LevelSummary]) -> Vec<&'a LevelSummary> {
-        let mut out: Vec<&LevelSummary> = Vec::with_capacity(levels.len());
-        for s in &self.series {
-            out.extend(levels.iter().filter(|l| s.holds(l)));
-        }
-        // A level of none of the series (not possible for levels these passes were made of).
-        out.extend(
-            levels
+        self.sorted(levels.iter().collect())
+    }
+
+    /// [`Passes::in_order`] of levels already gathered (a level of none of the series last).
+    pub fn sorted<'a>(&self, mut levels: Vec<&'a LevelSummary>) -> Vec<&'a LevelSummary> {
+        levels.sort_by_key(|l| {
+            self.series
                 .iter()
-                .filter(|l| !self.series.iter().any(|s| s.holds(l))),
-        );
-        out
+                .position(|s| s.holds(l))
+                .unwrap_or(usize::MAX)
+        });
+        levels
+    }
+
+    /// The label of level `l`'s pass where an output names it in a column of its own: empty
+    /// in a run of one pass.
+    pub fn column(&self, l: &LevelSummary) -> String {
+        if self.several() {
+            self.of_level(l).label
+        } else {
+            String::new()
+        }
     }
 }
 
