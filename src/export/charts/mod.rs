@@ -343,4 +343,53 @@ mod series_tests {
         assert_eq!(split.len(), 1);
         assert_eq!((split[0].0.as_str(), &split[0].1), ("r", &one));
     }
+
+    /// The PNG charts and the dashboard draw the same series with the same points: a curve
+    /// per pass named alike, a repeated level the mean of its runs (the dashboard's x is
+    /// log2 C; the level in progress is apart from its line there, and no point here).
+    #[test]
+    fn the_charts_and_the_dashboard_draw_the_same_series() {
+        use crate::tui::fixtures;
+        let fixtures: [fn() -> crate::tui::app::App; 4] = [
+            fixtures::finished_twins,
+            fixtures::mid_budgets,
+            fixtures::finished_repeats,
+            fixtures::finished_run,
+        ];
+        for make in fixtures {
+            let app = make();
+            let s = &app.session.summary;
+            let lines = throughput_lines(s);
+            let curves = &app.sweep_view.aggregate;
+            assert_eq!(lines.len(), curves.len());
+            for (line, curve) in lines.iter().zip(curves) {
+                if curves.len() > 1 {
+                    assert_eq!(line.name, curve.label);
+                }
+                let drawn: Vec<(f64, f64)> =
+                    curve.points.iter().map(|p| (2f64.powf(p.0), p.1)).collect();
+                assert_eq!(line.points.len(), drawn.len(), "{}", line.name);
+                for (a, b) in line.points.iter().zip(&drawn) {
+                    assert!(
+                        (a.0 - b.0).abs() < 1e-9 && (a.1 - b.1).abs() < 1e-9,
+                        "{a:?} {b:?}"
+                    );
+                }
+            }
+        }
+        // Repeats: one line, each level's point the mean of its two runs, with their interval.
+        let app = crate::tui::fixtures::finished_repeats();
+        let s = &app.session.summary;
+        let lines = throughput_lines(s);
+        assert_eq!(lines.len(), 1);
+        let runs: Vec<f64> = s
+            .sweep
+            .iter()
+            .filter(|l| l.concurrency == 1)
+            .map(|l| l.stats.as_ref().unwrap().scalars.output_throughput)
+            .collect();
+        assert!(runs.len() == 2 && runs[1] < runs[0], "{runs:?}");
+        assert!((lines[0].points[0].1 - f64::midpoint(runs[0], runs[1])).abs() < 1e-9);
+        assert_eq!(lines[0].errors.len(), 3, "an interval at each level");
+    }
 }
