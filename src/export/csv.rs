@@ -1,5 +1,8 @@
 //! The CSV tables of a run (or of several, one column naming each): `sweep.csv`, `rates.csv`,
-//! `long_context.csv`, `turns.csv`, `trace.csv`, `trace_timeline.csv`, `repeats.csv`.
+//! `long_context.csv`, `turns.csv`, `trace.csv`, `trace_timeline.csv`, `repeats.csv`. A run's
+//! levels are listed as every table lists them (docs/outputs.md "Passes"): the headline pass's
+//! first, the last column of `sweep.csv`, `rates.csv` and `long_context.csv` naming each
+//! level's pass (empty in a run of one pass).
 
 use std::fmt::Write as _;
 
@@ -20,10 +23,11 @@ fn csv_text(s: &str) -> String {
 /// `sweep.csv`: one row per level (and run, when several).
 pub fn sweep_csv(runs: &[(String, &RunSummary)]) -> String {
     let mut out = String::from(
-        "run,simulated,concurrency,status,completed,failed,duration_s,outage_s,request_throughput,output_throughput,total_token_throughput,mean_decode_tokens_per_s,accept_length_client,accept_length_server,mean_ttft_ms,median_ttft_ms,p90_ttft_ms,p99_ttft_ms,mean_itl_ms,median_itl_ms,p99_itl_ms,mean_tpot_ms,median_tpot_ms,p99_tpot_ms,mean_e2el_ms,median_e2el_ms,p99_e2el_ms,max_concurrent_requests,mean_kv_usage,median_ttfc_ms,p99_ttfc_ms,median_thinking_ms,reasoning_share,mean_reasoning_tokens,mean_content_tokens,mean_content_decode_tokens_per_s,mean_tool_calls,median_first_tool_call_ms,energy_j,mean_power_w,joules_per_output_token,output_tokens_per_joule,cost_per_million_output_tokens,cost_per_million_total_tokens,energy_source\n",
+        "run,simulated,concurrency,status,completed,failed,duration_s,outage_s,request_throughput,output_throughput,total_token_throughput,mean_decode_tokens_per_s,accept_length_client,accept_length_server,mean_ttft_ms,median_ttft_ms,p90_ttft_ms,p99_ttft_ms,mean_itl_ms,median_itl_ms,p99_itl_ms,mean_tpot_ms,median_tpot_ms,p99_tpot_ms,mean_e2el_ms,median_e2el_ms,p99_e2el_ms,max_concurrent_requests,mean_kv_usage,median_ttfc_ms,p99_ttfc_ms,median_thinking_ms,reasoning_share,mean_reasoning_tokens,mean_content_tokens,mean_content_decode_tokens_per_s,mean_tool_calls,median_first_tool_call_ms,energy_j,mean_power_w,joules_per_output_token,output_tokens_per_joule,cost_per_million_output_tokens,cost_per_million_total_tokens,energy_source,pass\n",
     );
     for (label, s) in runs {
-        for l in &s.sweep {
+        let passes = s.passes();
+        for l in passes.in_order(&s.sweep) {
             let st = l.stats.as_ref();
             let d = |g: fn(&crate::metrics::LevelDists) -> Option<&crate::metrics::DistStats>,
                      k: fn(&crate::metrics::DistStats) -> f64| {
@@ -31,7 +35,7 @@ pub fn sweep_csv(runs: &[(String, &RunSummary)]) -> String {
             };
             let _ = writeln!(
                 out,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 csv_text(label),
                 s.simulated,
                 l.concurrency,
@@ -80,6 +84,7 @@ pub fn sweep_csv(runs: &[(String, &RunSummary)]) -> String {
                 f(l.energy.cost_per_million_output_tokens),
                 f(l.energy.cost_per_million_total_tokens),
                 csv_text(l.energy.energy_source.as_deref().unwrap_or_default()),
+                csv_text(&passes.column(l)),
             );
         }
     }
@@ -128,10 +133,11 @@ pub fn turns_csv(runs: &[(String, &RunSummary)]) -> String {
 /// `rates.csv`: one row per request-rate level (and run).
 pub fn rates_csv(runs: &[(String, &RunSummary)]) -> String {
     let mut out = String::from(
-        "run,simulated,request_rate,burstiness,ramp_up_s,max_concurrency,status,completed,failed,duration_s,outage_s,achieved_request_rate,scheduled_request_rate,request_throughput,output_throughput,mean_ttft_ms,median_ttft_ms,p99_ttft_ms,mean_tpot_ms,median_tpot_ms,p99_tpot_ms,median_e2el_ms,p99_e2el_ms,mean_client_queue_ms,median_client_queue_ms,p99_client_queue_ms,max_concurrent_requests,goodput\n",
+        "run,simulated,request_rate,burstiness,ramp_up_s,max_concurrency,status,completed,failed,duration_s,outage_s,achieved_request_rate,scheduled_request_rate,request_throughput,output_throughput,mean_ttft_ms,median_ttft_ms,p99_ttft_ms,mean_tpot_ms,median_tpot_ms,p99_tpot_ms,median_e2el_ms,p99_e2el_ms,mean_client_queue_ms,median_client_queue_ms,p99_client_queue_ms,max_concurrent_requests,goodput,pass\n",
     );
     for (label, s) in runs {
-        for l in &s.rates {
+        let passes = s.passes();
+        for l in passes.in_order(&s.rates) {
             let st = l.stats.as_ref();
             let d = |g: fn(&crate::metrics::LevelDists) -> Option<&crate::metrics::DistStats>,
                      k: fn(&crate::metrics::DistStats) -> f64| {
@@ -140,7 +146,7 @@ pub fn rates_csv(runs: &[(String, &RunSummary)]) -> String {
             let a = l.arrival;
             let _ = writeln!(
                 out,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 csv_text(label),
                 s.simulated,
                 f(a.map(|a| a.request_rate)),
@@ -173,6 +179,7 @@ pub fn rates_csv(runs: &[(String, &RunSummary)]) -> String {
                     .max_concurrent_requests
                     .to_string()),
                 f(st.and_then(|s| s.scalars.goodput)),
+                csv_text(&passes.column(l)),
             );
         }
     }
@@ -182,14 +189,15 @@ pub fn rates_csv(runs: &[(String, &RunSummary)]) -> String {
 /// `long_context.csv`: one row per length (and run).
 pub fn long_context_csv(runs: &[(String, &RunSummary)]) -> String {
     let mut out = String::from(
-        "run,simulated,context_tokens,status,mean_input_tokens,mean_ttft_ms,prefill_tokens_per_s,mean_decode_tokens_per_s,completed,failed,reason\n",
+        "run,simulated,context_tokens,status,mean_input_tokens,mean_ttft_ms,prefill_tokens_per_s,mean_decode_tokens_per_s,completed,failed,reason,pass\n",
     );
     for (label, s) in runs {
-        for l in &s.long_context {
+        let passes = s.passes();
+        for l in passes.in_order(&s.long_context) {
             let st = l.stats.as_ref().filter(|s| s.scalars.completed > 0);
             let _ = writeln!(
                 out,
-                "{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{}",
                 csv_text(label),
                 s.simulated,
                 l.input_len,
@@ -201,6 +209,7 @@ pub fn long_context_csv(runs: &[(String, &RunSummary)]) -> String {
                 l.stats.as_ref().map_or(0, |s| s.scalars.completed),
                 l.stats.as_ref().map_or(0, |s| s.scalars.failed),
                 csv_text(l.reason.as_deref().unwrap_or("")),
+                csv_text(&passes.column(l)),
             );
         }
     }
@@ -297,7 +306,7 @@ pub fn repeats_csv(runs: &[(String, &RunSummary)]) -> String {
     }
     out.push('\n');
     for (label, s) in runs {
-        for l in s.repeated_levels() {
+        for l in s.passes().sorted(s.repeated_levels().collect()) {
             let done = s.runs_done(l.index);
             let _ = write!(
                 out,

@@ -6,6 +6,7 @@ pub mod baseline;
 pub mod eta;
 pub mod findings;
 pub mod merge;
+pub mod passes;
 pub mod reasoning;
 pub mod repeats;
 pub mod structured;
@@ -22,6 +23,7 @@ use crate::workload::prompt::PromptMethod;
 use crate::workload::search::SearchSummary;
 use crate::workload::{Arrival, LevelKind, LevelSpec};
 use baseline::{Baseline, BaselineLevel, LevelComparison, LevelKey};
+pub use passes::{Pass, Passes};
 
 /// Where a level stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -426,6 +426,8 @@ mod tests {
             ("tune", fixtures::mid_tune()),
             ("chats", fixtures::finished_chats()),
             ("trace", fixtures::mid_trace()),
+            ("twins", fixtures::finished_twins()),
+            ("budgets", fixtures::mid_budgets()),
         ];
         for (name, mut app) in apps {
             for tab in Tab::ALL {
@@ -480,6 +482,114 @@ mod tests {
             &mut fixtures::finished_rates_only(),
             Tab::Sweep,
         );
+    }
+
+    /// The rows of `text` holding `what`, top down.
+    fn rows_with(text: &str, what: &str) -> Vec<usize> {
+        text.lines()
+            .enumerate()
+            .filter(|(_, l)| l.contains(what))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// With `--response-format` each sweep chart draws a curve per twin, named under it by its
+    /// pass (`⠤ plain  • json`), each holding its own twin's levels: never one curve through
+    /// both. The table lists the plain levels (the headline), then the twins.
+    #[test]
+    fn sweep_tab_with_structured_twins() {
+        let mut app = fixtures::finished_twins();
+        let s = &app.session.summary;
+        for curves in [&app.sweep_view.aggregate, &app.sweep_view.per_stream] {
+            let labels: Vec<&str> = curves.iter().map(|c| c.label.as_str()).collect();
+            assert_eq!(labels, ["plain", "json"]);
+        }
+        for (c, json) in app.sweep_view.aggregate.iter().zip([false, true]) {
+            let own: Vec<(f64, f64)> = s
+                .sweep
+                .iter()
+                .filter(|l| l.response_format.is_some() == json)
+                .map(|l| {
+                    let st = l.stats.as_ref().unwrap();
+                    (
+                        f64::from(l.concurrency).log2(),
+                        st.scalars.output_throughput,
+                    )
+                })
+                .collect();
+            assert_eq!(c.points, own, "{}", c.label);
+            assert_eq!(c.points.len(), 6, "one point a concurrency");
+        }
+        // The grammar's cost: the twin's curve lies under the plain one at every level.
+        let [plain, json] = [0, 1].map(|k| &app.sweep_view.aggregate[k].points);
+        assert!(plain.iter().zip(json).all(|(p, j)| j.1 < p.1));
+        snap("twins_finished", &mut app, Tab::Sweep);
+        for (w, h) in [(80, 24), (160, 48)] {
+            let text = draw(&app, w, h);
+            let legends = rows_with(&text, "⠤ plain  • json");
+            // One legend a chart: out tok/s; at 160 columns per-stream and TTFT p50 too.
+            let want = if w < 120 { 1 } else { 3 };
+            assert_eq!(legends.len(), 1, "{text}");
+            assert_eq!(
+                text.lines()
+                    .nth(legends[0])
+                    .unwrap()
+                    .matches("⠤ plain")
+                    .count(),
+                want,
+                "{text}"
+            );
+        }
+        let text = draw(&app, 160, 48);
+        let (last_plain, first_json) = (
+            rows_with(&text, "│C=100 ")[0],
+            rows_with(&text, "│C=1 · json")[0],
+        );
+        assert!(last_plain < first_json, "{text}");
+    }
+
+    /// The long-context tab of a run with `--response-format`: a curve per twin on each chart,
+    /// named under it; the table names each length's pass (`8K · json`), plain lengths first.
+    #[test]
+    fn long_context_tab_with_structured_twins() {
+        let mut app = fixtures::finished_twins();
+        let labels: Vec<&str> = app
+            .long_view
+            .prefill
+            .iter()
+            .map(|c| c.label.as_str())
+            .collect();
+        assert_eq!(labels, ["plain", "json"]);
+        assert!(app.long_view.decode.iter().all(|c| c.points.len() == 2));
+        snap("twins_long_context", &mut app, Tab::LongContext);
+        let text = draw(&app, 160, 48);
+        assert!(text.contains("⠤ plain  • json"), "{text}");
+        let (plain, json) = (rows_with(&text, "│16K  "), rows_with(&text, "│8K · json"));
+        assert!(
+            plain.len() == 1 && json.len() == 1 && plain[0] < json[0],
+            "{text}"
+        );
+    }
+
+    /// With two thinking budgets the same: a curve per budget named by its pass (`think 16`,
+    /// `think 64`), the first budget's the headline; mid-run, the level in progress is a point
+    /// of its own budget's curve, apart from the line.
+    #[test]
+    fn sweep_tab_with_two_thinking_budgets() {
+        let mut app = fixtures::mid_budgets();
+        let v = &app.sweep_view;
+        let labels: Vec<&str> = v.aggregate.iter().map(|c| c.label.as_str()).collect();
+        assert_eq!(labels, ["think 16", "think 64"]);
+        assert_eq!(v.aggregate[0].points.len(), 4);
+        assert!(v.aggregate[0].running.is_none());
+        // Budget 64: C=1 and C=4 done, C=8 running (at log2 8 = 3), C=16 waiting.
+        assert_eq!(v.aggregate[1].points.len(), 2);
+        assert_eq!(v.aggregate[1].running.map(|p| p.0), Some(3.0));
+        snap("budgets_mid", &mut app, Tab::Sweep);
+        for (w, h) in [(80, 24), (160, 48)] {
+            let text = draw(&app, w, h);
+            assert!(text.contains("⠤ think 16  • think 64"), "{text}");
+        }
     }
 
     #[test]

@@ -3,15 +3,32 @@
 //! (never in render).
 
 use crate::metrics::LevelStats;
+use crate::summary::passes::{Passes, points};
+use crate::summary::{LevelStatus, LevelSummary};
 use crate::workload::LevelKind;
 
 use super::app::App;
-use super::views::{DetailView, LatencyView, LongView, SweepView, TraceView};
+use super::views::{Curve, DetailView, LatencyView, LongView, SweepView, TraceView};
+
+/// `levels`' table rows: their positions, the headline series' first, then each other
+/// series', each in plan order.
+fn rows(passes: &Passes, levels: &[LevelSummary]) -> Vec<usize> {
+    let at: std::collections::BTreeMap<u32, usize> = levels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (l.index, i))
+        .collect();
+    passes
+        .in_order(levels)
+        .iter()
+        .filter_map(|l| at.get(&l.index).copied())
+        .collect()
+}
 
 impl App {
     /// The level whose points the charts label: the one running once it has results, else
     /// the last with results.
-    fn highlighted(&self, levels: &[crate::summary::LevelSummary]) -> Option<u32> {
+    fn highlighted(&self, levels: &[&LevelSummary]) -> Option<u32> {
         let has_results = |i: u32| self.level_stats(i).is_some_and(|s| s.scalars.completed > 0);
         levels
             .iter()
@@ -20,52 +37,103 @@ impl App {
             .map(|l| l.index)
     }
 
-    /// Recomputes the chart points, the baseline deltas and the latency panel from the
-    /// summaries and the fold of the level in progress.
+    /// One curve per series of `passes` (the headline's first) over `levels`, of `y` of each
+    /// level's statistics at its `x`: a level's finished runs one point (their mean), the
+    /// level in progress apart from the line, each series' highlighted level, the baseline's
+    /// `base` against the headline (docs/outputs.md "Passes").
+    fn curves(
+        &self,
+        (passes, levels): (&Passes, &[&LevelSummary]),
+        x: impl Fn(&LevelSummary) -> f64,
+        y: impl Fn(Option<&LevelStats>) -> Option<f64>,
+        base: impl Fn(&crate::summary::baseline::BaselineLevel) -> Option<f64>,
+    ) -> Vec<Curve> {
+        let s = &self.session.summary;
+        passes
+            .series()
+            .iter()
+            .enumerate()
+            .map(|(k, p)| {
+                let mine: Vec<&LevelSummary> =
+                    levels.iter().copied().filter(|l| p.holds(l)).collect();
+                let mut c = Curve {
+                    label: p.label.clone(),
+                    ..Curve::default()
+                };
+                let lit = self.highlighted(&mine);
+                let (running, ended): (Vec<&LevelSummary>, Vec<&LevelSummary>) =
+                    mine.iter().partition(|l| l.status == LevelStatus::Running);
+                for pt in points(ended, &x, |l| y(self.level_stats(l.index))) {
+                    let on = lit.is_some_and(|i| pt.levels.contains(&i));
+                    c.add(pt.x, Some(pt.mean()), None, on);
+                }
+                if let Some(l) = running.first() {
+                    c.add_running(x(l), y(self.level_stats(l.index)), None);
+                }
+                if k == 0 {
+                    // A level's first run stands for it against the baseline.
+                    for l in mine.iter().filter(|l| l.repeat.is_none_or(|r| r.n == 1)) {
+                        if let Some(b) = s.baseline_for(l).and_then(&base) {
+                            c.base.push((x(l), b));
+                        }
+                    }
+                }
+                c
+            })
+            .collect()
+    }
+
+    /// Recomputes the chart points, the table rows, the baseline deltas and the latency panel
+    /// from the summaries and the fold of the level in progress.
     pub(super) fn refresh_views(&mut self) {
         use crate::metrics::curves::{self, at};
         let s = &self.session.summary;
+        let passes = s.passes();
         let mut sv = SweepView::default();
-        let lit = self.highlighted(&s.sweep);
-        // A repeated level is one point: its latest run with results (the running one live).
-        let latest = self.latest_runs(&s.sweep);
-        // With several thinking budgets, the curve of one: the budget being measured.
-        let budget = self.shown_budget(&s.sweep);
+        let sweep: Vec<&LevelSummary> = s.sweep.iter().collect();
+        let log2c = |l: &LevelSummary| f64::from(l.concurrency.max(1)).log2();
         for l in &s.sweep {
-            if l.repeat
-                .is_some_and(|r| latest.get(&r.first).is_some_and(|&i| i != l.index))
-                || l.thinking_budget != budget
-            {
-                continue;
-            }
-            let x = f64::from(l.concurrency.max(1)).log2();
+            let x = log2c(l);
             sv.x_max = sv.x_max.max(x);
-            sv.ticks.push((x, l.concurrency.to_string()));
-            let st = self.level_stats(l.index);
-            let base = s.baseline_for(l);
-            let on = lit == Some(l.index);
-            let (out, decode) = (at(st, curves::OUTPUT_TOK_S), at(st, curves::DECODE_TOK_S));
-            let (base_out, base_decode) = (
-                base.and_then(|b| b.output_throughput),
-                base.and_then(|b| b.decode_tok_s),
-            );
-            if l.status == crate::summary::LevelStatus::Running {
-                sv.aggregate.add_running(x, out, base_out);
-                sv.per_stream.add_running(x, decode, base_decode);
-            } else {
-                sv.aggregate.add(x, out, base_out, on);
-                sv.per_stream.add(x, decode, base_decode, on);
-            }
-            for (pts, y) in [
-                (&mut sv.ttft_p50, curves::TTFT_MS.p50),
-                (&mut sv.ttft_p99, curves::TTFT_MS.p99),
-            ] {
-                if let Some(y) = at(st, y) {
-                    pts.push((x, y));
-                }
+            if !sv.ticks.iter().any(|t| t.0.to_bits() == x.to_bits()) {
+                sv.ticks.push((x, l.concurrency.to_string()));
             }
         }
-        self.rate_points(&mut sv);
+        sv.ticks.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let on = (&passes, sweep.as_slice());
+        sv.aggregate = self.curves(
+            on,
+            log2c,
+            |st| at(st, curves::OUTPUT_TOK_S),
+            |b| b.output_throughput,
+        );
+        sv.per_stream = self.curves(
+            on,
+            log2c,
+            |st| at(st, curves::DECODE_TOK_S),
+            |b| b.decode_tok_s,
+        );
+        sv.ttft_p50 = self.curves(on, log2c, |st| at(st, curves::TTFT_MS.p50), |_| None);
+        sv.ttft_p99 = self
+            .curves(on, log2c, |st| at(st, curves::TTFT_MS.p99), |_| None)
+            .swap_remove(0)
+            .points;
+        sv.sweep_rows = rows(&passes, &s.sweep);
+        sv.rate_rows = rows(&passes, &s.rates);
+        for &i in &sv.sweep_rows {
+            let l = &s.sweep[i];
+            if let Some(d) = self
+                .level_stats(l.index)
+                .and_then(|st| st.dists.ttft_ms.as_ref())
+            {
+                let mut label = l.short_label();
+                if passes.several() {
+                    label = format!("{label} · {}", passes.of_level(l).label);
+                }
+                sv.ttft_by_level.push((label, [d.p50, d.p90, d.p99]));
+            }
+        }
+        self.rate_points(&passes, &mut sv);
         self.deltas = s
             .levels()
             .filter_map(|l| {
@@ -82,7 +150,7 @@ impl App {
             })
             .collect();
         self.sweep_view = sv;
-        self.long_view = self.long_points();
+        self.long_view = self.long_points(&passes);
         self.trace_view = self.trace_points();
         self.findings_view = super::views::FindingsView::of(s);
         self.waiting_eta = crate::summary::eta::waiting(s);
@@ -92,54 +160,42 @@ impl App {
     }
 
     /// The long-context ladder's points, and each length's expected prefill time.
-    fn long_points(&self) -> LongView {
+    fn long_points(&self, passes: &Passes) -> LongView {
         use crate::metrics::curves::{self, at};
         let s = &self.session.summary;
         let mut lv = LongView::default();
-        let lit = self.highlighted(&s.long_context);
-        let latest = self.latest_runs(&s.long_context);
+        let k = |l: &LevelSummary| l.input_len as f64 / 1000.0;
         for l in &s.long_context {
-            if l.repeat
-                .is_some_and(|r| latest.get(&r.first).is_some_and(|&i| i != l.index))
-            {
-                continue;
-            }
-            let x = l.input_len as f64 / 1000.0;
             // Skipped lengths have no point; stretching the axis to them squeezes the others.
-            if l.status != crate::summary::LevelStatus::Skipped {
+            let x = k(l);
+            if l.status != LevelStatus::Skipped
+                && !lv.ticks.iter().any(|t| t.0.to_bits() == x.to_bits())
+            {
                 lv.x_max = lv.x_max.max(x);
                 lv.ticks.push((x, crate::fmt::fmt_tokens(l.input_len)));
             }
-            let st = self.level_stats(l.index);
-            let base = s.baseline_for(l);
-            let on = lit == Some(l.index);
-            lv.ttft_s.add(
-                x,
-                at(st, curves::TTFT_MEAN_S),
-                base.and_then(|b| b.ttft_mean_s),
-                on,
-            );
-            lv.prefill.add(
-                x,
-                at(st, curves::PREFILL_TOK_S),
-                base.and_then(|b| b.prefill_tok_s),
-                on,
-            );
-            lv.decode.add(
-                x,
-                at(st, curves::DECODE_TOK_S),
-                base.and_then(|b| b.decode_tok_s),
-                on,
-            );
         }
+        lv.ticks.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let long: Vec<&LevelSummary> = s.long_context.iter().collect();
+        let on = (passes, long.as_slice());
+        lv.ttft_s = self.curves(on, k, |st| at(st, curves::TTFT_MEAN_S), |b| b.ttft_mean_s);
+        lv.prefill = self.curves(
+            on,
+            k,
+            |st| at(st, curves::PREFILL_TOK_S),
+            |b| b.prefill_tok_s,
+        );
+        lv.decode = self.curves(on, k, |st| at(st, curves::DECODE_TOK_S), |b| b.decode_tok_s);
+        lv.rows = rows(passes, &s.long_context);
         lv.prefill_estimate = prefill_estimate(s, |i| self.level_stats(i));
         if let Some((rate, _)) = lv.prefill_estimate.as_ref().filter(|(r, _)| *r > 0.0) {
+            let headline = passes.headline();
             for l in &s.long_context {
-                if l.status != crate::summary::LevelStatus::Skipped {
+                if l.status != LevelStatus::Skipped {
                     let secs = l.input_len as f64 / rate;
-                    // A length's later runs are the same point on the chart.
-                    if l.repeat.is_none_or(|r| r.n == 1) {
-                        lv.expected_ttft_s.push((l.input_len as f64 / 1000.0, secs));
+                    // A length's later runs and other passes are the same point on the chart.
+                    if headline.holds(l) && l.repeat.is_none_or(|r| r.n == 1) {
+                        lv.expected_ttft_s.push((k(l), secs));
                     }
                     lv.expected_by_level.insert(l.index, secs);
                 }
@@ -148,74 +204,39 @@ impl App {
         lv
     }
 
-    /// The thinking budget whose levels the sweep's curves draw: the running level's, else the
-    /// last level's with results, else the first level's (None without budgets).
-    fn shown_budget(&self, levels: &[crate::summary::LevelSummary]) -> Option<u32> {
-        levels
-            .iter()
-            .find(|l| l.status == crate::summary::LevelStatus::Running)
-            .or_else(|| {
-                levels.iter().rev().find(|l| {
-                    self.level_stats(l.index)
-                        .is_some_and(|s| s.scalars.completed > 0)
-                })
-            })
-            .or_else(|| levels.first())
-            .and_then(|l| l.thinking_budget)
-    }
-
-    /// Of each repeated level, the index of its latest run with results, else its first run.
-    fn latest_runs(
-        &self,
-        levels: &[crate::summary::LevelSummary],
-    ) -> std::collections::BTreeMap<u32, u32> {
-        let mut out = std::collections::BTreeMap::new();
-        for l in levels {
-            let Some(r) = l.repeat else { continue };
-            let has = self
-                .level_stats(l.index)
-                .is_some_and(|s| s.scalars.completed > 0);
-            if has || !out.contains_key(&r.first) {
-                out.insert(r.first, l.index);
-            }
-        }
-        out
-    }
-
-    /// The rate levels' points, in rate order.
-    fn rate_points(&self, sv: &mut SweepView) {
+    /// The rate levels' points, a curve per series, in rate order.
+    fn rate_points(&self, passes: &Passes, sv: &mut SweepView) {
         use crate::metrics::curves::{self, at};
-        let latest = self.latest_runs(&self.session.summary.rates);
-        let budget = self.shown_budget(&self.session.summary.rates);
-        for l in &self.session.summary.rates {
-            if l.repeat
-                .is_some_and(|r| latest.get(&r.first).is_some_and(|&i| i != l.index))
-                || l.thinking_budget != budget
-            {
-                continue;
-            }
-            let Some(x) = l.request_rate() else { continue };
+        let rated: Vec<&LevelSummary> = self
+            .session
+            .summary
+            .rates
+            .iter()
+            .filter(|l| l.request_rate().is_some())
+            .collect();
+        for x in rated.iter().filter_map(|l| l.request_rate()) {
             sv.rate_max = sv.rate_max.max(x);
-            sv.rate_offered.push((x, x));
-            let st = self.level_stats(l.index);
-            for (points, y) in [
-                (&mut sv.rate_done, curves::REQUESTS_S),
-                (&mut sv.rate_ttft_p99, curves::TTFT_MS.p99),
-                (&mut sv.rate_queue_p99, curves::CLIENT_QUEUE_MS.p99),
-            ] {
-                if let Some(y) = at(st, y) {
-                    points.push((x, y));
-                }
+            if !sv.rate_offered.iter().any(|p| p.0.to_bits() == x.to_bits()) {
+                sv.rate_offered.push((x, x));
             }
         }
-        // Search probes run in bisection order; the charts draw lines in rate order.
-        for pts in [
-            &mut sv.rate_offered,
-            &mut sv.rate_done,
-            &mut sv.rate_ttft_p99,
-            &mut sv.rate_queue_p99,
-        ] {
-            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let on = (passes, rated.as_slice());
+        let rate = |l: &LevelSummary| l.request_rate().unwrap_or(0.0);
+        sv.rate_done = self.curves(on, rate, |st| at(st, curves::REQUESTS_S), |_| None);
+        sv.rate_ttft_p99 = self.curves(on, rate, |st| at(st, curves::TTFT_MS.p99), |_| None);
+        sv.rate_queue_p99 =
+            self.curves(on, rate, |st| at(st, curves::CLIENT_QUEUE_MS.p99), |_| None);
+        // Search probes run in bisection order; the charts draw lines in rate order. The rate
+        // level in progress is a point of its line, as it stands.
+        sv.rate_offered.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for c in sv
+            .rate_done
+            .iter_mut()
+            .chain(&mut sv.rate_ttft_p99)
+            .chain(&mut sv.rate_queue_p99)
+        {
+            c.points.extend(c.running.take());
+            c.points.sort_by(|a, b| a.0.total_cmp(&b.0));
         }
     }
 

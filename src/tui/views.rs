@@ -81,10 +81,14 @@ impl LiveRate {
     }
 }
 
-/// One curve of a chart over the levels: this run's points, the baseline's for the same
-/// levels (`--baseline`), and the highlighted level's point (the one running, else the last).
+/// One curve of a chart over the levels, one series of the run's passes (docs/outputs.md
+/// "Passes"): its points (a level's `--repeat` runs one point, their mean), the baseline's for
+/// the same levels (`--baseline`, the headline's curve only), and the highlighted level's
+/// point (the one running, else the last).
 #[derive(Clone, Debug, Default)]
 pub struct Curve {
+    /// The series' pass label (`plain`, `json`, `think 64`); empty in a run of one series.
+    pub label: String,
     pub points: Vec<(f64, f64)>,
     pub base: Vec<(f64, f64)>,
     pub highlight: Option<(f64, f64)>,
@@ -118,31 +122,49 @@ impl Curve {
     }
 }
 
-/// Chart points of the sweep, computed in update.
+/// Chart points of the sweep, computed in update: each chart a curve per series of the run's
+/// passes, the headline's first.
 #[derive(Clone, Debug, Default)]
 pub struct SweepView {
     /// `(log2 C, output tok/s)` per level with results (the running level live).
-    pub aggregate: Curve,
+    pub aggregate: Vec<Curve>,
     /// `(log2 C, mean per-stream decode tok/s)`.
-    pub per_stream: Curve,
-    /// `(log2 C, TTFT p50 ms)` and p99 (the live-rate panel of a saved run, which has no
-    /// live rate).
-    pub ttft_p50: Vec<(f64, f64)>,
+    pub per_stream: Vec<Curve>,
+    /// `(log2 C, TTFT p50 ms)` (the live-rate panel of a saved run, which has no live rate),
+    /// and the headline's p99.
+    pub ttft_p50: Vec<Curve>,
     pub ttft_p99: Vec<(f64, f64)>,
     /// A tick at every planned level: `(log2 C, C)`.
     pub ticks: Vec<(f64, String)>,
     /// Largest log2 C planned.
     pub x_max: f64,
     /// Rate levels: `(offered req/s, completed req/s)`.
-    pub rate_done: Vec<(f64, f64)>,
+    pub rate_done: Vec<Curve>,
     /// Rate levels: `(offered req/s, offered req/s)`, the line completions should follow.
     pub rate_offered: Vec<(f64, f64)>,
     /// Rate levels: `(offered req/s, TTFT p99 ms)`.
-    pub rate_ttft_p99: Vec<(f64, f64)>,
+    pub rate_ttft_p99: Vec<Curve>,
     /// Rate levels: `(offered req/s, client queue p99 ms)`.
-    pub rate_queue_p99: Vec<(f64, f64)>,
+    pub rate_queue_p99: Vec<Curve>,
     /// Largest rate planned.
     pub rate_max: f64,
+    /// The sweep's and the rate levels' table rows: positions in the summary's `sweep` and
+    /// `rates`, the headline series' levels first, then each other series'.
+    pub sweep_rows: Vec<usize>,
+    pub rate_rows: Vec<usize>,
+    /// A saved run's TTFT p50, p90 and p99 by sweep level, in the rows' order, each level
+    /// named by its short label and, with several passes, its pass (`C=8 · json`).
+    pub ttft_by_level: Vec<(String, [f64; 3])>,
+}
+
+/// `levels` in the order of `rows` (positions in it), or as they are when `rows` is not theirs
+/// (views not computed yet).
+pub fn in_rows<'a, T>(rows: &[usize], levels: &'a [T]) -> Vec<&'a T> {
+    if rows.len() == levels.len() && rows.iter().all(|&i| i < levels.len()) {
+        rows.iter().map(|&i| &levels[i]).collect()
+    } else {
+        levels.iter().collect()
+    }
 }
 
 /// The findings tab: each finding's sentence, its strength when it is not solid and its
@@ -190,12 +212,14 @@ pub struct TraceView {
 /// Chart points of the long-context ladder, computed in update.
 #[derive(Clone, Debug, Default)]
 pub struct LongView {
-    /// `(context in K tokens, mean TTFT in s)`.
-    pub ttft_s: Curve,
+    /// `(context in K tokens, mean TTFT in s)`, a curve per series of the passes.
+    pub ttft_s: Vec<Curve>,
     /// `(context in K tokens, prefill tok/s)`.
-    pub prefill: Curve,
+    pub prefill: Vec<Curve>,
     /// `(context in K tokens, decode tok/s)`.
-    pub decode: Curve,
+    pub decode: Vec<Curve>,
+    /// The table's rows: positions in the summary's `long_context`, the headline's first.
+    pub rows: Vec<usize>,
     /// A tick at every planned length: `(K tokens, "30K")`.
     pub ticks: Vec<(f64, String)>,
     /// The prefill speed (tokens/s) to expect of the next length, and where it was seen.

@@ -1,25 +1,21 @@
 //! A level's `--repeat` runs as one point: the mean of their values, with the 95 % interval
-//! across them as an error bar (one run: its value, no bar).
+//! across them as an error bar (one run: its value, no bar), as every output draws a series
+//! (docs/outputs.md "Passes").
 
 use super::panel::Line;
 use crate::summary::LevelSummary;
 
-/// Each level's values, its runs together, at its `x`, in plan order.
+/// Each level's values, its runs together, at its `x`, in plan order (a series' points:
+/// [`crate::summary::passes::points`]).
 pub(super) fn by_level(
     levels: &[LevelSummary],
     x: impl Fn(&LevelSummary) -> f64,
     f: impl Fn(&LevelSummary) -> Option<f64>,
 ) -> Vec<(f64, Vec<f64>)> {
-    let mut out: Vec<(u32, f64, Vec<f64>)> = Vec::new();
-    for l in levels {
-        let key = l.repeat.map_or(l.index, |r| r.first);
-        let Some(v) = f(l) else { continue };
-        match out.iter_mut().find(|(k, _, _)| *k == key) {
-            Some((_, _, vs)) => vs.push(v),
-            None => out.push((key, x(l), vec![v])),
-        }
-    }
-    out.into_iter().map(|(_, x, v)| (x, v)).collect()
+    crate::summary::passes::points(levels, x, f)
+        .into_iter()
+        .map(|p| (p.x, p.values))
+        .collect()
 }
 
 /// The mean of each level's values.

@@ -139,12 +139,12 @@ pub fn render_all(
         return Err("no run to draw".into());
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    // A run of several thinking budgets is drawn as one run per budget (each its own line), but
-    // for the GPU timeline, which is the whole run's.
+    // A run of several passes is drawn as one run per series (docs/outputs.md "Passes"): each
+    // its own line, named by its pass, the headline first; but for the GPU timeline, which is
+    // the whole run's.
     let split: Vec<(String, RunSummary, &[TelemetryRecord])> = runs
         .iter()
-        .flat_map(per_budget)
-        .flat_map(per_format)
+        .flat_map(|r| per_series(r, runs.len() > 1))
         .collect();
     let split_runs: Vec<ChartRun<'_>> = split
         .iter()
@@ -223,40 +223,28 @@ pub fn render_all(
     Ok(written)
 }
 
-/// A run with `--response-format` as two: its plain levels, and its constrained twins
-/// (`label · json`), each its own line; else as it is.
-fn per_format(
-    (label, s, telemetry): (String, RunSummary, &[TelemetryRecord]),
-) -> Vec<(String, RunSummary, &[TelemetryRecord])> {
-    match s
-        .config
-        .response_format
-        .as_ref()
-        .map(crate::client::structured::ResponseFormat::label)
-    {
-        Some(f) => vec![
-            (label.clone(), s.only_plain(), telemetry),
-            (format!("{label} · {f}"), s.only_constrained(), telemetry),
-        ],
-        None => vec![(label, s, telemetry)],
+/// `r` once per series when it ran several passes (`plain`, `json`, `think N`; `run · json`
+/// when `overlaid` with other runs), the headline first; else as it is.
+fn per_series<'a>(
+    r: &ChartRun<'a>,
+    overlaid: bool,
+) -> Vec<(String, RunSummary, &'a [TelemetryRecord])> {
+    let passes = r.summary.passes();
+    if !passes.several_series() {
+        return vec![(r.label.clone(), r.summary.clone(), r.telemetry)];
     }
-}
-
-/// `r` once per thinking budget when it ran several (`label · think N`), else as it is.
-fn per_budget<'a>(r: &ChartRun<'a>) -> Vec<(String, RunSummary, &'a [TelemetryRecord])> {
-    match r.summary.config.thinking_budgets.as_slice() {
-        budgets @ [_, _, ..] => budgets
-            .iter()
-            .map(|&b| {
-                (
-                    format!("{} · think {b}", r.label),
-                    r.summary.only_budget(b),
-                    r.telemetry,
-                )
-            })
-            .collect(),
-        _ => vec![(r.label.clone(), r.summary.clone(), r.telemetry)],
-    }
+    passes
+        .series()
+        .iter()
+        .map(|p| {
+            let label = if overlaid {
+                format!("{} · {}", r.label, p.label)
+            } else {
+                p.label.clone()
+            };
+            (label, r.summary.only(p), r.telemetry)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -283,47 +271,125 @@ pub(super) fn restarted_run() -> crate::summary::RunSummary {
 }
 
 #[cfg(test)]
-mod budget_tests {
+mod series_tests {
     use super::*;
 
-    /// A finished run whose sweep ran twice, once per thinking budget (64 then 512).
-    fn two_budgets() -> RunSummary {
-        let mut s = crate::tui::fixtures::finished_run().session.summary;
-        let n = s.sweep.len();
-        let mut second = s.sweep.clone();
-        for (i, l) in s.sweep.iter_mut().enumerate() {
-            l.thinking_budget = Some(64);
-            second[i].thinking_budget = Some(512);
-            second[i].index += u32::try_from(n).unwrap_or(0) + 100;
-        }
-        s.sweep.extend(second);
-        s.config.thinking_budgets = vec![64, 512];
-        s
+    /// `s` split as `render_all` splits it, into the throughput panel's lines (out tok/s).
+    fn throughput_lines(s: &RunSummary) -> Vec<Line> {
+        let run = ChartRun {
+            label: "r".into(),
+            summary: s,
+            telemetry: &[],
+        };
+        let split = per_series(&run, false);
+        let runs: Vec<ChartRun<'_>> = split
+            .iter()
+            .map(|(label, summary, telemetry)| ChartRun {
+                label: label.clone(),
+                summary,
+                telemetry,
+            })
+            .collect();
+        lines_per_run(&runs, "", |l| stat(l, curves::OUTPUT_TOK_S), false)
     }
 
+    /// Twins and budgets are drawn the same way: a line per series named by its pass, the
+    /// headline (plain; the first budget) first in the first colour, each with its own levels'
+    /// points only (a twin never a point of the plain line).
     #[test]
-    fn a_run_of_two_budgets_is_drawn_as_one_run_per_budget() {
-        let s = two_budgets();
+    fn twins_and_budgets_are_lines_named_by_their_pass_the_headline_first() {
+        let twins = crate::tui::fixtures::finished_twins();
+        let budgets = crate::tui::fixtures::mid_budgets();
+        for (app, names) in [
+            (&twins, ["plain", "json"]),
+            (&budgets, ["think 16", "think 64"]),
+        ] {
+            let s = &app.session.summary;
+            let lines = throughput_lines(s);
+            let got: Vec<&str> = lines.iter().map(|l| l.name.as_str()).collect();
+            assert_eq!(got, names);
+            assert_eq!(lines[0].color, color(0));
+            assert_ne!(lines[1].color, lines[0].color);
+            for (line, p) in lines.iter().zip(s.passes().series()) {
+                let own: Vec<(f64, f64)> = s
+                    .sweep
+                    .iter()
+                    .filter(|l| p.holds(l))
+                    .filter_map(|l| Some((concurrency(l), stat(l, curves::OUTPUT_TOK_S)?)))
+                    .collect();
+                assert_eq!(line.points, own, "{}", line.name);
+                assert!(!own.is_empty());
+            }
+            // The twins differ: two lines, not one line through both.
+            assert_ne!(lines[0].points, lines[1].points);
+        }
+        // Overlaid with another run, a line is named by run and pass.
+        let s = crate::tui::fixtures::finished_twins().session.summary;
         let run = ChartRun {
             label: "r".into(),
             summary: &s,
             telemetry: &[],
         };
-        let split = per_budget(&run);
-        let labels: Vec<&str> = split.iter().map(|(l, _, _)| l.as_str()).collect();
-        assert_eq!(labels, ["r · think 64", "r · think 512"]);
-        for ((_, part, _), b) in split.iter().zip([64, 512]) {
-            assert_eq!(part.sweep.len(), s.sweep.len() / 2);
-            assert!(part.sweep.iter().all(|l| l.thinking_budget == Some(b)));
-        }
-        // One budget (or none): the run as it is.
+        let names: Vec<String> = per_series(&run, true).into_iter().map(|p| p.0).collect();
+        assert_eq!(names, ["r · plain", "r · json"]);
+        // One pass: the run as it is.
         let one = crate::tui::fixtures::finished_run().session.summary;
         let run = ChartRun {
             label: "r".into(),
             summary: &one,
             telemetry: &[],
         };
-        assert_eq!(per_budget(&run).len(), 1);
-        assert_eq!(per_budget(&run)[0].1.sweep.len(), one.sweep.len());
+        let split = per_series(&run, false);
+        assert_eq!(split.len(), 1);
+        assert_eq!((split[0].0.as_str(), &split[0].1), ("r", &one));
+    }
+
+    /// The PNG charts and the dashboard draw the same series with the same points: a curve
+    /// per pass named alike, a repeated level the mean of its runs (the dashboard's x is
+    /// log2 C; the level in progress is apart from its line there, and no point here).
+    #[test]
+    fn the_charts_and_the_dashboard_draw_the_same_series() {
+        use crate::tui::fixtures;
+        let fixtures: [fn() -> crate::tui::app::App; 4] = [
+            fixtures::finished_twins,
+            fixtures::mid_budgets,
+            fixtures::finished_repeats,
+            fixtures::finished_run,
+        ];
+        for make in fixtures {
+            let app = make();
+            let s = &app.session.summary;
+            let lines = throughput_lines(s);
+            let curves = &app.sweep_view.aggregate;
+            assert_eq!(lines.len(), curves.len());
+            for (line, curve) in lines.iter().zip(curves) {
+                if curves.len() > 1 {
+                    assert_eq!(line.name, curve.label);
+                }
+                let drawn: Vec<(f64, f64)> =
+                    curve.points.iter().map(|p| (2f64.powf(p.0), p.1)).collect();
+                assert_eq!(line.points.len(), drawn.len(), "{}", line.name);
+                for (a, b) in line.points.iter().zip(&drawn) {
+                    assert!(
+                        (a.0 - b.0).abs() < 1e-9 && (a.1 - b.1).abs() < 1e-9,
+                        "{a:?} {b:?}"
+                    );
+                }
+            }
+        }
+        // Repeats: one line, each level's point the mean of its two runs, with their interval.
+        let app = crate::tui::fixtures::finished_repeats();
+        let s = &app.session.summary;
+        let lines = throughput_lines(s);
+        assert_eq!(lines.len(), 1);
+        let runs: Vec<f64> = s
+            .sweep
+            .iter()
+            .filter(|l| l.concurrency == 1)
+            .map(|l| l.stats.as_ref().unwrap().scalars.output_throughput)
+            .collect();
+        assert!(runs.len() == 2 && runs[1] < runs[0], "{runs:?}");
+        assert!((lines[0].points[0].1 - f64::midpoint(runs[0], runs[1])).abs() < 1e-9);
+        assert_eq!(lines[0].errors.len(), 3, "an interval at each level");
     }
 }

@@ -505,11 +505,22 @@ pub(super) fn subtitle(runs: &[ChartRun<'_>], settings: Option<&str>) -> String 
     } else {
         ""
     };
-    let mut more = if runs.len() > 1 {
-        format!(" · {} runs overlaid", runs.len())
+    // A run of several passes comes as one `ChartRun` per series (docs/outputs.md "Passes"):
+    // the same start and host.
+    let mut distinct: Vec<(&str, &str)> = runs
+        .iter()
+        .map(|r| (r.summary.started_at.as_str(), r.summary.host.as_str()))
+        .collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let mut more = if distinct.len() > 1 {
+        format!(" · {} runs overlaid", distinct.len())
     } else {
         String::new()
     };
+    if runs.len() > distinct.len() {
+        more.push_str(" · a line per pass");
+    }
     if s.config.repeat > 1 {
         let _ = write!(
             more,

@@ -16,15 +16,18 @@ pub fn findings_section(out: &mut String, s: &RunSummary) {
     out.push_str(&findings_list(s));
 }
 
-/// `table` (one row a level of `levels`, in order, under its header and rule) with a last
-/// column of each row's caveat numbers; `table` as it is when none of its levels has one.
-/// Lines after the rows (notes) are kept as they are.
+/// `table` (one row a level of `levels`, as the tables list them: the headline pass's first,
+/// docs/outputs.md "Passes"; under its header and rule) with a last column of each row's
+/// caveat numbers; `table` as it is when none of its levels has one. Lines after the rows
+/// (notes) are kept as they are.
 pub fn with_caveats(notes: &CaveatNumbers, table: &str, levels: &[LevelSummary]) -> String {
     if !levels.iter().any(|l| notes.of_level(l.index).is_some()) {
         return table.to_string();
     }
     let mut out = String::new();
-    let mut rows = levels.iter();
+    let mut rows = crate::summary::Passes::of(levels)
+        .in_order(levels)
+        .into_iter();
     let mut line_no = 0;
     for line in table.lines() {
         if line.starts_with('|') {

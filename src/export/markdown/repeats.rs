@@ -17,7 +17,8 @@ pub fn repeats_table(s: &RunSummary) -> String {
     let mut out = String::from(
         "| level | runs done | out tok/s | TTFT p50 (ms) | TTFT p99 (ms) | TPOT p50 (ms) | ITL p50 (ms) | E2E p50 (ms) | runs disagree on |\n|---|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
-    for l in s.repeated_levels() {
+    // The headline series' levels first (docs/outputs.md "Passes").
+    for l in s.passes().sorted(s.repeated_levels().collect()) {
         let of = l.repeat.map_or(1, |r| r.of);
         let done = s.runs_done(l.index);
         let cell = |k: &str| plus_minus(l.repeat_mean.get(k).copied(), l.ci95.get(k));

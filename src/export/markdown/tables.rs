@@ -5,8 +5,7 @@ use std::fmt::Write;
 
 use crate::fmt::{fmt_tokens, num};
 use crate::metrics::DistStats;
-use crate::summary::{LevelStatus, LevelSummary, RunSummary};
-use crate::workload::repeat_suffix;
+use crate::summary::{LevelStatus, LevelSummary, Passes, RunSummary};
 
 pub(super) fn pair(
     d: Option<&DistStats>,
@@ -19,12 +18,35 @@ pub(super) fn pair(
     }
 }
 
-/// What follows a level's number in a table's first cell: ` · json` for a constrained twin,
-/// ` #2` for a second run.
-fn row_suffix(l: &LevelSummary) -> String {
-    crate::workload::format_suffix(l.response_format.as_deref())
-        + &crate::workload::budget_suffix(l.thinking_budget)
-        + &repeat_suffix(l.repeat)
+/// A table's levels as the tables list them (docs/outputs.md "Passes"): the headline series'
+/// first, then each other series', each in plan order; and the first cell of each: with
+/// several passes the level's `number` and, in a column of its own, its pass (`1 | json`),
+/// else the number with what follows it in its label (a single budget's ` (think 16)`).
+fn by_pass(levels: &[LevelSummary]) -> (bool, Vec<(String, &LevelSummary)>) {
+    let passes = Passes::of(levels);
+    let several = passes.several();
+    let rows = passes
+        .in_order(levels)
+        .into_iter()
+        .map(|l| {
+            let after = if several {
+                format!(" | {}", passes.of_level(l).label)
+            } else {
+                crate::summary::passes::suffix(l)
+            };
+            (after, l)
+        })
+        .collect();
+    (several, rows)
+}
+
+/// The header cell and rule of the pass column, when the table has one.
+fn pass_column(several: bool) -> (&'static str, &'static str) {
+    if several {
+        (" pass |", "---|")
+    } else {
+        ("", "")
+    }
 }
 
 /// `3 (http_status 2, timeout 1)` or `0`.
@@ -46,17 +68,18 @@ pub fn failures_cell(l: &LevelSummary) -> String {
 
 /// The sweep table.
 pub fn sweep_table(levels: &[LevelSummary]) -> String {
-    let mut out = String::from(
-        "| C | done | req/s | out tok/s | per-stream tok/s | TTFT p50 / p99 (ms) | ITL p50 / p99 (ms) | TPOT p50 (ms) | E2E p50 (ms) | accept len | failures |\n\
-         |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+    let (several, rows) = by_pass(levels);
+    let (head, rule) = pass_column(several);
+    let mut out = format!(
+        "| C |{head} done | req/s | out tok/s | per-stream tok/s | TTFT p50 / p99 (ms) | ITL p50 / p99 (ms) | TPOT p50 (ms) | E2E p50 (ms) | accept len | failures |\n\
+         |---:|{rule}---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
-    for l in levels {
+    for (after, l) in rows {
         let Some(s) = &l.stats else {
             let _ = writeln!(
                 out,
-                "| {}{} | {} | - | - | - | - | - | - | - | - | - |",
+                "| {}{after} | {} | - | - | - | - | - | - | - | - | - |",
                 l.concurrency,
-                row_suffix(l),
                 l.status.name()
             );
             continue;
@@ -65,9 +88,8 @@ pub fn sweep_table(levels: &[LevelSummary]) -> String {
         let done = done_cell(l, sc.completed);
         let _ = writeln!(
             out,
-            "| {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {}{after} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             l.concurrency,
-            row_suffix(l),
             done,
             num(Some(sc.request_throughput)),
             num(Some(sc.output_throughput)),
@@ -344,19 +366,24 @@ fn accept_cell(l: &LevelSummary) -> String {
 pub fn rate_table(levels: &[LevelSummary]) -> String {
     // With --slo, each level's verdict at the SLO percentile (pass?/fail?: uncertain).
     let slo = levels.iter().any(|l| l.slo.is_some());
-    let mut out = String::from(
-        "| rate (req/s) | sent req/s | done | done req/s | out tok/s | TTFT p50 / p99 (ms) | TPOT p50 / p99 (ms) | E2E p50 (ms) | client queue p50 / p99 (ms) | peak in flight | failures |",
+    let (several, rows) = by_pass(levels);
+    let (head, rule) = pass_column(several);
+    let mut out = format!(
+        "| rate (req/s) |{head} sent req/s | done | done req/s | out tok/s | TTFT p50 / p99 (ms) | TPOT p50 / p99 (ms) | E2E p50 (ms) | client queue p50 / p99 (ms) | peak in flight | failures |",
     );
     out.push_str(if slo { " SLO |\n" } else { "\n" });
-    out.push_str("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    let _ = write!(
+        out,
+        "|---:|{rule}---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+    );
     out.push_str(if slo { "---|\n" } else { "\n" });
     let slo_cell = |l: &LevelSummary| match (&l.slo, slo) {
         (_, false) => String::new(),
         (Some(c), true) => format!(" {} |", c.verdict()),
         (None, true) => " - |".into(),
     };
-    for l in levels {
-        let rate = crate::fmt::fmt_rate(l.request_rate().unwrap_or(0.0)) + &row_suffix(l);
+    for (after, l) in rows {
+        let rate = crate::fmt::fmt_rate(l.request_rate().unwrap_or(0.0)) + &after;
         let Some(s) = &l.stats else {
             let _ = writeln!(
                 out,
@@ -484,11 +511,13 @@ pub fn arrival_description(ol: &crate::workload::OpenLoop) -> String {
 
 /// The long-context table.
 pub fn long_context_table(levels: &[LevelSummary]) -> String {
-    let mut out = String::from(
-        "| context | input tokens | TTFT mean (ms) | prefill tok/s | decode tok/s | status |\n\
-         |---:|---:|---:|---:|---:|---|\n",
+    let (several, rows) = by_pass(levels);
+    let (head, rule) = pass_column(several);
+    let mut out = format!(
+        "| context |{head} input tokens | TTFT mean (ms) | prefill tok/s | decode tok/s | status |\n\
+         |---:|{rule}---:|---:|---:|---:|---|\n",
     );
-    for l in levels {
+    for (after, l) in &rows {
         let s = l.stats.as_ref().filter(|s| s.scalars.completed > 0);
         let status = match (&l.reason, l.status) {
             (Some(_), LevelStatus::Skipped) => "skipped (see below)".to_string(),
@@ -496,9 +525,8 @@ pub fn long_context_table(levels: &[LevelSummary]) -> String {
         };
         let _ = writeln!(
             out,
-            "| {}{} | {} | {} | {} | {} | {} |",
+            "| {}{after} | {} | {} | {} | {} | {} |",
             fmt_tokens(l.input_len),
-            row_suffix(l),
             num(s.and_then(|s| s.scalars.mean_input_tokens)),
             num(s.and_then(|s| s.dists.ttft_ms.as_ref().map(|d| d.mean))),
             num(s.and_then(|s| s.dists.prefill_tokens_per_s.as_ref().map(|d| d.mean))),
@@ -506,11 +534,12 @@ pub fn long_context_table(levels: &[LevelSummary]) -> String {
             status,
         );
     }
-    for l in levels.iter().filter(|l| l.reason.is_some()) {
+    for (_, l) in rows.iter().filter(|(_, l)| l.reason.is_some()) {
         let _ = writeln!(
             out,
-            "\n- **{}**: {}",
+            "\n- **{}{}**: {}",
             fmt_tokens(l.input_len),
+            crate::summary::passes::suffix(l),
             l.reason.as_deref().unwrap_or_default()
         );
     }
@@ -691,7 +720,8 @@ pub fn baseline_table(s: &RunSummary) -> String {
 mod tests {
     use super::*;
 
-    /// Two passes of one concurrency are two rows that say which pass each is.
+    /// Two passes of one concurrency are two rows that say which pass each is, in a column
+    /// of its own; one pass keeps its label's ending in the first cell.
     #[test]
     fn each_rows_pass_is_named() {
         let s = crate::tui::fixtures::finished_run().session.summary;
@@ -699,13 +729,94 @@ mod tests {
         a.thinking_budget = Some(16);
         b.thinking_budget = Some(64);
         b.index += 1;
-        let t = sweep_table(&[a, b]);
-        let firsts: Vec<&str> = t
+        let t = sweep_table(&[a.clone(), b]);
+        let firsts: Vec<String> = t
+            .lines()
+            .map(|r| r.split(" | ").take(2).collect::<Vec<_>>().join(" | "))
+            .collect();
+        assert_eq!(firsts[0], "| C | pass", "{t}");
+        assert_eq!(firsts[2..], ["| 1 | think 16", "| 1 | think 64"], "{t}");
+        let one = sweep_table(&[a]);
+        assert!(one.starts_with("| C | done |"), "{one}");
+        assert!(
+            one.lines().nth(2).unwrap().starts_with("| 1 (think 16) | "),
+            "{one}"
+        );
+    }
+
+    /// A twin run's tables list the plain levels first, then the twins, each row naming its
+    /// pass, the caveat numbers beside the rows they belong to; its CSV the same, with a last
+    /// `pass` column.
+    #[test]
+    fn a_twin_runs_tables_list_the_plain_pass_first() {
+        let mut s = crate::tui::fixtures::finished_twins().session.summary;
+        let t = sweep_table(&s.sweep);
+        let firsts: Vec<String> = t
             .lines()
             .skip(2)
-            .map(|r| r.split(" | ").next().unwrap())
+            .map(|r| r.split(" | ").take(2).collect::<Vec<_>>().join(" | "))
             .collect();
-        assert_eq!(firsts, ["| 1 (think 16)", "| 1 (think 64)"], "{t}");
+        assert_eq!(
+            firsts,
+            [
+                "| 1 | plain",
+                "| 4 | plain",
+                "| 8 | plain",
+                "| 16 | plain",
+                "| 64 | plain",
+                "| 100 | plain",
+                "| 1 | json",
+                "| 4 | json",
+                "| 8 | json",
+                "| 16 | json",
+                "| 64 | json",
+                "| 100 | json"
+            ],
+            "{t}"
+        );
+        let lc = long_context_table(&s.long_context);
+        assert!(
+            lc.contains("| 16K | plain |") && lc.contains("| 8K | json |"),
+            "{lc}"
+        );
+        // A caveat on the twin of C=1 (index 1) stands on that row, the seventh.
+        s.sweep[1].stats.as_mut().unwrap().scalars.outage_s = 5.0;
+        s.refresh_findings();
+        let notes = crate::summary::findings::CaveatNumbers::of(&s);
+        let with = crate::export::markdown::with_caveats(&notes, &sweep_table(&s.sweep), &s.sweep);
+        let rows: Vec<&str> = with.lines().skip(2).collect();
+        let cell = |i: usize| {
+            notes
+                .of_level(s.sweep[i].index)
+                .map_or_else(String::new, crate::summary::findings::CaveatNumbers::text)
+        };
+        assert!(
+            rows[6].starts_with("| 1 | json | 4 (outage 5.0 s) |"),
+            "{with}"
+        );
+        assert!(rows[6].ends_with(&format!("| {} |", cell(1))), "{with}");
+        assert!(rows[0].ends_with(&format!("| {} |", cell(0))), "{with}");
+        assert_ne!(cell(0), cell(1));
+        let csv = crate::export::csv::sweep_csv(&[("run".into(), &s)]);
+        assert!(csv.lines().next().unwrap().ends_with(",energy_source,pass"));
+        let last: Vec<&str> = csv
+            .lines()
+            .skip(1)
+            .map(|l| l.rsplit(',').next().unwrap())
+            .collect();
+        assert_eq!(last[..6], ["plain"; 6]);
+        assert_eq!(last[6..], ["json"; 6]);
+        let lc = crate::export::csv::long_context_csv(&[("run".into(), &s)]);
+        let last: Vec<&str> = lc
+            .lines()
+            .skip(1)
+            .map(|l| l.rsplit(',').next().unwrap())
+            .collect();
+        assert_eq!(last, ["plain", "plain", "json", "json"]);
+        // A run of one pass: the column is there, empty.
+        let one = crate::tui::fixtures::finished_run().session.summary;
+        let csv = crate::export::csv::sweep_csv(&[("run".into(), &one)]);
+        assert!(csv.lines().skip(1).all(|l| l.ends_with(',')), "{csv}");
     }
 
     #[test]

@@ -186,26 +186,26 @@ impl Finding {
 /// Every finding the run supports, in reading order: the sweep's, long context's, then the
 /// rest.
 pub fn of(whole: &RunSummary) -> Vec<Finding> {
-    // Several thinking budgets: the findings of the first budget's plan (the levels of the
-    // others are the same plan again, not more points of one curve), and what each budget
-    // cost.
-    let first_budget;
-    // With --response-format, the findings of the plan as run without it; the constrained
-    // twins have a finding of their own.
+    // The findings of the headline pass (docs/outputs.md "Passes"): the plain levels of the
+    // first thinking budget. The other budgets' levels are the same plan again, not more
+    // points of one curve, and the constrained twins the same plan constrained: what each
+    // budget and each constraint cost are findings of their own.
     let full = whole;
+    let passes = full.passes();
+    // The plain levels of every budget: what the budgets' finding compares.
     let plain;
-    let whole = if whole.config.response_format.is_some() {
-        plain = whole.only_plain();
+    let whole = if full.config.response_format.is_some() {
+        plain = full.only_plain();
         &plain
     } else {
-        whole
+        full
     };
-    let s = match whole.config.thinking_budgets.as_slice() {
-        [first, _, ..] => {
-            first_budget = whole.only_budget(*first);
-            &first_budget
-        }
-        _ => whole,
+    let headline;
+    let s = if passes.several_series() {
+        headline = full.only(passes.headline());
+        &headline
+    } else {
+        full
     };
     let mut out: Vec<Finding> = outage(full).into_iter().collect();
     out.extend(sweep::findings(s));
@@ -487,6 +487,49 @@ mod tests {
 
     fn fixture() -> RunSummary {
         crate::tui::fixtures::finished_run().session.summary
+    }
+
+    /// With `--response-format` the findings are the headline pass's (docs/outputs.md
+    /// "Passes"): each rests on plain levels alone and reads as the plain run's own, but for
+    /// those that count or compare every pass.
+    #[test]
+    fn the_findings_of_a_twin_run_are_the_plain_passs() {
+        let s = crate::tui::fixtures::finished_twins().session.summary;
+        let all = of(&s);
+        let plain = of(&s.headline_run());
+        let every_pass = [
+            "failures",
+            "outage",
+            "structured_output",
+            "thinking_budgets",
+        ];
+        assert!(all.iter().any(|f| f.id == "structured_output"));
+        let mut compared = 0;
+        for f in all.iter().filter(|f| !every_pass.contains(&f.id.as_str())) {
+            assert!(
+                f.levels.iter().all(|l| !l.contains("json")),
+                "{}: {:?}",
+                f.id,
+                f.levels
+            );
+            let alone = plain.iter().find(|p| p.id == f.id);
+            assert_eq!(alone, Some(f), "{}", f.id);
+            compared += 1;
+        }
+        assert!(compared >= 3, "{compared} findings compared");
+        // The same with two budgets: the first budget's.
+        let s = crate::tui::fixtures::mid_budgets().session.summary;
+        for f in of(&s)
+            .iter()
+            .filter(|f| !every_pass.contains(&f.id.as_str()))
+        {
+            assert!(
+                f.levels.iter().all(|l| l.contains("(think 16)")),
+                "{}: {:?}",
+                f.id,
+                f.levels
+            );
+        }
     }
 
     fn caveats_on(s: &RunSummary, id: &str) -> Vec<String> {

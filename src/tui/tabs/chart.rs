@@ -16,11 +16,26 @@ pub struct Series<'a> {
     pub name: &'a str,
     pub points: &'a [(f64, f64)],
     pub style: Style,
-    /// Drawn in cell-sized dots instead of braille (a baseline: it reads apart without colour).
-    pub dotted: bool,
+    /// How its points are drawn: braille lines, cell-sized dots (a baseline: it reads apart
+    /// without colour), a pass's own marker ([`PASS_MARKERS`]).
+    marker: Marker,
     /// Points alone, not joined (the level in progress).
-    pub scatter: bool,
+    scatter: bool,
+    /// Named in the legend under the chart (a pass's curve), with `glyph`.
+    legend: Option<&'static str>,
+    /// Drawn over the series of lower `z` (the headline's curve over the other passes', the
+    /// level in progress over every line).
+    z: i16,
 }
+
+/// How the curve of each series of the run's passes is drawn, the headline's first, and the
+/// glyph that stands for it in the legend: they read apart without colour (`NO_COLOR`).
+pub const PASS_MARKERS: [(Marker, &str); 4] = [
+    (Marker::Braille, "⠤"),
+    (Marker::Dot, "•"),
+    (Marker::Bar, "▄"),
+    (Marker::HalfBlock, "▀"),
+];
 
 impl<'a> Series<'a> {
     /// A braille line.
@@ -29,32 +44,69 @@ impl<'a> Series<'a> {
             name,
             points,
             style,
-            dotted: false,
+            marker: Marker::Braille,
             scatter: false,
+            legend: None,
+            z: 0,
         }
     }
 
     /// A dotted line (the baseline's curve).
     pub fn dotted(name: &'a str, points: &'a [(f64, f64)], style: Style) -> Self {
         Self {
-            name,
-            points,
-            style,
-            dotted: true,
-            scatter: false,
+            marker: Marker::Dot,
+            ..Self::line(name, points, style)
         }
     }
 
     /// Points drawn alone as whole cells (the level in progress).
     pub fn pending(name: &'a str, points: &'a [(f64, f64)], style: Style) -> Self {
         Self {
-            name,
-            points,
-            style,
-            dotted: true,
+            marker: Marker::Block,
             scatter: true,
+            z: 1,
+            ..Self::line(name, points, style)
         }
     }
+
+    /// The curve of the `k`th series of the run's passes (the headline's is the 0th), drawn with
+    /// its own marker and named `name` in the legend when the chart has several.
+    pub fn pass(name: &'a str, points: &'a [(f64, f64)], style: Style, k: usize) -> Self {
+        let (marker, glyph) = PASS_MARKERS[k % PASS_MARKERS.len()];
+        Self {
+            marker,
+            legend: Some(glyph),
+            z: -i16::try_from(k).unwrap_or(i16::MAX),
+            ..Self::line(name, points, style)
+        }
+    }
+}
+
+/// The style of the `k`th series of the run's passes on a chart whose first is `th.series[c]`.
+pub fn pass_style(th: &Theme, c: usize, k: usize) -> Style {
+    Style::default().fg(th.series[(c + k) % th.series.len()])
+}
+
+/// The series of `curves` (one per series of the passes, the headline's first), each named by
+/// its pass, or `name` in a run of one.
+pub fn pass_series<'a>(
+    curves: &'a [crate::tui::views::Curve],
+    name: &'a str,
+    th: &Theme,
+    c: usize,
+) -> Vec<Series<'a>> {
+    curves
+        .iter()
+        .enumerate()
+        .map(|(k, cv)| {
+            let label = if cv.label.is_empty() {
+                name
+            } else {
+                cv.label.as_str()
+            };
+            Series::pass(label, &cv.points, pass_style(th, c, k), k)
+        })
+        .collect()
 }
 
 /// What a chart draws; `LineChart::render` draws it.
@@ -104,29 +156,42 @@ pub fn line_chart(
     .render(area, buf, th);
 }
 
-/// One curve over the levels: the baseline's points dotted and dim behind this run's line,
-/// a tick at every level, the highlighted level's value written by its point.
+/// One curve over the levels a series of the run's passes (`curves`, the headline's first,
+/// each its own marker and colour from `th.series[color]`, named in a legend under the chart
+/// when there are several): the baseline's points dotted and dim behind the headline, a tick
+/// at every level, one value written by its point: the level in progress's (apart from its
+/// line, with an ellipsis), else the headline's highlighted level's.
 #[allow(clippy::too_many_arguments)]
 pub fn curve_chart(
     title: &str,
     name: &str,
-    curve: &crate::tui::views::Curve,
-    style: Style,
+    curves: &[crate::tui::views::Curve],
+    color: usize,
     (x, x_ends, ticks): ([f64; 2], [String; 2], &[(f64, String)]),
     empty: &str,
     area: Rect,
     buf: &mut Buffer,
     th: &Theme,
 ) {
-    let mut series = Vec::with_capacity(3);
-    if !curve.base.is_empty() {
-        series.push(Series::dotted("baseline", &curve.base, th.dim));
+    let mut series = Vec::with_capacity(2 * curves.len() + 1);
+    if let Some(c) = curves.first().filter(|c| !c.base.is_empty()) {
+        series.push(Series::dotted("baseline", &c.base, th.dim));
     }
-    series.push(Series::line(name, &curve.points, style));
-    let running: Vec<(f64, f64)> = curve.running.into_iter().collect();
-    if !running.is_empty() {
-        series.push(Series::pending("so far", &running, style));
+    series.extend(pass_series(curves, name, th, color));
+    let running: Vec<(usize, [(f64, f64); 1])> = curves
+        .iter()
+        .enumerate()
+        .filter_map(|(k, c)| Some((k, [c.running?])))
+        .collect();
+    for (k, p) in &running {
+        series.push(Series::pending("so far", p, pass_style(th, color, *k)));
     }
+    // The value written: the level in progress's, else the headline's highlighted level's.
+    let highlight = curves
+        .iter()
+        .find_map(|c| c.running)
+        .map(|p| (p, true))
+        .or_else(|| curves.iter().find_map(|c| c.highlight).map(|p| (p, false)));
     LineChart {
         title,
         series: &series,
@@ -134,11 +199,53 @@ pub fn curve_chart(
         x_ends,
         ticks,
         y_fixed: None,
-        highlight: curve.running.or(curve.highlight),
-        highlight_pending: curve.running.is_some(),
+        highlight: highlight.map(|h| h.0),
+        highlight_pending: highlight.is_some_and(|h| h.1),
         empty,
     }
     .render(area, buf, th);
+}
+
+/// The legend of `series` that are passes' curves, to stand in the chart's bottom border:
+/// `⠤ plain  • json`, closer (`⠤plain •json`) or cut where `room` is short; none for fewer
+/// than two.
+fn legend(series: &[Series<'_>], room: usize) -> Option<ratatui::text::Line<'static>> {
+    let entries: Vec<(&str, &str, Style)> = series
+        .iter()
+        .filter_map(|s| Some((s.legend?, s.name, s.style)))
+        .collect();
+    if entries.len() < 2 {
+        return None;
+    }
+    let width = |gap: &str, sep: &str| {
+        entries
+            .iter()
+            .map(|(g, n, _)| g.chars().count() + gap.len() + n.chars().count())
+            .sum::<usize>()
+            + sep.len() * (entries.len() - 1)
+            + 2
+    };
+    let (gap, sep) = [(" ", "  "), ("", " ")]
+        .into_iter()
+        .find(|(g, s)| width(g, s) <= room)
+        .unwrap_or(("", " "));
+    let mut spans = vec![Span::raw(" ")];
+    let mut used = 1;
+    for (i, (glyph, name, style)) in entries.iter().enumerate() {
+        let lead = if i == 0 { "" } else { sep };
+        let w = lead.len() + glyph.chars().count() + gap.len() + name.chars().count();
+        // Room kept for the closing space, and for `…` where the rest is cut.
+        if used + w + 2 > room && i > 0 {
+            spans.push(Span::raw(" …"));
+            break;
+        }
+        spans.push(Span::raw(lead));
+        spans.push(Span::styled(*glyph, *style));
+        spans.push(Span::raw(format!("{gap}{name}")));
+        used += w;
+    }
+    spans.push(Span::raw(" "));
+    Some(ratatui::text::Line::from(spans))
 }
 
 impl LineChart<'_> {
@@ -156,7 +263,10 @@ impl LineChart<'_> {
 
     /// Draws the chart into `area`.
     pub fn render(&self, area: Rect, buf: &mut Buffer, th: &Theme) {
-        let block = th.panel(format!(" {} ", self.title));
+        let mut block = th.panel(format!(" {} ", self.title));
+        if let Some(l) = legend(self.series, usize::from(area.width.saturating_sub(4))) {
+            block = block.title_bottom(l);
+        }
         if self.series.iter().all(|s| s.points.is_empty()) {
             Paragraph::new(Span::styled(self.empty, th.dim))
                 .block(block)
@@ -164,18 +274,16 @@ impl LineChart<'_> {
             return;
         }
         let y_top = self.y_top();
-        let datasets: Vec<Dataset> = self
-            .series
-            .iter()
+        // Drawn lowest `z` first (a stable sort: else in the order given); the legend keeps
+        // the order given, the headline first.
+        let mut drawn: Vec<&Series> = self.series.iter().collect();
+        drawn.sort_by_key(|s| s.z);
+        let datasets: Vec<Dataset> = drawn
+            .into_iter()
             .map(|s| {
                 Dataset::default()
                     .name(s.name.to_string())
-                    .marker(match (s.scatter, s.dotted) {
-                        // A whole cell: apart from a baseline's dots without colour.
-                        (true, _) => Marker::Block,
-                        (false, true) => Marker::Dot,
-                        (false, false) => Marker::Braille,
-                    })
+                    .marker(s.marker)
                     .graph_type(if s.scatter {
                         GraphType::Scatter
                     } else {

@@ -129,22 +129,27 @@ fn column_of(v: &LatencyView, x: f64, width: u16) -> Option<u16> {
     Some((f * f64::from(width - 1)).round() as u16)
 }
 
-/// Without a histogram (a saved run): TTFT p50 / p90 / p99 of each sweep level.
+/// Without a histogram (a saved run): TTFT p50 / p90 / p99 of each sweep level (computed with
+/// the views), the headline series' first.
 fn render_percentiles(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
-    let mut lines = vec![Line::styled("level   p50 / p90 / p99", th.title)];
-    for l in &app.session.summary.sweep {
-        if let Some(d) = app
-            .level_stats(l.index)
-            .and_then(|s| s.dists.ttft_ms.as_ref())
-        {
-            lines.push(Line::raw(format!(
-                "{:<7} {} / {} / {}",
-                l.short_label(),
-                num(Some(d.p50)),
-                num(Some(d.p90)),
-                num(Some(d.p99))
-            )));
-        }
+    let rows = &app.sweep_view.ttft_by_level;
+    let w = rows
+        .iter()
+        .map(|(l, _)| l.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(7);
+    let mut lines = vec![Line::styled(
+        format!("{:<w$} p50 / p90 / p99", "level"),
+        th.title,
+    )];
+    for (label, [p50, p90, p99]) in rows {
+        lines.push(Line::raw(format!(
+            "{label:<w$} {} / {} / {}",
+            num(Some(*p50)),
+            num(Some(*p90)),
+            num(Some(*p99))
+        )));
     }
     if lines.len() == 1 {
         lines = vec![Line::styled(

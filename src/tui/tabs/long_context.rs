@@ -50,7 +50,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         (reasons.len() as u16 * if area.width < 120 { 3 } else { 2 }) + 2
     };
     let charts = area.width >= 100 && area.height >= table_h + reasons_h + turns_h + 12;
-    let has_points = !app.long_view.ttft_s.points.is_empty();
+    let has_points = app.long_view.ttft_s.iter().any(|c| !c.points.is_empty());
     // Before any length has a point, the TTFT each should take at the prefill speed seen so
     // far stands in for the charts.
     let expected = !app.long_view.expected_ttft_s.is_empty();
@@ -136,7 +136,7 @@ fn row(
     };
     let failed = app.level_stats(l.index).map_or(0, |s| s.scalars.failed);
     let mut cells = vec![
-        Cell::from(fmt_tokens(l.input_len)),
+        Cell::from(fmt_tokens(l.input_len) + &crate::summary::passes::suffix(l)),
         Cell::from(status).style(status_style),
         Cell::from(num(s.and_then(|s| s.scalars.mean_input_tokens))),
         Cell::from(num(s
@@ -186,13 +186,12 @@ fn row(
 fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     let base = app.session.summary.baseline.is_some();
     let narrow = area.width < 100;
-    let rows: Vec<Row> = app
-        .session
-        .summary
-        .long_context
-        .iter()
-        .map(|l| row(app, l, base, narrow, th))
-        .collect();
+    // The headline series' lengths first, then each other series' (docs/outputs.md "Passes").
+    let rows: Vec<Row> =
+        crate::tui::views::in_rows(&app.long_view.rows, &app.session.summary.long_context)
+            .into_iter()
+            .map(|l| row(app, l, base, narrow, th))
+            .collect();
     let title = format!(
         " long context · {} output tokens · one request at a time ",
         app.session.summary.config.long_context_output_len
@@ -206,7 +205,27 @@ fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         "decode tok/s",
         "done",
     ];
-    let mut widths = vec![8, 9, 9, 9, 13, 12, 6];
+    // As wide as the longest length with its pass (`30K · json (think 64) #2`).
+    let label_w = app
+        .session
+        .summary
+        .long_context
+        .iter()
+        .map(|l| {
+            fmt_tokens(l.input_len).chars().count()
+                + crate::summary::passes::suffix(l).chars().count()
+        })
+        .max()
+        .unwrap_or(0)
+        .clamp(8, 24);
+    let label_w = u16::try_from(label_w).unwrap_or(24);
+    // A label that names a pass takes its room at 80 columns from status, input and TTFT,
+    // which need less than they are given.
+    let mut widths = if narrow && label_w > 8 {
+        vec![label_w, 8, 7, 7, 13, 12, 6]
+    } else {
+        vec![label_w, 9, 9, 9, 13, 12, 6]
+    };
     if base {
         let [tok, ttft, tpot] = super::cells::DELTA_HEADERS;
         if narrow {
@@ -247,7 +266,7 @@ fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         ""
     };
     let empty = "no length finished yet";
-    for (title, name, curve, color, cell) in [
+    for (title, name, curves, color, cell) in [
         ("TTFT (s) vs context", "TTFT s", &v.ttft_s, 0, a),
         ("prefill tok/s vs context", "prefill", &v.prefill, 1, b),
         ("decode tok/s vs context", "decode", &v.decode, 2, c),
@@ -255,8 +274,8 @@ fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         super::curve_chart(
             &format!("{title}{base}"),
             name,
-            curve,
-            Style::default().fg(th.series[color]),
+            curves,
+            color,
             x(),
             empty,
             cell,

@@ -5,6 +5,7 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::widgets::{Cell, Row};
 
+use super::chart::pass_series;
 use super::{Series, line_chart};
 use crate::fmt::num;
 use crate::summary::LevelSummary;
@@ -127,7 +128,8 @@ pub(super) fn render_rate_table(app: &App, area: Rect, buf: &mut Buffer, th: &Th
     }
     header.push("fail");
     widths.push(Constraint::Length(4));
-    let levels = &app.session.summary.rates;
+    // The headline series' levels first, then each other series' (docs/outputs.md "Passes").
+    let levels = crate::tui::views::in_rows(&app.sweep_view.rate_rows, &app.session.summary.rates);
     let visible = area.height.saturating_sub(3) as usize;
     let current_pos = levels
         .iter()
@@ -186,16 +188,12 @@ pub(super) fn render_rate_charts(
         )
     };
     let waiting = "waiting for the first rate level…";
+    // A curve per series of the passes, the headline's first (docs/outputs.md "Passes").
+    let mut done = vec![Series::line("offered", &v.rate_offered, th.dim)];
+    done.extend(pass_series(&v.rate_done, "done req/s", th, 0));
     line_chart(
         "done req/s vs offered (dim: offered)",
-        &[
-            Series::line("offered", &v.rate_offered, th.dim),
-            Series::line(
-                "done req/s",
-                &v.rate_done,
-                ratatui::style::Style::default().fg(th.series[0]),
-            ),
-        ],
+        &done,
         x(),
         waiting,
         a,
@@ -205,11 +203,7 @@ pub(super) fn render_rate_charts(
     if let Some(b) = b {
         line_chart(
             "client queue p99 ms vs offered req/s",
-            &[Series::line(
-                "queue p99",
-                &v.rate_queue_p99,
-                ratatui::style::Style::default().fg(th.series[1]),
-            )],
+            &pass_series(&v.rate_queue_p99, "queue p99", th, 1),
             x(),
             waiting,
             b,
@@ -219,11 +213,7 @@ pub(super) fn render_rate_charts(
     }
     line_chart(
         "TTFT p99 ms vs offered req/s",
-        &[Series::line(
-            "TTFT p99",
-            &v.rate_ttft_p99,
-            ratatui::style::Style::default().fg(th.series[2]),
-        )],
+        &pass_series(&v.rate_ttft_p99, "TTFT p99", th, 2),
         x(),
         waiting,
         c,

@@ -149,7 +149,7 @@ fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         &format!("out tok/s vs C{base}"),
         "out tok/s",
         &v.aggregate,
-        Style::default().fg(th.series[0]),
+        0,
         x(),
         waiting,
         cells[0],
@@ -161,7 +161,7 @@ fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
             &format!("per-stream tok/s vs C{base}"),
             "per-stream",
             &v.per_stream,
-            Style::default().fg(th.series[1]),
+            1,
             x(),
             waiting,
             *b,
@@ -199,24 +199,7 @@ fn render_live_rate(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         return;
     }
     if live.series.is_empty() && live.finished.is_empty() {
-        let v = &app.sweep_view;
-        let top = v.x_max.max(1.0);
-        let series = [
-            Series::line("p50", &v.ttft_p50, Style::default().fg(th.series[2])),
-            Series::dotted("p99", &v.ttft_p99, Style::default().fg(th.series[2])),
-        ];
-        LineChart {
-            title: "TTFT ms vs C: p50 line, p99 dots",
-            series: &series,
-            x: [0.0, top],
-            x_ends: ["C=1".into(), format!("C={}", 2f64.powf(top).round())],
-            ticks: &v.ticks,
-            y_fixed: None,
-            highlight: None,
-            highlight_pending: false,
-            empty: "sampled once a second while a level runs",
-        }
-        .render(area, buf, th);
+        render_ttft_by_c(app, area, buf, th);
         return;
     }
     let newest = live.finished.len().saturating_sub(1);
@@ -270,6 +253,40 @@ fn render_live_rate(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         highlight: None,
         highlight_pending: false,
         empty: "",
+    }
+    .render(area, buf, th);
+}
+
+/// A saved run's stand-in for the live rate: TTFT against C (several passes: each series'
+/// p50, named under the chart; one: its p50 and p99).
+fn render_ttft_by_c(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
+    let v = &app.sweep_view;
+    let top = v.x_max.max(1.0);
+    // Several passes: each series' p50, named under the chart; one: its p50 and p99.
+    let (series, title) = if v.ttft_p50.len() > 1 {
+        (
+            super::chart::pass_series(&v.ttft_p50, "p50", th, 2),
+            "TTFT p50 ms vs C",
+        )
+    } else {
+        let mut series = super::chart::pass_series(&v.ttft_p50, "p50", th, 2);
+        series.push(Series::dotted(
+            "p99",
+            &v.ttft_p99,
+            Style::default().fg(th.series[2]),
+        ));
+        (series, "TTFT ms vs C: p50 line, p99 dots")
+    };
+    LineChart {
+        title,
+        series: &series,
+        x: [0.0, top],
+        x_ends: ["C=1".into(), format!("C={}", 2f64.powf(top).round())],
+        ticks: &v.ticks,
+        y_fixed: None,
+        highlight: None,
+        highlight_pending: false,
+        empty: "sampled once a second while a level runs",
     }
     .render(area, buf, th);
 }
@@ -365,10 +382,13 @@ fn label_width(app: &App) -> u16 {
 fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool) {
     // Narrow terminals get shorter headers and two percentiles, so nothing is cut mid-word.
     let mut header = vec!["C", "status", "done"];
+    // A label that names a pass (`C=16 (think 64)`) takes a column from done, TTFT and ITL at
+    // 80 columns, which need no more than their values.
+    let tight = !wide && label_width(app) > 12;
     let mut widths = vec![
         Constraint::Length(label_width(app)),
         Constraint::Length(super::cells::status_width(app, &app.session.summary.sweep)),
-        Constraint::Length(7),
+        Constraint::Length(if tight { 6 } else { 7 }),
     ];
     let base = app.session.summary.baseline.is_some();
     if wide && !base {
@@ -387,8 +407,8 @@ fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool)
         ["TTFT p50/99", "ITL p50/99"]
     });
     widths.extend([
-        Constraint::Length(if wide { 19 } else { 12 }),
-        Constraint::Length(if wide { 17 } else { 11 }),
+        Constraint::Length(if wide { 19 } else { 12 - u16::from(tight) }),
+        Constraint::Length(if wide { 17 } else { 11 - u16::from(tight) }),
     ]);
     if wide {
         header.extend([
@@ -426,10 +446,9 @@ fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool)
     // Keep the level in progress in view when there are more levels than rows, and format only
     // the rows that fit.
     let visible = area.height.saturating_sub(3) as usize;
-    let current_pos = app
-        .session
-        .summary
-        .sweep
+    // The headline series' levels first, then each other series' (docs/outputs.md "Passes").
+    let levels = crate::tui::views::in_rows(&app.sweep_view.sweep_rows, &app.session.summary.sweep);
+    let current_pos = levels
         .iter()
         .position(|l| app.selected.or(app.session.current) == Some(l.index))
         .unwrap_or(0);
@@ -454,10 +473,7 @@ fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool)
         ],
         usize::from(area.width.saturating_sub(2)),
     );
-    let rows: Vec<Row> = app
-        .session
-        .summary
-        .sweep
+    let rows: Vec<Row> = levels
         .iter()
         .skip(skip)
         .take(visible)
