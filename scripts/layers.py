@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The crate's floors and room sizes, checked (docs/STYLE.md, "Floors" and "Rooms and sizes").
 
-    scripts/layers.py            # exit 1, naming each import up and each file too long
-    scripts/layers.py --graph    # which top-level module imports which, then the check
+    scripts/layers.py               # exit 1, naming each import up and each file too long
+    scripts/layers.py --graph       # which top-level module imports which, then the check
+    scripts/layers.py --root DIR    # check DIR/src instead (tests/layers.rs plants faults there)
 
 A module of src/ imports only from modules on floors below its own (FLOORS, top down, as
 src/lib.rs draws them); two modules on one floor do not import each other. An import is any path
@@ -39,7 +40,7 @@ MAX_LINES = 650
 ALLOWED = {
 }
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 
 def floor_of():
@@ -109,8 +110,14 @@ def drop_test_items(code):
     return "".join(res)
 
 
+# `#[cfg(test)]`, or `#[cfg(any(test, feature = "fixtures"))]`: test code, and fixtures that
+# the benches share with the tests.
+TEST_GATE = r"#\[cfg\((?:test|any\(test[^\]]*)\)\]"
+
+
 def test_files(root):
-    """Files that are test modules: `#[cfg(test)] mod x;` makes x.rs (or x/mod.rs) one."""
+    """Files that are test modules: `#[cfg(test)] mod x;` makes x.rs (or x/mod.rs) one, and the
+    files under x/ too."""
     tests = set()
     for dp, _, fs in os.walk(root):
         for f in fs:
@@ -119,10 +126,20 @@ def test_files(root):
             p = os.path.join(dp, f)
             src = open(p, encoding="utf-8").read()
             here = dp if f in ("mod.rs", "lib.rs", "main.rs") else os.path.join(dp, f[:-3])
-            for m in re.finditer(r"#\[cfg\(test\)\]\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;", src):
+            for m in re.finditer(TEST_GATE + r"\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;", src):
                 tests.add(os.path.normpath(os.path.join(here, m.group(1) + ".rs")))
                 tests.add(os.path.normpath(os.path.join(here, m.group(1), "mod.rs")))
     return tests
+
+
+def in_tests(path, tests, root):
+    """Whether `path` is a test module, or inside the folder of one."""
+    d = path
+    while os.path.normpath(d) != os.path.normpath(root):
+        if d in tests or os.path.join(d, "mod.rs") in tests:
+            return True
+        d = os.path.dirname(d)
+    return False
 
 
 def lines_before_tests(src):
@@ -131,18 +148,20 @@ def lines_before_tests(src):
 
 
 def main(argv):
+    repo = argv[argv.index("--root") + 1] if "--root" in argv else REPO
+    root = os.path.join(repo, "src")
     floors = floor_of()
-    tests = test_files(ROOT)
+    tests = test_files(root)
     edges = {}
     problems = []
-    for dp, _, fs in sorted(os.walk(ROOT)):
+    for dp, _, fs in sorted(os.walk(root)):
         for f in sorted(fs):
             if not f.endswith(".rs"):
                 continue
             p = os.path.normpath(os.path.join(dp, f))
-            rel = os.path.relpath(p, ROOT)
+            rel = os.path.relpath(p, root)
             top = rel.split(os.sep)[0].removesuffix(".rs")
-            if top in ("lib", "main") or p in tests:
+            if top in ("lib", "main") or in_tests(p, tests, root):
                 continue
             if top not in floors:
                 problems.append(f"src/{rel}: module `{top}` is on no floor (add it to FLOORS in scripts/layers.py and to src/lib.rs's map)")
@@ -163,7 +182,7 @@ def main(argv):
                     how = "a sibling on its floor" if floors[name] == floors[top] else "a floor above"
                     problems.append(f"src/{rel}: imports crate::{name}, {how} `{top}`")
     for f in ALLOWED:
-        if not os.path.exists(os.path.join(ROOT, "..", f)):
+        if not os.path.exists(os.path.join(repo, f)) and "--root" not in argv:
             problems.append(f"{f}: allowed in scripts/layers.py but not in the tree")
     if "--graph" in argv:
         for top in sorted(edges, key=lambda t: floors[t]):

@@ -27,8 +27,6 @@ fn fetch_writes(url: &str) -> Result<crate::sim::firehose::Writes, String> {
     serde_json::from_slice(body).map_err(|e| format!("firehose writes: {e}"))
 }
 
-/// Client arrival minus write time for every token event and for each request's first, how many
-/// requests matched a write, and each request's index, send time and first error.
 /// An event this late after its write ended, in a request with no held read, breaks the held
 /// flag's promise (a stall the probe cannot see is under about 4 ms).
 pub const UNHELD_LATE_US: u64 = 5_000;
@@ -45,6 +43,8 @@ struct Timing {
     late_unheld: u64,
 }
 
+/// Client arrival minus write time for every token event and for each request's first, how many
+/// requests matched a write, and each request's index, send time and first error.
 fn timing_errors(dir: &Path, writes: &crate::sim::firehose::Writes) -> Result<Timing, String> {
     let results: serde_json::Value = serde_json::from_slice(
         &std::fs::read(dir.join("results.json")).map_err(|e| format!("results.json: {e}"))?,

@@ -9,6 +9,7 @@ use crate::summary::{LevelSummary, RunSummary};
 
 mod compare;
 mod findings;
+mod mixes;
 mod repeats;
 mod shards;
 mod steady;
@@ -17,6 +18,7 @@ mod trace;
 
 pub use compare::side_by_side;
 pub use findings::{across_section, findings_list, with_caveats};
+pub use mixes::{images_table, lora_table, spread_note, structured_table};
 pub use repeats::{any_repeats, repeats_table};
 pub use tables::*;
 pub use trace::{timeline_table, trace_table};
@@ -216,7 +218,7 @@ fn sections(out: &mut String, s: &RunSummary) {
             s.config.lengths_label()
         );
         out.push_str(&with_caveats(&notes, &sweep_table(&s.sweep), &s.sweep));
-        out.push_str(&tables::spread_note(&s.sweep));
+        out.push_str(&spread_note(&s.sweep));
         out.push_str("\nper-stream tok/s: mean decode speed of one request, (output − 1) / (E2E − TTFT). accept len: mean tokens per chunk after the first, as the client saw them (client / server when the engine reports it).\n");
         out.push_str(&telemetry_table(&s.sweep));
     }
@@ -239,7 +241,7 @@ fn sections(out: &mut String, s: &RunSummary) {
             arrival_description(&s.config.open_loop)
         );
         out.push_str(&with_caveats(&notes, &rate_table(&s.rates), &s.rates));
-        out.push_str(&tables::spread_note(&s.rates));
+        out.push_str(&spread_note(&s.rates));
         out.push_str("\nrate: requests/s the schedule was drawn for; sent req/s: the rate requests actually went out at; done req/s: completions over the level's window. client queue: how long a request waited in servetop past its scheduled time (a full --max-concurrency, or a client that fell behind); the server's own queueing shows up in TTFT.\n");
         out.push_str(&telemetry_table(&s.rates));
     }
