@@ -522,23 +522,7 @@ mod tests {
     use crate::metrics::record::{Outcome, TokenChunk};
 
     fn spec() -> LevelSpec {
-        LevelSpec {
-            index: 0,
-            kind: LevelKind::Sweep,
-            concurrency: 1,
-            input_tokens: 100,
-            output_tokens: 4,
-            requests: 1,
-            arrival: None,
-            shared_prefix_tokens: 0,
-            conversation: None,
-            trace: None,
-            repeat: None,
-            thinking_budget: None,
-            shard: None,
-            seconds: None,
-            mix: crate::workload::mix::RequestMix::default(),
-        }
+        LevelSpec::new(0, LevelKind::Sweep, 1, (100, 4), 1)
     }
 
     fn record() -> Box<RequestRecord> {

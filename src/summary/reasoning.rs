@@ -178,21 +178,8 @@ mod tests {
     /// A finished C=4 level of 8 requests asking for 100 tokens, with `budget`.
     fn level(budget: Option<u32>, set: impl FnOnce(&mut LevelStats)) -> LevelSummary {
         let spec = LevelSpec {
-            index: 0,
-            kind: LevelKind::Sweep,
-            concurrency: 4,
-            input_tokens: 200,
-            output_tokens: 100,
-            requests: 8,
-            arrival: None,
-            shared_prefix_tokens: 0,
-            conversation: None,
-            trace: None,
-            repeat: None,
             thinking_budget: budget,
-            shard: None,
-            seconds: None,
-            mix: crate::workload::mix::RequestMix::default(),
+            ..LevelSpec::new(0, LevelKind::Sweep, 4, (200, 100), 8)
         };
         let mut l = LevelSummary::planned(&spec);
         let mut st = LevelStats::default();

@@ -58,23 +58,7 @@ mod tests {
 
     #[test]
     fn a_levels_runs_are_one_point_with_their_interval() {
-        let spec = |index, c| LevelSpec {
-            index,
-            kind: LevelKind::Sweep,
-            concurrency: c,
-            input_tokens: 100,
-            output_tokens: 10,
-            requests: 4,
-            arrival: None,
-            shared_prefix_tokens: 0,
-            conversation: None,
-            trace: None,
-            repeat: None,
-            thinking_budget: None,
-            shard: None,
-            seconds: None,
-            mix: crate::workload::mix::RequestMix::default(),
-        };
+        let spec = |index, c| LevelSpec::new(index, LevelKind::Sweep, c, (100, 10), 4);
         let plan = repeat_plan(vec![spec(0, 1), spec(1, 8)], 3);
         assert_eq!(
             plan[3].repeat,
