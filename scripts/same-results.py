@@ -4,6 +4,8 @@
     scripts/same-results.py RESULTS_JSON               # the shape of one run, as JSON
     scripts/same-results.py BEFORE_JSON AFTER_JSON     # exit 1, with the differences, if they differ
 
+Either JSON may be a results.json or a shape the first form wrote.
+
 The shape is what a change of structure must leave alone, and nothing that is measured: every key
 path of results.json (array positions folded to `[]`), each level's label (its kind and its place
 on every dimension of the plan: concurrency, lengths, rate, repeat, thinking budget, response
@@ -61,8 +63,10 @@ def shape(results):
 
 
 def load(path):
+    """The shape of a results.json, or a shape this script wrote before."""
     with open(path, encoding="utf-8") as f:
-        return shape(json.load(f))
+        data = json.load(f)
+    return data if set(data) == {"keys", "levels", "findings"} else shape(data)
 
 
 def main(argv):
