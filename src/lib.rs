@@ -8,8 +8,8 @@
 //!              └──► telemetry samplers ──► TelemetryRecord ───────────────┤ one unbounded
 //! signals / keys ──► cancel token, Control watch                          │ channel
 //!                                                                         ▼
-//!        Session::apply (single owner): level folds, summaries ──► Persist ──► Sink: run dir files,
-//!                                    ▼                                         journal, live feed
+//!        Session::apply (single owner): level folds, summaries ──► Persist ──► Sink: run dir,
+//!                                    ▼                                    journal, live feed
 //!        run::headless printer │ tui (App folds, render is pure) │ export (charts, CSV, md)
 //! ```
 //!
@@ -47,8 +47,8 @@
 //! 13. [`workload`]: level plans, prompts of exact token length, datasets, arrival schedules,
 //!     the SLO search's plan, and the requests (jobs) the runner sends.
 //! 14. [`client`]: engine detection, streaming requests folded into records, SSE, dialects.
-//! 15. [`metrics`]: METRICS.md maths: records, HDR distributions, per-level folds, SLOs, turns,
-//!     the curves the charts plot.
+//! 15. [`metrics`]: the maths of docs/metrics.md: records, HDR distributions, per-level folds,
+//!     SLOs, turns, the curves the charts plot.
 //! 16. [`fmt`]: numbers as written on screen and in files; [`grammar`]: flag values as typed
 //!     (`64k`, `1-128*2`, rates, `WxH`), read by both [`cli`] and [`workload`].
 

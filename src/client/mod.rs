@@ -292,7 +292,7 @@ impl Client {
     }
 
     /// Opens up to `n` pooled connections before a level (best effort, at most 5 s): `t_send` is
-    /// when a request is written (METRICS.md), so a level's first requests should not wait on a
+    /// when a request is written (docs/metrics.md), so a level's first requests should not wait on a
     /// TCP handshake each, and a thousand handshakes at once would delay the first tokens of the
     /// streams already running. Servers that close connections after each response (llama-server)
     /// make it a no-op.

@@ -1,6 +1,6 @@
 //! One latency (or count) distribution: an HDR histogram for percentiles plus exact running sums.
 //!
-//! Percentiles come from the histogram (3 significant digits, METRICS.md); mean, min, max and
+//! Percentiles come from the histogram (3 significant digits, docs/metrics.md); mean, min, max and
 //! standard deviation are kept exactly beside it, so a mean in a report is never off by the
 //! histogram's bucket width and unit tests can check exact numbers.
 

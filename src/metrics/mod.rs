@@ -1,4 +1,4 @@
-//! Measurement maths (METRICS.md): per-request records and formulas, HDR-backed distributions,
+//! Measurement maths (docs/metrics.md): per-request records and formulas, HDR-backed distributions,
 //! per-level accumulation and the level summary every screen and export reads.
 
 pub mod chunks;

@@ -1,4 +1,4 @@
-//! One finished request as measured (`RequestRecord`) and the per-request maths of METRICS.md.
+//! One finished request as measured (`RequestRecord`) and the per-request maths of docs/metrics.md.
 //!
 //! The client keeps per-chunk arrival times inside the worker and folds them into one record; this
 //! module turns the raw chunk list into exact token counts per chunk (or an honest, labelled
@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Where a token count came from, best first (METRICS.md "output tokens").
+/// Where a token count came from, best first (docs/metrics.md "Per request", output tokens).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CountSource {
@@ -46,7 +46,7 @@ impl CountSource {
     }
 }
 
-/// Why a request failed (METRICS.md "Failures").
+/// Why a request failed (docs/metrics.md "Per level", failures by kind).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureKind {

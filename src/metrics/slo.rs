@@ -1,5 +1,5 @@
-//! Service-level objectives: per-request goodput (METRICS.md "Goodput") and the per-level
-//! verdict at a chosen percentile, with its order-statistics confidence interval.
+//! Service-level objectives: per-request goodput (docs/metrics.md "Per level", `goodput`) and
+//! the per-level verdict at a chosen percentile, with its order-statistics confidence interval.
 //!
 //! Two questions, kept apart on purpose:
 //! - **Goodput** asks, request by request, whether each one met every per-request objective

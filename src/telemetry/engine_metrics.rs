@@ -1,6 +1,6 @@
-//! Engine `/metrics` pages mapped to the common `ServerSample` fields (METRICS.md "Server-side
-//! numbers"). Each engine's names are listed once here; several series of one name (data-parallel
-//! ranks, engines) are added up, except ratios, which are averaged.
+//! Engine `/metrics` pages mapped to the common `ServerSample` fields (docs/telemetry.md). Each
+//! engine's names are listed once here; several series of one name (data-parallel ranks,
+//! engines) are added up, except ratios, which are averaged.
 
 use super::ServerSample;
 use super::prom::Page;

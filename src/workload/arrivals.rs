@@ -3,7 +3,7 @@
 //! Times are absolute offsets from the level's origin, computed one after the other from a
 //! seeded generator. The dispatcher sleeps until `origin + t_i` for request `i`, so a send that
 //! runs late does not push the later ones back (no drift): the lateness shows up as client queue
-//! time (`t_send - t_sched`, METRICS.md) and nowhere else.
+//! time (`t_send - t_sched`, docs/metrics.md) and nowhere else.
 //!
 //! Gaps follow vLLM `bench serve`: gamma with shape `B` (the burstiness) and mean `1 / rate`.
 //! `B = 1` is a Poisson process (exponential gaps); `B < 1` is burstier (more variance, the

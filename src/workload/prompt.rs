@@ -1,4 +1,4 @@
-//! Prompts of an exact token length (METRICS.md "Prompts of exact length").
+//! Prompts of an exact token length (docs/metrics.md "Prompts of exact length").
 //!
 //! Text is random common English words, different for every request (seeded per level and
 //! request, so a run is reproducible) so that a prefix cache cannot turn a prefill test into a
