@@ -7,9 +7,10 @@
 Either JSON may be a results.json or a shape the first form wrote.
 
 The shape is what a change of structure must leave alone, and nothing that is measured: every key
-path of results.json (array positions folded to `[]`), each level's label (its kind and its place
+path of results.json (array positions folded to `[]`; but for MEASURED_PRESENCE, keys present only
+when a measurement calls for them), each level's label (its kind and its place
 on every dimension of the plan: concurrency, lengths, rate, repeat, thinking budget, response
-format, adapters) in order, its request, failure and token counts, and the finding ids in order. Times, rates and the findings'
+format, adapters) in order, with the plan line that names them as servetop labels them, its request, failure and token counts, and the finding ids in order. Times, rates and the findings'
 texts are left out, so two runs of the same seeded plan compare equal. scripts/same-results.sh runs
 the two plans the structure check uses and compares them between two servetop binaries.
 """
@@ -19,6 +20,9 @@ import sys
 # What names a level: its place on each dimension of the plan.
 IDENTITY = ("index", "kind", "concurrency", "input_len", "output_len", "context_tokens", "requests",
             "request_rate", "repeat", "thinking_budget", "response_format", "turns")
+# Keys written only when a measurement calls for them (a level with a held read; a twin whose
+# TPOT grew most that is not the first): their presence is measured, so it is not compared.
+MEASURED_PRESENCE = {"held_reads", "held_read_share", "held_first_tokens", "worst_tpot_p50_pct"}
 # Counts the plan and the seed fix (not the clock).
 COUNTS = ("completed", "failed", "cancelled", "total_input_tokens", "total_output_tokens")
 
@@ -42,7 +46,8 @@ def level_lists(results):
 
 
 def level_row(name, lv):
-    label = [name] + [f"{k}={json.dumps(lv[k], sort_keys=True)}" for k in IDENTITY if k in lv]
+    label = [name] + [f"{k}={json.dumps(lv[k], sort_keys=True)}" for k in IDENTITY
+                      if k in lv and not isinstance(lv[k], list)]
     if isinstance(lv.get("lora"), dict):
         label.append("lora=" + ",".join(sorted(lv["lora"])))
     row = {"label": " ".join(label)}
@@ -57,8 +62,11 @@ def level_row(name, lv):
 def shape(results):
     keys = set()
     key_paths(results, "", keys)
+    keys = {k for k in keys if k.rsplit(".", 1)[-1] not in MEASURED_PRESENCE}
     levels = [level_row(name, lv) for name, lvs in level_lists(results) for lv in lvs]
     findings = [f.get("id") for f in results.get("findings", [])]
+    # The plan line names the levels as servetop labels them, before anything is measured.
+    levels.insert(0, {"plan": results.get("plan")})
     return {"keys": sorted(keys), "levels": levels, "findings": findings}
 
 
