@@ -199,7 +199,7 @@ impl App {
         }
         for l in &levels {
             if let Some(t) = l.started_at_unix_ms {
-                app.telemetry.level_marks.push((secs(t), l.short_label()));
+                app.telemetry.level_marks.push((secs(t), l.label()));
             }
         }
         let end = levels.iter().filter_map(|l| l.finished_at_unix_ms).max();
@@ -266,7 +266,7 @@ impl App {
                             LevelKind::Sweep | LevelKind::Rate | LevelKind::Trace
                         )
                     })
-                    .map(crate::summary::LevelSummary::short_label);
+                    .map(crate::summary::LevelSummary::label);
                 self.live.level_ended(ended);
             }
             Event::Sent { .. } => {
@@ -285,7 +285,7 @@ impl App {
                 .session
                 .summary
                 .level(*index)
-                .map(crate::summary::LevelSummary::short_label)
+                .map(crate::summary::LevelSummary::label)
                 .unwrap_or_default();
             self.telemetry
                 .level_marks
@@ -731,7 +731,7 @@ mod tests {
                 at_unix_ms: 0,
             });
             let (label, pts) = a.live.finished.last().unwrap();
-            let want = a.session.summary.level(level).unwrap().short_label();
+            let want = a.session.summary.level(level).unwrap().label();
             assert_eq!((label, pts.len()), (&want, 3));
         }
         assert_eq!(a.live.finished.len(), super::super::views::FINISHED_CURVES);

@@ -349,7 +349,7 @@ impl App {
         let Some(bins) = self.session.live_ttft_bins(l.index, bins_for(d.count)) else {
             return;
         };
-        self.latency = Some(histogram(l.short_label(), &d, bins));
+        self.latency = Some(histogram(l.label(), &d, bins));
     }
 }
 

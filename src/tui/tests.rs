@@ -225,7 +225,18 @@ fn sweep_tab_with_two_thinking_budgets() {
     for (w, h) in [(80, 24), (160, 48)] {
         let text = draw(&app, w, h);
         assert!(text.contains("⠤ think 16  • think 64"), "{text}");
+        // The level in progress is named with its pass over its histogram (and its live rate).
+        assert!(text.contains("┌ TTFT ms · C=8 (think 64) ─"), "{text}");
     }
+    assert!(draw(&app, 160, 48).contains("┌ out tok/s · C=8 (think 64) now 204 ─"));
+    // The GPU charts' level marks name the pass too.
+    let marks: Vec<&str> = app
+        .telemetry
+        .level_marks
+        .iter()
+        .map(|m| m.1.as_str())
+        .collect();
+    assert_eq!(marks.last(), Some(&"C=8 (think 64)"), "{marks:?}");
 }
 
 #[test]

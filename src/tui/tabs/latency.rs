@@ -23,11 +23,18 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         render_percentiles(app, area, buf, th);
         return;
     };
-    let title = format!(
-        " TTFT ms · {} · {} request{} ",
-        v.label,
-        v.count,
-        if v.count == 1 { "" } else { "s" }
+    // The level by its full label (its pass with it); the count goes first when it is narrow.
+    let title = crate::tui::text::first_fitting(
+        &[
+            format!(
+                " TTFT ms · {} · {} request{} ",
+                v.label,
+                v.count,
+                if v.count == 1 { "" } else { "s" }
+            ),
+            format!(" TTFT ms · {} ", v.label),
+        ],
+        usize::from(area.width.saturating_sub(2)),
     );
     histogram(title, v, area, buf, th);
 }

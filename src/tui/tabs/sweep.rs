@@ -228,17 +228,24 @@ fn render_live_rate(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         .filter_map(|(_, p)| p.last().map(|p| p.0))
         .chain(live.series.last().map(|p| p.0))
         .fold(1.0, f64::max);
-    let title = match running {
-        Some(l) => format!(
-            "out tok/s each second · {} now {}",
-            l.short_label(),
-            num(Some(live.current))
-        ),
-        None => format!(
-            "out tok/s each second · {} bright",
-            live.finished.last().map_or("", |f| f.0.as_str())
-        ),
+    // The level by its full label (its pass with it), in shorter words when the panel is narrow.
+    let titles = if let Some(l) = running {
+        let now = num(Some(live.current));
+        vec![
+            format!("out tok/s each second · {} now {now}", l.label()),
+            format!("out tok/s · {} now {now}", l.label()),
+            format!("out tok/s each second · {} now {now}", l.short_label()),
+        ]
+    } else {
+        let last = live.finished.last().map_or("", |f| f.0.as_str());
+        vec![
+            format!("out tok/s each second · {last} bright"),
+            format!("out tok/s · {last} bright"),
+            "out tok/s each second".to_string(),
+        ]
     };
+    // Within the borders and the space before it (the one after may meet the corner).
+    let title = crate::tui::text::first_fitting(&titles, usize::from(area.width.saturating_sub(3)));
     LineChart {
         title: &title,
         series: &series,
