@@ -75,7 +75,7 @@ impl Loop {
         cancel: &CancellationToken,
         task: tokio::task::JoinHandle<RunState>,
     ) -> std::io::Result<(RunState, Session, frames::Drawn)> {
-        app.frames = frames::FrameRate::new(self.fps);
+        app.live.frames = frames::FrameRate::new(self.fps);
         let period = Duration::from_secs_f64(1.0 / self.fps.clamp(0.5, 60.0));
         let mut frames = tokio::time::interval(period);
         frames.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -87,7 +87,7 @@ impl Loop {
         // Detached (`d`, or the terminal hung up): no more frames or keys; the run goes on and
         // the loop folds its events until it ends.
         let mut detached = false;
-        while !app.exit {
+        while !app.ui.exit {
             let key = async {
                 match self.input.as_mut() {
                     Some(i) => i.next().await,
@@ -119,7 +119,7 @@ impl Loop {
                         detached = true;
                         self.input = None;
                     } else if let Ok(TermEvent::Key(k)) = term
-                        && let Some(action) = map_key(k, app.confirm_quit)
+                        && let Some(action) = map_key(k, app.ui.confirm_quit)
                     {
                         match app.handle(action) {
                             Some(Effect::Pause(p)) => control_tx.send_modify(|c| c.paused = p),
@@ -151,17 +151,17 @@ impl Loop {
                         self.input = None;
                         continue;
                     }
-                    app.frames.drew(start.elapsed());
+                    app.live.frames.drew(start.elapsed());
                 }
                 () = self.hangup.cancelled(), if !detached => {
                     // The terminal is gone: nothing to restore or say there.
                     detached = true;
                     self.input = None;
                 }
-                () = cancel.cancelled(), if !app.quitting => {
+                () = cancel.cancelled(), if !app.ui.quitting => {
                     // SIGTERM or SIGHUP: stop like a confirmed quit.
-                    app.quitting = true;
-                    if app.run_over() { app.exit = true; }
+                    app.ui.quitting = true;
+                    if app.run_over() { app.ui.exit = true; }
                 }
             }
         }
@@ -173,7 +173,7 @@ impl Loop {
         app.end_batch();
         app.sink.save(&mut app.session);
         let drawn = frames::Drawn {
-            frames: app.frames.total,
+            frames: app.live.frames.total,
             seconds: start.elapsed().as_secs_f64(),
         };
         Ok((state, app.session, drawn))

@@ -17,7 +17,7 @@ fn draw(app: &App, w: u16, h: u16) -> String {
 }
 
 fn snap(name: &str, app: &mut App, tab: Tab) {
-    app.tab = tab;
+    app.ui.tab = tab;
     for (w, h) in [(80, 24), (160, 48)] {
         insta::assert_snapshot!(format!("{name}_{w}x{h}"), draw(app, w, h));
     }
@@ -28,7 +28,7 @@ fn snap(name: &str, app: &mut App, tab: Tab) {
 #[test]
 fn a_level_with_an_outage_is_marked_in_the_level_table() {
     let mut app = fixtures::finished_run();
-    app.tab = Tab::Sweep;
+    app.ui.tab = Tab::Sweep;
     assert!(!draw(&app, 160, 48).contains("outage"));
     app.session.summary.sweep[1]
         .stats
@@ -67,7 +67,7 @@ fn no_panel_title_is_cut_at_80x24() {
     ];
     for (name, mut app) in apps {
         for tab in Tab::ALL {
-            app.tab = tab;
+            app.ui.tab = tab;
             for line in draw(&app, 80, 24).lines() {
                 let cut = line
                     .chars()
@@ -136,11 +136,11 @@ fn rows_with(text: &str, what: &str) -> Vec<usize> {
 fn sweep_tab_with_structured_twins() {
     let mut app = fixtures::finished_twins();
     let s = &app.session.summary;
-    for curves in [&app.sweep_view.aggregate, &app.sweep_view.per_stream] {
+    for curves in [&app.views.sweep.aggregate, &app.views.sweep.per_stream] {
         let labels: Vec<&str> = curves.iter().map(|c| c.label.as_str()).collect();
         assert_eq!(labels, ["plain", "json"]);
     }
-    for (c, json) in app.sweep_view.aggregate.iter().zip([false, true]) {
+    for (c, json) in app.views.sweep.aggregate.iter().zip([false, true]) {
         let own: Vec<(f64, f64)> = s
             .sweep
             .iter()
@@ -157,7 +157,7 @@ fn sweep_tab_with_structured_twins() {
         assert_eq!(c.points.len(), 6, "one point a concurrency");
     }
     // The grammar's cost: the twin's curve lies under the plain one at every level.
-    let [plain, json] = [0, 1].map(|k| &app.sweep_view.aggregate[k].points);
+    let [plain, json] = [0, 1].map(|k| &app.views.sweep.aggregate[k].points);
     assert!(plain.iter().zip(json).all(|(p, j)| j.1 < p.1));
     snap("twins_finished", &mut app, Tab::Sweep);
     for (w, h) in [(80, 24), (160, 48)] {
@@ -190,13 +190,14 @@ fn sweep_tab_with_structured_twins() {
 fn long_context_tab_with_structured_twins() {
     let mut app = fixtures::finished_twins();
     let labels: Vec<&str> = app
-        .long_view
+        .views
+        .long
         .prefill
         .iter()
         .map(|c| c.label.as_str())
         .collect();
     assert_eq!(labels, ["plain", "json"]);
-    assert!(app.long_view.decode.iter().all(|c| c.points.len() == 2));
+    assert!(app.views.long.decode.iter().all(|c| c.points.len() == 2));
     snap("twins_long_context", &mut app, Tab::LongContext);
     let text = draw(&app, 160, 48);
     assert!(text.contains("⠤ plain  • json"), "{text}");
@@ -213,7 +214,7 @@ fn long_context_tab_with_structured_twins() {
 #[test]
 fn sweep_tab_with_two_thinking_budgets() {
     let mut app = fixtures::mid_budgets();
-    let v = &app.sweep_view;
+    let v = &app.views.sweep;
     let labels: Vec<&str> = v.aggregate.iter().map(|c| c.label.as_str()).collect();
     assert_eq!(labels, ["think 16", "think 64"]);
     assert_eq!(v.aggregate[0].points.len(), 4);
@@ -231,6 +232,7 @@ fn sweep_tab_with_two_thinking_budgets() {
     assert!(draw(&app, 160, 48).contains("┌ out tok/s · C=8 (think 64) now 204 ─"));
     // The GPU charts' level marks name the pass too.
     let marks: Vec<&str> = app
+        .live
         .telemetry
         .level_marks
         .iter()
@@ -294,7 +296,7 @@ fn a_baseline_regression_is_named_level_by_level() {
 #[test]
 fn a_length_servetop_restarts_its_server_for_is_not_called_too_long() {
     let mut app = fixtures::long_context_in_flight(false);
-    app.tab = Tab::LongContext;
+    app.ui.tab = Tab::LongContext;
     // A server of 10K: the lengths after the running 8K do not fit it.
     app.session.summary.server.as_mut().unwrap().context_limit = Some(10_000);
     let before = draw(&app, 160, 48);
@@ -376,7 +378,7 @@ fn findings_tab() {
         draw(
             &{
                 let mut a = fixtures::mid_sweep(vec![1, 4, 8]);
-                a.tab = Tab::Findings;
+                a.ui.tab = Tab::Findings;
                 a
             },
             80,
@@ -435,17 +437,17 @@ fn no_cell_is_cut_mid_word_at_120_columns() {
 #[test]
 fn level_details() {
     let mut app = fixtures::finished_run();
-    app.tab = Tab::Sweep;
+    app.ui.tab = Tab::Sweep;
     let levels = app.tab_levels();
     app.handle(Action::Scroll(1));
     assert_eq!(
-        app.selected,
+        app.ui.selected,
         Some(levels[0]),
         "nothing picked: ↓ picks the first"
     );
     app.handle(Action::Scroll(2));
     app.handle(Action::Open);
-    let v = app.detail.clone().expect("details open");
+    let v = app.views.detail.clone().expect("details open");
     assert_eq!(v.index, levels[2]);
     assert!(v.ttft.is_some() && v.itl.is_some() && !v.tokens_per_s.is_empty());
     for (w, h) in [(80, 24), (160, 48)] {
@@ -453,20 +455,20 @@ fn level_details() {
     }
     app.handle(Action::Scroll(i32::MAX));
     assert_eq!(
-        app.detail.as_ref().map(|v| v.index),
+        app.views.detail.as_ref().map(|v| v.index),
         levels.last().copied(),
         "End walks to the last level, details open"
     );
     app.handle(Action::Cancel);
-    assert!(app.detail.is_none());
-    assert_eq!(app.selected, levels.last().copied());
+    assert!(app.views.detail.is_none());
+    assert_eq!(app.ui.selected, levels.last().copied());
     app.handle(Action::Cancel);
-    assert_eq!(app.selected, None);
+    assert_eq!(app.ui.selected, None);
     // A level picked is let go with its tab.
     app.handle(Action::Scroll(-1));
     app.handle(Action::Open);
     app.handle(Action::NextTab);
-    assert!(app.detail.is_none() && app.selected.is_none());
+    assert!(app.views.detail.is_none() && app.ui.selected.is_none());
 }
 
 /// The running level's details while it runs: its figures so far.
@@ -474,9 +476,9 @@ fn level_details() {
 fn level_details_of_the_running_level() {
     let mut app = fixtures::mid_sweep(vec![1, 4, 8]);
     app.handle(Action::Scroll(1));
-    assert_eq!(app.selected, app.session.current, "↓ first picks it");
+    assert_eq!(app.ui.selected, app.session.current, "↓ first picks it");
     app.handle(Action::Open);
-    let v = app.detail.clone().expect("details open");
+    let v = app.views.detail.clone().expect("details open");
     assert_eq!(Some(v.index), app.session.current);
     insta::assert_snapshot!("level_detail_running_80x24", draw(&app, 80, 24));
 }
@@ -491,19 +493,19 @@ fn a_viewer_says_q_leaves_and_x_stops() {
     };
     insta::assert_snapshot!("viewer_80x24", draw(&app, 80, 24));
     app.handle(Action::Quit);
-    assert!(app.exit, "q leaves a viewer at once");
+    assert!(app.ui.exit, "q leaves a viewer at once");
     let mut app = fixtures::mid_sweep(vec![1, 4, 8]);
     app.role = super::app::Role::Viewer {
         steers: true,
         ended: false,
     };
     assert_eq!(app.handle(Action::StopRun), None);
-    assert!(app.confirm_quit, "X asks first");
+    assert!(app.ui.confirm_quit, "X asks first");
     assert_eq!(
         app.handle(Action::Confirm),
         Some(super::app::Effect::Cancel)
     );
-    assert!(!app.exit, "the viewer stays to watch the run stop");
+    assert!(!app.ui.exit, "the viewer stays to watch the run stop");
     // A finished run browsed cannot be stopped: no X offered, X says why.
     let mut app = fixtures::finished_run();
     app.role = super::app::Role::Viewer {
@@ -516,7 +518,7 @@ fn a_viewer_says_q_leaves_and_x_stops() {
         "{screen}"
     );
     assert_eq!(app.handle(Action::StopRun), None);
-    assert!(!app.confirm_quit);
+    assert!(!app.ui.confirm_quit);
 }
 
 #[test]
