@@ -150,6 +150,12 @@ impl App {
             })
             .collect();
         self.views.sweep = sv;
+        self.views.accept_history = s
+            .sweep
+            .iter()
+            .filter_map(LevelSummary::accept_length_client)
+            .map(|a| (a * 100.0).round() as u64)
+            .collect();
         self.views.long = self.long_points(&passes);
         self.views.trace = self.trace_points();
         self.views.findings = super::views::FindingsView::of(s);

@@ -27,7 +27,7 @@ pub struct Views {
     pub detail: Option<DetailView>,
     /// `(key, value)` lines of the run configuration (Log tab), built when the run starts.
     pub config_lines: Vec<(String, String)>,
-    /// Client accept length of finished sweep levels (×100, for the sparkline).
+    /// Client accept length of the finished sweep levels (×100, for the sparkline).
     pub accept_history: Vec<u64>,
 }
 

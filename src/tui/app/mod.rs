@@ -133,14 +133,6 @@ impl App {
         }
         let end = levels.iter().filter_map(|l| l.finished_at_unix_ms).max();
         app.live.now = Duration::from_secs_f64(end.map_or(0.0, secs));
-        app.views.accept_history = app
-            .session
-            .summary
-            .sweep
-            .iter()
-            .filter_map(crate::summary::LevelSummary::accept_length_client)
-            .map(|a| (a * 100.0).round() as u64)
-            .collect();
         app.views.config_lines = config_lines(&app.session.summary);
         app.refresh_views();
         app
@@ -212,18 +204,9 @@ impl App {
         let over = matches!(ev, Event::RunFinished { .. });
         let started = matches!(ev, Event::RunStarted { .. } | Event::Calibrated(_));
         self.sink.apply(&mut self.session, ev);
-        if let Some(i) = finished {
+        if finished.is_some() {
             self.views.current_stats = None;
             self.live.last_sent_at = None;
-            let accept = self
-                .session
-                .summary
-                .level(i)
-                .filter(|l| l.kind == LevelKind::Sweep)
-                .and_then(crate::summary::LevelSummary::accept_length_client);
-            if let Some(a) = accept {
-                self.views.accept_history.push((a * 100.0).round() as u64);
-            }
         }
         if over && self.ui.quitting {
             self.ui.exit = true;
@@ -409,5 +392,21 @@ mod tests {
             a.live.rate.finished.len(),
             super::super::views::FINISHED_CURVES
         );
+    }
+
+    /// The sparkline's accept lengths are the finished sweep levels', read from the session.
+    #[test]
+    fn the_accept_history_is_the_sweep_levels() {
+        let app = crate::tui::fixtures::finished_run();
+        let want: Vec<u64> = app
+            .session
+            .summary
+            .sweep
+            .iter()
+            .filter_map(crate::summary::LevelSummary::accept_length_client)
+            .map(|a| (a * 100.0).round() as u64)
+            .collect();
+        assert!(!want.is_empty());
+        assert_eq!(app.views.accept_history, want);
     }
 }
