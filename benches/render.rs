@@ -33,7 +33,7 @@ fn main() {
         "tab @160x48", "median", "p90", "p99"
     );
     for tab in Tab::ALL {
-        app.tab = tab;
+        app.ui.tab = tab;
         for _ in 0..100 {
             terminal
                 .draw(|f| f.render_widget(&app, f.area()))
@@ -42,7 +42,7 @@ fn main() {
         let mut times = Vec::with_capacity(iterations);
         for i in 0..iterations {
             // Alternate the clock so each frame differs from the last, as a live screen does.
-            app.now = Duration::from_secs(83 + (i % 2) as u64);
+            app.live.now = Duration::from_secs(83 + (i % 2) as u64);
             let t = Instant::now();
             terminal
                 .draw(|f| f.render_widget(&app, f.area()))

@@ -273,7 +273,7 @@ async fn report_reproduces_summary_md_byte_for_byte() {
 #[test]
 fn tab_screenshots_are_pngs_of_the_terminal_grid() {
     let mut app = fixtures::with_telemetry(2);
-    app.no_color = false;
+    app.ui.no_color = false;
     let buffers = app.tab_buffers(80, 24);
     let dir = tmp("shots");
     let files = servetop::tui::write_screenshots(&dir, &buffers).unwrap();

@@ -134,7 +134,7 @@ impl App {
             }
         }
         self.rate_points(&passes, &mut sv);
-        self.deltas = s
+        self.views.deltas = s
             .levels()
             .filter_map(|l| {
                 let base = s.baseline_for(l)?;
@@ -149,12 +149,18 @@ impl App {
                 Some((l.index, c))
             })
             .collect();
-        self.sweep_view = sv;
-        self.long_view = self.long_points(&passes);
-        self.trace_view = self.trace_points();
-        self.findings_view = super::views::FindingsView::of(s);
-        self.waiting_eta = crate::summary::eta::waiting(s);
-        if self.detail.is_some() {
+        self.views.sweep = sv;
+        self.views.accept_history = s
+            .sweep
+            .iter()
+            .filter_map(LevelSummary::accept_length_client)
+            .map(|a| (a * 100.0).round() as u64)
+            .collect();
+        self.views.long = self.long_points(&passes);
+        self.views.trace = self.trace_points();
+        self.views.findings = super::views::FindingsView::of(s);
+        self.views.waiting_eta = crate::summary::eta::waiting(s);
+        if self.views.detail.is_some() {
             self.refresh_detail();
         }
     }
@@ -283,7 +289,7 @@ impl App {
     /// first completion, and the last send once the level has sent every request.
     fn refresh_steady_ticks(&mut self) {
         let mut ticks = Vec::new();
-        let sc = self.current_stats.as_ref().map(|s| &s.scalars);
+        let sc = self.views.current_stats.as_ref().map(|s| &s.scalars);
         let level = self
             .session
             .current
@@ -301,13 +307,13 @@ impl App {
                 ticks.push((to, "drain".to_string()));
             }
         }
-        self.live.steady_ticks = ticks;
+        self.live.rate.steady_ticks = ticks;
     }
 
     /// Seconds long-context level `index` should take to prefill, at the speed the run has
     /// seen (computed with the views).
     pub fn expected_prefill_s(&self, index: u32) -> Option<f64> {
-        self.long_view.expected_by_level.get(&index).copied()
+        self.views.long.expected_by_level.get(&index).copied()
     }
 
     /// The latency panel: the TTFT histogram of the level in progress, as its fold has it.
@@ -349,7 +355,7 @@ impl App {
         let Some(bins) = self.session.live_ttft_bins(l.index, bins_for(d.count)) else {
             return;
         };
-        self.latency = Some(histogram(l.short_label(), &d, bins));
+        self.views.latency = Some(histogram(l.label(), &d, bins));
     }
 }
 
@@ -413,10 +419,14 @@ fn bins_for(count: u64) -> usize {
 impl App {
     /// Recomputes the open level details (or opens them on the picked level).
     pub(super) fn refresh_detail(&mut self) {
-        let Some(index) = self.selected.or(self.detail.as_ref().map(|v| v.index)) else {
+        let Some(index) = self
+            .ui
+            .selected
+            .or(self.views.detail.as_ref().map(|v| v.index))
+        else {
             return;
         };
-        self.detail = self.detail_of(index);
+        self.views.detail = self.detail_of(index);
     }
 
     /// The details of level `index`.

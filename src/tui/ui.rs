@@ -13,7 +13,7 @@ use super::theme::Theme;
 
 impl Widget for &App {
     fn render(self, area: Rect, buf: &mut Buffer) {
-        let th = Theme::new(self.no_color);
+        let th = Theme::new(self.ui.no_color);
         let [header, tabs_bar, body, footer] = Layout::vertical([
             Constraint::Length(1),
             Constraint::Length(1),
@@ -24,13 +24,13 @@ impl Widget for &App {
         render_header(self, header, buf, &th);
         let titles: Vec<&str> = Tab::ALL.iter().map(|t| t.title()).collect();
         Tabs::new(titles)
-            .select(Tab::ALL.iter().position(|t| *t == self.tab))
+            .select(Tab::ALL.iter().position(|t| *t == self.ui.tab))
             .highlight_style(th.current)
             .divider("│")
             .render(tabs_bar, buf);
-        match self.tab {
-            _ if self.detail.is_some() => {
-                if let Some(v) = &self.detail {
+        match self.ui.tab {
+            _ if self.views.detail.is_some() => {
+                if let Some(v) = &self.views.detail {
                     tabs::detail::render(self, v, body, buf, &th);
                 }
             }
@@ -41,10 +41,10 @@ impl Widget for &App {
             Tab::Findings => tabs::findings::render(self, body, buf, &th),
         }
         render_footer(self, footer, buf, &th);
-        if self.show_help {
+        if self.ui.show_help {
             render_help(area, buf, &th);
         }
-        if self.confirm_quit {
+        if self.ui.confirm_quit {
             render_confirm(self, area, buf, &th);
         }
     }
@@ -81,7 +81,7 @@ fn render_header(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         });
     let engine = engine.trim_end_matches(" (simulated)");
     let badges: usize = spans.iter().map(|s| s.content.chars().count()).sum();
-    let clock = format!(" {} │ ", clock(app.now));
+    let clock = format!(" {} │ ", clock(app.live.now));
     // Room for the middle and the phase (and the phase's trailing space).
     let room = (area.width as usize).saturating_sub(badges + clock.chars().count() + 1);
     let (middle, phase) = header_middle(engine, model, url, &app.session.phase, room);
@@ -157,7 +157,7 @@ fn footer_keys(app: &App, wide: bool) -> &'static str {
 fn render_footer(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     let keys = footer_keys(app, area.width >= 100);
     let room = (area.width as usize).saturating_sub(keys.chars().count());
-    let status = if let Some((msg, _)) = &app.flash {
+    let status = if let Some((msg, _)) = &app.ui.flash {
         Span::styled(fit(msg, room), th.warn)
     } else if app.run_over() {
         let dir = app
@@ -174,15 +174,15 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
             fit(&short, room)
         };
         Span::styled(text, th.ok)
-    } else if app.paused {
+    } else if app.ui.paused {
         Span::styled(fit("PAUSED (p resumes)", room), th.warn)
-    } else if let Some(fps) = app.frames_lowered {
+    } else if let Some(fps) = app.live.frames_lowered {
         // The streams' reads come first on a busy core: say why the screen is slow.
         Span::styled(
             fit(
                 &format!(
                     "{fps:.1} of {} fps: reading streams first",
-                    crate::fmt::num(Some(app.frames.target))
+                    crate::fmt::num(Some(app.live.frames.target))
                 ),
                 room,
             ),

@@ -124,15 +124,15 @@ impl Viewer {
         };
         let t = Duration::from_millis(line.t_ms);
         self.clock.saw(t);
-        self.app.now = t;
+        self.app.live.now = t;
         match line.entry {
             Entry::Start { start } => {
                 // A resumed run starts over from its saved summary.
-                let (tab, role) = (self.app.tab, self.app.role);
+                let (tab, role) = (self.app.ui.tab, self.app.role);
                 self.app = App::new(Session::new(*start), self.tokens.clone(), self.no_color);
-                self.app.tab = tab;
+                self.app.ui.tab = tab;
                 self.app.role = role;
-                self.app.now = t;
+                self.app.live.now = t;
             }
             Entry::Tokens { live_tokens } => self.tokens.store(live_tokens, Ordering::Relaxed),
             Entry::Event(ev) => self.app.apply(*ev),
@@ -177,7 +177,7 @@ impl Viewer {
             Effect::Detach | Effect::Charts | Effect::Screenshots => return,
         };
         if let Some(Err(e)) = self.attached.commands.as_mut().map(|c| c.send(command)) {
-            self.app.flash = Some((e, self.app.now + Duration::from_secs(4)));
+            self.app.ui.say(e, self.app.live.now);
         }
     }
 
@@ -188,12 +188,12 @@ impl Viewer {
         fps: f64,
         mut input: Option<EventStream>,
     ) -> std::io::Result<Viewed> {
-        self.app.frames = super::frames::FrameRate::new(fps);
+        self.app.live.frames = super::frames::FrameRate::new(fps);
         let period = Duration::from_secs_f64(1.0 / fps.clamp(0.5, 60.0));
         let mut frames = tokio::time::interval(period);
         frames.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut open = true;
-        while !self.app.exit {
+        while !self.app.ui.exit {
             let key = async {
                 match input.as_mut() {
                     Some(i) => i.next().await,
@@ -207,9 +207,9 @@ impl Viewer {
                 Some(term) = key => {
                     if term.is_err() {
                         // The viewer's terminal is gone: leave (the run goes on).
-                        self.app.exit = true;
+                        self.app.ui.exit = true;
                     } else if let Ok(TermEvent::Key(k)) = term
-                        && let Some(action) = map_key(k, self.app.confirm_quit)
+                        && let Some(action) = map_key(k, self.app.ui.confirm_quit)
                         && let Some(effect) = self.app.handle(action)
                     {
                         self.obey(effect);
@@ -220,7 +220,7 @@ impl Viewer {
                     let now = self.clock.now();
                     self.app.tick(now);
                     terminal.draw(|f| f.render_widget(&self.app, f.area()))?;
-                    self.app.frames.drew(now);
+                    self.app.live.frames.drew(now);
                 }
             }
         }

@@ -1,7 +1,35 @@
-//! What the tabs draw, computed as events arrive (never in render): the live output rate, the
-//! sweep and long-context views, and the telemetry time series.
+//! What the tabs draw, computed as events arrive (never in render): the views derived from the
+//! session ([`Views`]), the live output rate, and the telemetry time series.
 
 use std::time::Duration;
+
+/// What the screen draws that is computed from the session and the fold of the level in
+/// progress (docs/STYLE.md rule 4): refreshed in update as events arrive (refresh.rs), only read
+/// while drawing.
+#[derive(Clone, Debug, Default)]
+pub struct Views {
+    /// Statistics of the level in progress, refreshed once a batch as records arrive.
+    pub current_stats: Option<crate::metrics::LevelStats>,
+    /// Records came in since `current_stats` was refreshed: refresh at the batch's end.
+    pub(super) stats_dirty: bool,
+    pub sweep: SweepView,
+    pub long: LongView,
+    /// A replayed trace's latency over its timeline.
+    pub trace: TraceView,
+    pub findings: FindingsView,
+    /// The levels still waiting, estimated from those measured.
+    pub waiting_eta: Option<crate::summary::eta::Eta>,
+    /// The TTFT histogram of the level in progress (kept when it ends, until the next has one).
+    pub latency: Option<LatencyView>,
+    /// Each level with a baseline match against it (`--baseline`), live for the one running.
+    pub deltas: std::collections::BTreeMap<u32, crate::summary::baseline::LevelComparison>,
+    /// The picked level's details (Enter), drawn in place of the tab until Esc.
+    pub detail: Option<DetailView>,
+    /// `(key, value)` lines of the run configuration (Log tab), built when the run starts.
+    pub config_lines: Vec<(String, String)>,
+    /// Client accept length of the finished sweep levels (×100, for the sparkline).
+    pub accept_history: Vec<u64>,
+}
 
 /// A live time series of `(t, value)` points holding the newest [`SERIES_CAP`]: a sliding
 /// window over one buffer, so a push costs amortised O(1) (the oldest half is dropped at once,
@@ -55,7 +83,7 @@ pub struct LiveRate {
     /// The latest one-second rate.
     pub current: f64,
     /// The curves of the levels that ended, oldest first (the newest [`FINISHED_CURVES`]),
-    /// each with its level's short label: the panel shows them between levels and after.
+    /// each with its level's label: the panel shows them between levels and after.
     pub finished: Vec<(String, Vec<(f64, f64)>)>,
     /// The running level's steady window on the panel's time axis: `steady` at its first
     /// completion, `drain` at its last send once every request is out.

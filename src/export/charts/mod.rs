@@ -360,7 +360,7 @@ mod series_tests {
             let app = make();
             let s = &app.session.summary;
             let lines = throughput_lines(s);
-            let curves = &app.sweep_view.aggregate;
+            let curves = &app.views.sweep.aggregate;
             assert_eq!(lines.len(), curves.len());
             for (line, curve) in lines.iter().zip(curves) {
                 if curves.len() > 1 {

@@ -132,7 +132,7 @@ pub(super) fn level_table<'a>(
 /// TPOT p50; a change for the worse beyond `--fail-on-regression` in the bad style, `-`
 /// without a match.
 pub(super) fn delta_cells(app: &App, l: &LevelSummary, th: &Theme) -> [Cell<'static>; 3] {
-    let c = app.deltas.get(&l.index);
+    let c = app.views.deltas.get(&l.index);
     let limit = app
         .session
         .summary

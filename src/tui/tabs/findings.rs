@@ -12,7 +12,7 @@ use crate::tui::theme::Theme;
 
 /// Draws the tab.
 pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
-    let v = &app.findings_view;
+    let v = &app.views.findings;
     let mut lines: Vec<Line> = v
         .findings
         .iter()
@@ -52,7 +52,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     super::scrolled::render(
         "findings: what the numbers mean so far",
         lines,
-        app.scrolled(crate::tui::tab::Tab::Findings),
+        app.ui.scrolled(crate::tui::tab::Tab::Findings),
         area,
         buf,
         th,

@@ -19,15 +19,22 @@ const BARS: [&str; 9] = [" ", "▁", "▂", "▃", "▄", "▅", "▆", "▇", "
 
 /// Draws the panel.
 pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
-    let Some(v) = &app.latency else {
+    let Some(v) = &app.views.latency else {
         render_percentiles(app, area, buf, th);
         return;
     };
-    let title = format!(
-        " TTFT ms · {} · {} request{} ",
-        v.label,
-        v.count,
-        if v.count == 1 { "" } else { "s" }
+    // The level by its full label (its pass with it); the count goes first when it is narrow.
+    let title = crate::tui::text::first_fitting(
+        &[
+            format!(
+                " TTFT ms · {} · {} request{} ",
+                v.label,
+                v.count,
+                if v.count == 1 { "" } else { "s" }
+            ),
+            format!(" TTFT ms · {} ", v.label),
+        ],
+        usize::from(area.width.saturating_sub(2)),
     );
     histogram(title, v, area, buf, th);
 }
@@ -132,7 +139,7 @@ fn column_of(v: &LatencyView, x: f64, width: u16) -> Option<u16> {
 /// Without a histogram (a saved run): TTFT p50 / p90 / p99 of each sweep level (computed with
 /// the views), the headline series' first.
 fn render_percentiles(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
-    let rows = &app.sweep_view.ttft_by_level;
+    let rows = &app.views.sweep.ttft_by_level;
     let w = rows
         .iter()
         .map(|(l, _)| l.chars().count())

@@ -14,6 +14,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     let s = &app.session.summary;
     let events = event_lines(app, th);
     let cfg_lines: Vec<Line> = app
+        .views
         .config_lines
         .iter()
         .map(|(k, v)| {
@@ -36,7 +37,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     super::scrolled::render(
         "plan, failures, skips, warnings",
         events,
-        app.scrolled(crate::tui::tab::Tab::Log),
+        app.ui.scrolled(crate::tui::tab::Tab::Log),
         a,
         buf,
         th,

@@ -50,10 +50,10 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         (reasons.len() as u16 * if area.width < 120 { 3 } else { 2 }) + 2
     };
     let charts = area.width >= 100 && area.height >= table_h + reasons_h + turns_h + 12;
-    let has_points = app.long_view.ttft_s.iter().any(|c| !c.points.is_empty());
+    let has_points = app.views.long.ttft_s.iter().any(|c| !c.points.is_empty());
     // Before any length has a point, the TTFT each should take at the prefill speed seen so
     // far stands in for the charts.
-    let expected = !app.long_view.expected_ttft_s.is_empty();
+    let expected = !app.views.long.expected_ttft_s.is_empty();
     let plot = charts && (has_points || expected);
     // The request in flight (or the plan, before the ladder starts): a panel of its own when
     // there is room, else one line at the bottom.
@@ -176,7 +176,7 @@ fn row(
     } else {
         Style::default()
     };
-    Row::new(cells).style(if app.selected == Some(l.index) {
+    Row::new(cells).style(if app.ui.selected == Some(l.index) {
         style.patch(th.selected)
     } else {
         style
@@ -188,7 +188,7 @@ fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     let narrow = area.width < 100;
     // The headline series' lengths first, then each other series' (docs/outputs.md "Passes").
     let rows: Vec<Row> =
-        crate::tui::views::in_rows(&app.long_view.rows, &app.session.summary.long_context)
+        crate::tui::views::in_rows(&app.views.long.rows, &app.session.summary.long_context)
             .into_iter()
             .map(|l| row(app, l, base, narrow, th))
             .collect();
@@ -250,7 +250,7 @@ fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
 }
 
 fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
-    let v = &app.long_view;
+    let v = &app.views.long;
     let top = v.x_max.max(1.0);
     let x = || {
         (
@@ -288,19 +288,19 @@ fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
 /// The TTFT each length should take at the prefill speed seen so far, dotted, with the
 /// request in flight's time so far written at its length.
 fn render_expected(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
-    let v = &app.long_view;
+    let v = &app.views.long;
     let top = v.x_max.max(1.0);
     let now = app
         .session
         .current
         .and_then(|i| app.session.summary.level(i))
         .filter(|l| l.kind == crate::workload::LevelKind::LongContext)
-        .zip(app.last_sent_at)
-        .filter(|_| app.first_token_seen_at.is_none())
+        .zip(app.live.last_sent_at)
+        .filter(|_| app.live.first_token_seen_at.is_none())
         .map(|(l, sent)| {
             (
                 l.input_len as f64 / 1000.0,
-                app.now.saturating_sub(sent).as_secs_f64(),
+                app.live.now.saturating_sub(sent).as_secs_f64(),
             )
         });
     let title = v.prefill_estimate.as_ref().map_or(String::new(), |(r, at)| {
@@ -334,10 +334,10 @@ fn render_timer(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         .current
         .and_then(|i| app.session.summary.level(i))
         .filter(|l| l.kind == crate::workload::LevelKind::LongContext);
-    let text = match (level, app.last_sent_at) {
+    let text = match (level, app.live.last_sent_at) {
         (Some(l), Some(sent)) => {
-            let secs = app.now.saturating_sub(sent).as_secs_f64();
-            if app.tokens_since_send == 0 {
+            let secs = app.live.now.saturating_sub(sent).as_secs_f64();
+            if app.live.tokens_since_send == 0 {
                 format!(
                     " prefilling {} tokens: {secs:.1} s so far",
                     fmt_tokens(l.input_len)
@@ -345,7 +345,7 @@ fn render_timer(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
             } else {
                 format!(
                     " decoding: {} tokens in {secs:.1} s since the request was sent",
-                    app.tokens_since_send
+                    app.live.tokens_since_send
                 )
             }
         }

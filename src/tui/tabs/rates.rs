@@ -73,7 +73,7 @@ pub(super) fn rate_row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) 
         stats.is_some(),
         failed,
         running,
-        app.selected == Some(l.index),
+        app.ui.selected == Some(l.index),
         th,
     )
 }
@@ -129,7 +129,7 @@ pub(super) fn render_rate_table(app: &App, area: Rect, buf: &mut Buffer, th: &Th
     header.push("fail");
     widths.push(Constraint::Length(4));
     // The headline series' levels first, then each other series' (docs/outputs.md "Passes").
-    let levels = crate::tui::views::in_rows(&app.sweep_view.rate_rows, &app.session.summary.rates);
+    let levels = crate::tui::views::in_rows(&app.views.sweep.rate_rows, &app.session.summary.rates);
     let visible = area.height.saturating_sub(3) as usize;
     let current_pos = levels
         .iter()
@@ -175,7 +175,7 @@ pub(super) fn render_rate_charts(
     buf: &mut Buffer,
     th: &Theme,
 ) {
-    let v = &app.sweep_view;
+    let v = &app.views.sweep;
     let top = v.rate_max.max(1e-9);
     let x = || {
         (

@@ -108,7 +108,7 @@ fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
             .split(area)
             .to_vec()
     };
-    let v = &app.sweep_view;
+    let v = &app.views.sweep;
     if !app.session.summary.traces.is_empty() {
         if let [a, b, c, d] = cells.as_slice() {
             super::trace::render_trace_charts(app, *a, Some(*b), buf, th);
@@ -178,7 +178,7 @@ fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
 /// The output rate sampled each second: the level in progress bright, the levels before it
 /// dim. A saved run has no live rate: TTFT p50 and p99 against C take the place.
 fn render_live_rate(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
-    let live = &app.live;
+    let live = &app.live.rate;
     let running = app
         .session
         .current
@@ -228,17 +228,24 @@ fn render_live_rate(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         .filter_map(|(_, p)| p.last().map(|p| p.0))
         .chain(live.series.last().map(|p| p.0))
         .fold(1.0, f64::max);
-    let title = match running {
-        Some(l) => format!(
-            "out tok/s each second · {} now {}",
-            l.short_label(),
-            num(Some(live.current))
-        ),
-        None => format!(
-            "out tok/s each second · {} bright",
-            live.finished.last().map_or("", |f| f.0.as_str())
-        ),
+    // The level by its full label (its pass with it), in shorter words when the panel is narrow.
+    let titles = if let Some(l) = running {
+        let now = num(Some(live.current));
+        vec![
+            format!("out tok/s each second · {} now {now}", l.label()),
+            format!("out tok/s · {} now {now}", l.label()),
+            format!("out tok/s each second · {} now {now}", l.short_label()),
+        ]
+    } else {
+        let last = live.finished.last().map_or("", |f| f.0.as_str());
+        vec![
+            format!("out tok/s each second · {last} bright"),
+            format!("out tok/s · {last} bright"),
+            "out tok/s each second".to_string(),
+        ]
     };
+    // Within the borders and the space before it (the one after may meet the corner).
+    let title = crate::tui::text::first_fitting(&titles, usize::from(area.width.saturating_sub(3)));
     LineChart {
         title: &title,
         series: &series,
@@ -260,7 +267,7 @@ fn render_live_rate(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
 /// A saved run's stand-in for the live rate: TTFT against C (several passes: each series'
 /// p50, named under the chart; one: its p50 and p99).
 fn render_ttft_by_c(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
-    let v = &app.sweep_view;
+    let v = &app.views.sweep;
     let top = v.x_max.max(1.0);
     // Several passes: each series' p50, named under the chart; one: its p50 and p99.
     let (series, title) = if v.ttft_p50.len() > 1 {
@@ -360,7 +367,7 @@ fn row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a> {
         stats.is_some(),
         failed,
         running,
-        app.selected == Some(l.index),
+        app.ui.selected == Some(l.index),
         th,
     )
 }
@@ -447,10 +454,11 @@ fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool)
     // the rows that fit.
     let visible = area.height.saturating_sub(3) as usize;
     // The headline series' levels first, then each other series' (docs/outputs.md "Passes").
-    let levels = crate::tui::views::in_rows(&app.sweep_view.sweep_rows, &app.session.summary.sweep);
+    let levels =
+        crate::tui::views::in_rows(&app.views.sweep.sweep_rows, &app.session.summary.sweep);
     let current_pos = levels
         .iter()
-        .position(|l| app.selected.or(app.session.current) == Some(l.index))
+        .position(|l| app.ui.selected.or(app.session.current) == Some(l.index))
         .unwrap_or(0);
     let skip = (current_pos + 1).saturating_sub(visible);
     let repeats = match app.session.summary.config.repeat {
@@ -513,6 +521,7 @@ fn render_progress(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
             let clock = |s: f64| crate::tui::text::clock(std::time::Duration::from_secs_f64(s));
             let this = app.eta_s();
             let run = app
+                .views
                 .waiting_eta
                 .filter(|w| w.levels > 0)
                 .map_or(String::new(), |w| {
@@ -525,7 +534,7 @@ fn render_progress(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
                     }
                 });
             let eta = this.map_or(String::new(), |e| format!(" · ETA {}", clock(e))) + &run;
-            let paused = if app.paused { " · PAUSED" } else { "" };
+            let paused = if app.ui.paused { " · PAUSED" } else { "" };
             // At a rate level, the client queue says whether servetop is holding requests back.
             let queue = if l.kind == crate::workload::LevelKind::Rate {
                 app.level_stats(l.index)
@@ -558,7 +567,7 @@ fn render_progress(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
                 "{} · {done} · {} in flight{queue}{thinking} · {} tok/s now{eta}{paused}",
                 l.label(),
                 app.session.in_flight(l.index),
-                num(Some(app.live.current))
+                num(Some(app.live.rate.current))
             );
             Gauge::default()
                 .ratio(ratio)
@@ -575,10 +584,10 @@ fn render_progress(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     if spark_w > 0 {
         let [label, spark] =
             Layout::horizontal([Constraint::Length(12), Constraint::Min(1)]).areas(spark_area);
-        let last = app.accept_history.last().map(|v| *v as f64 / 100.0);
+        let last = app.views.accept_history.last().map(|v| *v as f64 / 100.0);
         Line::from(Span::styled(format!(" acc {} ", num(last)), th.accent)).render(label, buf);
         Sparkline::default()
-            .data(&app.accept_history)
+            .data(&app.views.accept_history)
             .style(ratatui::style::Style::default().fg(th.series[1]))
             .render(spark, buf);
     }

@@ -193,7 +193,7 @@ fn chart_cells(area: Rect) -> Vec<Rect> {
 }
 
 fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
-    let v = &app.telemetry;
+    let v = &app.live.telemetry;
     let t_max = v
         .running
         .last()

@@ -75,7 +75,7 @@ fn trace_row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a>
         stats.is_some(),
         failed,
         running,
-        app.selected == Some(l.index),
+        app.ui.selected == Some(l.index),
         th,
     )
 }
@@ -152,7 +152,7 @@ pub(super) fn render_trace_charts(
     buf: &mut Buffer,
     th: &Theme,
 ) {
-    let v = &app.trace_view;
+    let v = &app.views.trace;
     let top = v.x_max.max(1e-9);
     let x = || {
         (
