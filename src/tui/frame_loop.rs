@@ -75,7 +75,7 @@ impl Loop {
         cancel: &CancellationToken,
         task: tokio::task::JoinHandle<RunState>,
     ) -> std::io::Result<(RunState, Session, frames::Drawn)> {
-        app.live.frames = frames::FrameRate::new(self.fps);
+        app.clocked.frames = frames::FrameRate::new(self.fps);
         let period = Duration::from_secs_f64(1.0 / self.fps.clamp(0.5, 60.0));
         let mut frames = tokio::time::interval(period);
         frames.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -151,7 +151,7 @@ impl Loop {
                         self.input = None;
                         continue;
                     }
-                    app.live.frames.drew(start.elapsed());
+                    app.clocked.frames.drew(start.elapsed());
                 }
                 () = self.hangup.cancelled(), if !detached => {
                     // The terminal is gone: nothing to restore or say there.
@@ -173,7 +173,7 @@ impl Loop {
         app.end_batch();
         app.sink.save(&mut app.session);
         let drawn = frames::Drawn {
-            frames: app.live.frames.total,
+            frames: app.clocked.frames.total,
             seconds: start.elapsed().as_secs_f64(),
         };
         Ok((state, app.session, drawn))

@@ -307,7 +307,7 @@ impl App {
                 ticks.push((to, "drain".to_string()));
             }
         }
-        self.live.rate.steady_ticks = ticks;
+        self.clocked.rate.steady_ticks = ticks;
     }
 
     /// Seconds long-context level `index` should take to prefill, at the speed the run has

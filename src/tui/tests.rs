@@ -232,7 +232,7 @@ fn sweep_tab_with_two_thinking_budgets() {
     assert!(draw(&app, 160, 48).contains("┌ out tok/s · C=8 (think 64) now 204 ─"));
     // The GPU charts' level marks name the pass too.
     let marks: Vec<&str> = app
-        .live
+        .clocked
         .telemetry
         .level_marks
         .iter()

@@ -81,7 +81,7 @@ fn render_header(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         });
     let engine = engine.trim_end_matches(" (simulated)");
     let badges: usize = spans.iter().map(|s| s.content.chars().count()).sum();
-    let clock = format!(" {} │ ", clock(app.live.now));
+    let clock = format!(" {} │ ", clock(app.clocked.now));
     // Room for the middle and the phase (and the phase's trailing space).
     let room = (area.width as usize).saturating_sub(badges + clock.chars().count() + 1);
     let (middle, phase) = header_middle(engine, model, url, &app.session.phase, room);
@@ -176,13 +176,13 @@ fn render_footer(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         Span::styled(text, th.ok)
     } else if app.ui.paused {
         Span::styled(fit("PAUSED (p resumes)", room), th.warn)
-    } else if let Some(fps) = app.live.frames_lowered {
+    } else if let Some(fps) = app.clocked.frames_lowered {
         // The streams' reads come first on a busy core: say why the screen is slow.
         Span::styled(
             fit(
                 &format!(
                     "{fps:.1} of {} fps: reading streams first",
-                    crate::fmt::num(Some(app.live.frames.target))
+                    crate::fmt::num(Some(app.clocked.frames.target))
                 ),
                 room,
             ),

@@ -124,7 +124,7 @@ impl Viewer {
         };
         let t = Duration::from_millis(line.t_ms);
         self.clock.saw(t);
-        self.app.live.now = t;
+        self.app.clocked.now = t;
         match line.entry {
             Entry::Start { start } => {
                 // A resumed run starts over from its saved summary.
@@ -132,7 +132,7 @@ impl Viewer {
                 self.app = App::new(Session::new(*start), self.tokens.clone(), self.no_color);
                 self.app.ui.tab = tab;
                 self.app.role = role;
-                self.app.live.now = t;
+                self.app.clocked.now = t;
             }
             Entry::Tokens { live_tokens } => self.tokens.store(live_tokens, Ordering::Relaxed),
             Entry::Event(ev) => self.app.apply(*ev),
@@ -177,7 +177,7 @@ impl Viewer {
             Effect::Detach | Effect::Charts | Effect::Screenshots => return,
         };
         if let Some(Err(e)) = self.attached.commands.as_mut().map(|c| c.send(command)) {
-            self.app.ui.say(e, self.app.live.now);
+            self.app.ui.say(e, self.app.clocked.now);
         }
     }
 
@@ -188,7 +188,7 @@ impl Viewer {
         fps: f64,
         mut input: Option<EventStream>,
     ) -> std::io::Result<Viewed> {
-        self.app.live.frames = super::frames::FrameRate::new(fps);
+        self.app.clocked.frames = super::frames::FrameRate::new(fps);
         let period = Duration::from_secs_f64(1.0 / fps.clamp(0.5, 60.0));
         let mut frames = tokio::time::interval(period);
         frames.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -220,7 +220,7 @@ impl Viewer {
                     let now = self.clock.now();
                     self.app.tick(now);
                     terminal.draw(|f| f.render_widget(&self.app, f.area()))?;
-                    self.app.live.frames.drew(now);
+                    self.app.clocked.frames.drew(now);
                 }
             }
         }

@@ -8,7 +8,7 @@ use super::{App, Effect, Role};
 
 impl App {
     fn say(&mut self, msg: String) {
-        self.ui.say(msg, self.live.now);
+        self.ui.say(msg, self.clocked.now);
     }
 
     /// Applies a user intent; returns what the loop must tell the runner.

@@ -1,8 +1,8 @@
 //! `App`: the dashboard's state. Events and key intents go in (`apply`, `handle`, `tick`);
 //! everything the screen shows is computed here, so rendering only reads and formats.
 
+mod clocked;
 mod keys;
-mod live;
 mod ui_state;
 
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use crate::run::session::Session;
 use crate::run::sink::Sink;
 use crate::workload::LevelKind;
 
-pub use self::live::Live;
+pub use self::clocked::Clocked;
 pub use self::ui_state::UiState;
 pub use super::tab::Tab;
 use super::views::config_lines;
@@ -65,7 +65,7 @@ pub struct App {
     /// The tab, its scroll, the level picked, help, the quit question, pause, the footer.
     pub ui: UiState,
     /// The time, the request last sent, the output rate, telemetry history, frames.
-    pub live: Live,
+    pub clocked: Clocked,
     /// What the tabs draw, computed from the session as events arrive.
     pub views: Views,
 }
@@ -78,7 +78,7 @@ impl App {
             session,
             sink: Sink::none(),
             ui: UiState::new(no_color),
-            live: Live::new(live_tokens),
+            clocked: Clocked::new(live_tokens),
             views: Views::default(),
         }
     }
@@ -112,7 +112,7 @@ impl App {
         let phase = format!("{:?}", summary.state).to_lowercase();
         let mut app = App::new(Session::new(summary), Arc::new(AtomicU64::new(0)), false);
         app.session.phase = phase;
-        let history = &mut app.live.telemetry;
+        let history = &mut app.clocked.telemetry;
         for rec in telemetry {
             match rec {
                 TelemetryRecord::Gpu(g) => {
@@ -132,7 +132,7 @@ impl App {
             }
         }
         let end = levels.iter().filter_map(|l| l.finished_at_unix_ms).max();
-        app.live.now = Duration::from_secs_f64(end.map_or(0.0, secs));
+        app.clocked.now = Duration::from_secs_f64(end.map_or(0.0, secs));
         app.views.config_lines = config_lines(&app.session.summary);
         app.refresh_views();
         app
@@ -173,7 +173,7 @@ impl App {
         match &ev {
             Event::LevelStarted { index, .. } => {
                 let label = self.label_of(*index).unwrap_or_default();
-                self.live.level_started(label);
+                self.clocked.level_started(label);
                 self.views.current_stats = None;
             }
             Event::LevelFinished { index, .. } => {
@@ -189,12 +189,12 @@ impl App {
                         )
                     })
                     .map(crate::summary::LevelSummary::label);
-                self.live.rate.level_ended(ended);
+                self.clocked.rate.level_ended(ended);
             }
-            Event::Sent { .. } => self.live.sent(),
+            Event::Sent { .. } => self.clocked.sent(),
             Event::Request(r) if !r.warmup => self.views.stats_dirty = true,
             Event::Outage { .. } => self.views.stats_dirty = true,
-            Event::Telemetry(rec) => self.live.telemetry(rec),
+            Event::Telemetry(rec) => self.clocked.telemetry(rec),
             _ => {}
         }
         let finished = match &ev {
@@ -206,7 +206,7 @@ impl App {
         self.sink.apply(&mut self.session, ev);
         if finished.is_some() {
             self.views.current_stats = None;
-            self.live.last_sent_at = None;
+            self.clocked.last_sent_at = None;
         }
         if over && self.ui.quitting {
             self.ui.exit = true;
@@ -262,8 +262,8 @@ impl App {
         let i = self.session.current?;
         let l = self.session.summary.level(i)?;
         let p = self.session.progress.get(&i)?;
-        let start = self.live.rate.level_start?;
-        let elapsed = self.live.now.saturating_sub(start).as_secs_f64();
+        let start = self.clocked.rate.level_start?;
+        let elapsed = self.clocked.now.saturating_sub(start).as_secs_f64();
         if p.finished == 0 || elapsed <= 0.0 {
             return None;
         }
@@ -292,10 +292,10 @@ impl App {
     /// Advances the clock: samples the live token rate once a second, takes the footer's
     /// message down when its time is up.
     pub fn tick(&mut self, now: Duration) {
-        self.live.tick(now, self.session.current.is_some());
+        self.clocked.tick(now, self.session.current.is_some());
         // A viewer's frames say nothing of the run's reads.
-        self.live.frames_lowered = match self.role {
-            Role::Run => self.live.frames.lowered(now),
+        self.clocked.frames_lowered = match self.role {
+            Role::Run => self.clocked.frames.lowered(now),
             Role::Viewer { .. } => None,
         };
         self.ui.tick(now);
@@ -336,13 +336,13 @@ mod tests {
         a.session.current = Some(0);
         counter.store(300, Ordering::Relaxed);
         a.tick(Duration::from_millis(500));
-        assert!(a.live.rate.series.is_empty());
+        assert!(a.clocked.rate.series.is_empty());
         a.tick(Duration::from_millis(1500));
-        assert_eq!(a.live.rate.series.len(), 1);
+        assert_eq!(a.clocked.rate.series.len(), 1);
         assert!(
-            (a.live.rate.current - 200.0).abs() < 1e-9,
+            (a.clocked.rate.current - 200.0).abs() < 1e-9,
             "{}",
-            a.live.rate.current
+            a.clocked.rate.current
         );
     }
 
@@ -371,25 +371,25 @@ mod tests {
                 origin_unix_us: 0,
             });
             assert!(
-                a.live.rate.series.is_empty(),
+                a.clocked.rate.series.is_empty(),
                 "a new level starts a new curve"
             );
             for s in 1..=3u64 {
                 counter.fetch_add(100, Ordering::Relaxed);
-                a.tick(a.live.now + Duration::from_secs(1));
-                assert_eq!(a.live.rate.series.len() as u64, s);
+                a.tick(a.clocked.now + Duration::from_secs(1));
+                assert_eq!(a.clocked.rate.series.len() as u64, s);
             }
             a.apply(Event::LevelFinished {
                 index: level,
                 interrupted: false,
                 at_unix_ms: 0,
             });
-            let (label, pts) = a.live.rate.finished.last().unwrap();
+            let (label, pts) = a.clocked.rate.finished.last().unwrap();
             let want = a.session.summary.level(level).unwrap().label();
             assert_eq!((label, pts.len()), (&want, 3));
         }
         assert_eq!(
-            a.live.rate.finished.len(),
+            a.clocked.rate.finished.len(),
             super::super::views::FINISHED_CURVES
         );
     }

@@ -23,7 +23,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         .current
         .and_then(|i| app.session.summary.level(i))
         .filter(|l| l.kind == LevelKind::LongContext);
-    match (level, app.live.last_sent_at) {
+    match (level, app.clocked.last_sent_at) {
         (Some(l), Some(sent)) => render_request(app, l, sent, area, buf, th),
         _ => render_plan(app, area, buf, th),
     }
@@ -56,8 +56,11 @@ fn render_request(
         .map_or(String::new(), |(r, at)| {
             format!(" at {} tok/s (seen {at})", num(Some(*r)))
         });
-    let first = app.live.first_token_seen_at.map(|t| t.saturating_sub(sent));
-    let elapsed = app.live.now.saturating_sub(sent).as_secs_f64();
+    let first = app
+        .clocked
+        .first_token_seen_at
+        .map(|t| t.saturating_sub(sent));
+    let elapsed = app.clocked.now.saturating_sub(sent).as_secs_f64();
     let line = |how: &str| match (first, expected) {
         (Some(t), Some(e)) => (
             1.0,
@@ -97,10 +100,10 @@ fn render_request(
         full => full,
     };
     gauge(ratio, &text, th.series[1], prefill, buf);
-    let tokens = app.live.tokens_since_send;
-    let (ratio, text) = match app.live.first_token_seen_at {
+    let tokens = app.clocked.tokens_since_send;
+    let (ratio, text) = match app.clocked.first_token_seen_at {
         Some(t) if tokens > 0 => {
-            let secs = app.live.now.saturating_sub(t).as_secs_f64();
+            let secs = app.clocked.now.saturating_sub(t).as_secs_f64();
             let rate = if secs > 0.0 {
                 format!(" · {} tok/s live", num(Some((tokens - 1) as f64 / secs)))
             } else {

@@ -295,12 +295,12 @@ fn render_expected(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         .current
         .and_then(|i| app.session.summary.level(i))
         .filter(|l| l.kind == crate::workload::LevelKind::LongContext)
-        .zip(app.live.last_sent_at)
-        .filter(|_| app.live.first_token_seen_at.is_none())
+        .zip(app.clocked.last_sent_at)
+        .filter(|_| app.clocked.first_token_seen_at.is_none())
         .map(|(l, sent)| {
             (
                 l.input_len as f64 / 1000.0,
-                app.live.now.saturating_sub(sent).as_secs_f64(),
+                app.clocked.now.saturating_sub(sent).as_secs_f64(),
             )
         });
     let title = v.prefill_estimate.as_ref().map_or(String::new(), |(r, at)| {
@@ -334,10 +334,10 @@ fn render_timer(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         .current
         .and_then(|i| app.session.summary.level(i))
         .filter(|l| l.kind == crate::workload::LevelKind::LongContext);
-    let text = match (level, app.live.last_sent_at) {
+    let text = match (level, app.clocked.last_sent_at) {
         (Some(l), Some(sent)) => {
-            let secs = app.live.now.saturating_sub(sent).as_secs_f64();
-            if app.live.tokens_since_send == 0 {
+            let secs = app.clocked.now.saturating_sub(sent).as_secs_f64();
+            if app.clocked.tokens_since_send == 0 {
                 format!(
                     " prefilling {} tokens: {secs:.1} s so far",
                     fmt_tokens(l.input_len)
@@ -345,7 +345,7 @@ fn render_timer(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
             } else {
                 format!(
                     " decoding: {} tokens in {secs:.1} s since the request was sent",
-                    app.live.tokens_since_send
+                    app.clocked.tokens_since_send
                 )
             }
         }

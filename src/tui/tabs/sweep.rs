@@ -178,7 +178,7 @@ fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
 /// The output rate sampled each second: the level in progress bright, the levels before it
 /// dim. A saved run has no live rate: TTFT p50 and p99 against C take the place.
 fn render_live_rate(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
-    let live = &app.live.rate;
+    let live = &app.clocked.rate;
     let running = app
         .session
         .current
@@ -567,7 +567,7 @@ fn render_progress(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
                 "{} · {done} · {} in flight{queue}{thinking} · {} tok/s now{eta}{paused}",
                 l.label(),
                 app.session.in_flight(l.index),
-                num(Some(app.live.rate.current))
+                num(Some(app.clocked.rate.current))
             );
             Gauge::default()
                 .ratio(ratio)

@@ -193,7 +193,7 @@ fn chart_cells(area: Rect) -> Vec<Rect> {
 }
 
 fn render_charts(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
-    let v = &app.live.telemetry;
+    let v = &app.clocked.telemetry;
     let t_max = v
         .running
         .last()

@@ -13,7 +13,7 @@ use crate::tui::frames::FrameRate;
 use crate::tui::views::{LiveRate, Series, TelemetryView};
 
 /// What moves with the dashboard's clock.
-pub struct Live {
+pub struct Clocked {
     /// Time since the dashboard started (set by `tick`, so rendering never reads a clock).
     pub now: Duration,
     /// When the last request of the level in progress was sent (for the live prefill timer).
@@ -37,7 +37,7 @@ pub struct Live {
     tokens_at_send: u64,
 }
 
-impl Live {
+impl Clocked {
     /// At time zero, over the client's running token count `tokens`.
     pub fn new(tokens: Arc<AtomicU64>) -> Self {
         Self {
