@@ -85,7 +85,8 @@ pub enum Command {
     Run(RunArgs),
     /// Serve the built-in simulated inference server (OpenAI-compatible, labelled simulated).
     Sim(SimArgs),
-    /// Start the simulator in-process and benchmark it: the whole tool with no GPU or model.
+    /// Start the simulator as a child process and benchmark it: the whole tool with no GPU or
+    /// model.
     Demo(DemoArgs),
     /// Print what the GPU sampler sees (NVML on this host).
     Gpu(GpuArgs),
@@ -412,11 +413,11 @@ pub struct SimArgs {
     /// costs MS of engine time at its request's prefill (the vision encoder). Default 0.
     #[arg(long, value_name = "MS")]
     pub image_ms: Option<f64>,
-    /// Watts each simulated GPU (--gpus) draws while the engine waits (default 80) and while it
-    /// steps (default 350); the reported power follows the load, the energy counter integrates
-    /// it exactly.
+    /// Watts each simulated GPU (--gpus) draws while the engine waits (default 80); the
+    /// reported power follows the load, the energy counter integrates it exactly.
     #[arg(long, value_name = "W")]
     pub gpu_idle_w: Option<f64>,
+    /// Watts each simulated GPU (--gpus) draws while the engine steps (default 350).
     #[arg(long, value_name = "W")]
     pub gpu_busy_w: Option<f64>,
     /// Require this key as `Authorization: Bearer KEY` on /v1/* (as vLLM's --api-key), read
