@@ -516,6 +516,11 @@ async fn sweep_and_ladder_agree_with_vllms_own_counters(srv: &VllmServer) {
     };
     cfg.long_context = vec![1000, 2000, 8000];
     cfg.long_context_output_len = 32;
+    // The gauges are read per level from servetop's own samples: a level of about a second
+    // (C=4 here) needs several of them while its requests run, not one a second that may fall
+    // before the first is scheduled and after the last ends (a peak of 0 running, seen here
+    // when the machine was busy).
+    cfg.gpu_interval_s = 0.25;
     let before = srv.counters();
     let gauges = GaugeWatch::start(srv.port);
     let s = run(cfg, &dir).await;
