@@ -42,7 +42,7 @@ fn main() {
         let mut times = Vec::with_capacity(iterations);
         for i in 0..iterations {
             // Alternate the clock so each frame differs from the last, as a live screen does.
-            app.live.now = Duration::from_secs(83 + (i % 2) as u64);
+            app.clocked.now = Duration::from_secs(83 + (i % 2) as u64);
             let t = Instant::now();
             terminal
                 .draw(|f| f.render_widget(&app, f.area()))
