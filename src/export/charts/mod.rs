@@ -146,14 +146,7 @@ pub fn render_all(
         .iter()
         .flat_map(|r| per_series(r, runs.len() > 1))
         .collect();
-    let split_runs: Vec<ChartRun<'_>> = split
-        .iter()
-        .map(|(label, summary, telemetry)| ChartRun {
-            label: label.clone(),
-            summary,
-            telemetry,
-        })
-        .collect();
+    let split_runs = as_runs(&split);
     let whole = runs;
     let runs: &[ChartRun<'_>] = if split_runs.len() > whole.len() {
         &split_runs
@@ -223,6 +216,18 @@ pub fn render_all(
     Ok(written)
 }
 
+/// The series [`per_series`] split off, as runs to draw.
+fn as_runs<'a>(split: &'a [(String, RunSummary, &'a [TelemetryRecord])]) -> Vec<ChartRun<'a>> {
+    split
+        .iter()
+        .map(|(label, summary, telemetry)| ChartRun {
+            label: label.clone(),
+            summary,
+            telemetry,
+        })
+        .collect()
+}
+
 /// `r` once per series when it ran several passes (`plain`, `json`, `think N`; `run · json`
 /// when `overlaid` with other runs), the headline first; else as it is.
 fn per_series<'a>(
@@ -282,14 +287,7 @@ mod series_tests {
             telemetry: &[],
         };
         let split = per_series(&run, false);
-        let runs: Vec<ChartRun<'_>> = split
-            .iter()
-            .map(|(label, summary, telemetry)| ChartRun {
-                label: label.clone(),
-                summary,
-                telemetry,
-            })
-            .collect();
+        let runs = as_runs(&split);
         lines_per_run(&runs, "", |l| stat(l, curves::OUTPUT_TOK_S), false)
     }
 
