@@ -2,7 +2,10 @@
 //! warmup's, with the lengths the server's context cannot hold named at the start, not after
 //! the sweep; `--dry-run` prints it and sends nothing to the server's engine; a plan of more
 //! than 20 levels is said headless; `report` of two runs of different plans says so, carries
-//! each plan in its legend and calls the comparison not like for like. The simulator child's own record (`GET /sim/requests`) is
+//! each plan in its legend and calls the comparison not like for like. The plan line says its
+//! time (`about …`) and what it was estimated from: the stated default on a server that has
+//! served nothing, the warmup once it is back, an earlier run against the same server after
+//! one; lengths the server cannot hold are not counted. The simulator child's own record (`GET /sim/requests`) is
 //! what says whether a request reached its engine.
 
 // Integration tests may unwrap: a panic is the failure report.
@@ -27,6 +30,7 @@ fn the_plan_comes_first_and_names_what_does_not_fit() {
     dry_run_sends_nothing(&url);
     the_plan_comes_before_the_warmup(&url, &dir);
     many_levels_are_said_headless(&url, &dir);
+    an_earlier_run_is_the_next_plans_basis(&url, &dir);
     unlike_plans_are_said_when_compared(&dir);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -57,6 +61,33 @@ fn dry_run_sends_nothing(url: &str) {
     assert!(
         plan.starts_with("plan: 4 levels, ") && plan.contains("long context 2K, 8K"),
         "{plan}"
+    );
+    // On stdout, with its time from the stated default (the server has served nothing), the
+    // 8K length it cannot hold left out.
+    assert!(
+        String::from_utf8_lossy(&dry.stdout).contains(plan),
+        "the plan is on stdout"
+    );
+    let (low, high) = time_range(plan);
+    assert!(plan.contains("(no basis yet: assumed "), "{plan}");
+    assert!(
+        plan.contains("1 to be skipped, not counted (longer than the server's context)"),
+        "{plan}"
+    );
+    // The default's arithmetic, which the test does itself: C=1 and C=2, 10 requests each
+    // (`3×C`, at least 10), 100 in / 8 out; 2K three times, 256 out each.
+    let requests = |c: f64| (3.0 * c).ceil().max(10.0);
+    let t1 = |p: f64, d: f64, i: f64, o: f64| i / p + o / d;
+    let (fast, slow) = ((20_000.0, 120.0), (2_000.0, 20.0));
+    let want_low = requests(1.0) * t1(fast.0, fast.1, 100.0, 8.0)
+        + (requests(2.0) / 2.0).ceil() * t1(fast.0, fast.1, 100.0, 8.0)
+        + 3.0 * t1(fast.0, fast.1, 2000.0, 256.0);
+    let want_high = requests(1.0) * t1(slow.0, slow.1, 100.0, 8.0)
+        + (requests(2.0) / 2.0).ceil() * t1(slow.0, slow.1, 100.0, 8.0) * 2f64.sqrt()
+        + 3.0 * t1(slow.0, slow.1, 2000.0, 256.0);
+    assert!(
+        in_words(want_low) == low && in_words(want_high) == high,
+        "{plan}: want {want_low:.1}–{want_high:.1} s"
     );
     let limits = text
         .lines()
@@ -105,6 +136,14 @@ fn the_plan_comes_before_the_warmup(url: &str, dir: &std::path::Path) {
             .unwrap_or_else(|| panic!("no {p} in:\n{out}"))
     };
     assert!(at("plan: ") < at("[warmup]"), "{out}");
+    // Once the warmup is back, the time again from its speeds, before the first level.
+    let time = at("[time] ");
+    assert!(at("[warmup] ok") < time && time < at("[C=1]"), "{out}");
+    assert!(
+        lines[time].contains(" for the 1 level (from the warmup request ("),
+        "{}",
+        lines[time]
+    );
     assert!(at("limits: 8K ctx") < at("[warmup]"), "{out}");
     let results = run_files::results(dir);
     assert!(
@@ -146,6 +185,75 @@ fn many_levels_are_said_headless(url: &str, dir: &std::path::Path) {
         out.contains("[warning] the plan has 21 levels and 21 requests"),
         "{out}"
     );
+}
+
+/// The next plan against the same server is estimated from the runs beside its directory: the
+/// newest with the same server and model.
+fn an_earlier_run_is_the_next_plans_basis(url: &str, dir: &std::path::Path) {
+    let next = dir.join("next");
+    let dry = servetop(&[
+        "run",
+        "--base-url",
+        url,
+        "--concurrency",
+        "1",
+        "--long-context",
+        "none",
+        "--out",
+        next.to_str().unwrap(),
+        "--dry-run",
+    ]);
+    let out = String::from_utf8_lossy(&dry.stdout);
+    assert!(dry.status.success(), "{out}");
+    let plan = out.lines().find(|l| l.starts_with("plan: ")).unwrap();
+    time_range(plan);
+    let earlier = format!(
+        "(from the run in {} against this server and model;",
+        dir.join("many").display()
+    );
+    assert!(plan.contains(&earlier), "{plan}");
+}
+
+/// The time of a plan line as said (`about 3 min` → both ends `3 min`; `about 20 s–3 min`).
+fn time_range(plan: &str) -> (String, String) {
+    let said = plan
+        .split("; time: about ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no `time: about` in {plan}"));
+    let range = said.split(" (").next().unwrap();
+    let units = ["s", "min", "h"];
+    let one = |t: &str| {
+        let (v, u) = t.rsplit_once(' ').unwrap_or_else(|| panic!("{range}"));
+        assert!(units.contains(&u), "unit {u} in {plan}");
+        assert!(v.parse::<f64>().is_ok(), "{v} in {plan}");
+        t.to_string()
+    };
+    match range.split_once('–') {
+        None => (one(range), one(range)),
+        Some((lo, hi)) => {
+            let hi = one(hi);
+            let unit = hi.rsplit_once(' ').unwrap().1;
+            // `3–5 min`: the low end takes the high end's unit.
+            let lo = if lo.contains(' ') {
+                one(lo)
+            } else {
+                one(&format!("{lo} {unit}"))
+            };
+            (lo, hi)
+        }
+    }
+}
+
+/// Seconds as the plan says them: whole seconds under 90 s, whole minutes under 90 min, hours
+/// with a tenth under 10 h.
+fn in_words(s: f64) -> String {
+    if s.round() < 90.0 {
+        format!("{} s", s.round())
+    } else if s < 5400.0 {
+        format!("{} min", (s / 60.0).round())
+    } else {
+        format!("{:.1} h", s / 3600.0)
+    }
 }
 
 fn unlike_plans_are_said_when_compared(dir: &std::path::Path) {

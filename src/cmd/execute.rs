@@ -150,7 +150,8 @@ async fn compose(job: Job, out: &OutputArgs, series: Option<&Series>) -> Outcome
     };
     super::detach::adopt_log(&dir);
     cfg.out_dir.clone_from(&dir);
-    let mut initial = initial_summary(&cfg, simulator, previous, &mut prepared);
+    let basis = plan_basis(&cfg, &prepared, previous.as_ref()).await;
+    let mut initial = initial_summary(&cfg, simulator, previous, &mut prepared, &basis);
     initial
         .servers
         .extend(serve.as_ref().map(|(_, launch)| launch.clone()));
@@ -161,6 +162,10 @@ async fn compose(job: Job, out: &OutputArgs, series: Option<&Series>) -> Outcome
     initial.tune_progress = series.and_then(|s| s.tune.clone());
     init_file_log(&dir);
     let ran = if dashboard {
+        // The plan stays on the terminal above the dashboard's screen, with the tables after.
+        for line in &initial.plan {
+            print_out!("{line}");
+        }
         // Boxed: the dashboard's and the headless loop's futures are large, and every command
         // that runs one would otherwise carry them inline.
         Box::pin(crate::tui::run(
@@ -194,6 +199,23 @@ async fn compose(job: Job, out: &OutputArgs, series: Option<&Series>) -> Outcome
         handle.stop().await;
     }
     Box::pin(finish(ran, &dir, out, series)).await
+}
+
+/// What the plan's time is estimated from: a resumed run's own measured levels, else the best
+/// basis without sending a request (`run::estimate::basis`).
+pub(super) async fn plan_basis(
+    cfg: &RunConfig,
+    prepared: &runner::Prepared,
+    previous: Option<&RunSummary>,
+) -> crate::summary::eta::basis::Basis {
+    use crate::summary::eta::basis::Basis;
+    if let Some(p) = previous.filter(|p| crate::summary::eta::waiting(p).is_some()) {
+        return Basis::Earlier {
+            summary: Box::new(p.clone()),
+            name: "from the levels this run measured before it stopped".into(),
+        };
+    }
+    crate::run::estimate::basis(cfg, &prepared.server).await
 }
 
 /// The end of a run that was driven: the final tables (unless the series is quiet), the

@@ -55,10 +55,9 @@ pub async fn run(a: RunArgs) -> i32 {
 /// `servetop run --dry-run`: the plan, and what the server (when servetop does not start it)
 /// says of it; nothing is sent but the server's identification and prompt sizing.
 async fn dry_run(cfg: &RunConfig, configurations: usize) -> i32 {
-    let levels = cfg.levels();
     if cfg.serve.is_some() {
-        say!("{}", crate::workload::plan::plan_line(&levels));
-        say!(
+        print_out!("{}", assumed_plan_line(cfg));
+        print_out!(
             "limits: checked against the server --serve starts, once it is up{}",
             if configurations > 1 {
                 format!(" (the plan runs once for each of {configurations} configurations)")
@@ -73,7 +72,7 @@ async fn dry_run(cfg: &RunConfig, configurations: usize) -> i32 {
         .filter(|k| !k.is_empty());
     match Box::pin(runner::prepare(cfg, api_key)).await {
         Ok(p) => {
-            say!(
+            print_out!(
                 "[server] {} · model {} · context {}",
                 p.server.engine.name(),
                 p.server.model,
@@ -81,13 +80,20 @@ async fn dry_run(cfg: &RunConfig, configurations: usize) -> i32 {
                     .context_limit
                     .map_or("not reported".into(), |n| format!("{n} tokens"))
             );
-            for line in p.plan() {
-                say!("{line}");
+            let basis = crate::run::estimate::basis(cfg, &p.server).await;
+            let eta = crate::run::estimate::estimate(
+                &p.levels,
+                &basis,
+                p.server.context_limit,
+                p.serve.is_some(),
+            );
+            for line in p.plan(&crate::summary::eta::basis::time_part(&eta, &basis)) {
+                print_out!("{line}");
             }
             0
         }
         Err(e) => {
-            say!("{}", crate::workload::plan::plan_line(&levels));
+            print_out!("{}", assumed_plan_line(cfg));
             say!("servetop: the server was not checked: {e}");
             2
         }
@@ -124,12 +130,21 @@ fn confirmed(cfg: &RunConfig, configurations: usize, a: &RunArgs) -> bool {
     }
     print!(
         "{}\nThe plan has {what}. Run it? [y/N] (--yes skips this question) ",
-        crate::workload::plan::plan_line(&levels)
+        assumed_plan_line(cfg)
     );
     let _ = std::io::stdout().flush();
     let mut answer = String::new();
     let _ = std::io::stdin().lock().read_line(&mut answer);
     matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes")
+}
+
+/// The plan line before servetop has talked to the server: its time from the stated default
+/// (an earlier run or the server's metrics need the server's answer; the run's own plan line
+/// has them).
+fn assumed_plan_line(cfg: &RunConfig) -> String {
+    use crate::summary::eta::basis::{Basis, Speeds};
+    let basis = Basis::Speeds(Speeds::assumed());
+    crate::run::estimate::plan_line(&cfg.levels(), &basis, None, cfg.serve.is_some())
 }
 
 /// `servetop run --resume DIR`: the saved configuration, the levels not yet done.

@@ -31,7 +31,13 @@ pub async fn tune(a: TuneArgs) -> i32 {
     };
     if a.run.plan.dry_run {
         let levels = t.config.levels();
-        say!("{}", crate::workload::plan::plan_line(&levels));
+        say!(
+            "{}",
+            crate::workload::plan::plan_line(
+                &levels,
+                "time: not estimated (each configuration's server start and search vary)"
+            )
+        );
         say!(
             "then, in each of {} configurations, the SLO capacity search ({}){}",
             t.tune.configs.len(),

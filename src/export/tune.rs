@@ -135,11 +135,7 @@ pub fn summary_md(t: &TuneRun) -> String {
         } else {
             "off (--no-early-stop): every configuration searched to its end"
         },
-        crate::workload::plan::plan_line(&t.config.levels())
-            .trim_start_matches("plan: ")
-            .split("; time")
-            .next()
-            .unwrap_or_default(),
+        crate::workload::plan::plan_text(&t.config.levels()).trim_start_matches("plan: "),
         t.state.name(),
         t.started_at,
         t.updated_at,

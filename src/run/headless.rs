@@ -118,7 +118,7 @@ fn print_notice(n: Notice, s: &Session, dir: Option<&std::path::Path>) {
                         st.scalars.completed
                     ));
                 }
-                if let Some(line) = time_left_line(&s.summary) {
+                if let Some(line) = super::estimate::time_left_line(&s.summary) {
                     say(&line);
                 }
             }
@@ -126,11 +126,16 @@ fn print_notice(n: Notice, s: &Session, dir: Option<&std::path::Path>) {
         Notice::Warning(w) => say(&format!("[warning] {w}")),
         Notice::ServerStarted(line) => say(&line),
         Notice::WarmupDone(r) => match &r.outcome {
-            crate::metrics::Outcome::Ok => say(&format!(
-                "[warmup] ok · {} input tokens · TTFT {} ms",
-                r.input_tokens,
-                num(r.ttft_us.map(|v| v as f64 / 1000.0))
-            )),
+            crate::metrics::Outcome::Ok => {
+                say(&format!(
+                    "[warmup] ok · {} input tokens · TTFT {} ms",
+                    r.input_tokens,
+                    num(r.ttft_us.map(|v| v as f64 / 1000.0))
+                ));
+                if let Some(line) = super::estimate::after_warmup_line(&s.summary, &r) {
+                    say(&line);
+                }
+            }
             crate::metrics::Outcome::Failed { message, .. } => {
                 say(&format!("[warmup] failed: {message}"));
             }
@@ -151,26 +156,6 @@ fn print_notice(n: Notice, s: &Session, dir: Option<&std::path::Path>) {
     }
 }
 
-/// `[time] about 12 min left for the 7 levels still to run (rough: …)`, once a level has
-/// been measured and while levels wait.
-fn time_left_line(s: &crate::summary::RunSummary) -> Option<String> {
-    let eta = crate::summary::eta::waiting(s)?;
-    if eta.levels + eta.unknown == 0 {
-        return None;
-    }
-    let unknown = if eta.unknown > 0 {
-        format!("; {} more not estimated (a trace replay)", eta.unknown)
-    } else {
-        String::new()
-    };
-    Some(format!(
-        "[time] {} left for the {} level{} still to run (rough, from the levels measured so far; server restarts not included{unknown})",
-        crate::summary::eta::range_text(&eta),
-        eta.levels,
-        if eta.levels == 1 { "" } else { "s" }
-    ))
-}
-
 /// The server, the prompt method and the run directory, once the run has started.
 fn run_started(s: &Session, dir: Option<&std::path::Path>) {
     if let Some(sv) = &s.summary.server {
@@ -183,8 +168,10 @@ fn run_started(s: &Session, dir: Option<&std::path::Path>) {
             s.summary.backend.map_or("", |b| b.path())
         ));
     }
+    // The plan on stdout, with the tables at the end: what was run, and what it measured.
     for line in &s.summary.plan {
-        say(line);
+        let mut o = std::io::stdout().lock();
+        let _ = writeln!(o, "{line}");
     }
     if let Some(p) = &s.summary.prompts {
         say(&format!("[prompts] {}", p.description));

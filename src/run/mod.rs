@@ -2,6 +2,7 @@
 //! event channel are put together, for the headless loop and the dashboard alike. What follows
 //! the events differs: [`headless::drive`] prints progress lines, the dashboard draws.
 
+pub mod estimate;
 pub mod follower;
 pub mod headless;
 pub mod metrics_page;
@@ -112,6 +113,7 @@ pub fn initial_summary(
     simulator: Option<SimConfig>,
     previous: Option<RunSummary>,
     prepared: &mut Prepared,
+    basis: &crate::summary::eta::basis::Basis,
 ) -> RunSummary {
     let mut s = match previous {
         None => RunSummary::new(cfg.clone(), simulator),
@@ -143,8 +145,15 @@ pub fn initial_summary(
             s
         }
     };
-    // What is left to run: the plan line, and the lengths the server cannot hold.
-    s.plan = prepared.plan();
+    // What is left to run: the plan line with its time, and the lengths the server cannot
+    // hold.
+    let eta = estimate::estimate(
+        &prepared.levels,
+        basis,
+        prepared.server.context_limit,
+        prepared.serve.is_some(),
+    );
+    s.plan = prepared.plan(&crate::summary::eta::basis::time_part(&eta, basis));
     s
 }
 

@@ -28,12 +28,12 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// What the run will do, said before its first request: the `plan:` line, and the
-    /// `limits:` line when a planned length does not fit the server's context (restarted for,
-    /// when servetop started the server; skipped, naming the flag, when not).
-    pub fn plan(&self) -> Vec<String> {
+    /// What the run will do, said before its first request: the `plan:` line with its `time`
+    /// part, and the `limits:` line when a planned length does not fit the server's context
+    /// (restarted for, when servetop started the server; skipped, naming the flag, when not).
+    pub fn plan(&self, time: &str) -> Vec<String> {
         use crate::workload::plan;
-        let mut out = vec![plan::plan_line(&self.levels)];
+        let mut out = vec![plan::plan_line(&self.levels, time)];
         let restart = |need: u64| self.serve.as_ref()?.context_for(need);
         if let Some(tokens) = self.server.context_limit {
             let limit = plan::Limit {

@@ -29,6 +29,16 @@ fn mean_any(page: &Page, names: &[&str]) -> Option<f64> {
     names.iter().find_map(|n| page.mean(n))
 }
 
+/// The inverse of the mean of the first histogram of `names` (its `_sum` over its `_count`):
+/// a rate from a time per token. `None` before it has counted anything.
+fn per_second(page: &Page, names: &[&str]) -> Option<f64> {
+    names.iter().find_map(|n| {
+        let count = page.sum(&format!("{n}_count")).filter(|c| *c > 0.0)?;
+        let sum = page.sum(&format!("{n}_sum")).filter(|s| *s > 0.0)?;
+        Some(count / sum)
+    })
+}
+
 /// Per-position counters `name{position="i"}`, in position order.
 fn per_position(page: &Page, name: &str) -> Vec<f64> {
     let mut v: Vec<(usize, f64)> = page
@@ -65,6 +75,13 @@ pub fn map(page: &Page, at_unix_ms: i64) -> Option<ServerSample> {
             s.generation_tokens_total = sum_any(page, &["sglang:generation_tokens_total"]);
             s.ttft_seconds_sum = sum_any(page, &["sglang:time_to_first_token_seconds_sum"]);
             s.ttft_seconds_count = sum_any(page, &["sglang:time_to_first_token_seconds_count"]);
+            s.decode_tokens_per_s = per_second(
+                page,
+                &[
+                    "sglang:time_per_output_token_seconds",
+                    "sglang:inter_token_latency_seconds",
+                ],
+            );
             s.preemptions_total = sum_any(page, &["sglang:num_retracted_requests_total"]);
             s.accept_length_gauge = mean_any(page, &["sglang:spec_accept_length"]);
         }
@@ -95,6 +112,14 @@ pub fn map(page: &Page, at_unix_ms: i64) -> Option<ServerSample> {
             s.generation_tokens_total = sum_any(page, &["vllm:generation_tokens_total"]);
             s.ttft_seconds_sum = sum_any(page, &["vllm:time_to_first_token_seconds_sum"]);
             s.ttft_seconds_count = sum_any(page, &["vllm:time_to_first_token_seconds_count"]);
+            s.decode_tokens_per_s = per_second(
+                page,
+                &[
+                    "vllm:request_time_per_output_token_seconds",
+                    "vllm:time_per_output_token_seconds",
+                    "vllm:inter_token_latency_seconds",
+                ],
+            );
             s.spec_drafts_total = sum_any(page, &["vllm:spec_decode_num_drafts_total"]);
             s.spec_draft_tokens_total = sum_any(page, &["vllm:spec_decode_num_draft_tokens_total"]);
             s.spec_accepted_total = sum_any(page, &["vllm:spec_decode_num_accepted_tokens_total"]);
@@ -113,6 +138,8 @@ pub fn map(page: &Page, at_unix_ms: i64) -> Option<ServerSample> {
                 .zip(s.prompt_tokens_total)
                 .map(|(hit, miss)| hit + miss);
             s.generation_tokens_total = sum_any(page, &["llamacpp:tokens_predicted_total"]);
+            s.decode_tokens_per_s =
+                mean_any(page, &["llamacpp:predicted_tokens_seconds"]).filter(|v| *v > 0.0);
             s.spec_drafts_total = sum_any(page, &["llamacpp:spec_decode_num_drafts_total"]);
             s.spec_draft_tokens_total =
                 sum_any(page, &["llamacpp:spec_decode_num_draft_tokens_total"]);

@@ -74,6 +74,10 @@ pub struct ServerSample {
     pub ttft_seconds_sum: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttft_seconds_count: Option<f64>,
+    /// A stream's decode rate as the engine reports it, tokens/s: the inverse of its mean time
+    /// per output token (SGLang and vLLM), or llama.cpp's `predicted_tokens_seconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_tokens_per_s: Option<f64>,
     /// Speculative decoding counters (vLLM, llama.cpp).
     pub spec_drafts_total: Option<f64>,
     pub spec_draft_tokens_total: Option<f64>,

@@ -57,8 +57,13 @@ fn of_kind(levels: &[LevelSpec], kind: LevelKind) -> Vec<&LevelSpec> {
 }
 
 /// The plan line: `plan: 11 levels, 235 requests — sweep C=1, 4, 8 (…); long context …;
-/// time: after the first level`.
-pub fn plan_line(levels: &[LevelSpec]) -> String {
+/// time: about 3–5 min (from …)`, its time part given (`time: …`).
+pub fn plan_line(levels: &[LevelSpec], time: &str) -> String {
+    format!("{}; {time}", plan_text(levels))
+}
+
+/// The plan line without its time: `plan: 11 levels, 235 requests — sweep C=1, 4, 8 (…); …`.
+pub fn plan_text(levels: &[LevelSpec]) -> String {
     let requests: u64 = levels.iter().map(|l| u64::from(l.requests)).sum();
     let mut parts = Vec::new();
     let sweep = of_kind(levels, LevelKind::Sweep);
@@ -146,7 +151,7 @@ pub fn plan_line(levels: &[LevelSpec]) -> String {
         .filter(|n| *n > 1)
         .map_or(String::new(), |n| format!(" ({n} runs of each)"));
     format!(
-        "plan: {} level{}{runs}, {requests} requests — {}; time: after the first level",
+        "plan: {} level{}{runs}, {requests} requests — {}",
         levels.len(),
         if levels.len() == 1 { "" } else { "s" },
         parts.join("; ")
@@ -229,10 +234,10 @@ mod tests {
 
     #[test]
     fn the_plan_line_counts_levels_and_requests_and_names_the_lengths() {
-        let line = plan_line(&demo_levels());
+        let line = plan_text(&demo_levels());
         assert_eq!(
             line,
-            "plan: 11 levels, 203 requests — sweep C=1, 4, 8, 16, 64, 100 (1000 in / 100 out tokens, 5 to 100 requests a level); long context 8K, 16K, 30K, 60K, 100K (each + 512 output tokens: up to 100512 tokens of context); time: after the first level"
+            "plan: 11 levels, 203 requests — sweep C=1, 4, 8, 16, 64, 100 (1000 in / 100 out tokens, 5 to 100 requests a level); long context 8K, 16K, 30K, 60K, 100K (each + 512 output tokens: up to 100512 tokens of context)"
         );
     }
 
@@ -250,7 +255,7 @@ mod tests {
             levels,
             Some(&crate::client::structured::ResponseFormat::Json),
         );
-        let line = plan_line(&budgets(levels, &[16, 64]));
+        let line = plan_text(&budgets(levels, &[16, 64]));
         assert!(
             line.contains(
                 "sweep C=1, 4 (100 in / 64 out tokens, 8 requests a level, each with thinking budget 16, 64, each plain then constrained (json))"

@@ -516,8 +516,9 @@ fn render_progress(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
             } else {
                 0.0
             };
-            // This level's rest at its pace, then the run's: that plus the waiting levels'
-            // estimate ("after this level" while this level has no pace yet).
+            // This level's rest at its pace ("level 00:12 left"), then the whole run's: that
+            // plus the waiting levels' estimate ("run 00:16–01:04 left"); while this level has
+            // no pace yet, the waiting levels' alone ("other levels 00:14–01:29").
             let clock = |s: f64| crate::tui::text::clock(std::time::Duration::from_secs_f64(s));
             let this = app.eta_s();
             let run = app
@@ -526,14 +527,18 @@ fn render_progress(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
                 .filter(|w| w.levels > 0)
                 .map_or(String::new(), |w| {
                     let e = this.unwrap_or(0.0);
-                    let then = if this.is_some() { "run" } else { "then" };
-                    if w.high_s <= w.low_s * 1.25 {
-                        format!(" · {then} ~{}", clock(e + w.high_s))
+                    let span = if w.high_s <= w.low_s * 1.25 {
+                        format!("~{}", clock(e + w.high_s))
                     } else {
-                        format!(" · {then} {}–{}", clock(e + w.low_s), clock(e + w.high_s))
+                        format!("{}–{}", clock(e + w.low_s), clock(e + w.high_s))
+                    };
+                    if this.is_some() {
+                        format!(" · run {span} left")
+                    } else {
+                        format!(" · other levels {span}")
                     }
                 });
-            let eta = this.map_or(String::new(), |e| format!(" · ETA {}", clock(e))) + &run;
+            let eta = this.map_or(String::new(), |e| format!(" · level {} left", clock(e))) + &run;
             let paused = if app.ui.paused { " · PAUSED" } else { "" };
             // At a rate level, the client queue says whether servetop is holding requests back.
             let queue = if l.kind == crate::workload::LevelKind::Rate {

@@ -1,0 +1,178 @@
+//! The plan's time before its first request: the best basis there is without sending one — an
+//! earlier run against the same server and model among the run directories beside this one,
+//! the server's own metrics of what it served before, else the stated default — and the plan
+//! line with it (`summary::eta::basis` has the arithmetic).
+
+use std::path::{Path, PathBuf};
+
+use crate::client::ServerInfo;
+use crate::config::RunConfig;
+use crate::summary::eta::basis::{self, Basis, Speeds};
+use crate::summary::eta::{self, Eta};
+use crate::summary::{LevelStatus, LevelSummary, RunSummary};
+use crate::workload::LevelSpec;
+
+/// Run directories looked at for an earlier run, newest first.
+const EARLIER_RUNS_LOOKED_AT: usize = 50;
+
+/// What a results.json says of its server, read before the whole file is.
+#[derive(serde::Deserialize)]
+struct Head {
+    server: Option<HeadServer>,
+}
+
+#[derive(serde::Deserialize)]
+struct HeadServer {
+    base_url: String,
+    model: String,
+    #[serde(default)]
+    simulated: bool,
+}
+
+/// The folders run directories are in: the parent of `--out` (when given) and the default
+/// `runs/`.
+fn run_roots(cfg: &RunConfig) -> Vec<PathBuf> {
+    let mut roots = Vec::new();
+    if let Some(parent) = cfg.out_dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        roots.push(parent.to_path_buf());
+    }
+    let default = PathBuf::from("runs");
+    if !roots.contains(&default) {
+        roots.push(default);
+    }
+    roots
+}
+
+/// The newest run among `roots` against `server` (its address, model and whether it is
+/// simulated) with a measured level, skipping the run directory `this` itself.
+#[must_use]
+pub fn earlier_run(roots: &[PathBuf], server: &ServerInfo, this: &Path) -> Option<Basis> {
+    let mut found: Vec<(std::time::SystemTime, PathBuf)> = roots
+        .iter()
+        .filter_map(|r| std::fs::read_dir(r).ok())
+        .flatten()
+        .filter_map(|e| {
+            let p = e.ok()?.path().join("results.json");
+            Some((std::fs::metadata(&p).ok()?.modified().ok()?, p))
+        })
+        .collect();
+    found.sort_by_key(|f| std::cmp::Reverse(f.0));
+    let url = server.base_url.trim_end_matches('/');
+    found
+        .into_iter()
+        .take(EARLIER_RUNS_LOOKED_AT)
+        .filter(|(_, p)| p.parent() != Some(this))
+        .find_map(|(_, p)| {
+            let bytes = std::fs::read(&p).ok()?;
+            let head: Head = serde_json::from_slice(&bytes).ok()?;
+            let h = head.server?;
+            if h.base_url.trim_end_matches('/') != url
+                || h.model != server.model
+                || h.simulated != server.simulated
+            {
+                return None;
+            }
+            let summary: RunSummary = serde_json::from_slice(&bytes).ok()?;
+            let measured = summary.levels().any(|l| {
+                l.status == LevelStatus::Done
+                    && l.stats.as_ref().is_some_and(|s| s.scalars.completed > 0)
+            });
+            measured.then(|| Basis::Earlier {
+                name: format!(
+                    "from the run in {} against this server and model",
+                    p.parent().unwrap_or(&p).display()
+                ),
+                summary: Box::new(summary),
+            })
+        })
+}
+
+/// The basis for `cfg`'s plan against `server`: an earlier run, else the server's metrics,
+/// else the default.
+pub async fn basis(cfg: &RunConfig, server: &ServerInfo) -> Basis {
+    if let Some(b) = earlier_run(&run_roots(cfg), server, &cfg.out_dir) {
+        return b;
+    }
+    if let Some((metrics, _)) = crate::telemetry::engine_urls(cfg)
+        && let Ok(http) = crate::client::http_client()
+        && let Ok(sample) = crate::telemetry::scrape::engine_sample(&http, &metrics).await
+        && let Some(s) = Speeds::of_server(&sample)
+    {
+        return Basis::Speeds(s);
+    }
+    Basis::Speeds(Speeds::assumed())
+}
+
+/// `levels` estimated from `basis`, leaving out those the server cannot hold (`context_limit`)
+/// unless the run restarts the server for them (`restarts`: it started it).
+#[must_use]
+pub fn estimate(
+    levels: &[LevelSpec],
+    basis: &Basis,
+    context_limit: Option<u64>,
+    restarts: bool,
+) -> Eta {
+    let planned: Vec<LevelSummary> = levels.iter().map(LevelSummary::planned).collect();
+    basis::estimate(&planned, basis, |l| {
+        eta::will_skip(l, context_limit, restarts)
+    })
+}
+
+/// The plan line with its time from `basis`.
+#[must_use]
+pub fn plan_line(
+    levels: &[LevelSpec],
+    basis: &Basis,
+    context_limit: Option<u64>,
+    restarts: bool,
+) -> String {
+    let eta = estimate(levels, basis, context_limit, restarts);
+    crate::workload::plan::plan_line(levels, &basis::time_part(&eta, basis))
+}
+
+/// `[time] about 12 min left for the 7 levels still to run (…)`, once a level has been
+/// measured and while levels wait.
+#[must_use]
+pub fn time_left_line(s: &RunSummary) -> Option<String> {
+    let eta = eta::waiting(s)?;
+    if eta.levels + eta.unknown == 0 {
+        return None;
+    }
+    Some(format!(
+        "[time] {} left for the {} level{} still to run (rough, from the levels measured so far; server restarts not included){}",
+        eta::range_text(&eta),
+        eta.levels,
+        if eta.levels == 1 { "" } else { "s" },
+        eta::left_out(&eta)
+    ))
+}
+
+/// `[time] about 4 min for the 11 levels (from the warmup request (…))`: the plan's time again
+/// once the last warmup request is back, from its speeds, while no level has been measured.
+#[must_use]
+pub fn after_warmup_line(s: &RunSummary, warmup: &crate::metrics::RequestRecord) -> Option<String> {
+    if warmup.index + 1 < s.config.warmup_requests || eta::waiting(s).is_some() {
+        return None;
+    }
+    let speeds = Speeds::of_request(warmup)?;
+    let waiting: Vec<LevelSummary> = s
+        .levels()
+        .filter(|l| l.status == LevelStatus::Waiting)
+        .cloned()
+        .collect();
+    let limit = s.server.as_ref().and_then(|v| v.context_limit);
+    let restarts = s.config.serve.is_some();
+    let e = basis::estimate(&waiting, &Basis::Speeds(speeds.clone()), |l| {
+        eta::will_skip(l, limit, restarts)
+    });
+    (e.levels > 0).then(|| {
+        format!(
+            "[time] {} for the {} level{} ({}; server restarts not included){}",
+            eta::range_text(&e),
+            e.levels,
+            if e.levels == 1 { "" } else { "s" },
+            speeds.source,
+            eta::left_out(&e)
+        )
+    })
+}
