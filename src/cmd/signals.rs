@@ -1,5 +1,5 @@
 //! How a signal ends a run, in one place: Ctrl-C and SIGTERM stop it (in-flight requests get
-//! their grace period, the results are saved); SIGHUP (a dropped SSH session) stops a headless
+//! their grace period, the results are saved; a second one ends the grace at once); SIGHUP (a dropped SSH session) stops a headless
 //! run in a terminal, and only detaches the dashboard, or a detached run, which go on. A series
 //! of runs (a tune, a `--serve-param` sweep) is watched once, from its start to the process's
 //! end, and each of its runs takes child tokens of the series' own.
@@ -73,9 +73,33 @@ fn spawn(cancel: CancellationToken, hangup: Option<CancellationToken>, say: bool
         }
         if say {
             say!(
-                "servetop: stopping — in-flight requests get their grace period, results are being saved"
+                "servetop: stopping — in-flight requests get their grace period, results are being saved (Ctrl-C again: stop now)"
             );
         }
         cancel.cancel();
+        // A second Ctrl-C or SIGTERM: no more grace.
+        second_stop().await;
+        if say {
+            say!(
+                "servetop: stopping now — in-flight requests are cancelled, results are being saved"
+            );
+        }
+        crate::runner::hurry();
     });
+}
+
+/// The next Ctrl-C or SIGTERM.
+async fn second_stop() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }

@@ -42,6 +42,26 @@ use worker::{
     prewarm_connections,
 };
 
+/// Ended by a second stop (Ctrl-C or SIGTERM twice, Ctrl-C on a dashboard already stopping):
+/// every run's grace period ends at once, so its in-flight requests are cancelled now, counted,
+/// and its results saved. A signal is the whole process's, and so is this.
+static HURRY: std::sync::LazyLock<CancellationToken> =
+    std::sync::LazyLock::new(CancellationToken::new);
+
+/// Ends the grace period of every run in this process now (see [`HURRY`]).
+pub fn hurry() {
+    HURRY.cancel();
+}
+
+/// The grace period of a request in flight: from `cancel`, `grace` long, or until [`hurry`].
+async fn grace_after(cancel: CancellationToken, grace: Duration) {
+    cancel.cancelled().await;
+    tokio::select! {
+        () = tokio::time::sleep(grace) => {}
+        () = HURRY.cancelled() => {}
+    }
+}
+
 /// User intents the runner obeys between requests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Control {

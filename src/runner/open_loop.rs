@@ -162,7 +162,7 @@ pub(super) async fn open_loop_request(
     let cancel = ctx.cancel.clone();
     let mut rec = tokio::select! {
         r = ctx.client.send(&spec, tag) => r,
-        () = async move { cancel.cancelled().await; tokio::time::sleep(grace).await } => {
+        () = super::grace_after(cancel, grace) => {
             client::cancelled_record(&spec, tag, Instant::now())
         }
     };

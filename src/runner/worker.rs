@@ -132,7 +132,7 @@ impl Lane {
         let cancel = self.cancel.clone();
         let mut rec = tokio::select! {
             r = self.client.send_with(spec, tag, reply) => r,
-            () = async move { cancel.cancelled().await; tokio::time::sleep(grace).await } => {
+            () = super::grace_after(cancel, grace) => {
                 client::cancelled_record(spec, tag, sched)
             }
         };

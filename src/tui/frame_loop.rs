@@ -125,6 +125,7 @@ impl Loop {
                             Some(Effect::Pause(p)) => control_tx.send_modify(|c| c.paused = p),
                             Some(Effect::Skip) => control_tx.send_modify(|c| c.skip += 1),
                             Some(Effect::Cancel) => cancel.cancel(),
+                            Some(Effect::Hurry) => crate::runner::hurry(),
                             Some(Effect::Detach) => {
                                 detached = true;
                                 self.input = None;

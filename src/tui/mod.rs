@@ -91,7 +91,9 @@ pub async fn run(
         };
         let app = App::new(Session::new(summary), start.live_tokens.clone(), no_color)
             .with_sink(sink.with_tokens(start.live_tokens.clone()));
-        loop_.run(app, start, &mut terminal, &cancel).await
+        let r = loop_.run(app, start, &mut terminal, &cancel).await;
+        let_go(terminal);
+        r
     })
     .await;
     let _ = ratatui::try_restore();
@@ -106,7 +108,17 @@ pub async fn attach(viewer: viewer::Viewer, fps: f64) -> std::io::Result<viewer:
     });
     let r = Box::pin(viewer.run(&mut terminal, fps, Some(EventStream::new()))).await;
     let _ = ratatui::try_restore();
+    let_go(terminal);
     r
+}
+
+/// Drops `terminal`, unless it is gone (hung up): ratatui's drop gives the cursor back and,
+/// when it cannot, says so with `eprintln!`, which panics when stderr is that terminal. A
+/// terminal that is gone has no cursor to give back: it is let go unsaid.
+fn let_go<B: ratatui::backend::Backend>(mut terminal: ratatui::Terminal<B>) {
+    if terminal.show_cursor().is_err() {
+        std::mem::forget(terminal);
+    }
 }
 
 /// Runs the plan with the dashboard drawn at `fps` into a terminal of `size` cells that goes

@@ -174,7 +174,8 @@ impl Viewer {
             Effect::Pause(false) => Command::Resume,
             Effect::Skip => Command::Skip,
             Effect::Cancel => Command::Stop,
-            Effect::Detach | Effect::Charts | Effect::Screenshots => return,
+            // A viewer stops a run through its question only, never twice.
+            Effect::Detach | Effect::Charts | Effect::Screenshots | Effect::Hurry => return,
         };
         if let Some(Err(e)) = self.attached.commands.as_mut().map(|c| c.send(command)) {
             self.app.ui.say(e, self.app.clocked.now);

@@ -87,12 +87,12 @@ impl App {
             }
             Action::Quit | Action::StopRun => self.ui.confirm_quit = true,
             Action::Detach => return Some(Effect::Detach),
-            Action::Confirm if self.ui.confirm_quit => return self.quit(),
+            Action::Confirm if self.ui.confirm_quit => return Some(self.quit()),
             Action::ForceQuit => {
                 if self.run_over() {
                     self.ui.exit = true;
                 } else {
-                    return self.quit();
+                    return Some(self.quit());
                 }
             }
             Action::Cancel => {
@@ -173,16 +173,21 @@ impl App {
         true
     }
 
-    fn quit(&mut self) -> Option<Effect> {
+    fn quit(&mut self) -> Effect {
         self.ui.confirm_quit = false;
         if self.ui.quitting {
-            return None;
+            // Asked again while stopping: no more grace.
+            self.say(
+                "stopping now: in-flight requests are cancelled, then results are saved".into(),
+            );
+            return Effect::Hurry;
         }
         self.ui.quitting = true;
         self.say(
-            "stopping: in-flight requests get their grace period, then results are saved".into(),
+            "stopping: in-flight requests get their grace period, then results are saved (Ctrl-C again: stop now)"
+                .into(),
         );
-        Some(Effect::Cancel)
+        Effect::Cancel
     }
 }
 

@@ -32,6 +32,8 @@ pub enum Effect {
     Skip,
     /// Cancel the run (in-flight requests get their grace period).
     Cancel,
+    /// End the grace period now (asked to stop again while stopping).
+    Hurry,
     /// Write PNG screenshots of every tab into the run directory.
     Screenshots,
     /// Draw the PNG charts and CSV tables into the run directory.
