@@ -11,6 +11,9 @@
 //!    in-flight requests cancelled, counted in results.json and written to requests.jsonl. Under
 //!    the dashboard too.
 //!
+//! 3. A plan of more than 20 levels declined at its question exits 4 (nothing ran, no run
+//!    directory), not 1, which says the server stopped answering.
+//!
 //! The dashboard runs under `setsid -c` (util-linux) so the pty is its controlling terminal,
 //! as in an SSH session.
 
@@ -381,4 +384,23 @@ fn a_second_ctrl_c_ends_the_run_at_once_whatever_the_grace() {
     for d in [dir, dash] {
         let _ = std::fs::remove_dir_all(d);
     }
+}
+
+#[test]
+fn a_declined_plan_exits_with_its_own_code_and_runs_nothing() {
+    assert!(
+        have_setsid(),
+        "setsid (util-linux) is needed to give servetop a terminal"
+    );
+    let (_sim, url) = sim();
+    let dir = tmp("declined");
+    let mut args = plan(&url, &dir, "40");
+    // 21 levels: more than 20, so servetop asks first on a terminal.
+    args[4] = "1-21".into();
+    let mut t = OnTerminal::start(&args);
+    // Answered before it is asked: the answer waits in the terminal's input.
+    t.key(b"n\n");
+    let status = t.wait(Duration::from_secs(60));
+    assert_eq!(status.code(), Some(4), "declined");
+    assert!(!dir.exists(), "a declined plan made {}", dir.display());
 }

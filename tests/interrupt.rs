@@ -61,10 +61,11 @@ fn first_level_records(recs: &[RequestRecord], first_level: u64) -> Vec<RequestR
 /// Runs `args`, sends SIG`sig` once the C=2 level is under way, and checks what was saved:
 /// the completed requests of the interrupted level and (returned) the C=1 level's records.
 fn run_and_signal(args: &[&str], dir: &Path, sig: &str) -> (u64, Vec<RequestRecord>) {
+    let said = dir.with_extension("stderr");
     let mut child = Command::new(bin())
         .args(args)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&said).unwrap())
         .spawn()
         .unwrap();
     // Signal once the C=2 level is under way (results.json says so): the C=1 level is then
@@ -78,6 +79,13 @@ fn run_and_signal(args: &[&str], dir: &Path, sig: &str) -> (u64, Vec<RequestReco
     assert!(killed.success());
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130), "SIG{sig} exits 130");
+    // Its last line says how to finish it.
+    let said = std::fs::read_to_string(&said).unwrap();
+    let resume = format!("servetop run --resume {}", dir.display());
+    assert!(
+        said.lines().last().is_some_and(|l| l.ends_with(&resume)),
+        "SIG{sig}: no `{resume}` at the end of:\n{said}"
+    );
 
     let v = results(dir);
     assert_eq!(v["state"], "interrupted", "SIG{sig}");
@@ -200,5 +208,6 @@ fn signals_stop_cleanly_and_resume_finishes_the_run() {
         let cached = || h.log.lock().unwrap().total_cached_tokens;
         resume_finishes(&dir, ok, &before_resume, &cached);
         let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_file(dir.with_extension("stderr"));
     }
 }

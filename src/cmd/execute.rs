@@ -233,6 +233,9 @@ async fn finish(
                 "servetop: the dashboard failed ({e}); results so far are in {}",
                 dir.display()
             );
+            if series.is_none() {
+                say_resume(dir);
+            }
             return Outcome {
                 code: 1,
                 error: Some(format!("the dashboard failed: {e}")),
@@ -244,10 +247,24 @@ async fn finish(
     }
     write_charts(dir, session.summary.clone(), out.chart_size).await;
     say!("results: {}", dir.display());
+    let resumable = matches!(state, RunState::Interrupted | RunState::Aborted)
+        && session.summary.config.search.is_none()
+        && series.is_none();
+    if resumable {
+        say_resume(dir);
+    }
     Outcome {
         code: exit_code(state, &session.summary),
         error: None,
     }
+}
+
+/// How to finish a run that stopped early: its levels not done run again, the done ones kept.
+fn say_resume(dir: &Path) {
+    say!(
+        "servetop: to finish this run (its levels not yet done): servetop run --resume {}",
+        dir.display()
+    );
 }
 
 /// The `--serve` server, ready: the server, the run directory its log went into, and how it

@@ -40,6 +40,8 @@ pub const EXIT_BAD_INPUT: i32 = 2;
 /// Exit code for a finished run with a level worse than `--baseline` by more than
 /// `--fail-on-regression` allows.
 pub const EXIT_REGRESSION: i32 = 3;
+/// Exit code for a plan the user declined at the question before a long plan: nothing ran.
+pub const EXIT_DECLINED: i32 = 4;
 /// Exit code for a run stopped by the user.
 pub const EXIT_INTERRUPTED: i32 = 130;
 

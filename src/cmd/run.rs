@@ -30,8 +30,8 @@ pub async fn run(a: RunArgs) -> i32 {
         return Box::pin(dry_run(&cfg, combos.len())).await;
     }
     if !confirmed(&cfg, combos.len().max(1), &a) {
-        say!("servetop: not started");
-        return 1;
+        say!("servetop: not started (the plan was declined)");
+        return super::EXIT_DECLINED;
     }
     if a.detach {
         return super::detach::detach(
