@@ -22,7 +22,7 @@ fn binary() -> Option<PathBuf> {
         || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"),
         PathBuf::from,
     );
-    let found = ["debug", "release"]
+    let found = ["debug", "release", "dist"]
         .iter()
         .map(|p| target.join(TARGET).join(p).join("servetop"))
         .filter(|p| p.is_file())

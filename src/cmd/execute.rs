@@ -132,6 +132,7 @@ async fn compose(job: Job, out: &OutputArgs, series: Option<&Series>) -> Outcome
         Ok(p) => p,
         Err(e) => return Outcome::bad_input(e),
     };
+    simulated_gpus(&mut cfg, &prepared.server).await;
     let baseline = match baseline.map(|b| check_baseline(b, &prepared)).transpose() {
         Ok(b) => b,
         Err(e) => return Outcome::bad_input(e),
@@ -344,6 +345,28 @@ async fn launch_unless_stopped(
                 error: None,
             })
         }
+    }
+}
+
+/// servetop's own simulator serves its simulated GPUs at `/dcgm/metrics`: a run against it reads
+/// them there without `--dcgm-url` (unless `--no-gpu`, or another source was named).
+async fn simulated_gpus(cfg: &mut RunConfig, server: &crate::client::ServerInfo) {
+    if cfg.dcgm_url.is_some() || cfg.no_gpu || !server.simulated {
+        return;
+    }
+    let url = format!("{}/dcgm/metrics", cfg.base_url.trim_end_matches('/'));
+    let Ok(http) = crate::client::http_client() else {
+        return;
+    };
+    if let Ok(sample) = crate::telemetry::scrape::dcgm_sample(&http, &url).await
+        && !sample.gpus.is_empty()
+    {
+        say!(
+            "[gpu] the simulator's {} SIMULATED GPU{} at {url}",
+            sample.gpus.len(),
+            if sample.gpus.len() == 1 { "" } else { "s" }
+        );
+        cfg.dcgm_url = Some(url);
     }
 }
 
