@@ -143,28 +143,9 @@ fn resumed_levels_used_every_flag(v: &Value, resumed: &[RequestRecord], h: &sim:
     );
 }
 
-#[test]
-fn a_resumed_run_keeps_every_workload_flag() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let mut c = SimConfig::preset("fast").unwrap();
-    c.decode_step_ms = 20.0;
-    c.batch_growth = 0.0;
-    c.accept_length = AcceptLength::Fixed(1);
-    c.reasoning_tokens = THINKS;
-    c.lora = ADAPTERS
-        .iter()
-        .map(|a| SimLora {
-            name: (*a).to_string(),
-            switch_ms: 0.0,
-        })
-        .collect();
-    let h = rt
-        .block_on(sim::start(c, SocketAddr::from(([127, 0, 0, 1], 0))))
-        .unwrap();
-    let dir =
-        std::env::temp_dir().join(format!("servetop-resume-workloads-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let url = h.url();
+/// Starts the run with every workload flag against `url`, writing into `dir`, and stops it
+/// (SIGTERM) inside its second level, the constrained C=1 twin.
+fn run_and_stop(url: &str, dir: &Path) {
     let (output, ratio, budget, requests) = (
         OUTPUT.to_string(),
         RATIO.to_string(),
@@ -175,7 +156,7 @@ fn a_resumed_run_keeps_every_workload_flag() {
         .args([
             "run",
             "--base-url",
-            &url,
+            url,
             "--concurrency",
             "1,2",
             "--requests-per-level",
@@ -216,13 +197,37 @@ fn a_resumed_run_keeps_every_workload_flag() {
         .spawn()
         .unwrap();
     // C=1 plain, C=1 · json, C=2 plain, C=2 · json: stop inside the constrained C=1 twin.
-    wait_for_level_running(&dir, 1);
+    wait_for_level_running(dir, 1);
     let killed = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
         .unwrap();
     assert!(killed.success());
     assert_eq!(child.wait().unwrap().code(), Some(130));
+}
+
+#[test]
+fn a_resumed_run_keeps_every_workload_flag() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut c = SimConfig::preset("fast").unwrap();
+    c.decode_step_ms = 20.0;
+    c.batch_growth = 0.0;
+    c.accept_length = AcceptLength::Fixed(1);
+    c.reasoning_tokens = THINKS;
+    c.lora = ADAPTERS
+        .iter()
+        .map(|a| SimLora {
+            name: (*a).to_string(),
+            switch_ms: 0.0,
+        })
+        .collect();
+    let h = rt
+        .block_on(sim::start(c, SocketAddr::from(([127, 0, 0, 1], 0))))
+        .unwrap();
+    let dir =
+        std::env::temp_dir().join(format!("servetop-resume-workloads-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    run_and_stop(&h.url(), &dir);
     let v = results(&dir);
     assert_eq!(v["state"], "interrupted");
     assert_eq!(v["sweep"][0]["status"], "done");

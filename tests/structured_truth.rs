@@ -13,7 +13,7 @@
 //! simulator lays its steps on an absolute timeline (a late wake-up is made up by the next
 //! step), so the median of its step gaps is the configured step unless it was starved (which
 //! [`sim_truth::guard`] reports as such); servetop's medians trail the server's frames by at
-//! most [`sim_truth::MEDIAN_TOL_MS`] each (tests/e2e_sim.rs holds them to it), so the
+//! most [`sim_truth::MEDIAN_TOL_MS`] each (`tests/e2e_sim.rs` holds them to it), so the
 //! difference of the twins' medians is `MASK_MS` within twice that.
 
 // Integration tests may unwrap: a panic is the failure report.

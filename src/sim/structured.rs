@@ -113,7 +113,7 @@ pub fn answer(c: &SimConstraint, tokens: u64, broken: bool) -> Planned {
 /// counted by `seen` (the first, second, … constrained request read); never with 0.
 pub fn breaks_next(every: u32, seen: &AtomicU64) -> bool {
     let n = seen.fetch_add(1, Ordering::Relaxed) + 1;
-    every > 0 && n % u64::from(every) == 0
+    every > 0 && n.is_multiple_of(u64::from(every))
 }
 
 /// A JSON answer that fails its constraint: for a plain JSON object `[]` (a document, but not
