@@ -6,8 +6,8 @@
 //! honoured for timing only: its answer is plain words.
 //!
 //! With `structured_invalid_every` K, every K-th constrained request the simulator reads is
-//! answered with one that fails its constraint on purpose ([`broken`]), and its record says so,
-//! so a test knows exactly which answers comply.
+//! answered with one that fails its constraint on purpose ([`broken_json`], or a `!` before a
+//! regex's words), and its record says so, so a test knows exactly which answers comply.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -67,7 +67,7 @@ pub struct Planned {
 }
 
 /// The answer of a constrained request of `tokens` tokens (four characters a token): the
-/// compliant one, or with `broken` one that fails the constraint ([`broken`]).
+/// compliant one, or with `broken` one that fails the constraint ([`broken_json`]).
 pub fn answer(c: &SimConstraint, tokens: u64, broken: bool) -> Planned {
     let want = usize::try_from(tokens.saturating_mul(4)).unwrap_or(usize::MAX);
     let SimConstraint::Json(schema) = c else {
