@@ -1256,3 +1256,153 @@ fn check_held(
         );
     }
 }
+
+/// `lora.png` draws each adapter's TTFT p50 (left panel) and output tokens/s (right) over the
+/// sweep at log2 of its concurrency, a line an adapter in the palette's colours by name order
+/// (alpha blue, beta vermillion, gamma green): the synthetic run's six levels given three
+/// adapters whose figures are set here, each adapter's apart from the others' at every level.
+/// Each adapter's mean TTFT is its p50 plus 200 ms and its request rate a constant, so a panel
+/// drawing either instead cannot fit one scale. Every marker within 2 px ([`PX`]) of where its
+/// level and value put it, six of each colour in each panel.
+#[test]
+fn the_lora_chart_draws_each_adapters_figures_at_their_places() {
+    let app = fixtures::finished_run();
+    let mut s = app.session.summary.clone();
+    let names = ["alpha", "beta", "gamma"];
+    let ttft = [
+        [400.0, 450.0, 520.0, 600.0, 800.0, 900.0],
+        [220.0, 250.0, 290.0, 330.0, 420.0, 470.0],
+        [60.0, 70.0, 85.0, 100.0, 140.0, 160.0],
+    ];
+    let tput = [
+        [70.0, 130.0, 200.0, 260.0, 300.0, 310.0],
+        [35.0, 70.0, 120.0, 160.0, 190.0, 200.0],
+        [12.0, 30.0, 50.0, 70.0, 80.0, 85.0],
+    ];
+    s.config.lora_modules = names.map(String::from).to_vec();
+    assert_eq!(s.sweep.len(), 6);
+    for (i, l) in s.sweep.iter_mut().enumerate() {
+        let st = l.stats.as_mut().unwrap();
+        st.scalars.lora = names
+            .iter()
+            .enumerate()
+            .map(|(k, n)| {
+                let a = servetop::metrics::lora::LoraStats {
+                    completed: 10,
+                    share: 1.0 / 3.0,
+                    request_throughput: 5.0,
+                    output_throughput: tput[k][i],
+                    mean_ttft_ms: Some(ttft[k][i] + 200.0),
+                    median_ttft_ms: Some(ttft[k][i]),
+                    p99_ttft_ms: Some(ttft[k][i] * 3.0),
+                    ..Default::default()
+                };
+                ((*n).to_string(), a)
+            })
+            .collect();
+    }
+    let img = render(&s, &[], "lora.png", (1200, 700));
+    let f = frames(&img, 2);
+    assert_eq!(f.len(), 2, "{f:?}");
+    let x = |i: usize| f64::from(s.sweep[i].concurrency).log2();
+    let colours = [BLUE, VERMILLION, GREEN];
+    for (panel, (frame, v)) in ["TTFT p50", "output tokens/s"]
+        .into_iter()
+        .zip([(&f[0], &ttft), (&f[1], &tput)])
+    {
+        let series: Vec<Series> = (0..3)
+            .map(|k| {
+                Series::new(
+                    names[k],
+                    colours[k],
+                    false,
+                    (0..6).map(|i| (x(i), v[k][i])).collect(),
+                )
+            })
+            .collect();
+        check_series(&img, frame, panel, &series);
+    }
+}
+
+/// `pareto.png` of a tune draws each configuration's loads at (per-user, aggregate output
+/// tokens/s), both axes linear from 0, in the palette's colours in the order run, and the
+/// Pareto front in grey: a grey marker on each point no other point matches on both speeds
+/// and beats on one (computed here), joined by a dashed grey line. A front point's grey marker
+/// covers its configuration's, so each colour shows its configuration's dominated points
+/// alone: here A's overloaded last load (blue), all of B's (vermillion) and two of C's
+/// (green); the front is C's lightest load and A's first three. Every marker within 2 px
+/// ([`PX`]) of its place.
+#[test]
+fn the_pareto_chart_draws_each_load_and_the_front_at_their_places() {
+    use servetop::summary::tune::{ConfigStatus, LoadPoint, TuneConfig, TuneSummary};
+    let loads: [Vec<(f64, f64)>; 3] = [
+        vec![(100.0, 100.0), (90.0, 300.0), (70.0, 500.0), (60.0, 470.0)],
+        vec![(80.0, 80.0), (70.0, 250.0), (55.0, 380.0), (45.0, 400.0)],
+        vec![(120.0, 40.0), (60.0, 200.0), (40.0, 300.0)],
+    ];
+    let configs: Vec<TuneConfig> = loads
+        .iter()
+        .enumerate()
+        .map(|(i, pts)| {
+            let mut c = TuneConfig::pending(
+                &[("config".into(), ["A", "B", "C"][i].into())],
+                String::new(),
+                String::new(),
+            );
+            c.status = ConfigStatus::Measured;
+            c.capacity = Some(4.0 - i as f64);
+            c.points = pts
+                .iter()
+                .enumerate()
+                .map(|(k, &(u, a))| LoadPoint {
+                    level: format!("C={}", 1 << k),
+                    per_user_tokens_per_s: u,
+                    aggregate_tokens_per_s: a,
+                    meets_slo: None,
+                })
+                .collect();
+            c
+        })
+        .collect();
+    let tune = TuneSummary::new("tpot:50".into(), false, configs);
+    // The front by its definition: no other point at least as fast on both and faster on one.
+    let all: Vec<(usize, (f64, f64))> = loads
+        .iter()
+        .enumerate()
+        .flat_map(|(i, pts)| pts.iter().map(move |p| (i, *p)))
+        .collect();
+    let dominated = |p: (f64, f64)| {
+        all.iter()
+            .any(|&(_, q)| q.0 >= p.0 && q.1 >= p.1 && (q.0 > p.0 || q.1 > p.1))
+    };
+    let front: Vec<(f64, f64)> = all
+        .iter()
+        .map(|&(_, p)| p)
+        .filter(|&p| !dominated(p))
+        .collect();
+    assert_eq!(front.len(), 4, "{front:?}");
+    let app = fixtures::finished_run();
+    let runs = [ChartRun {
+        label: "synthetic".into(),
+        summary: &app.session.summary,
+        telemetry: &[],
+    }];
+    let dir = tmp("pareto");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("pareto.png");
+    servetop::export::charts::pareto_figure(&path, (1200, 900), &runs, &tune).unwrap();
+    let img = image::open(&path).unwrap().to_rgb8();
+    let _ = std::fs::remove_dir_all(&dir);
+    let f = frames(&img, 1);
+    assert_eq!(f.len(), 1, "{f:?}");
+    let colours = [BLUE, VERMILLION, GREEN];
+    // Each dominated load a series of its own (its configuration's line bends at the front's
+    // points, under their grey markers), the front one dashed grey series.
+    let mut series: Vec<Series> = all
+        .iter()
+        .filter(|&&(_, p)| dominated(p))
+        .map(|&(i, p)| Series::new(&format!("config {i} at {p:?}"), colours[i], false, vec![p]))
+        .collect();
+    series.push(Series::new("Pareto front", GREY, true, front));
+    check_series(&img, &f[0], "pareto", &series);
+}

@@ -256,7 +256,7 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, String> {
 }
 
 /// The simulator's costs of what a request mixes in: images, a structured-output constraint
-/// (its step time and its accept length), each checked.
+/// (its step time, its accept length and its share of broken answers), each checked.
 fn workload_costs(a: &SimArgs, c: &mut SimConfig) -> Result<(), String> {
     if let Some(ms) = a.image_ms {
         if !(ms.is_finite() && (0.0..=60_000.0).contains(&ms)) {
@@ -279,6 +279,9 @@ fn workload_costs(a: &SimArgs, c: &mut SimConfig) -> Result<(), String> {
             ));
         }
         c.structured_accept_length = n;
+    }
+    if let Some(k) = a.structured_invalid_every {
+        c.structured_invalid_every = k;
     }
     Ok(())
 }

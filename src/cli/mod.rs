@@ -409,6 +409,12 @@ pub struct SimArgs {
     /// rejects drafts), in place of --accept-length's. Default: the same.
     #[arg(long, value_name = "N")]
     pub structured_accept_length: Option<f64>,
+    /// Simulated non-compliance: every K-th constrained request is answered with one that fails
+    /// its constraint (`[]` for a JSON object, a schema's instance less a required property, a
+    /// `!` before a regex's plain words), marked `structured_invalid` in /sim/requests.
+    /// Default 0: every answer complies.
+    #[arg(long, value_name = "K")]
+    pub structured_invalid_every: Option<u32>,
     /// Images in chat messages (PNG data URLs) take ⌈W/28⌉·⌈H/28⌉ prompt tokens each, and each
     /// costs MS of engine time at its request's prefill (the vision encoder). Default 0.
     #[arg(long, value_name = "MS")]

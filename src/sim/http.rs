@@ -33,6 +33,8 @@ pub struct SimState {
     pub config: SimConfig,
     pub engine: mpsc::UnboundedSender<SimRequest>,
     pub next_id: AtomicU64,
+    /// Constrained requests read so far (which of them to break, `structured_invalid_every`).
+    pub constrained: AtomicU64,
     pub log: Arc<Mutex<SimLog>>,
     /// The engine's prefix cache (`None` when it is off).
     pub cache: Option<Arc<Mutex<PrefixCache>>>,
@@ -505,14 +507,21 @@ fn injected_fault(s: &Shared, id: u64, ask: &Ask) -> Result<Option<FaultKind>, B
 }
 
 /// A constrained request's whole answer: a chat's follows its thinking, elsewhere the whole
-/// output is the answer.
-fn constrained_answer(kind: Kind, ask: &Ask, answer: &AnswerPlan) -> Option<Vec<char>> {
+/// output is the answer; every `structured_invalid_every`-th one fails its constraint.
+fn constrained_answer(
+    s: &SimState,
+    kind: Kind,
+    ask: &Ask,
+    answer: &AnswerPlan,
+) -> Option<super::structured::Planned> {
     let tokens = if kind == Kind::Chat {
         answer.answer
     } else {
         ask.max_tokens
     };
-    super::structured::answer(ask.structured.as_ref()?, tokens)
+    let c = ask.structured.as_ref()?;
+    let broken = super::structured::breaks_next(s.config.structured_invalid_every, &s.constrained);
+    Some(super::structured::answer(c, tokens, broken))
 }
 
 fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Response {
@@ -550,7 +559,7 @@ fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Re
             "simulated engine is shutting down",
         );
     }
-    let doc = constrained_answer(kind, &ask, &answer);
+    let planned = constrained_answer(s, kind, &ask, &answer);
     let trace = super::truth::SimRequestTrace {
         request_id,
         received_unix_us,
@@ -558,6 +567,7 @@ fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Re
         max_tokens: ask.max_tokens,
         lora: ask.lora.as_ref().map(|a| a.name.clone()),
         structured: ask.structured.is_some(),
+        structured_invalid: planned.as_ref().is_some_and(|p| p.invalid),
         image_tokens: ask
             .images
             .iter()
@@ -588,7 +598,7 @@ fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Re
         slow_first_s: s.config.faults.slow_first_s,
         write_batch: s.config.write_batch.max(1),
         trailer_delay: std::time::Duration::from_secs_f64(s.config.trailer_delay_ms / 1000.0),
-        doc,
+        doc: planned.and_then(|p| p.text),
         doc_at: 0,
         answer,
         log: s.log.clone(),

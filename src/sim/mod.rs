@@ -203,6 +203,11 @@ pub struct SimConfig {
     /// plain request's; `--structured-accept-length`).
     #[serde(default)]
     pub structured_accept_length: f64,
+    /// Every K-th constrained request it reads is answered with one that fails its constraint,
+    /// and its record says so (`structured_invalid`; `--structured-invalid-every`; 0, never, by
+    /// default): a known share of non-compliant answers.
+    #[serde(default)]
+    pub structured_invalid_every: u32,
     /// Engine time each image in a request costs at its prefill (its vision encoder), in ms
     /// (`--image-ms`; 0 by default). Its tokens ([`images::tokens`]) prefill as any other.
     #[serde(default)]
@@ -280,6 +285,7 @@ impl SimConfig {
                 lora: Vec::new(),
                 structured_step_ms: 0.0,
                 structured_accept_length: 0.0,
+                structured_invalid_every: 0,
                 image_ms: 0.0,
             }),
             "fast" => Ok(SimConfig {
@@ -312,6 +318,7 @@ impl SimConfig {
                 lora: Vec::new(),
                 structured_step_ms: 0.0,
                 structured_accept_length: 0.0,
+                structured_invalid_every: 0,
                 image_ms: 0.0,
             }),
             other => Err(format!(
@@ -452,6 +459,7 @@ pub async fn start(config: SimConfig, addr: SocketAddr) -> std::io::Result<SimHa
         engine: tx,
         cache,
         next_id: std::sync::atomic::AtomicU64::new(0),
+        constrained: std::sync::atomic::AtomicU64::new(0),
         log: log.clone(),
     }));
     let stop = shutdown.clone();

@@ -4,6 +4,12 @@
 //! tokens asked for (four characters a token), or cut there when it does not fit (so an
 //! answer cut by its output limit does not parse, as on a real engine). A regex constraint is
 //! honoured for timing only: its answer is plain words.
+//!
+//! With `structured_invalid_every` K, every K-th constrained request the simulator reads is
+//! answered with one that fails its constraint on purpose ([`broken_json`], or a `!` before a
+//! regex's words), and its record says so, so a test knows exactly which answers comply.
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Map, Value, json};
 
@@ -49,21 +55,87 @@ pub fn of(body: &Value, native: bool) -> Option<SimConstraint> {
     body.get("regex").map(|_| SimConstraint::Regex)
 }
 
-/// The answer text of a constrained request of `tokens` tokens (four characters a token);
-/// `None` for a regex constraint (plain words).
-pub fn answer(c: &SimConstraint, tokens: u64) -> Option<Vec<char>> {
-    let SimConstraint::Json(schema) = c else {
-        return None;
-    };
-    let doc = schema.as_ref().map_or_else(|| json!({}), instance);
-    let mut chars: Vec<char> = doc.to_string().chars().collect();
+/// What a constrained request is answered with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Planned {
+    /// The answer's text, four characters a token; `None` for plain words (a regex
+    /// constraint's compliant answer).
+    pub text: Option<Vec<char>>,
+    /// The answer fails its constraint: broken on purpose, or a JSON document cut by its
+    /// output limit.
+    pub invalid: bool,
+}
+
+/// The answer of a constrained request of `tokens` tokens (four characters a token): the
+/// compliant one, or with `broken` one that fails the constraint ([`broken_json`]).
+pub fn answer(c: &SimConstraint, tokens: u64, broken: bool) -> Planned {
     let want = usize::try_from(tokens.saturating_mul(4)).unwrap_or(usize::MAX);
-    if chars.len() > want {
+    let SimConstraint::Json(schema) = c else {
+        if !broken {
+            return Planned {
+                text: None,
+                invalid: false,
+            };
+        }
+        // No plain word holds a `!`: a pattern that takes the plain words refuses it.
+        let mut text: Vec<char> = "!".chars().collect();
+        while text.len() < want {
+            text.extend(" the".chars());
+        }
+        text.truncate(want.max(1));
+        return Planned {
+            text: Some(text),
+            invalid: true,
+        };
+    };
+    let doc = if broken {
+        broken_json(schema.as_ref())
+    } else {
+        schema
+            .as_ref()
+            .map_or_else(|| json!({}), instance)
+            .to_string()
+    };
+    let mut chars: Vec<char> = doc.chars().collect();
+    let cut = chars.len() > want;
+    if cut {
         chars.truncate(want);
     } else {
         chars.resize(want, ' ');
     }
-    Some(chars)
+    Planned {
+        text: Some(chars),
+        invalid: broken || cut,
+    }
+}
+
+/// Whether the next constrained request is to be answered invalidly: every `every`-th one
+/// counted by `seen` (the first, second, … constrained request read); never with 0.
+pub fn breaks_next(every: u32, seen: &AtomicU64) -> bool {
+    let n = seen.fetch_add(1, Ordering::Relaxed) + 1;
+    every > 0 && n.is_multiple_of(u64::from(every))
+}
+
+/// A JSON answer that fails its constraint: for a plain JSON object `[]` (a document, but not
+/// an object); for a schema whose object requires a property, its instance without the first
+/// of them (a document the schema refuses); for any other schema, its instance after a `[`
+/// (no document at all).
+pub fn broken_json(schema: Option<&Value>) -> String {
+    let Some(schema) = schema else {
+        return "[]".into();
+    };
+    let mut doc = instance(schema);
+    let first_required = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .and_then(|r| r.first())
+        .and_then(Value::as_str);
+    if let (Some(obj), Some(name)) = (doc.as_object_mut(), first_required)
+        && obj.remove(name).is_some()
+    {
+        return doc.to_string();
+    }
+    format!("[{doc}")
 }
 
 /// The smallest instance of `schema` this simulator can make: every property of an object,
@@ -155,15 +227,65 @@ mod tests {
 
     #[test]
     fn an_answer_is_padded_to_its_tokens_or_cut_at_them() {
+        let text = |p: Planned| -> String { p.text.unwrap().into_iter().collect() };
         let c = SimConstraint::Json(None);
-        let a: String = answer(&c, 3).unwrap().into_iter().collect();
-        assert_eq!(a, "{}          ");
+        let a = answer(&c, 3, false);
+        assert!(!a.invalid);
+        assert_eq!(text(a), "{}          ");
         let schema = json!({"type": "object", "properties": {"long_name": {"type": "string"}}});
         let c = SimConstraint::Json(Some(schema));
-        let cut: String = answer(&c, 2).unwrap().into_iter().collect();
+        let cut = answer(&c, 2, false);
+        assert!(cut.invalid, "a document cut short fails");
+        let cut = text(cut);
         assert_eq!(cut, r#"{"long_n"#);
         assert!(serde_json::from_str::<Value>(&cut).is_err());
-        assert_eq!(answer(&SimConstraint::Regex, 5), None);
+        assert_eq!(
+            answer(&SimConstraint::Regex, 5, false),
+            Planned {
+                text: None,
+                invalid: false
+            }
+        );
+    }
+
+    #[test]
+    fn broken_answers_fail_their_constraint() {
+        let text = |p: Planned| -> String {
+            assert!(p.invalid);
+            p.text.unwrap().into_iter().collect()
+        };
+        // A plain JSON object: a document, not an object.
+        let a = text(answer(&SimConstraint::Json(None), 3, true));
+        assert_eq!(a, "[]          ");
+        assert!(serde_json::from_str::<Value>(&a).unwrap().is_array());
+        // A schema with a required property: its instance without it, which still parses.
+        let schema = json!({
+            "type": "object",
+            "properties": {"city": {"type": "string", "minLength": 3}, "days": {"type": "integer"}},
+            "required": ["city", "days"],
+        });
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let a = text(answer(&SimConstraint::Json(Some(schema.clone())), 8, true));
+        let doc: Value = serde_json::from_str(&a).unwrap();
+        assert_eq!(doc, json!({"days": 0}));
+        assert!(!validator.is_valid(&doc));
+        // Nothing required: no document at all.
+        let loose = json!({"type": "integer", "minimum": -15});
+        let a = text(answer(&SimConstraint::Json(Some(loose)), 2, true));
+        assert_eq!(a.trim_end(), "[-15");
+        assert!(serde_json::from_str::<Value>(&a).is_err());
+        // A regex's: plain words after a `!`, which no plain word holds.
+        let a = text(answer(&SimConstraint::Regex, 3, true));
+        assert_eq!(a, "! the the th");
+    }
+
+    #[test]
+    fn every_kth_constrained_request_is_broken() {
+        let seen = AtomicU64::new(0);
+        let drawn: Vec<bool> = (0..7).map(|_| breaks_next(3, &seen)).collect();
+        assert_eq!(drawn, [false, false, true, false, false, true, false]);
+        let seen = AtomicU64::new(0);
+        assert!((0..10).all(|_| !breaks_next(0, &seen)));
     }
 
     #[test]

@@ -31,6 +31,10 @@ pub struct SimRequestTrace {
     /// It carried a structured-output constraint.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub structured: bool,
+    /// Its answer fails its constraint: broken on purpose (every `structured_invalid_every`-th
+    /// constrained request), or a JSON document cut by its output limit.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub structured_invalid: bool,
     /// The LoRA adapter it named (none: the base model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lora: Option<String>,
