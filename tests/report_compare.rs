@@ -321,6 +321,11 @@ fn check_charts(dirs: &[PathBuf], out: &Path) {
     ] {
         assert!(sweep.contains(&want), "{want:?} not in {sweep:?}");
     }
+    // Three runs, one series each (two may have started within one second).
+    assert!(
+        sweep.contains(" · 3 runs overlaid") && !sweep.contains("a line per pass"),
+        "{sweep}"
+    );
     let lc_sub = &text("long_context.png").subtitle;
     for want in [
         format!("A: 1K, 2K in / {LC_OUT} out tokens, one request at a time"),

@@ -42,14 +42,24 @@ pub(super) fn plans(runs: &[ChartRun<'_>], plan: fn(&RunSummary) -> Option<Strin
     each.join("; ")
 }
 
-/// The names of `runs`, a run drawn as several series (one start and host) once.
+/// Whether two of the runs drawn are series of one run (docs/outputs.md "Passes"): the same
+/// start, host and configuration but for the thinking budget a series keeps (a start is to
+/// the second: two short runs can share one).
+fn one_run(a: &RunSummary, b: &RunSummary) -> bool {
+    let plan = |s: &RunSummary| crate::config::RunConfig {
+        thinking_budgets: Vec::new(),
+        ..s.config.clone()
+    };
+    a.started_at == b.started_at && a.host == b.host && plan(a) == plan(b)
+}
+
+/// The names of `runs`, a run drawn as several series once.
 fn run_names(runs: &[&ChartRun<'_>]) -> String {
-    let mut groups: Vec<((&str, &str), Vec<&str>)> = Vec::new();
+    let mut groups: Vec<(&RunSummary, Vec<&str>)> = Vec::new();
     for r in runs {
-        let k = (r.summary.started_at.as_str(), r.summary.host.as_str());
         match groups.last_mut() {
-            Some((g, labels)) if *g == k => labels.push(&r.label),
-            _ => groups.push((k, vec![&r.label])),
+            Some((g, labels)) if one_run(g, r.summary) => labels.push(&r.label),
+            _ => groups.push((r.summary, vec![&r.label])),
         }
     }
     let names: Vec<String> = groups.iter().map(|(_, l)| shared_name(l)).collect();
@@ -91,14 +101,13 @@ pub(super) fn subtitle(runs: &[ChartRun<'_>], settings: Settings<'_>) -> String 
     } else {
         ""
     };
-    // A run of several passes comes as one `ChartRun` per series (docs/outputs.md "Passes"):
-    // the same start and host.
-    let mut distinct: Vec<(&str, &str)> = runs
-        .iter()
-        .map(|r| (r.summary.started_at.as_str(), r.summary.host.as_str()))
-        .collect();
-    distinct.sort_unstable();
-    distinct.dedup();
+    // A run of several passes comes as one `ChartRun` per series (docs/outputs.md "Passes").
+    let mut distinct: Vec<&RunSummary> = Vec::new();
+    for r in runs {
+        if !distinct.iter().any(|d| one_run(d, r.summary)) {
+            distinct.push(r.summary);
+        }
+    }
     let mut more = if distinct.len() > 1 {
         format!(" · {} runs overlaid", distinct.len())
     } else {
@@ -122,4 +131,73 @@ pub(super) fn subtitle(runs: &[ChartRun<'_>], settings: Settings<'_>) -> String 
         "{sim}{model} · {engine} · {date} · {settings} · host {}{more}",
         s.host
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{as_runs, per_series};
+    use super::*;
+
+    /// The subtitle of `runs` drawn as `render_all` draws them (split into series).
+    fn of(runs: &[ChartRun<'_>]) -> String {
+        let split: Vec<_> = runs
+            .iter()
+            .flat_map(|r| per_series(r, runs.len() > 1))
+            .collect();
+        subtitle(
+            &as_runs(&split),
+            Settings::Plan(|s| Some(s.config.lengths_label())),
+        )
+    }
+
+    fn run<'a>(label: &str, s: &'a RunSummary) -> ChartRun<'a> {
+        ChartRun {
+            label: label.into(),
+            summary: s,
+            telemetry: &[],
+        }
+    }
+
+    /// A run's series (twins, thinking budgets) are one run with a line per pass; two runs
+    /// that started within one second are two; each run's plan is named when they differ,
+    /// a run of several series once.
+    #[test]
+    fn series_are_one_run_and_each_runs_plan_is_named() {
+        let twins = crate::tui::fixtures::finished_twins().session.summary;
+        let budgets = crate::tui::fixtures::mid_budgets().session.summary;
+        for s in [&twins, &budgets] {
+            let sub = of(&[run("r", s)]);
+            assert!(sub.contains(" · a line per pass"), "{sub}");
+            assert!(!sub.contains("overlaid"), "{sub}");
+            assert!(sub.contains(&s.config.lengths_label()), "{sub}");
+        }
+        let a = crate::tui::fixtures::finished_run().session.summary;
+        let mut b = a.clone();
+        b.config.input_len = 2000;
+        let sub = of(&[run("A", &twins), run("B", &b)]);
+        assert!(
+            sub.contains(" · 2 runs overlaid · a line per pass"),
+            "{sub}"
+        );
+        assert!(
+            sub.contains(&format!(
+                "A: {}; B: {}",
+                twins.config.lengths_label(),
+                b.config.lengths_label()
+            )),
+            "{sub}"
+        );
+        // The same start to the second, another plan: two runs, each named.
+        b.started_at.clone_from(&a.started_at);
+        let sub = of(&[run("A", &a), run("B", &b)]);
+        assert!(sub.contains(" · 2 runs overlaid"), "{sub}");
+        assert!(!sub.contains("a line per pass"), "{sub}");
+        // One plan: said once, unnamed.
+        let sub = of(&[run("A", &a), run("C", &a)]);
+        assert!(
+            sub.contains(&format!(" · {} · ", a.config.lengths_label())),
+            "{sub}"
+        );
+        assert!(!sub.contains("A:"), "{sub}");
+    }
 }
