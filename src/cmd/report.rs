@@ -13,48 +13,42 @@ pub fn report(a: &crate::cli::ReportArgs) -> i32 {
     if a.screenshots && a.dirs.len() != 1 {
         return fail("--screenshots takes one run directory");
     }
-    if a.dirs.len() > 1 {
-        warn_unlike_plans(&a.dirs);
-    }
-    let result = crate::export::report::report(&a.dirs, &a.labels, a.out.as_deref(), a.chart_size)
-        .and_then(|mut files| {
-            if a.screenshots {
-                let (summary, telemetry) = crate::export::report::load_run(&a.dirs[0])?;
-                let mut app = crate::tui::app::App::from_saved(summary, &telemetry);
-                let buffers = app.tab_buffers(a.screenshot_size.0, a.screenshot_size.1);
-                files.extend(crate::tui::write_screenshots(
-                    &a.dirs[0].join("screenshots"),
-                    &buffers,
-                )?);
-            }
-            Ok(files)
-        });
+    let result =
+        crate::export::report::report_runs(&a.dirs, &a.labels, a.out.as_deref(), a.chart_size)
+            .and_then(|mut r| {
+                if a.screenshots {
+                    let (summary, telemetry) = crate::export::report::load_run(&a.dirs[0])?;
+                    let mut app = crate::tui::app::App::from_saved(summary, &telemetry);
+                    let buffers = app.tab_buffers(a.screenshot_size.0, a.screenshot_size.1);
+                    r.files.extend(crate::tui::write_screenshots(
+                        &a.dirs[0].join("screenshots"),
+                        &buffers,
+                    )?);
+                }
+                Ok(r)
+            });
     match result {
-        Ok(files) => {
-            for f in files {
+        Ok(r) => {
+            warn_unlike(&r, a.dirs.len());
+            for f in r.files {
                 println!("{}", f.display());
             }
+            // The comparison was asked for and written, Δ or not (docs/outputs.md).
             0
         }
         Err(e) => fail(&e),
     }
 }
 
-/// Several runs of different plans (input and output lengths) overlay unlike curves: said on
-/// stderr before the comparison is written (its legend and findings say it too).
-fn warn_unlike_plans(dirs: &[std::path::PathBuf]) {
-    let plans: Vec<(String, String)> = dirs
-        .iter()
-        .filter_map(|d| {
-            let (s, _) = crate::export::report::load_run(d).ok()?;
-            Some((d.display().to_string(), s.config.lengths_label()))
-        })
-        .collect();
-    if plans.iter().any(|(_, p)| *p != plans[0].1) {
-        let each: Vec<String> = plans.iter().map(|(d, p)| format!("{d}: {p}")).collect();
+/// Where a later run's levels were not compared with the first run's, and why, on stderr
+/// (summary.md says the same under its side-by-side table); and when nothing was compared.
+fn warn_unlike(r: &crate::export::report::Report, runs: usize) {
+    for line in &r.unlike {
+        say!("servetop: warning: {line}");
+    }
+    if runs > 1 && !r.compared_any {
         say!(
-            "servetop: warning: these runs had different plans ({}); the comparison overlays unlike runs",
-            each.join("; ")
+            "servetop: warning: no level of these runs sent the same requests as the first run's at the same place: summary.md shows their figures side by side with no Δ"
         );
     }
 }

@@ -129,12 +129,62 @@ pub fn export_run(
     Ok(files)
 }
 
+/// A comparison's summary.md and CSV tables into `out`, for `labelled` runs read from `dirs`.
+fn write_tables(
+    out: &Path,
+    dirs: &[PathBuf],
+    labelled: &[(String, &RunSummary)],
+) -> Result<Vec<PathBuf>, String> {
+    let mut md = String::from("# servetop comparison\n\n");
+    md.push_str(&super::markdown::across_section(
+        &crate::summary::findings::compare::across(labelled),
+    ));
+    md.push_str(&super::markdown::side_by_side(labelled));
+    for ((name, s), dir) in labelled.iter().zip(dirs) {
+        let _ = writeln!(md, "## {name} ({})\n", dir.display());
+        md.push_str(&summary_md(s).replacen("# servetop results", "### results", 1));
+        md.push('\n');
+    }
+    let mut tables = vec![
+        ("sweep.csv", sweep_csv(labelled)),
+        ("long_context.csv", long_context_csv(labelled)),
+        ("summary.md", md),
+    ];
+    if labelled.iter().any(|(_, s)| !s.rates.is_empty()) {
+        tables.push(("rates.csv", rates_csv(labelled)));
+    }
+    if labelled.iter().any(|(_, s)| !s.traces.is_empty()) {
+        tables.push(("trace.csv", trace_csv(labelled)));
+    }
+    let mut files = Vec::new();
+    for (name, text) in tables {
+        let p = out.join(name);
+        write_atomic(&p, text.as_bytes())
+            .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+        files.push(p);
+    }
+    Ok(files)
+}
+
 /// A run's default label: its directory name.
 pub fn run_label(_summary: &RunSummary, dir: &Path) -> String {
     dir.file_name().map_or_else(
         || dir.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     )
+}
+
+/// What `servetop report` wrote, and what a person should know of the comparison.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Report {
+    /// The files written.
+    pub files: Vec<PathBuf>,
+    /// Of several runs, that their plans differ, and where a later run's levels were not
+    /// compared with the first run's and why ([`super::markdown::Against::lines`]); one line
+    /// each.
+    pub unlike: Vec<String>,
+    /// Of several runs, whether any level of a later run was compared with the first run's.
+    pub compared_any: bool,
 }
 
 /// `servetop report`: one directory re-renders in place; several overlay into `out`.
@@ -144,6 +194,16 @@ pub fn report(
     out: Option<&Path>,
     size: (u32, u32),
 ) -> Result<Vec<PathBuf>, String> {
+    report_runs(dirs, labels, out, size).map(|r| r.files)
+}
+
+/// [`report`], with what the comparison of several runs could not compare.
+pub fn report_runs(
+    dirs: &[PathBuf],
+    labels: &[String],
+    out: Option<&Path>,
+    size: (u32, u32),
+) -> Result<Report, String> {
     let loaded: Vec<(RunSummary, Vec<TelemetryRecord>)> =
         dirs.iter().map(|d| load_run(d)).collect::<Result<_, _>>()?;
     if !labels.is_empty() && labels.len() != dirs.len() {
@@ -153,24 +213,11 @@ pub fn report(
             dirs.len()
         ));
     }
-    // Runs of different plans carry their plan in the legend, so no curve passes for another.
-    let plans: Vec<String> = loaded
-        .iter()
-        .map(|(s, _)| s.config.lengths_label())
-        .collect();
-    let unlike = plans.iter().any(|p| *p != plans[0]);
     let names: Vec<String> = dirs
         .iter()
         .zip(&loaded)
         .enumerate()
-        .map(|(i, (d, (s, _)))| {
-            let name = labels.get(i).cloned().unwrap_or_else(|| run_label(s, d));
-            if unlike {
-                format!("{name} · {}", plans[i])
-            } else {
-                name
-            }
-        })
+        .map(|(i, (d, (s, _)))| labels.get(i).cloned().unwrap_or_else(|| run_label(s, d)))
         .collect();
     if dirs.len() == 1 && out.is_none() {
         let (s, t) = &loaded[0];
@@ -179,9 +226,14 @@ pub fn report(
         write_atomic(&md, summary_md(s).as_bytes())
             .map_err(|e| format!("cannot write {}: {e}", md.display()))?;
         files.push(md);
-        return Ok(files);
+        return Ok(Report {
+            files,
+            ..Report::default()
+        });
     }
     let out = out.map_or_else(|| super::default_run_dir("compare"), Path::to_path_buf);
+    // The charts name each run's plan in their title band; the tables' headings carry it
+    // when the plans differ, so no run's figures pass for another's.
     let runs: Vec<ChartRun> = names
         .iter()
         .zip(&loaded)
@@ -192,37 +244,48 @@ pub fn report(
         })
         .collect();
     let mut files = render_all(&runs, &out.join("charts"), size)?;
+    let plans: Vec<String> = loaded
+        .iter()
+        .map(|(s, _)| s.config.lengths_label())
+        .collect();
+    let unlike = plans.iter().any(|p| *p != plans[0]);
     let labelled: Vec<(String, &RunSummary)> = names
         .iter()
-        .cloned()
+        .zip(&plans)
+        .map(|(n, p)| {
+            if unlike {
+                format!("{n} · {p}")
+            } else {
+                n.clone()
+            }
+        })
         .zip(loaded.iter().map(|(s, _)| s))
         .collect();
-    let mut md = String::from("# servetop comparison\n\n");
-    md.push_str(&super::markdown::across_section(
-        &crate::summary::findings::compare::across(&labelled),
-    ));
-    md.push_str(&super::markdown::side_by_side(&labelled));
-    for ((name, s), dir) in labelled.iter().zip(dirs) {
-        let _ = writeln!(md, "## {name} ({})\n", dir.display());
-        md.push_str(&summary_md(s).replacen("# servetop results", "### results", 1));
-        md.push('\n');
+    // Said on stderr by the runs' names alone (summary.md's headings carry their plans).
+    let against = super::markdown::against_first(
+        &names
+            .iter()
+            .cloned()
+            .zip(loaded.iter().map(|(s, _)| s))
+            .collect::<Vec<_>>(),
+    );
+    files.extend(write_tables(&out, dirs, &labelled)?);
+    let mut said = Vec::new();
+    if unlike {
+        let each: Vec<String> = dirs
+            .iter()
+            .zip(&plans)
+            .map(|(d, p)| format!("{}: {p}", d.display()))
+            .collect();
+        said.push(format!(
+            "these runs had different plans ({}); the comparison overlays unlike runs, with a Δ only where two levels sent the same requests",
+            each.join("; ")
+        ));
     }
-    let mut tables = vec![
-        ("sweep.csv", sweep_csv(&labelled)),
-        ("long_context.csv", long_context_csv(&labelled)),
-        ("summary.md", md),
-    ];
-    if labelled.iter().any(|(_, s)| !s.rates.is_empty()) {
-        tables.push(("rates.csv", rates_csv(&labelled)));
-    }
-    if labelled.iter().any(|(_, s)| !s.traces.is_empty()) {
-        tables.push(("trace.csv", trace_csv(&labelled)));
-    }
-    for (name, text) in tables {
-        let p = out.join(name);
-        write_atomic(&p, text.as_bytes())
-            .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
-        files.push(p);
-    }
-    Ok(files)
+    said.extend(against.iter().flat_map(super::markdown::Against::lines));
+    Ok(Report {
+        files,
+        unlike: said,
+        compared_any: against.iter().any(|a| !a.compared.is_empty()),
+    })
 }

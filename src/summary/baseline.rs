@@ -1,10 +1,13 @@
 //! A baseline to beat (`--baseline`): a previous run's levels reduced to what the comparison
 //! reads, each level of this run matched to the baseline's level that measured the same thing,
 //! and the change against it (Δ%, docs/metrics.md) with the verdict `--fail-on-regression` gates
-//! on. Data and arithmetic only: which run it came from is the caller's business.
+//! on; and the same notion of a level's identity for two saved runs side by side (`report A B`:
+//! [`level_differences`]). Data and arithmetic only: which run it came from is the caller's
+//! business.
 
 use serde::{Deserialize, Serialize};
 
+use super::{LevelSummary, RunSummary};
 use crate::metrics::LevelStats;
 use crate::metrics::curves::{self, at};
 use crate::workload::LevelKind;
@@ -83,29 +86,194 @@ impl BaselineLevel {
         })
     }
 
-    /// Whether this level measured what `key` describes: the same kind, lengths and number of
-    /// requests, and the same concurrency (sweep), context (long context) or offered rate (rate
-    /// levels; a trace's mean rate). Multi-turn levels are not compared.
+    /// What identifies this level (its [`LevelKey`]).
+    pub fn key(&self) -> LevelKey {
+        LevelKey {
+            kind: self.kind,
+            concurrency: self.concurrency,
+            input_len: self.input_len,
+            output_len: self.output_len,
+            requests: self.requests,
+            request_rate: self.request_rate,
+        }
+    }
+
+    /// Whether this level measured what `key` describes: no [`LevelKey::differences`].
+    /// Multi-turn levels are not compared.
     pub fn matches(&self, key: &LevelKey) -> bool {
-        self.requests == key.requests && self.matches_but_requests(key)
+        key.kind != LevelKind::MultiTurn && self.key().differences(key).is_empty()
     }
 
     /// [`matches`](Self::matches) but for the number of requests (to say why nothing matched).
     pub fn matches_but_requests(&self, key: &LevelKey) -> bool {
-        let same_lengths = self.kind == key.kind
-            && self.input_len == key.input_len
-            && self.output_len == key.output_len;
-        same_lengths
-            && match key.kind {
-                LevelKind::Sweep => self.concurrency == key.concurrency,
-                LevelKind::LongContext => true,
-                LevelKind::Rate | LevelKind::Trace => match (self.request_rate, key.request_rate) {
-                    (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * a.abs().max(b.abs()),
-                    _ => false,
-                },
-                LevelKind::MultiTurn => false,
-            }
+        self.matches(&LevelKey {
+            requests: self.requests,
+            ..*key
+        })
     }
+}
+
+/// One key on which two levels differ, with each one's value: `input_len 200 vs 2000`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeyDifference {
+    /// The key, as results.json names it.
+    pub key: &'static str,
+    /// Its value in the first level and in the other.
+    pub values: (String, String),
+}
+
+impl KeyDifference {
+    /// `key`'s values `a` and `b` when they differ.
+    pub fn of<T: PartialEq + std::fmt::Display>(key: &'static str, a: &T, b: &T) -> Option<Self> {
+        (a != b).then(|| Self {
+            key,
+            values: (a.to_string(), b.to_string()),
+        })
+    }
+}
+
+impl std::fmt::Display for KeyDifference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} vs {}", self.key, self.values.0, self.values.1)
+    }
+}
+
+/// Two offered rates close enough to be the same setting (a rate read back from JSON).
+pub fn same_rate(a: Option<f64>, b: Option<f64>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * a.abs().max(b.abs()),
+        _ => false,
+    }
+}
+
+impl LevelKey {
+    /// Where `self` and `other` measured different things, each key with both values: the
+    /// kind (when it differs, nothing else is said), the place (a sweep level's concurrency,
+    /// a rate or trace level's offered rate; a long-context level's place is its input
+    /// length), the input and output lengths and the number of measured requests. Empty: the
+    /// same measurement.
+    pub fn differences(&self, other: &LevelKey) -> Vec<KeyDifference> {
+        if self.kind != other.kind {
+            return KeyDifference::of("kind", &kind_name(self.kind), &kind_name(other.kind))
+                .into_iter()
+                .collect();
+        }
+        let place = match self.kind {
+            LevelKind::Sweep | LevelKind::MultiTurn => {
+                KeyDifference::of("concurrency", &self.concurrency, &other.concurrency)
+            }
+            LevelKind::LongContext => None,
+            LevelKind::Rate | LevelKind::Trace => {
+                (!same_rate(self.request_rate, other.request_rate)).then(|| KeyDifference {
+                    key: "request_rate",
+                    values: (rate_text(self.request_rate), rate_text(other.request_rate)),
+                })
+            }
+        };
+        [
+            place,
+            KeyDifference::of("input_len", &self.input_len, &other.input_len),
+            KeyDifference::of("output_len", &self.output_len, &other.output_len),
+            KeyDifference::of("requests", &self.requests, &other.requests),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+}
+
+/// Where level `a` of run `ra` and level `b` of run `rb` sent different requests, each key
+/// with both values (`input_len 200 vs 2000`): their [`LevelKey::differences`] (a level of a
+/// `--level-seconds` run, whose `requests` is what it sent, by its seconds instead), then what
+/// else shapes a request: the levels' shared prefix, length spread (`range_ratio`),
+/// `response_format` and `thinking_budget`, and the runs' `backend`, `dataset`, `images` and
+/// LoRA adapters. Empty: the two measured the same thing and their change means something.
+pub fn level_differences(
+    (ra, a): (&RunSummary, &LevelSummary),
+    (rb, b): (&RunSummary, &LevelSummary),
+) -> Vec<KeyDifference> {
+    let mut out = a.key().differences(&b.key());
+    if out.first().is_some_and(|d| d.key == "kind") {
+        return out;
+    }
+    if a.seconds.is_some() || b.seconds.is_some() {
+        out.retain(|d| d.key != "requests");
+        out.extend(KeyDifference::of(
+            "seconds",
+            &opt(a.seconds.map(crate::fmt::fmt_rate)),
+            &opt(b.seconds.map(crate::fmt::fmt_rate)),
+        ));
+    }
+    let format = |l: &LevelSummary| l.response_format.clone().unwrap_or_else(|| "plain".into());
+    let backend = |s: &RunSummary| opt(s.backend.map(crate::client::Backend::path));
+    let dataset = |s: &RunSummary| opt(s.config.dataset.as_ref().map(|p| p.display()));
+    let images = |s: &RunSummary| {
+        s.config.image_mix().map_or_else(
+            || "none".into(),
+            |m| format!("{} of {}", m.per_request, m.sizes.describe()),
+        )
+    };
+    let lora = |s: &RunSummary| {
+        if s.config.lora_modules.is_empty() {
+            "none".into()
+        } else {
+            format!(
+                "{} ({})",
+                s.config.lora_modules.join(","),
+                s.config.lora_dist.label()
+            )
+        }
+    };
+    out.extend(
+        [
+            KeyDifference::of(
+                "shared_prefix_tokens",
+                &a.shared_prefix_tokens,
+                &b.shared_prefix_tokens,
+            ),
+            KeyDifference::of(
+                "range_ratio",
+                &opt(a.range_ratio.map(crate::fmt::fmt_rate)),
+                &opt(b.range_ratio.map(crate::fmt::fmt_rate)),
+            ),
+            KeyDifference::of("response_format", &format(a), &format(b)),
+            KeyDifference::of(
+                "thinking_budget",
+                &opt(a.thinking_budget),
+                &opt(b.thinking_budget),
+            ),
+            KeyDifference::of("backend", &backend(ra), &backend(rb)),
+            KeyDifference::of("dataset", &dataset(ra), &dataset(rb)),
+            KeyDifference::of("images", &images(ra), &images(rb)),
+            KeyDifference::of("lora_modules", &lora(ra), &lora(rb)),
+        ]
+        .into_iter()
+        .flatten(),
+    );
+    out
+}
+
+/// A value, or `none`.
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "none".into(), |v| v.to_string())
+}
+
+/// A level kind as results.json's `kind` spells it.
+fn kind_name(k: LevelKind) -> &'static str {
+    match k {
+        LevelKind::Sweep => "sweep",
+        LevelKind::LongContext => "long_context",
+        LevelKind::Rate => "rate",
+        LevelKind::MultiTurn => "multi_turn",
+        LevelKind::Trace => "trace",
+    }
+}
+
+fn rate_text(r: Option<f64>) -> String {
+    r.map_or_else(
+        || "none".into(),
+        |r| format!("{} req/s", crate::fmt::fmt_rate(r)),
+    )
 }
 
 /// Of `planned` (label and key of each level of this run), those that match a baseline level

@@ -1,13 +1,18 @@
 //! `long_context.png`: TTFT, prefill and decode speed against input length.
 
 use super::panel::{Line, Panel, XKind, figure_of};
+use super::title::Settings;
 use super::{ChartRun, grouped, run_lines, stat};
 use crate::metrics::curves;
 use crate::summary::{LevelStatus, LevelSummary, RunSummary};
 use std::path::Path;
 
 /// `long_context.png`, with skipped lengths marked and their reasons in the footer.
-pub(super) fn draw(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Result<(), String> {
+pub(super) fn draw(
+    path: &Path,
+    size: (u32, u32),
+    runs: &[ChartRun<'_>],
+) -> Result<super::ChartText, String> {
     let k = |l: &LevelSummary| l.input_len as f64 / 1000.0;
     let ctx_lines = |name: &str, f: fn(&LevelSummary) -> Option<f64>| -> Vec<Line> {
         let points = |s: &RunSummary| grouped::means(&grouped::by_level(&s.long_context, k, f));
@@ -29,13 +34,12 @@ pub(super) fn draw(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Resu
         events: vec![],
         empty: empty.clone(),
     };
-    let settings = settings(runs[0].summary);
     figure_of(
         path,
         size,
         (
             "Long context: prefill and decode vs input length",
-            Some(&settings),
+            Settings::Plan(settings),
         ),
         runs,
         &[
@@ -98,8 +102,11 @@ fn notes(runs: &[ChartRun<'_>]) -> (Vec<(f64, String)>, Vec<String>) {
 }
 
 /// The long-context plan for the subtitle: its lengths and output tokens, one request at a
-/// time (not the sweep's lengths).
-fn settings(s: &RunSummary) -> String {
+/// time (not the sweep's lengths); none for a run without long-context lengths.
+fn settings(s: &RunSummary) -> Option<String> {
+    if s.long_context.is_empty() {
+        return None;
+    }
     let mut lengths: Vec<String> = Vec::new();
     for l in &s.long_context {
         let k = crate::fmt::fmt_tokens(l.input_len);
@@ -108,11 +115,11 @@ fn settings(s: &RunSummary) -> String {
             lengths.push(k);
         }
     }
-    format!(
+    Some(format!(
         "{} in / {} out tokens, one request at a time",
         lengths.join(", "),
         s.config.long_context_output_len
-    )
+    ))
 }
 
 #[cfg(test)]
@@ -123,7 +130,7 @@ mod tests {
         let app = crate::tui::fixtures::finished_run();
         let s = &app.session.summary;
         assert!(!s.long_context.is_empty());
-        let text = super::settings(s);
+        let text = super::settings(s).unwrap();
         let first = crate::fmt::fmt_tokens(s.long_context[0].input_len);
         assert!(text.starts_with(&first), "{text}");
         assert!(

@@ -68,7 +68,7 @@ pub(super) fn lora_figure(
     path: &Path,
     size: (u32, u32),
     runs: &[ChartRun<'_>],
-) -> Result<(), String> {
+) -> Result<super::ChartText, String> {
     let names = adapters(runs);
     let x = levels_of(runs[0].summary).1;
     let empty = "no level with LoRA adapters finished in this run".to_string();

@@ -14,6 +14,7 @@ mod rates;
 mod search;
 mod sweep;
 mod timeline;
+mod title;
 mod trace;
 mod turns;
 
@@ -126,8 +127,17 @@ fn stat(l: &LevelSummary, y: curves::Y) -> Option<f64> {
 /// Said in a sweep panel of a run without one.
 const NO_SWEEP: &str = "no concurrency sweep in this run";
 
+/// What a drawn figure's text says: its title band's subtitle and each panel's legend.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ChartText {
+    /// The line under the title: model, engine, date, each run's plan, host.
+    pub subtitle: String,
+    /// Each panel's legend entries, in panel order (empty: no legend).
+    pub legends: Vec<Vec<String>>,
+}
+
 /// Draws one figure of `runs` into a file.
-type Draw = fn(&Path, (u32, u32), &[ChartRun<'_>]) -> Result<(), String>;
+type Draw = fn(&Path, (u32, u32), &[ChartRun<'_>]) -> Result<ChartText, String>;
 
 /// Every chart for `runs` into `dir` (created if missing); returns the files written.
 pub fn render_all(
@@ -135,6 +145,18 @@ pub fn render_all(
     dir: &Path,
     size: (u32, u32),
 ) -> Result<Vec<PathBuf>, String> {
+    Ok(render_described(runs, dir, size)?
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect())
+}
+
+/// [`render_all`], each file with what its text says.
+pub fn render_described(
+    runs: &[ChartRun<'_>],
+    dir: &Path,
+    size: (u32, u32),
+) -> Result<Vec<(PathBuf, ChartText)>, String> {
     if runs.is_empty() {
         return Err("no run to draw".into());
     }
@@ -209,8 +231,8 @@ pub fn render_all(
             } else {
                 runs
             };
-            draw(&p, size, runs)?;
-            written.push(p);
+            let text = draw(&p, size, runs)?;
+            written.push((p, text));
         }
     }
     Ok(written)

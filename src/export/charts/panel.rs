@@ -1,10 +1,10 @@
 //! One figure of panels: the title band (run, engine, settings, SIMULATED when it was), a grid
 //! of panels each with its axes, lines, marks and legend, and a footer of notes.
 
-use std::fmt::Write as _;
 use std::path::Path;
 
-use super::{ChartRun, register_fonts};
+use super::title::{Settings, subtitle};
+use super::{ChartRun, ChartText, register_fonts};
 use plotters::coord::Shift;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
@@ -281,10 +281,7 @@ pub(super) fn draw_panel(area: &Area<'_>, p: &Panel) -> Result<(), String> {
     for l in &p.lines {
         draw_line(&mut chart, l, sc)?;
     }
-    if p.lines
-        .iter()
-        .any(|l| !l.name.is_empty() && !l.points.is_empty())
-    {
+    if !legend(p).is_empty() {
         chart
             .configure_series_labels()
             .position(SeriesLabelPosition::UpperLeft)
@@ -295,6 +292,21 @@ pub(super) fn draw_panel(area: &Area<'_>, p: &Panel) -> Result<(), String> {
             .map_err(err)?;
     }
     Ok(())
+}
+
+/// Whether a line has a point to draw.
+fn drawn(l: &Line) -> bool {
+    l.points.iter().any(|(x, y)| x.is_finite() && y.is_finite())
+}
+
+/// The panel's legend: the names of its named lines that have a point to draw (a run with
+/// nothing in this panel is not listed), in drawing order; none for an empty panel.
+pub(super) fn legend(p: &Panel) -> Vec<String> {
+    p.lines
+        .iter()
+        .filter(|l| !l.name.is_empty() && drawn(l))
+        .map(|l| l.name.clone())
+        .collect()
 }
 
 /// The panel's vertical marks (level starts, skipped lengths) and horizontal limits (an SLO).
@@ -445,7 +457,8 @@ fn draw_line<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, l: &Line, sc: Scale) -> Resu
             .draw_series(LineSeries::new(pts.clone(), style))
             .map_err(err)?
     };
-    if !l.name.is_empty() {
+    // In the legend only with a point drawn ([`legend`]).
+    if !l.name.is_empty() && !pts.is_empty() {
         anno.label(l.name.clone()).legend(move |(x, y)| {
             let s = legend_color.stroke_width(3);
             // A dashed series gets a dashed key.
@@ -490,51 +503,6 @@ fn draw_line<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, l: &Line, sc: Scale) -> Resu
     Ok(())
 }
 
-/// `model · engine · date · settings`, and SIMULATED when it was; `settings` the sweep's
-/// lengths unless given.
-pub(super) fn subtitle(runs: &[ChartRun<'_>], settings: Option<&str>) -> String {
-    let s = runs[0].summary;
-    let (engine, model) = s
-        .server
-        .as_ref()
-        .map_or(("?", "?"), |v| (v.engine.name(), v.model.as_str()));
-    let date = s.started_at.get(..10).unwrap_or(&s.started_at);
-    // First, so a long subtitle cut at the chart's edge never cuts it.
-    let sim = if runs.iter().any(|r| r.summary.simulated) {
-        "SIMULATED SERVER (servetop-sim), not real hardware · "
-    } else {
-        ""
-    };
-    // A run of several passes comes as one `ChartRun` per series (docs/outputs.md "Passes"):
-    // the same start and host.
-    let mut distinct: Vec<(&str, &str)> = runs
-        .iter()
-        .map(|r| (r.summary.started_at.as_str(), r.summary.host.as_str()))
-        .collect();
-    distinct.sort_unstable();
-    distinct.dedup();
-    let mut more = if distinct.len() > 1 {
-        format!(" · {} runs overlaid", distinct.len())
-    } else {
-        String::new()
-    };
-    if runs.len() > distinct.len() {
-        more.push_str(" · a line per pass");
-    }
-    if s.config.repeat > 1 {
-        let _ = write!(
-            more,
-            " · {} runs a level: means, 95 % bars",
-            s.config.repeat
-        );
-    }
-    format!(
-        "{sim}{model} · {engine} · {date} · {} · host {}{more}",
-        settings.map_or_else(|| s.config.lengths_label(), str::to_string),
-        s.host
-    )
-}
-
 /// Splits `s` into lines of at most `width` characters at spaces.
 pub(super) fn wrap(s: &str, width: usize) -> Vec<String> {
     let mut out = Vec::new();
@@ -564,20 +532,28 @@ pub(super) fn figure(
     panels: &[Panel],
     cols: usize,
     footer: &[String],
-) -> Result<(), String> {
-    figure_of(path, size, (title, None), runs, panels, cols, footer)
+) -> Result<ChartText, String> {
+    figure_of(
+        path,
+        size,
+        (title, Settings::Plan(|s| Some(s.config.lengths_label()))),
+        runs,
+        panels,
+        cols,
+        footer,
+    )
 }
 
-/// [`figure`] with the subtitle's settings given (`None`: the sweep's lengths).
+/// [`figure`] with the subtitle's settings given; returns what its title band and legends say.
 pub(super) fn figure_of(
     path: &Path,
     size: (u32, u32),
-    (title, settings): (&str, Option<&str>),
+    (title, settings): (&str, Settings<'_>),
     runs: &[ChartRun<'_>],
     panels: &[Panel],
     cols: usize,
     footer: &[String],
-) -> Result<(), String> {
+) -> Result<ChartText, String> {
     register_fonts();
     let root = BitMapBackend::new(path, size).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
@@ -599,6 +575,7 @@ pub(super) fn figure_of(
     .map_err(err)?;
     // The subtitle in the largest size that fits the width (long settings, a long model name).
     let sub = subtitle(runs, settings);
+    let sub_text = sub.clone();
     let width = size.0.saturating_sub(40);
     let px = [20.0, 18.0, 16.0, 14.0, 12.0]
         .into_iter()
@@ -626,5 +603,9 @@ pub(super) fn figure_of(
         ))
         .map_err(err)?;
     }
-    root.present().map_err(err)
+    root.present().map_err(err)?;
+    Ok(ChartText {
+        subtitle: sub_text,
+        legends: panels.iter().map(legend).collect(),
+    })
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use super::ChartRun;
 use super::panel::{Line, Panel, XKind, color, figure_of};
+use super::title::Settings;
 use crate::summary::tune::TuneSummary;
 use crate::summary::tune::pareto::front;
 
@@ -16,9 +17,9 @@ pub fn pareto_figure(
     size: (u32, u32),
     runs: &[ChartRun<'_>],
     tune: &TuneSummary,
-) -> Result<(), String> {
+) -> Result<super::ChartText, String> {
     if runs.is_empty() {
-        return Ok(());
+        return Ok(super::ChartText::default());
     }
     let mut lines: Vec<Line> = tune
         .configs
@@ -81,7 +82,7 @@ pub fn pareto_figure(
         size,
         (
             "servetop tune: the Pareto front",
-            Some(&format!("SLO {}", tune.slo)),
+            Settings::Text(&format!("SLO {}", tune.slo)),
         ),
         runs,
         &[panel],

@@ -11,7 +11,7 @@ pub(super) fn rates_figure(
     path: &Path,
     size: (u32, u32),
     runs: &[ChartRun<'_>],
-) -> Result<(), String> {
+) -> Result<super::ChartText, String> {
     let empty = "no request-rate level finished in this run".to_string();
     let pct_panel = |title: &str, y: Percentiles| {
         let mut lines = rate_lines(runs, "p50", move |l| stat(l, y.p50), false, 0);

@@ -40,9 +40,9 @@ pub(super) fn slo_search_figure(
     path: &Path,
     size: (u32, u32),
     runs: &[ChartRun<'_>],
-) -> Result<(), String> {
+) -> Result<super::ChartText, String> {
     let Some(first) = runs.iter().find_map(|r| r.summary.search.as_ref()) else {
-        return Ok(());
+        return Ok(super::ChartText::default());
     };
     let mut marks = Vec::new();
     if let Some(p) = first.pass_rate {

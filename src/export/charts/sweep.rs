@@ -12,7 +12,7 @@ pub(super) fn throughput(
     path: &Path,
     size: (u32, u32),
     runs: &[ChartRun<'_>],
-) -> Result<(), String> {
+) -> Result<super::ChartText, String> {
     let panel = |title: &str, y: &str, f: fn(&LevelSummary) -> Option<f64>| {
         per_level_panel(runs, title, y, f, NO_SWEEP)
     };
@@ -36,7 +36,11 @@ pub(super) fn throughput(
 }
 
 /// `latency.png`: TTFT, ITL and TPOT p50 and p99 against concurrency.
-pub(super) fn latency(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Result<(), String> {
+pub(super) fn latency(
+    path: &Path,
+    size: (u32, u32),
+    runs: &[ChartRun<'_>],
+) -> Result<super::ChartText, String> {
     let panel = |title: &str, y: Percentiles| {
         let mut lines = lines_per_run(runs, "p50", move |l| stat(l, y.p50), false);
         lines.extend(lines_per_run(runs, "p99", move |l| stat(l, y.p99), true));
@@ -88,7 +92,7 @@ pub(super) fn spec_decoding(
     path: &Path,
     size: (u32, u32),
     runs: &[ChartRun<'_>],
-) -> Result<(), String> {
+) -> Result<super::ChartText, String> {
     let mut lines = lines_per_run(
         runs,
         "client (tokens per chunk)",
@@ -133,7 +137,11 @@ pub(super) fn spec_decoding(
 /// `energy.png`: output tokens per joule and the cost per million output tokens against
 /// concurrency (drawn when some level has either). Without a price the cost panel is left out
 /// and a line under the figure says how to give one.
-pub(super) fn energy(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Result<(), String> {
+pub(super) fn energy(
+    path: &Path,
+    size: (u32, u32),
+    runs: &[ChartRun<'_>],
+) -> Result<super::ChartText, String> {
     let why = runs
         .iter()
         .flat_map(|r| r.summary.sweep.iter())

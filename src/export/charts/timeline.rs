@@ -243,7 +243,11 @@ pub(super) fn timeline_panels(runs: &[ChartRun<'_>]) -> (Vec<Panel>, Vec<String>
 }
 
 /// `gpu_timeline.png`.
-pub(super) fn figure(path: &Path, size: (u32, u32), runs: &[ChartRun<'_>]) -> Result<(), String> {
+pub(super) fn figure(
+    path: &Path,
+    size: (u32, u32),
+    runs: &[ChartRun<'_>],
+) -> Result<super::ChartText, String> {
     let (panels, footer) = timeline_panels(runs);
     super::panel::figure(
         path,

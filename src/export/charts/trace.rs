@@ -50,7 +50,7 @@ pub(super) fn trace_figure(
     path: &Path,
     size: (u32, u32),
     runs: &[ChartRun<'_>],
-) -> Result<(), String> {
+) -> Result<super::ChartText, String> {
     let mut ttft = run_lines(runs, "p50", |s| bin_points(s, |b| b.ttft_p50_ms), false, 0);
     ttft.extend(run_lines(
         runs,

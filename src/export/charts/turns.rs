@@ -11,7 +11,7 @@ pub(super) fn turns_figure(
     path: &Path,
     size: (u32, u32),
     runs: &[ChartRun<'_>],
-) -> Result<(), String> {
+) -> Result<super::ChartText, String> {
     let empty = "no multi-turn level finished in this run".to_string();
     let by_turn = |f: fn(&crate::metrics::TurnStats) -> Option<f64>| {
         move |s: &RunSummary| -> Vec<(f64, f64)> {

@@ -16,7 +16,7 @@ mod steady;
 mod tables;
 mod trace;
 
-pub use compare::side_by_side;
+pub use compare::{Against, against_first, side_by_side};
 pub use findings::{across_section, findings_list, with_caveats};
 pub use mixes::{images_table, lora_table, spread_note, structured_table};
 pub use repeats::{any_repeats, repeats_table};
