@@ -2,7 +2,7 @@
 //! warmup's, with the lengths the server's context cannot hold named at the start, not after
 //! the sweep; `--dry-run` prints it and sends nothing to the server's engine; a plan of more
 //! than 20 levels is said headless; `report` of two runs of different plans says so, carries
-//! each plan in its legend and calls the comparison not like for like. The plan line says its
+//! each plan in its chart subtitles and calls the comparison not like for like. The plan line says its
 //! time (`about …`) and what it was estimated from: the stated default on a server that has
 //! served nothing, the warmup once it is back, an earlier run against the same server after
 //! one; lengths the server cannot hold are not counted. The simulator child's own record (`GET /sim/requests`) is
