@@ -254,7 +254,7 @@ async fn one_level_makes_no_saturation_claim() {
 /// write of the last. servetop's window runs from its first send to its last token instead: the
 /// two differ by the first request's read and the last token's delivery, under a millisecond
 /// each here (0.2-0.9 ms of 1-4 s seen) and 28 ms at worst on a loaded machine
-/// (tests/sim_truth), under 2 % of a peak level's 2 s (the peak levels here run
+/// (`tests/sim_truth`), under 2 % of a peak level's 2 s (the peak levels here run
 /// four waves of 51 steps of 10 ms).
 fn peak_as_the_server_wrote_it(s: &Session, t: &servetop::sim::SimTruth) {
     let peak = s

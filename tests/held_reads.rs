@@ -93,7 +93,7 @@ fn run(url: &str, dir: &std::path::Path, stop: bool) -> u32 {
 
 /// One request's reads as the test sees them.
 #[derive(Debug, Default)]
-struct Reads {
+struct StreamReads {
     /// The request's id (read in failure messages, through `Debug`).
     #[allow(dead_code)]
     id: String,
@@ -110,7 +110,7 @@ struct Reads {
 }
 
 /// Each request's reads: its chunks grouped by stamp, each token matched with its write.
-fn reads_of(r: &Value, origin: u64, writes: &[(u64, u32, u64)]) -> Reads {
+fn reads_of(r: &Value, origin: u64, writes: &[(u64, u32, u64)]) -> StreamReads {
     let send = r["send_at_us"].as_u64().unwrap();
     // The write each token came in, by order: token k of the stream is in write w.
     let write_of: Vec<(usize, u64)> = writes
@@ -118,9 +118,9 @@ fn reads_of(r: &Value, origin: u64, writes: &[(u64, u32, u64)]) -> Reads {
         .enumerate()
         .flat_map(|(w, &(_, n, after))| std::iter::repeat_n((w, after), n as usize))
         .collect();
-    let mut out = Reads {
+    let mut out = StreamReads {
         held: r["held_reads"].as_u64().unwrap_or(0),
-        ..Reads::default()
+        ..StreamReads::default()
     };
     let mut token = 0;
     let chunks = r["chunks"].as_array().unwrap();
@@ -170,7 +170,7 @@ fn stalls(dir: &std::path::Path) -> u64 {
 /// A firehose writing two token events every 20 ms a stream, recording its writes; a run
 /// against it (`stop`: stopped now and then); the run's results, every request's reads and
 /// the probe's stalls.
-fn run_against_firehose(name: &str, stop: bool) -> (Value, Vec<Reads>, u64, u32) {
+fn run_against_firehose(name: &str, stop: bool) -> (Value, Vec<StreamReads>, u64, u32) {
     let mut fh = Command::new(env!("CARGO_BIN_EXE_servetop"));
     fh.args(["sim", "--firehose", "--port", "0"])
         .args(["--events-per-write", "2", "--decode-step-ms", "20"])
@@ -184,14 +184,14 @@ fn run_against_firehose(name: &str, stop: bool) -> (Value, Vec<Reads>, u64, u32)
         serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
     let origin = results["sweep"][0]["origin_unix_us"].as_u64().unwrap();
     let text = std::fs::read_to_string(dir.join("requests.jsonl")).unwrap();
-    let reads: Vec<Reads> = text
+    let reads: Vec<StreamReads> = text
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .filter(|r| r["warmup"].as_bool() != Some(true) && r["status"] == "ok")
         .filter_map(|r| {
             let id = format!("servetop-{}-{}", r["level"], r["index"]);
             let w = writes.get(&id)?;
-            Some(Reads {
+            Some(StreamReads {
                 id,
                 ..reads_of(&r, origin, w)
             })
@@ -213,9 +213,14 @@ fn run_against_firehose(name: &str, stop: bool) -> (Value, Vec<Reads>, u64, u32)
 /// so a detector holding every read fails); on a machine so busy that servetop stalled more
 /// than that, the premise (a client that mostly ran when its data came) was not set up, and
 /// the test says so.
-fn at_most_the_merged_and_the_stalled(what: &str, level: &Value, reads: &[Reads], stalls: u64) {
+fn at_most_the_merged_and_the_stalled(
+    what: &str,
+    level: &Value,
+    reads: &[StreamReads],
+    stalls: u64,
+) {
     let held = level["held_reads"].as_u64().unwrap();
-    let sum = |f: fn(&Reads) -> u64| reads.iter().map(f).sum::<u64>();
+    let sum = |f: fn(&StreamReads) -> u64| reads.iter().map(f).sum::<u64>();
     let (all, merged, merged_late) = (sum(|r| r.reads), sum(|r| r.merged), sum(|r| r.merged_late));
     let allowed = merged + STREAMS * stalls;
     eprintln!(
@@ -261,13 +266,13 @@ fn reads_merged_across_a_stall_are_counted_held() {
         "{stops} stops, {late} requests with reads merged late, worst {worst_us} µs"
     );
     // Every read merged across more than 5 ms is counted, request by request.
-    let unflagged: Vec<&Reads> = reads.iter().filter(|r| r.held < r.merged_late).collect();
+    let unflagged: Vec<&StreamReads> = reads.iter().filter(|r| r.held < r.merged_late).collect();
     assert!(
         unflagged.is_empty(),
         "reads merged across more than 5 ms, fewer held: {unflagged:?}"
     );
     // No token stamped more than 5 ms after its write ended without a held read.
-    let unflagged_late: Vec<&Reads> = reads
+    let unflagged_late: Vec<&StreamReads> = reads
         .iter()
         .filter(|r| r.late_us > LATE_US && r.held == 0)
         .collect();

@@ -107,7 +107,7 @@ pub fn spawn(interval: Duration, tx: Reports, cancel: CancellationToken) {
 
 /// One GPU as NVML reports it, in NVML's own units; [`NvmlRaw::reading`] converts it. Kept
 /// apart from the driver calls so that the conversion is tested without a GPU
-/// (tests/gpu_check.rs, from an H200's values).
+/// (`tests/gpu_check.rs`, from an H200's values).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct NvmlRaw {
     pub name: Option<String>,

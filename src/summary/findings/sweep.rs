@@ -508,7 +508,7 @@ mod tests {
 
     /// The knee between C=8 and C=16 (TTFT p50 10 → 500 ms) with the server's gauges at C=16
     /// as given.
-    fn knee_with(gauges: ServerLevelStats) -> String {
+    fn knee_with(gauges: &ServerLevelStats) -> String {
         let mut s = crate::tui::fixtures::finished_run().session.summary;
         for l in &mut s.sweep {
             let p50 = if l.concurrency >= 16 { 500.0 } else { 10.0 };
@@ -525,7 +525,7 @@ mod tests {
     /// claim about a queue, and no running gauge no count of running requests.
     #[test]
     fn a_missing_gauge_is_not_a_gauge_at_zero() {
-        let both = knee_with(ServerLevelStats {
+        let both = knee_with(&ServerLevelStats {
             max_running: Some(16.0),
             max_queued: Some(0.0),
             mean_queued: Some(0.0),
@@ -535,7 +535,7 @@ mod tests {
             both.contains("gauges show no queue (up to 16 running)"),
             "{both}"
         );
-        let no_queued = knee_with(ServerLevelStats {
+        let no_queued = knee_with(&ServerLevelStats {
             max_running: Some(16.0),
             ..ServerLevelStats::default()
         });
@@ -544,7 +544,7 @@ mod tests {
                 && !no_queued.contains("show no queue"),
             "{no_queued}"
         );
-        let no_running = knee_with(ServerLevelStats {
+        let no_running = knee_with(&ServerLevelStats {
             max_queued: Some(0.0),
             mean_queued: Some(0.0),
             ..ServerLevelStats::default()
