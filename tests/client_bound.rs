@@ -1,27 +1,65 @@
 //! A run where servetop itself was the limit, made on purpose, and one where it was not
-//! (docs/metrics.md "Findings", client validity).
+//! (docs/metrics.md "Findings", client validity); and servetop's own CPU figure against the
+//! test's reading of the same process.
 //!
 //! The firehose (`servetop sim --firehose`) streams tokens as fast as the socket takes them from
 //! its own core; servetop, pinned to the other core with `taskset`, reads 64 such streams at
-//! once: its core is full, so what it measured is its own speed, not the server's. The run must
-//! say so: a client-bound caveat naming the level, on the findings that rest on it. The test
-//! reads servetop's CPU itself (`/proc/PID/stat` of the child, beside the run) to know the core
-//! really was full. Then the same pinning against a firehose paced at one write every 20 ms a
-//! stream (200 writes a second in all): servetop idles, and no finding may call it the limit.
+//! once, so it has always work to do: what it measured is its own speed, not the server's. The
+//! run must say so: a client-bound caveat naming the level, on the findings that rest on it.
+//! Then the same run with a spinning process pinned beside servetop on its core: servetop gets
+//! about half of it, and is the limit all the more. Then the same pinning against a firehose
+//! paced at one write every 20 ms a stream (200 writes a second in all): servetop idles, and no
+//! finding may call it the limit.
 //!
-//! Needs two CPUs and `taskset` (util-linux); skips, saying so, without them.
+//! The test reads the process itself while it runs (`/proc/PID/stat` and each thread's
+//! `/proc/PID/task/TID/schedstat`, every few ms), so what it asserts holds whatever else the
+//! machine runs:
+//! - `client_cpu_share` is within [`DISTANCE`] of the test's own CPU seconds per wall second
+//!   over the same window (the client samples the level folded, found in events.jsonl), on a
+//!   core servetop has to itself and on one a spinner shares;
+//! - "servetop was the limit" is the test's own reading, not a CPU level: its busiest thread was
+//!   running or waiting to run (schedstat) [`FLOODED`] of the window. On a machine busy enough
+//!   that even the firehose cannot keep servetop's thread fed, the premise was not set up: the
+//!   test says so ("SKIPPED: ...") rather than assert on it;
+//! - "servetop idled" likewise: its busiest thread waited for a CPU less than [`QUIET`] of the
+//!   window. A machine whose other work kept servetop waiting longer may rightly make it late
+//!   (its timer lag is then real), so the no-caveat check is skipped, saying why.
+//!
+//! Needs two CPUs and `taskset` (util-linux). Without them, or without a premise, it skips and
+//! passes, saying so, unless `SERVETOP_REQUIRE_CLIENT_LOAD=1` (set by `.ci/run`) makes a skip a
+//! failure.
 
 // Integration tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 
 mod run_files;
 mod sim_child;
+
+/// How far `client_cpu_share` may be from the test's own reading, in cores. Both read the same
+/// `/proc` counters, in 10 ms ticks: each end of a window is rounded by a tick in each reading
+/// (0.04 s in all), and the test places each end between two of its polls 5 ms apart (up to
+/// 0.01 s of CPU each); over a window of at least a second (one client sample) that is at most
+/// 0.06 of a core. Doubling the figure moves it by its own size: more than this wherever
+/// servetop reads a flood (a quarter of a core or more, even on a busy machine).
+const DISTANCE: f64 = 0.08;
+/// servetop was the limit when its busiest thread was running or runnable this share of the
+/// window: it always had work and never waited on the server.
+const FLOODED: f64 = 0.9;
+/// servetop idled on a free core when its busiest thread waited for a CPU less than this share
+/// of the window. A wait makes one probe late at most (one sleeps at a time), and a p99 over
+/// 5 ms needs 1 % of the probes (about one a millisecond) late by 5 ms or more; the probe
+/// wakes about 1.5 ms late anyway, so each such wait is 3.5 ms or more: they cover at least
+/// 3.5 % of the time. Under 3 %, other processes cannot have made servetop's timer late.
+const QUIET: f64 = 0.03;
+/// How often the test reads the process.
+const POLL: Duration = Duration::from_millis(5);
 
 /// A firehose child on CPU 1 (killed when the test ends) and its URL.
 struct Firehose {
@@ -41,51 +79,214 @@ fn firehose(extra: &[&str]) -> Firehose {
     }
 }
 
-/// User + system CPU seconds of a live process, from `/proc/PID/stat` (100 ticks a second).
-fn cpu_s(pid: u32) -> Option<f64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let f: Vec<&str> = s.rsplit_once(')')?.1.split_whitespace().collect();
-    Some((f[11].parse::<f64>().ok()? + f[12].parse::<f64>().ok()?) / 100.0)
-}
-
-/// `servetop run` pinned to CPU 0 against `url` at concurrency `c`, into `dir`: its results and
-/// the CPU seconds it used per wall second over its life, read here while it ran.
-fn run_pinned(url: &str, c: u32, output_len: u32, dir: &Path) -> (Value, f64) {
-    let _ = std::fs::remove_dir_all(dir);
-    let (c, requests, out) = (c.to_string(), c.to_string(), output_len.to_string());
-    let mut child = Command::new("taskset")
-        .args(["-c", "0", env!("CARGO_BIN_EXE_servetop")])
-        .args(["run", "--base-url", url, "--headless", "--no-gpu"])
-        .args(["--concurrency", &c, "--requests-per-level", &requests])
-        .args([
-            "--input-len",
-            "16",
-            "--output-len",
-            &out,
-            "--long-context",
-            "none",
-        ])
-        .args(["--warmup", "0", "--out"])
-        .arg(dir)
+/// A process spinning on CPU 0, servetop's core, until dropped.
+fn spinner() -> sim_child::KillOnDrop {
+    let child = Command::new("taskset")
+        .args(["-c", "0", "sh", "-c", "while :; do :; done"])
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let began = Instant::now();
-    let (mut cpu, mut wall) = (0.0, 0.0);
+    sim_child::KillOnDrop(child)
+}
+
+/// Milliseconds since the Unix epoch: the clock servetop stamps its samples with.
+fn unix_ms() -> f64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        * 1000.0
+}
+
+/// The test's reading of the process at one moment.
+struct Reading {
+    unix_ms: f64,
+    /// utime + stime of the process, seconds (`/proc/PID/stat`, 100 ticks a second).
+    cpu_s: f64,
+    /// Per thread: (seconds on a CPU, seconds waiting for one) (`schedstat`).
+    threads: HashMap<String, (f64, f64)>,
+}
+
+fn read_proc(pid: u32) -> Option<Reading> {
+    let unix = unix_ms();
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let f: Vec<&str> = s.rsplit_once(')')?.1.split_whitespace().collect();
+    let cpu_s = (f[11].parse::<f64>().ok()? + f[12].parse::<f64>().ok()?) / 100.0;
+    let mut threads = HashMap::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+    {
+        let Ok(s) = std::fs::read_to_string(t.path().join("schedstat")) else {
+            continue;
+        };
+        let v: Vec<f64> = s
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        if v.len() >= 2 {
+            threads.insert(
+                t.file_name().to_string_lossy().into_owned(),
+                (v[0] / 1e9, v[1] / 1e9),
+            );
+        }
+    }
+    Some(Reading {
+        unix_ms: unix,
+        cpu_s,
+        threads,
+    })
+}
+
+/// A finished run: its results, its journal, and the test's readings of it.
+struct Run {
+    results: Value,
+    events: Vec<Value>,
+    readings: Vec<Reading>,
+}
+
+/// `servetop run` pinned to CPU 0 against `url` at concurrency `c`, into `dir`, read every
+/// [`POLL`] while it runs.
+fn run_pinned(url: &str, c: u32, output_len: u32, dir: &Path) -> Run {
+    let _ = std::fs::remove_dir_all(dir);
+    let (c, requests, out) = (c.to_string(), c.to_string(), output_len.to_string());
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", "0", env!("CARGO_BIN_EXE_servetop")])
+        .args(["run", "--base-url", url, "--headless", "--no-gpu"])
+        .args(["--concurrency", &c, "--requests-per-level", &requests])
+        .args(["--input-len", "16", "--output-len", &out])
+        .args(["--long-context", "none", "--warmup", "0", "--out"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    // Before the spawn the process has used no CPU: the readings start from there.
+    let mut readings = vec![Reading {
+        unix_ms: unix_ms(),
+        cpu_s: 0.0,
+        threads: HashMap::new(),
+    }];
+    let mut child = cmd.spawn().unwrap();
     let status = loop {
         if let Some(st) = child.try_wait().unwrap() {
             break st;
         }
-        if let Some(s) = cpu_s(child.id()) {
-            (cpu, wall) = (s, began.elapsed().as_secs_f64());
+        if let Some(r) = read_proc(child.id()) {
+            readings.push(r);
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(POLL);
     };
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
     assert!(status.success(), "servetop run failed: {err}");
-    (run_files::results(dir), cpu / wall)
+    let events = run_files::read(dir, "events.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    Run {
+        results: run_files::results(dir),
+        events,
+        readings,
+    }
+}
+
+impl Run {
+    /// The windows (start, end, in Unix ms) of the client samples the fold took into level
+    /// `index`: those journalled between its start and its end, with their CPU and wall
+    /// seconds.
+    fn level_samples(&self, index: u64) -> Vec<(f64, f64, f64, f64)> {
+        let mut inside = false;
+        let mut out = Vec::new();
+        for e in &self.events {
+            let d = &e["data"];
+            match e["event"].as_str() {
+                Some("level_started") if d["index"] == index => inside = true,
+                Some("level_finished") if d["index"] == index => inside = false,
+                Some("telemetry") if inside && d["kind"] == "client" => {
+                    let end = d["at_unix_ms"].as_f64().unwrap();
+                    let wall = d["wall_s"].as_f64().unwrap();
+                    out.push((end - wall * 1000.0, end, d["cpu_s"].as_f64().unwrap(), wall));
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// The process's CPU seconds at `t_ms`, between the two readings around it.
+    fn cpu_at(&self, t_ms: f64) -> f64 {
+        let r = &self.readings;
+        let i = r.partition_point(|x| x.unix_ms <= t_ms);
+        assert!(
+            i > 0 && i < r.len(),
+            "{t_ms} is outside the test's readings"
+        );
+        let (a, b) = (&r[i - 1], &r[i]);
+        let f = (t_ms - a.unix_ms) / (b.unix_ms - a.unix_ms).max(1e-9);
+        a.cpu_s + f * (b.cpu_s - a.cpu_s)
+    }
+
+    /// The busiest thread's share of `from..to` (Unix ms) running or runnable, and the most
+    /// any thread waited for a CPU, from the readings inside the window.
+    fn threads_in(&self, from: f64, to: f64) -> (f64, f64) {
+        let inside: Vec<&Reading> = self
+            .readings
+            .iter()
+            .filter(|r| r.unix_ms >= from && r.unix_ms <= to)
+            .collect();
+        let (Some(a), Some(b)) = (inside.first(), inside.last()) else {
+            return (0.0, 0.0);
+        };
+        let wall = (b.unix_ms - a.unix_ms) / 1000.0;
+        let (mut busy, mut waited) = (0.0_f64, 0.0_f64);
+        for (tid, &(run1, wait1)) in &b.threads {
+            let (run0, wait0) = a.threads.get(tid).copied().unwrap_or((0.0, 0.0));
+            busy = busy.max((run1 - run0 + wait1 - wait0) / wall);
+            waited = waited.max((wait1 - wait0) / wall);
+        }
+        (busy, waited)
+    }
+}
+
+/// What the test read of level 0 over the window its client samples covered.
+struct Own {
+    cpu_share: f64,
+    /// The busiest thread's share of the window running or runnable.
+    busy: f64,
+    /// The most any thread waited for a CPU, as a share of the window.
+    waited: f64,
+}
+
+/// Level 0's `client_cpu_share` against the test's own reading of the same window: within
+/// [`DISTANCE`].
+fn own_reading(what: &str, run: &Run) -> Own {
+    let level = &run.results["sweep"][0];
+    let samples = run.level_samples(level["index"].as_u64().unwrap());
+    assert!(
+        !samples.is_empty(),
+        "{what}: no client sample in the level (it lasted {} s; one comes a second)",
+        level["duration_s"]
+    );
+    let (from, to) = (samples[0].0, samples[samples.len() - 1].1);
+    let wall = (to - from) / 1000.0;
+    let own = (run.cpu_at(to) - run.cpu_at(from)) / wall;
+    let (busy, waited) = run.threads_in(from, to);
+    let share = level["client_cpu_share"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{what}: no client_cpu_share in {level}"));
+    eprintln!(
+        "{what}: over {wall:.2} s ({} samples) client_cpu_share {share:.3}, read here {own:.3}; busiest thread busy {busy:.2}, most waited {waited:.2}; timer lag p99 {} ms",
+        samples.len(),
+        level["client_timer_lag_p99_ms"]
+    );
+    assert!(
+        (share - own).abs() <= DISTANCE,
+        "{what}: client_cpu_share {share:.3}, but the test read {own:.3} cores over the same {wall:.2} s"
+    );
+    Own {
+        cpu_share: own,
+        busy,
+        waited,
+    }
 }
 
 fn client_bound_caveats(results: &Value) -> Vec<String> {
@@ -100,6 +301,15 @@ fn client_bound_caveats(results: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Says why a check did not run; a failure under `SERVETOP_REQUIRE_CLIENT_LOAD=1` (CI).
+fn skip(why: &str) {
+    assert!(
+        std::env::var("SERVETOP_REQUIRE_CLIENT_LOAD").as_deref() != Ok("1"),
+        "SERVETOP_REQUIRE_CLIENT_LOAD=1 but {why}"
+    );
+    eprintln!("SKIPPED: {why}");
+}
+
 fn can_pin() -> bool {
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     let taskset = Command::new("taskset")
@@ -107,38 +317,36 @@ fn can_pin() -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if cpus < 2 || !taskset {
-        eprintln!("needs two CPUs and taskset ({cpus} CPUs, taskset {taskset}): skipping");
+        skip(&format!(
+            "needs two CPUs and taskset ({cpus} CPUs, taskset {taskset})"
+        ));
     }
     cpus >= 2 && taskset
 }
 
-/// One test, so the two runs never share CPU 0 with each other.
-#[test]
-fn a_full_core_is_named_as_the_limit_and_an_idle_one_is_not() {
-    if !can_pin() {
+/// A flooded run (64 streams of 4000 tokens, each as fast as the firehose writes): its CPU
+/// figure is the test's own, and where the test saw servetop always busy, the level is named
+/// client-bound, in its findings and in a warning with what to do.
+fn flooded(what: &str, dir: &Path) {
+    let fast = firehose(&[]);
+    let run = run_pinned(&fast.url, 64, 4000, dir);
+    drop(fast);
+    let own = own_reading(what, &run);
+    if own.busy < FLOODED {
+        skip(&format!(
+            "{what}: servetop's busiest thread was busy only {:.2} of the level (the firehose, on a busy machine, could not flood it), so it was not the limit",
+            own.busy
+        ));
         return;
     }
-    let tmp = std::env::temp_dir().join(format!("servetop-client-bound-{}", std::process::id()));
-
-    // Flooded: 64 streams of 4000 tokens, each as fast as the firehose can write.
-    let fast = firehose(&[]);
-    let (r, used) = run_pinned(&fast.url, 64, 4000, &tmp.join("flooded"));
-    drop(fast);
-    let level = &r["sweep"][0];
-    eprintln!(
-        "flooded: servetop used {used:.2} of its core over its life (read here); results.json: client_cpu_share {}, timer lag p99 {} ms",
-        level["client_cpu_share"], level["client_timer_lag_p99_ms"]
-    );
-    assert!(
-        used > 0.7,
-        "servetop did not fill its core ({used:.2}): the firehose did not flood it"
-    );
-    let caveats = client_bound_caveats(&r);
+    let r = &run.results;
+    let caveats = client_bound_caveats(r);
     assert!(
         caveats
             .iter()
             .any(|c| c.contains("servetop may have been the limit at C=64")),
-        "no client-bound caveat on a flooded run: {:#}",
+        "{what}: no client-bound caveat on a run whose servetop was always busy ({:.2} of a core): {:#}",
+        own.cpu_share,
         r["findings"]
     );
     // Said as the level ended too, with what to do.
@@ -147,7 +355,7 @@ fn a_full_core_is_named_as_the_limit_and_an_idle_one_is_not() {
             .as_str()
             .unwrap()
             .starts_with("C=64: servetop may have been the limit")),
-        "{:#}",
+        "{what}: {:#}",
         r["warnings"]
     );
     let validity = r["findings"]
@@ -162,29 +370,51 @@ fn a_full_core_is_named_as_the_limit_and_an_idle_one_is_not() {
             .unwrap()
             .iter()
             .any(|c| c.as_str().unwrap().contains("limit at C=64")),
-        "{validity:#}"
+        "{what}: {validity:#}"
     );
+}
+
+/// One test, so the runs never share CPU 0 with each other.
+#[test]
+fn a_full_core_is_named_as_the_limit_and_an_idle_one_is_not() {
+    if !can_pin() {
+        return;
+    }
+    let tmp = std::env::temp_dir().join(format!("servetop-client-bound-{}", std::process::id()));
+
+    flooded("flooded", &tmp.join("flooded"));
+    // The same beside a process spinning on servetop's core: it gets a share of the core, and
+    // its figure must be that share, not the core's.
+    {
+        let _spin = spinner();
+        flooded("flooded, sharing its core", &tmp.join("shared"));
+    }
 
     // Paced: one write every 20 ms a stream, 4 streams.
     let paced = firehose(&["--decode-step-ms", "20"]);
-    let (r, used) = run_pinned(&paced.url, 4, 100, &tmp.join("paced"));
+    let run = run_pinned(&paced.url, 4, 100, &tmp.join("paced"));
     drop(paced);
-    let level = &r["sweep"][0];
-    eprintln!(
-        "paced: servetop used {used:.2} of its core (read here); results.json: client_cpu_share {}, timer lag p99 {} ms",
-        level["client_cpu_share"], level["client_timer_lag_p99_ms"]
-    );
-    let caveats = client_bound_caveats(&r);
-    assert!(
-        caveats.is_empty(),
-        "an idle servetop ({used:.2} of a core) called the limit: {caveats:?}"
-    );
-    assert!(
-        !r["warnings"]
-            .to_string()
-            .contains("may have been the limit"),
-        "{:#}",
-        r["warnings"]
-    );
+    let own = own_reading("paced", &run);
+    if own.waited >= QUIET {
+        skip(&format!(
+            "paced: servetop waited {:.3} of the level for a CPU (other work on its core), so it may rightly have been late; not checking that it idled",
+            own.waited
+        ));
+    } else {
+        let r = &run.results;
+        let caveats = client_bound_caveats(r);
+        assert!(
+            caveats.is_empty(),
+            "an idle servetop ({:.2} of a core) called the limit: {caveats:?}",
+            own.cpu_share
+        );
+        assert!(
+            !r["warnings"]
+                .to_string()
+                .contains("may have been the limit"),
+            "{:#}",
+            r["warnings"]
+        );
+    }
     let _ = std::fs::remove_dir_all(&tmp);
 }

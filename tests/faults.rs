@@ -148,6 +148,30 @@ fn restart_sim() -> SimConfig {
     c
 }
 
+/// Waits until the run in `dir` has journalled that the server stopped accepting connections:
+/// it has seen the outage, however slow the machine (no fixed sleep).
+async fn noticed_outage(dir: &std::path::Path) {
+    let t = std::time::Instant::now();
+    loop {
+        let journal = std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default();
+        if journal.contains("stopped accepting connections") {
+            return;
+        }
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(60),
+            "the run never said the server went away"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// The server goes away a few requests in and comes back on the same address once the run has
+/// said it is waiting: the run finishes with every request accounted for. The requests that
+/// failed did so as the server went away (their stream cut, a 503 from its stopping engine, a
+/// refused connect), all before it came back; every request sent after it came back completed.
+/// How many failed as it went away depends on how the stop's tasks are scheduled (a loaded
+/// machine can answer a few more requests with 503 before it stops accepting), not on the run,
+/// so the test holds the failures to the outage, not to a count.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_comes_back_is_waited_for() {
     let h = sim::start(restart_sim(), SocketAddr::from(([127, 0, 0, 1], 0)))
@@ -155,22 +179,18 @@ async fn a_server_that_comes_back_is_waited_for() {
         .unwrap();
     let addr = h.addr;
     let cfg = restart_config(&h.url(), 20.0);
-    let run = tokio::spawn(run_headless(cfg, None));
+    let dir = std::env::temp_dir().join(format!("servetop-comes-back-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let run = tokio::spawn(run_headless(cfg, Some(dir.clone())));
     served(&h, 3).await;
     drop(h); // the server process "exits": streams in flight are cut, new connections refused
-    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    noticed_outage(&dir).await;
     let _back = sim::start(restart_sim(), addr).await.unwrap();
     let (state, s) = run.await.unwrap().unwrap();
     assert_eq!(state, RunState::Finished, "{:?}", s.summary.error);
-    let sc = &s.summary.sweep[0].stats.as_ref().unwrap().scalars;
+    let level = &s.summary.sweep[0];
+    let sc = &level.stats.as_ref().unwrap().scalars;
     assert_eq!(sc.completed + sc.failed, 24, "every request accounted for");
-    // Two workers, each losing at most three: its stream open at the kill (cut), one request
-    // sent as the engine stops (the simulator's 503), and one that cannot connect, after which
-    // it waits; every request after the restart succeeds.
-    assert!(
-        (1..=6).contains(&sc.failed),
-        "the run went on after the restart: {sc:?}"
-    );
     assert!(
         sc.failures.iter().all(|(k, v)| k == "stream_cut"
             || k == "connect"
@@ -193,6 +213,29 @@ async fn a_server_that_comes_back_is_waited_for() {
     );
     // Waited for, so measured: the level's outage (a_levels_outage_is_measured_… checks it).
     assert!(sc.outage_s > 0.0 && sc.outages.len() == 1, "{sc:?}");
+    let back_us = (sc.outages[0].to_s * 1e6).round() as u64;
+    let records: Vec<RequestRecord> = std::fs::read_to_string(dir.join("requests.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|r: &RequestRecord| r.level == level.index && !r.warmup)
+        .collect();
+    assert_eq!(records.len(), 24);
+    let failed_late: Vec<&RequestRecord> = records
+        .iter()
+        .filter(|r| !r.is_ok() && r.end_at_us > back_us)
+        .collect();
+    assert!(
+        failed_late.is_empty(),
+        "failed after the server came back ({back_us} µs): {failed_late:?}"
+    );
+    let after = records.iter().filter(|r| r.send_at_us >= back_us).count();
+    assert!(
+        after > 0 && sc.failed > 0,
+        "{after} requests sent after the server came back, {} failed",
+        sc.failed
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// µs since the Unix epoch now: the clock the level's `origin_unix_us` is on.

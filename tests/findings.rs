@@ -249,10 +249,51 @@ async fn one_level_makes_no_saturation_claim() {
     assert!(!has(&s, "single_stream"), "no C=1 level");
 }
 
+/// The peak level's output throughput against the simulator's record of the same level: the
+/// tokens it wrote for the level's requests over the span from its read of the first to its
+/// write of the last. servetop's window runs from its first send to its last token instead: the
+/// two differ by the first request's read and the last token's delivery, under a millisecond
+/// each here (0.2-0.9 ms of 1-4 s seen) and 28 ms at worst on a loaded machine
+/// (`tests/sim_truth`), under 2 % of a peak level's 2 s (the peak levels here run
+/// four waves of 51 steps of 10 ms).
+fn peak_as_the_server_wrote_it(s: &Session, t: &servetop::sim::SimTruth) {
+    let peak = s
+        .summary
+        .sweep
+        .iter()
+        .max_by(|x, y| {
+            let tput = |l: &servetop::summary::LevelSummary| {
+                l.stats.as_ref().unwrap().scalars.output_throughput
+            };
+            tput(x).total_cmp(&tput(y))
+        })
+        .unwrap();
+    let reqs = sim_truth::of_level(t, peak.index);
+    let tokens: u64 = reqs.iter().map(|r| r.tokens()).sum();
+    let from = reqs.iter().map(|r| r.received_unix_us).min().unwrap();
+    let to = reqs
+        .iter()
+        .filter_map(|r| r.last_write_unix_us())
+        .max()
+        .unwrap();
+    let window_s = (to - from) as f64 / 1e6;
+    let server = tokens as f64 / window_s;
+    let sc = &peak.stats.as_ref().unwrap().scalars;
+    assert_eq!(sc.total_output_tokens, tokens, "{}", peak.label());
+    assert!(
+        (sc.output_throughput / server - 1.0).abs() <= 0.02,
+        "{}: servetop's peak {} tok/s, the server wrote {tokens} tokens in {window_s:.3} s ({server} tok/s)",
+        peak.label(),
+        sc.output_throughput
+    );
+}
+
 /// Two servers alike but for how many requests they run at once, 4 and 8, at 10 ms a step
 /// whatever the batch: 400 and 800 output tok/s at most. Compared (`report A B`, a
-/// `--serve-param` sweep), the second has 2× the peak of the first, read from the two runs'
-/// own peaks; the plans are the same, so no caveat says otherwise.
+/// `--serve-param` sweep), the second's peak over the first's is the ratio of the two runs'
+/// own peaks, each what its server's record says it wrote (not the two capacities' ratio: two
+/// separate runs are each slowed by their own share of a busy machine); the plans are the
+/// same, so no caveat says otherwise.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twice_the_running_requests_is_twice_the_peak_in_a_comparison() {
     let mut sessions = Vec::new();
@@ -269,7 +310,9 @@ async fn twice_the_running_requests_is_twice_the_peak_in_a_comparison() {
             },
             ..plan(&h)
         };
-        sessions.push(run(&h, cfg).await);
+        let s = run(&h, cfg).await;
+        peak_as_the_server_wrote_it(&s, &sim_truth::of(&h));
+        sessions.push(s);
     }
     let runs: Vec<(String, &servetop::summary::RunSummary)> = vec![
         ("runs 4".into(), &sessions[0].summary),
@@ -289,13 +332,6 @@ async fn twice_the_running_requests_is_twice_the_peak_in_a_comparison() {
     let (a, b) = (best(runs[0].1), best(runs[1].1));
     assert_eq!(peak.values["peak_ratio"], b / a, "{peak:#?}");
     assert_eq!(peak.values["reference_output_throughput"], a);
-    // The servers' capacities are 400 and 800 tok/s: twice, within the part of a level's
-    // window a wave's first step and last drain take (one 10 ms step of 51).
-    assert!(
-        (b / a - 2.0).abs() < 0.1,
-        "peak {b} against {a}: {}",
-        peak.text
-    );
     assert!(
         peak.text.starts_with(&format!(
             "runs 8: {}× the peak of runs 4",

@@ -4,8 +4,10 @@
 //! NVIDIA H200 (driver 580.159.04): its NVML reading (the glibc release binary), its
 //! `nvidia-smi` reading (the static binary, which cannot load NVML) and the raw `nvidia-smi`
 //! query the static sampler parses, against what `nvidia-smi -q` said there (product name, 143771
-//! MiB of memory, a 700 W power limit). On this machine, whatever it has, the binary's own
-//! reading must parse and either list GPUs or say why there are none.
+//! MiB of memory, a 700 W power limit). The NVML reader's conversions run through the product
+//! from NVML's raw units (milliwatts, bytes, millijoules) written down from that H200, against
+//! answers worked out by hand. On this machine, whatever it has, the binary's own reading must
+//! parse and either list GPUs or say why there are none.
 
 // Integration tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -168,4 +170,108 @@ fn the_h200s_energy_counter_moves_between_readings() {
     for w in mj.windows(2) {
         assert!(w[1] > w[0] && w[1] - w[0] < 200_000, "{mj:?}");
     }
+}
+
+/// The H200 as NVML reported it, in NVML's own units: what the glibc binary's sampler was given
+/// for `nvidia-h200.json` (its figures in milliwatts and bytes; 143771 MiB as `nvidia-smi -q`
+/// said, 76.473 W, a 700 W limit).
+fn h200_raw() -> servetop::telemetry::gpu::NvmlRaw {
+    servetop::telemetry::gpu::NvmlRaw {
+        name: Some("NVIDIA H200".into()),
+        uuid: Some("GPU-0197b849-8000-7d68-74d0-dad91250d53d".into()),
+        mem_used_bytes: Some(0),
+        // 143771 MiB × 1 048 576 bytes.
+        mem_total_bytes: Some(150_754_820_096),
+        util_gpu_pct: Some(0),
+        util_mem_pct: Some(0),
+        power_mw: Some(76_473),
+        power_limit_mw: Some(700_000),
+        temp_c: Some(33),
+        sm_clock_mhz: Some(345),
+        energy_mj: Some(5_720_736),
+    }
+}
+
+/// The NVML reader's conversions, run through the product from NVML's raw units: milliwatts
+/// to watts, bytes kept (and shown in GiB), percent, °C and MHz as numbers, the energy counter
+/// in millijoules; each expected figure worked out by hand here. The result is the reading the
+/// glibc binary wrote on the H200, field for field.
+#[test]
+fn nvmls_raw_units_convert_as_worked_out_by_hand() {
+    let g = h200_raw().reading(0);
+    assert_eq!(g.power_w, Some(76.473), "76 473 mW");
+    assert_eq!(g.power_limit_w, Some(700.0), "700 000 mW");
+    assert_eq!(g.mem_total_bytes, Some(143_771 * 1024 * 1024));
+    assert_eq!(g.mem_used_bytes, Some(0));
+    assert_eq!((g.util_gpu_pct, g.util_mem_pct), (Some(0.0), Some(0.0)));
+    assert_eq!((g.temp_c, g.sm_clock_mhz), (Some(33.0), Some(345.0)));
+    assert_eq!(g.energy_mj, Some(5_720_736));
+    let nvml: GpuJson = serde_json::from_str(&fixture("nvidia-h200.json")).unwrap();
+    assert_eq!(g, nvml.gpus[0]);
+
+    // Busy, and shown as a line: 60 GiB used is 64 424 509 440 bytes; 143771 MiB is
+    // 140.40 GiB; 412 345 mW is 412 W; 87 % of the time a kernel ran, 41 % memory was busy.
+    let busy = servetop::telemetry::gpu::NvmlRaw {
+        mem_used_bytes: Some(64_424_509_440),
+        util_gpu_pct: Some(87),
+        util_mem_pct: Some(41),
+        power_mw: Some(412_345),
+        temp_c: Some(61),
+        sm_clock_mhz: Some(1980),
+        ..h200_raw()
+    }
+    .reading(3);
+    assert_eq!(busy.index, 3);
+    assert_eq!(busy.power_w, Some(412.345));
+    assert_eq!(
+        (busy.util_gpu_pct, busy.util_mem_pct),
+        (Some(87.0), Some(41.0))
+    );
+    assert_eq!(
+        servetop::telemetry::gpu_line(&busy),
+        "GPU 3 NVIDIA H200 · mem 60.0/140.4 GiB · util 87% · 412/700 W · 61°C · 1980 MHz"
+    );
+    // What NVML did not give is N/A, never 0; an unnamed GPU is named by its index.
+    let bare = servetop::telemetry::gpu::NvmlRaw::default().reading(1);
+    assert_eq!(bare.name, "GPU 1");
+    assert_eq!(
+        (bare.power_w, bare.energy_mj, bare.mem_used_bytes),
+        (None, None, None)
+    );
+}
+
+/// The H200's energy counter, ten NVML readings (`nvidia-h200-series.jsonl`, in millijoules
+/// as NVML counts), through the reader and the level's energy fold, taken half a second apart:
+/// the energy is the counter's rise over 1000 (374.397 J), over 4.5 s.
+#[test]
+fn the_h200s_energy_counter_in_millijoules_is_joules_over_the_window() {
+    use servetop::telemetry::energy::{EnergyFold, FROM_COUNTER};
+    use servetop::telemetry::{GpuSample, GpuSource};
+    let mj: Vec<u64> = fixture("nvidia-h200-series.jsonl")
+        .lines()
+        .map(|l| {
+            let r: GpuJson = serde_json::from_str(l).unwrap();
+            r.gpus[0].energy_mj.unwrap()
+        })
+        .collect();
+    let sample = |i: usize| GpuSample {
+        at_unix_ms: 500 * i as i64,
+        source: GpuSource::Nvml,
+        gpus: vec![
+            servetop::telemetry::gpu::NvmlRaw {
+                energy_mj: Some(mj[i]),
+                ..h200_raw()
+            }
+            .reading(0),
+        ],
+    };
+    let mut fold = EnergyFold::new(Some(sample(0)));
+    for i in 1..mj.len() {
+        fold.add(&sample(i));
+    }
+    let e = fold.energy().unwrap();
+    assert_eq!(e.source, FROM_COUNTER);
+    // 6 095 133 − 5 720 736 = 374 397 mJ.
+    assert!((e.joules - 374.397).abs() < 1e-9, "{e:?}");
+    assert!((e.window_s - 4.5).abs() < 1e-12, "{e:?}");
 }

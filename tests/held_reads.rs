@@ -1,13 +1,25 @@
 //! Held reads (docs/metrics.md "Held reads"), against an independent record of the writes.
 //!
-//! The firehose streams one token event every 20 ms per stream and records the time just
-//! before and just after each write (over loopback the bytes reach servetop's socket within the
-//! write call). servetop reads ten such streams while the test stops the whole process with
-//! SIGSTOP for 60 ms every 300 ms: every stream gets two or three writes during each stop, the
-//! kernel merges them, and the read after it stamps them all with the last one's time. The
-//! run must count those reads held, and no request may carry a token stamped more than 5 ms
-//! after its write ended without counting a held read (the flag's promise: an unflagged read
-//! was merged only across a stall too short for the probe to see, under about 4 ms).
+//! The firehose streams one write of two token events every 20 ms per stream and records the
+//! time just before and just after each write (over loopback the bytes reach servetop's socket
+//! within the write call). servetop reads ten such streams; every read holds two events or
+//! more, so every read is one the detector must judge. From the firehose's record and the
+//! chunks servetop stamped (`--record-chunks`: the events of one read share a stamp), the test
+//! knows which reads merged writes, and which merged writes more than 5 ms apart:
+//!
+//! - while the test stops the whole process with SIGSTOP for 60 ms every 300 ms, every stream
+//!   gets two or three writes during each stop, the kernel merges them, and the read after it
+//!   stamps them all with the last one's time. Each request must count at least as many held
+//!   reads as it had reads merged across more than 5 ms (the flag's promise: an unflagged read
+//!   was merged only across a stall too short for the probe to see, under about 4 ms);
+//! - in both that run and a clean one (no stops), no more reads may be held than merged writes,
+//!   plus those each stall servetop's own timer probe reported (a probe woken 3 ms late or
+//!   more, in events.jsonl) may hold: a stall may hold the next read of every stream, merged
+//!   or not, since servetop cannot tell. On an idle machine the clean run's probe sees next to
+//!   no stall, so next to no read is held there; a detector that holds every read holds all of
+//!   them. On a machine busy enough to stall servetop that often the count cannot tell the two
+//!   apart: the check says so ("SKIPPED: ...") and passes, unless
+//!   `SERVETOP_REQUIRE_CLIENT_LOAD=1` (set by `.ci/run`) makes that a failure.
 
 // Integration tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -22,6 +34,18 @@ use serde_json::Value;
 
 mod sim_child;
 
+/// Streams read at once.
+const STREAMS: u64 = 10;
+/// A probe this late (µs) saw a stall (`client::held::STALL_MIN`).
+const STALL_US: u64 = 3_000;
+/// The firehose's interval between two writes of a stream (µs).
+const WRITE_EVERY_US: u64 = 20_000;
+/// Two arrivals further apart than this (µs) stamped alike were merged late.
+const LATE_US: u64 = 5_000;
+
+/// The two runs share the machine's cores: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Per request id: (µs before, token events, µs after) of each write.
 type Writes = HashMap<String, Vec<(u64, u32, u64)>>;
 
@@ -29,12 +53,14 @@ fn fetch_writes(url: &str) -> Writes {
     serde_json::from_slice(&sim_child::get(url, "/firehose/writes")).unwrap()
 }
 
-/// Runs servetop against `url` into `dir`, stopping it for 60 ms every 300 ms; the stops made.
-fn run_with_stops(url: &str, dir: &std::path::Path) -> u32 {
+/// Runs servetop against `url` into `dir`, stopping it for 60 ms every 300 ms when `stop`;
+/// the stops made.
+fn run(url: &str, dir: &std::path::Path, stop: bool) -> u32 {
     let _ = std::fs::remove_dir_all(dir);
     let mut run = Command::new(env!("CARGO_BIN_EXE_servetop"))
         .args(["run", "--base-url", url, "--headless", "--no-gpu"])
-        .args(["--concurrency", "10", "--requests-per-level", "30"])
+        .args(["--concurrency", &STREAMS.to_string()])
+        .args(["--requests-per-level", "30"])
         .args(["--input-len", "16", "--output-len", "50"])
         .args(["--long-context", "none", "--warmup", "0", "--record-chunks"])
         .arg("--out")
@@ -54,8 +80,8 @@ fn run_with_stops(url: &str, dir: &std::path::Path) -> u32 {
             began.elapsed() < Duration::from_secs(120),
             "the run did not end"
         );
-        std::thread::sleep(Duration::from_millis(300));
-        if kill(pid, Signal::SIGSTOP).is_ok() {
+        std::thread::sleep(Duration::from_millis(if stop { 300 } else { 20 }));
+        if stop && kill(pid, Signal::SIGSTOP).is_ok() {
             std::thread::sleep(Duration::from_millis(60));
             kill(pid, Signal::SIGCONT).unwrap();
             stops += 1;
@@ -65,69 +91,196 @@ fn run_with_stops(url: &str, dir: &std::path::Path) -> u32 {
     stops
 }
 
-#[test]
-fn reads_merged_across_a_stall_are_counted_held() {
-    let mut fh = Command::new(env!("CARGO_BIN_EXE_servetop"));
-    fh.args(["sim", "--firehose", "--port", "0"])
-        .args(["--events-per-write", "1", "--decode-step-ms", "20"])
-        .arg("--record-writes");
-    let (child, url) = sim_child::start(fh);
-    let _firehose = sim_child::KillOnDrop(child);
-    let dir = std::env::temp_dir().join(format!("servetop-held-{}", std::process::id()));
-    let stops = run_with_stops(&url, &dir);
-    let writes = fetch_writes(&url);
-    let results: Value =
-        serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
-    let level = &results["sweep"][0];
-    let origin = level["origin_unix_us"].as_u64().unwrap();
-    let text = std::fs::read_to_string(dir.join("requests.jsonl")).unwrap();
-    let (mut late_requests, mut unflagged_late, mut worst_us) = (0, Vec::new(), 0u64);
-    let mut matched = 0;
-    for line in text.lines() {
-        let r: Value = serde_json::from_str(line).unwrap();
-        if r["warmup"].as_bool() == Some(true) || r["status"] != "ok" {
-            continue;
+/// One request's reads as the test sees them.
+#[derive(Debug, Default)]
+struct StreamReads {
+    /// The request's id (read in failure messages, through `Debug`).
+    #[allow(dead_code)]
+    id: String,
+    /// Reads (chunks sharing a stamp).
+    reads: u64,
+    /// Reads holding tokens of two writes or more.
+    merged: u64,
+    /// Of those, reads whose writes ended more than [`LATE_US`] apart.
+    merged_late: u64,
+    /// The most any token was stamped after its write ended, µs.
+    late_us: u64,
+    /// What servetop counted.
+    held: u64,
+}
+
+/// Each request's reads: its chunks grouped by stamp, each token matched with its write.
+fn reads_of(r: &Value, origin: u64, writes: &[(u64, u32, u64)]) -> StreamReads {
+    let send = r["send_at_us"].as_u64().unwrap();
+    // The write each token came in, by order: token k of the stream is in write w.
+    let write_of: Vec<(usize, u64)> = writes
+        .iter()
+        .enumerate()
+        .flat_map(|(w, &(_, n, after))| std::iter::repeat_n((w, after), n as usize))
+        .collect();
+    let mut out = StreamReads {
+        held: r["held_reads"].as_u64().unwrap_or(0),
+        ..StreamReads::default()
+    };
+    let mut token = 0;
+    let chunks = r["chunks"].as_array().unwrap();
+    let mut i = 0;
+    while i < chunks.len() {
+        let t = chunks[i]["t_us"].as_u64().unwrap();
+        let at = origin + send + t;
+        let (mut first, mut last) = (usize::MAX, 0);
+        let (mut lo, mut hi) = (u64::MAX, 0);
+        while i < chunks.len() && chunks[i]["t_us"].as_u64() == Some(t) {
+            for _ in 0..chunks[i]["tokens"].as_u64().unwrap() {
+                if let Some(&(w, after)) = write_of.get(token) {
+                    (first, last) = (first.min(w), last.max(w));
+                    (lo, hi) = (lo.min(after), hi.max(after));
+                    out.late_us = out.late_us.max(at.saturating_sub(after));
+                }
+                token += 1;
+            }
+            i += 1;
         }
-        let id = format!("servetop-{}-{}", r["level"], r["index"]);
-        let Some(w) = writes.get(&id) else { continue };
-        matched += 1;
-        let send = r["send_at_us"].as_u64().unwrap();
-        let written_by = w
-            .iter()
-            .flat_map(|&(_, n, after)| std::iter::repeat_n(after, n as usize));
-        let arrivals = r["chunks"].as_array().unwrap().iter().flat_map(|c| {
-            let at = origin + send + c["t_us"].as_u64().unwrap();
-            std::iter::repeat_n(at, c["tokens"].as_u64().unwrap() as usize)
-        });
-        let late = written_by
-            .zip(arrivals)
-            .map(|(after, at)| at.saturating_sub(after))
-            .max()
-            .unwrap_or(0);
-        worst_us = worst_us.max(late);
-        let held = r["held_reads"].as_u64().unwrap_or(0);
-        if late > 5_000 {
-            late_requests += 1;
-            if held == 0 {
-                unflagged_late.push((id, late));
+        out.reads += 1;
+        if last > first && first != usize::MAX {
+            out.merged += 1;
+            if hi - lo > LATE_US {
+                out.merged_late += 1;
             }
         }
     }
+    out
+}
+
+/// The reads of one stream the stalls servetop's timer probe reported over the run may hold
+/// (events.jsonl keeps every probe's lag): one for each stall, and one more for each write
+/// interval it lasted (reads go on on the runtime's other thread while the probe waits).
+fn stalls(dir: &std::path::Path) -> u64 {
+    std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["event"] == "telemetry" && e["data"]["kind"] == "client")
+        .flat_map(|e| e["data"]["lag_us"].as_array().cloned().unwrap_or_default())
+        .filter_map(|v| v.as_u64().filter(|v| *v >= STALL_US))
+        .map(|lag| 1 + lag.div_ceil(WRITE_EVERY_US))
+        .sum()
+}
+
+/// A firehose writing two token events every 20 ms a stream, recording its writes; a run
+/// against it (`stop`: stopped now and then); the run's results, every request's reads and
+/// the probe's stalls.
+fn run_against_firehose(name: &str, stop: bool) -> (Value, Vec<StreamReads>, u64, u32) {
+    let mut fh = Command::new(env!("CARGO_BIN_EXE_servetop"));
+    fh.args(["sim", "--firehose", "--port", "0"])
+        .args(["--events-per-write", "2", "--decode-step-ms", "20"])
+        .arg("--record-writes");
+    let (child, url) = sim_child::start(fh);
+    let _firehose = sim_child::KillOnDrop(child);
+    let dir = std::env::temp_dir().join(format!("servetop-held-{name}-{}", std::process::id()));
+    let stops = run(&url, &dir, stop);
+    let writes = fetch_writes(&url);
+    let results: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
+    let origin = results["sweep"][0]["origin_unix_us"].as_u64().unwrap();
+    let text = std::fs::read_to_string(dir.join("requests.jsonl")).unwrap();
+    let reads: Vec<StreamReads> = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["warmup"].as_bool() != Some(true) && r["status"] == "ok")
+        .filter_map(|r| {
+            let id = format!("servetop-{}-{}", r["level"], r["index"]);
+            let w = writes.get(&id)?;
+            Some(StreamReads {
+                id,
+                ..reads_of(&r, origin, w)
+            })
+        })
+        .collect();
+    let stalls = stalls(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
     assert!(
-        matched >= 30,
-        "{matched} requests matched the firehose's record"
+        reads.len() >= 30,
+        "{} requests matched the firehose's record",
+        reads.len()
     );
+    (results, reads, stalls, stops)
+}
+
+/// No more reads held than merged writes, plus those the stalls the probe saw may have held:
+/// a stall may hold the next read of every stream, and one more for each write interval it
+/// lasted. Checked where that allowance leaves the check its teeth (under half of the reads,
+/// so a detector holding every read fails); on a machine so busy that servetop stalled more
+/// than that, the premise (a client that mostly ran when its data came) was not set up, and
+/// the test says so.
+fn at_most_the_merged_and_the_stalled(
+    what: &str,
+    level: &Value,
+    reads: &[StreamReads],
+    stalls: u64,
+) {
+    let held = level["held_reads"].as_u64().unwrap();
+    let sum = |f: fn(&StreamReads) -> u64| reads.iter().map(f).sum::<u64>();
+    let (all, merged, merged_late) = (sum(|r| r.reads), sum(|r| r.merged), sum(|r| r.merged_late));
+    let allowed = merged + STREAMS * stalls;
+    eprintln!(
+        "{what}: {all} reads, {merged} merged writes ({merged_late} across more than 5 ms), stalls that may hold {} reads; servetop held {held}",
+        STREAMS * stalls
+    );
+    assert_eq!(held, sum(|r| r.held), "{what}: the level sums its requests");
+    if 2 * allowed >= all {
+        skip(&format!(
+            "{what}: servetop's probe saw stalls that may hold {} of {all} reads (a busy machine), so the count cannot tell held from not",
+            STREAMS * stalls
+        ));
+        return;
+    }
+    assert!(
+        held <= allowed,
+        "{what}: {held} of {all} reads held, but only {merged} merged writes, and the stalls seen may hold {} more",
+        STREAMS * stalls
+    );
+}
+
+/// Says why a check did not run; a failure under `SERVETOP_REQUIRE_CLIENT_LOAD=1` (CI).
+fn skip(why: &str) {
+    assert!(
+        std::env::var("SERVETOP_REQUIRE_CLIENT_LOAD").as_deref() != Ok("1"),
+        "SERVETOP_REQUIRE_CLIENT_LOAD=1 but {why}"
+    );
+    eprintln!("SKIPPED: {why}");
+}
+
+#[test]
+fn reads_merged_across_a_stall_are_counted_held() {
+    let _one = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let (results, reads, stalls, stops) = run_against_firehose("stopped", true);
+    let level = &results["sweep"][0];
     // The stops did merge writes: some tokens were stamped a write interval late or more.
+    let worst_us = reads.iter().map(|r| r.late_us).max().unwrap_or(0);
+    let late = reads.iter().filter(|r| r.merged_late > 0).count();
     assert!(
-        late_requests > 0 && worst_us >= 15_000,
-        "{stops} stops, {late_requests} late requests, worst {worst_us} µs"
+        late > 0 && worst_us >= 15_000,
+        "{stops} stops, {late} requests with reads merged late, worst {worst_us} µs"
     );
+    // Every read merged across more than 5 ms is counted, request by request.
+    let unflagged: Vec<&StreamReads> = reads.iter().filter(|r| r.held < r.merged_late).collect();
+    assert!(
+        unflagged.is_empty(),
+        "reads merged across more than 5 ms, fewer held: {unflagged:?}"
+    );
+    // No token stamped more than 5 ms after its write ended without a held read.
+    let unflagged_late: Vec<&StreamReads> = reads
+        .iter()
+        .filter(|r| r.late_us > LATE_US && r.held == 0)
+        .collect();
     assert!(
         unflagged_late.is_empty(),
         "late by more than 5 ms without a held read: {unflagged_late:?}"
     );
-    let held = level["held_reads"].as_u64().unwrap_or(0);
-    assert!(held > 0, "{level}");
+    at_most_the_merged_and_the_stalled("stopped", level, &reads, stalls);
     let caveats = results["findings"]
         .as_array()
         .unwrap()
@@ -142,5 +295,15 @@ fn reads_merged_across_a_stall_are_counted_held() {
             "held share {share}, caveats {caveats:?}"
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The same streams read without a stop: what servetop holds is what was merged, or what a
+/// stall it saw may have merged; on an idle machine, next to nothing.
+#[test]
+fn a_clean_run_holds_only_what_was_merged() {
+    let _one = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let (results, reads, stalls, _) = run_against_firehose("clean", false);
+    at_most_the_merged_and_the_stalled("clean", &results["sweep"][0], &reads, stalls);
 }

@@ -17,6 +17,17 @@
 //! 20 ms step is 1 ms. That is far less than the mistakes these checks are for: a swapped
 //! percentile is off by 12 %, a gap counted per chunk instead of per token by 100 %. Counts are
 //! exact.
+//!
+//! The answers hold only if the level ran as planned, which a starved machine can undo: a client
+//! slow to send leaves the server's slot idle or its queue short (each TTFT shorter by the wait
+//! it skipped: a percentile off by more than 5 % that is no mistake of servetop's, or a broken
+//! queue that happens to match), and a simulator that falls behind its 20 ms steps makes every
+//! time longer. So before any comparison the simulator's own record must show the premise:
+//! its gauges' peaks one running and nine waiting (the ten requests in the server at once),
+//! every one received before the first finished, its slot never idle between them (each admitted
+//! within two steps of the last one's final token), and its schedule slip under 2 % of the
+//! level. Where it does not, the test says so ("SKIPPED: ...") and passes, unless
+//! `SERVETOP_REQUIRE_CLIENT_LOAD=1` (set by `.ci/run`) makes that a failure.
 
 // Integration tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -25,7 +36,9 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
 
-use servetop::sim::{self, AcceptLength, SimConfig};
+use servetop::sim::{self, AcceptLength, SimConfig, SimHandle};
+
+mod sim_truth;
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_servetop")
@@ -104,11 +117,80 @@ fn queueing_behind_one_slot_gives_known_percentiles_in_every_output() {
         String::from_utf8_lossy(&out.stderr)
     );
 
+    let level = serde_json::from_slice::<serde_json::Value>(
+        &std::fs::read(dir.join("results.json")).unwrap(),
+    )
+    .unwrap()["sweep"][0]["index"]
+        .as_u64()
+        .unwrap();
+    if let Err(why) = premise(&h, u32::try_from(level).unwrap()) {
+        assert!(
+            std::env::var("SERVETOP_REQUIRE_CLIENT_LOAD").as_deref() != Ok("1"),
+            "SERVETOP_REQUIRE_CLIENT_LOAD=1 but {why}"
+        );
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
     let itl_p99 = results_json(&dir);
     summary_md(&dir, itl_p99);
     sweep_csv(&dir);
-    let (out_tokens, in_tokens) = requests_jsonl(&dir);
+    let (out_tokens, in_tokens) = requests_jsonl(&dir, itl_p99, &h);
     telemetry_jsonl(&dir, out_tokens, in_tokens);
+}
+
+/// Whether the level ran as the known answers assume, from the simulator's own record (see
+/// the header), or why not.
+fn premise(h: &SimHandle, level: u32) -> Result<(), String> {
+    let (peak_running, peak_waiting) = {
+        let log = h.log.lock().unwrap();
+        (log.peak_running, log.peak_waiting)
+    };
+    if (peak_running, peak_waiting) != (1, 9) {
+        return Err(format!(
+            "the simulator's peaks were {peak_running} running and {peak_waiting} waiting, not 1 and 9 (ten requests in it at once, one in the slot)"
+        ));
+    }
+    let t = sim_truth::of(h);
+    let mut reqs = sim_truth::of_level(&t, level);
+    if reqs.len() != 10 {
+        return Err(format!(
+            "the simulator finished {} of the level's ten",
+            reqs.len()
+        ));
+    }
+    reqs.sort_by_key(|r| r.admitted_unix_us);
+    let last_in = reqs.iter().map(|r| r.received_unix_us).max().unwrap();
+    let first_out = reqs
+        .iter()
+        .filter_map(|r| r.last_write_unix_us())
+        .min()
+        .unwrap();
+    if last_in >= first_out {
+        return Err(format!(
+            "servetop sent its tenth request {} ms after the first had finished: it did not keep its concurrency busy",
+            (last_in - first_out) / 1000
+        ));
+    }
+    for w in reqs.windows(2) {
+        let (done, next) = (
+            w[0].last_write_unix_us().unwrap(),
+            w[1].admitted_unix_us.unwrap(),
+        );
+        if next.saturating_sub(done) > 40_000 {
+            return Err(format!(
+                "the simulator's slot stood idle {} ms between two requests",
+                (next - done) / 1000
+            ));
+        }
+    }
+    let window_ms = (reqs[9].last_write_unix_us().unwrap() - reqs[0].received_unix_us) as f64 / 1e3;
+    if t.schedule_slip_ms > 0.02 * window_ms {
+        return Err(format!(
+            "the simulator fell {:.0} ms behind its 20 ms steps over a {window_ms:.0} ms level: the machine starved it",
+            t.schedule_slip_ms
+        ));
+    }
+    Ok(())
 }
 
 /// results.json, under vLLM's names; returns its ITL p99 (bounded, not known).
@@ -133,9 +215,9 @@ fn results_json(dir: &Path) -> f64 {
     close(f("median_itl_ms"), 20.0, "median_itl_ms");
     close(f("mean_itl_ms"), 20.0, "mean_itl_ms");
     // Single gaps carry one timer wake-up's lateness (a few ms on a loaded machine, made up by
-    // the next gap, so the mean stays exact): the tail is only bounded.
+    // the next gap, so the mean stays exact): the tail is not known from the configuration; it
+    // is checked against the chunks' own gaps (requests_jsonl).
     let itl_p99 = f("p99_itl_ms");
-    assert!((19.4..26.0).contains(&itl_p99), "p99_itl_ms {itl_p99}");
     close(f("median_tpot_ms"), 20.0, "median_tpot_ms");
     close(f("mean_e2el_ms"), 2205.5, "mean_e2el_ms");
     close(
@@ -205,8 +287,9 @@ fn sweep_csv(dir: &Path) {
     assert_eq!(csv["max_concurrent_requests"], "10");
 }
 
-/// requests.jsonl with every chunk; returns its output and input token totals.
-fn requests_jsonl(dir: &Path) -> (u64, u64) {
+/// requests.jsonl with every chunk, against the simulator's record of the same requests and
+/// results.json's ITL p99 (`itl_p99`); returns its output and input token totals.
+fn requests_jsonl(dir: &Path, itl_p99: f64, h: &SimHandle) -> (u64, u64) {
     // requests.jsonl with --record-chunks: every token's chunk, one token each, the first at
     // TTFT and the last at E2E, 20 steps of 20 ms between them.
     let text = std::fs::read_to_string(dir.join("requests.jsonl")).unwrap();
@@ -216,6 +299,7 @@ fn requests_jsonl(dir: &Path) -> (u64, u64) {
         .collect();
     assert_eq!(recs.len(), 11, "the warmup and ten measured requests");
     let (mut out_tokens, mut in_tokens, mut spans) = (0u64, 0u64, 0u64);
+    let mut gaps_ms = Vec::new();
     for r in &recs {
         let chunks = r["chunks"].as_array().unwrap();
         assert_eq!(chunks.len(), 21, "{r}");
@@ -224,15 +308,32 @@ fn requests_jsonl(dir: &Path) -> (u64, u64) {
         assert_eq!(r["ttft_us"].as_u64(), Some(t(&chunks[0])));
         assert_eq!(r["e2e_us"].as_u64(), Some(t(&chunks[20])));
         // One request's span ends on one wake-up, late by however long the machine makes it
-        // wait; the mean over all of them is held to the 5 %.
-        let span = t(&chunks[20]) - t(&chunks[0]);
-        assert!((388_000..480_000).contains(&span), "decode span {span} µs");
-        spans += span;
+        // wait; the mean over all of them is held to the 5 %, each against the server's record.
+        spans += t(&chunks[20]) - t(&chunks[0]);
+        if r["warmup"].as_bool() != Some(true) {
+            gaps_ms.extend(
+                chunks
+                    .windows(2)
+                    .map(|w| (t(&w[1]) - t(&w[0])) as f64 / 1e3),
+            );
+        }
         out_tokens += r["output_tokens"].as_u64().unwrap();
         in_tokens += r["input_tokens"].as_u64().unwrap();
     }
     assert_eq!(out_tokens, 11 * 21);
     close(spans as f64 / 11.0, 400_000.0, "mean decode span µs");
+    // Every request's first and last token where the server wrote them (tests/sim_truth: each
+    // within its tolerance, the median within 1 ms).
+    let (records, origins) = sim_truth::run_records(dir);
+    sim_truth::agree_all(&records, &origins, &sim_truth::of(h));
+    // The ITL p99 is the 198th of the 200 gaps, as the chunks were stamped (the histogram keeps
+    // three significant digits).
+    assert_eq!(gaps_ms.len(), 200);
+    let own = sim_truth::nearest_rank(&gaps_ms, 99.0);
+    assert!(
+        (itl_p99 - own).abs() <= 0.002 * own,
+        "p99_itl_ms {itl_p99}, the chunks' own gaps {own}"
+    );
     (out_tokens, in_tokens)
 }
 
@@ -250,12 +351,19 @@ fn telemetry_jsonl(dir: &Path, out_tokens: u64, in_tokens: u64) {
     let last = samples.last().unwrap();
     assert_eq!(last["generation_tokens_total"], out_tokens as f64);
     assert_eq!(last["prompt_tokens_total"], in_tokens as f64);
+    // A gauge the page lacks is absent from every sample, not 0: its peak is None.
     let max = |k: &str| {
         samples
             .iter()
             .filter_map(|v| v[k].as_f64())
-            .fold(0.0, f64::max)
+            .reduce(f64::max)
     };
-    assert!(max("running") <= 1.0, "one slot");
-    assert!(max("queued") <= 9.0, "ten sent at once, one running");
+    // The slot was never idle while the level ran (the premise), and a sample comes a second.
+    assert_eq!(max("running"), Some(1.0), "one slot, kept busy");
+    // The ten wait in the queue for the level's first 3.6 s, so a sample a second sees some.
+    let queued = max("queued").expect("the queued gauge");
+    assert!(
+        (1.0..=9.0).contains(&queued),
+        "ten sent at once, one running: {queued} queued at most"
+    );
 }

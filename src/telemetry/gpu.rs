@@ -105,6 +105,55 @@ pub fn spawn(interval: Duration, tx: Reports, cancel: CancellationToken) {
     }
 }
 
+/// One GPU as NVML reports it, in NVML's own units; [`NvmlRaw::reading`] converts it. Kept
+/// apart from the driver calls so that the conversion is tested without a GPU
+/// (`tests/gpu_check.rs`, from an H200's values).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NvmlRaw {
+    pub name: Option<String>,
+    pub uuid: Option<String>,
+    /// Device memory used and in all, bytes (`nvmlDeviceGetMemoryInfo`).
+    pub mem_used_bytes: Option<u64>,
+    pub mem_total_bytes: Option<u64>,
+    /// Percent of the last sample period a kernel ran, and memory was read or written
+    /// (`nvmlDeviceGetUtilizationRates`).
+    pub util_gpu_pct: Option<u32>,
+    pub util_mem_pct: Option<u32>,
+    /// Power drawn and the enforced limit, milliwatts (`nvmlDeviceGetPowerUsage`,
+    /// `nvmlDeviceGetEnforcedPowerLimit`).
+    pub power_mw: Option<u32>,
+    pub power_limit_mw: Option<u32>,
+    /// °C (`nvmlDeviceGetTemperature`, the GPU sensor).
+    pub temp_c: Option<u32>,
+    /// The SM clock, MHz (`nvmlDeviceGetClockInfo`).
+    pub sm_clock_mhz: Option<u32>,
+    /// Millijoules since the driver loaded (`nvmlDeviceGetTotalEnergyConsumption`).
+    pub energy_mj: Option<u64>,
+}
+
+impl NvmlRaw {
+    /// GPU `index` as servetop records it: watts from milliwatts; memory in bytes, percent,
+    /// °C, MHz and the energy counter in millijoules as NVML gives them. A field NVML did not
+    /// give stays `None` (shown as N/A).
+    pub fn reading(self, index: u32) -> GpuReading {
+        let watts = |mw: u32| f64::from(mw) / 1000.0;
+        GpuReading {
+            index,
+            name: self.name.unwrap_or_else(|| format!("GPU {index}")),
+            uuid: self.uuid,
+            mem_used_bytes: self.mem_used_bytes,
+            mem_total_bytes: self.mem_total_bytes,
+            util_gpu_pct: self.util_gpu_pct.map(f64::from),
+            util_mem_pct: self.util_mem_pct.map(f64::from),
+            power_w: self.power_mw.map(watts),
+            power_limit_w: self.power_limit_mw.map(watts),
+            temp_c: self.temp_c.map(f64::from),
+            sm_clock_mhz: self.sm_clock_mhz.map(f64::from),
+            energy_mj: self.energy_mj,
+        }
+    }
+}
+
 #[cfg(feature = "nvml")]
 mod imp {
     use nvml_wrapper::Nvml;
@@ -145,20 +194,20 @@ mod imp {
                     .map_err(|e| format!("GPU {i}: {e}"))?;
                 let mem = opt(d.memory_info());
                 let util = opt(d.utilization_rates());
-                out.push(GpuReading {
-                    index: i,
-                    name: opt(d.name()).unwrap_or_else(|| format!("GPU {i}")),
+                let raw = super::NvmlRaw {
+                    name: opt(d.name()),
                     uuid: opt(d.uuid()),
                     mem_used_bytes: mem.as_ref().map(|m| m.used),
                     mem_total_bytes: mem.as_ref().map(|m| m.total),
-                    util_gpu_pct: util.as_ref().map(|u| f64::from(u.gpu)),
-                    util_mem_pct: util.as_ref().map(|u| f64::from(u.memory)),
-                    power_w: opt(d.power_usage()).map(|mw| f64::from(mw) / 1000.0),
-                    power_limit_w: opt(d.enforced_power_limit()).map(|mw| f64::from(mw) / 1000.0),
-                    temp_c: opt(d.temperature(TemperatureSensor::Gpu)).map(f64::from),
-                    sm_clock_mhz: opt(d.clock_info(Clock::SM)).map(f64::from),
+                    util_gpu_pct: util.as_ref().map(|u| u.gpu),
+                    util_mem_pct: util.as_ref().map(|u| u.memory),
+                    power_mw: opt(d.power_usage()),
+                    power_limit_mw: opt(d.enforced_power_limit()),
+                    temp_c: opt(d.temperature(TemperatureSensor::Gpu)),
+                    sm_clock_mhz: opt(d.clock_info(Clock::SM)),
                     energy_mj: opt(d.total_energy_consumption()),
-                });
+                };
+                out.push(raw.reading(i));
             }
             Ok(out)
         }

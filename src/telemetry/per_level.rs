@@ -405,6 +405,34 @@ mod tests {
         assert!(LevelTelemetryAcc::new(None, None).spec().is_none());
     }
 
+    /// A gauge the page lacks folds to `None`, not to 0: a server without a queued gauge has no
+    /// queue figures, while the gauges it has are averaged and peaked as read.
+    #[test]
+    fn a_missing_gauge_is_none_not_zero() {
+        let mut a = LevelTelemetryAcc::new(None, None);
+        for (running, kv) in [(3.0, 0.25), (5.0, 0.75)] {
+            a.add_server(&ServerSample {
+                running: Some(running),
+                kv_usage: Some(kv),
+                ..ServerSample::default()
+            });
+        }
+        let s = a.server().unwrap();
+        assert_eq!((s.mean_running, s.max_running), (Some(4.0), Some(5.0)));
+        assert_eq!((s.mean_queued, s.max_queued), (None, None));
+        assert_eq!((s.mean_kv_usage, s.max_kv_usage), (Some(0.5), Some(0.75)));
+        assert_eq!(s.samples, 2);
+        // Every gauge at 0 is a reading of 0.
+        let mut z = LevelTelemetryAcc::new(None, None);
+        z.add_server(&ServerSample {
+            running: Some(0.0),
+            queued: Some(0.0),
+            ..ServerSample::default()
+        });
+        let s = z.server().unwrap();
+        assert_eq!((s.max_running, s.max_queued), (Some(0.0), Some(0.0)));
+    }
+
     #[test]
     fn gpu_peaks_and_means() {
         let mut a = LevelTelemetryAcc::new(None, None);

@@ -432,12 +432,24 @@ fn knee(s: &RunSummary, levels: &[&LevelSummary]) -> Option<Finding> {
                 .value("mean_queued", Some(mean))
                 .value("max_queued", Some(max));
         }
+        // A gauge the server does not report is not a gauge that read 0: no queued gauge says
+        // nothing of a queue, and no running gauge nothing of how many ran.
         (Some(m), None) => {
-            let _ = write!(
-                text,
-                ": the server's gauges show no queue (up to {:.0} running): the time is the batch's own prefill and decode work",
-                m.max_running.unwrap_or(0.0)
-            );
+            let running = m
+                .max_running
+                .map(|r| format!(" (up to {r:.0} running)"))
+                .unwrap_or_default();
+            if m.max_queued.is_some() {
+                let _ = write!(
+                    text,
+                    ": the server's gauges show no queue{running}: the time is the batch's own prefill and decode work"
+                );
+            } else {
+                let _ = write!(
+                    text,
+                    ": the server's metrics have no queued gauge{running}, so servetop cannot tell whether requests waited in its queue"
+                );
+            }
         }
         (None, _) => {
             text += if s.telemetry.server_flavor.is_some() {
@@ -493,6 +505,56 @@ fn per_stream(levels: &[&LevelSummary], peak: &LevelSummary) -> Option<Finding> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The knee between C=8 and C=16 (TTFT p50 10 → 500 ms) with the server's gauges at C=16
+    /// as given.
+    fn knee_with(gauges: &ServerLevelStats) -> String {
+        let mut s = crate::tui::fixtures::finished_run().session.summary;
+        for l in &mut s.sweep {
+            let p50 = if l.concurrency >= 16 { 500.0 } else { 10.0 };
+            if let Some(d) = l.stats.as_mut().and_then(|st| st.dists.ttft_ms.as_mut()) {
+                d.p50 = p50;
+            }
+            l.server_metrics = (l.concurrency == 16).then(|| gauges.clone());
+        }
+        let levels: Vec<&LevelSummary> = s.sweep.iter().collect();
+        knee(&s, &levels).expect("a knee").text
+    }
+
+    /// A gauge the server lacks is told apart from one that read 0: no queued gauge is no
+    /// claim about a queue, and no running gauge no count of running requests.
+    #[test]
+    fn a_missing_gauge_is_not_a_gauge_at_zero() {
+        let both = knee_with(&ServerLevelStats {
+            max_running: Some(16.0),
+            max_queued: Some(0.0),
+            mean_queued: Some(0.0),
+            ..ServerLevelStats::default()
+        });
+        assert!(
+            both.contains("gauges show no queue (up to 16 running)"),
+            "{both}"
+        );
+        let no_queued = knee_with(&ServerLevelStats {
+            max_running: Some(16.0),
+            ..ServerLevelStats::default()
+        });
+        assert!(
+            no_queued.contains("no queued gauge (up to 16 running), so servetop cannot tell")
+                && !no_queued.contains("show no queue"),
+            "{no_queued}"
+        );
+        let no_running = knee_with(&ServerLevelStats {
+            max_queued: Some(0.0),
+            mean_queued: Some(0.0),
+            ..ServerLevelStats::default()
+        });
+        assert!(
+            no_running.contains("gauges show no queue: the time")
+                && !no_running.contains("running"),
+            "{no_running}"
+        );
+    }
 
     /// A search's levels are its own probes: its findings ask for no more of them.
     #[test]
