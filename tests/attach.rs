@@ -10,7 +10,9 @@
 //!    gone at the end.
 //! 3. A viewer stops the run: `stop` on the socket ends it as a confirmed quit does (exit
 //!    130, `interrupted`).
-//! 4. `run --detach` returns once the run goes on in a process of its own, which a SIGHUP does
+//! 4. At instants while a run goes on, a viewer shows what the simulator has served by then
+//!    (its own record, read just before and after) and the level those requests place it in.
+//! 5. `run --detach` returns once the run goes on in a process of its own, which a SIGHUP does
 //!    not stop; it finishes with its output in `<run dir>/run.log`.
 //!
 //! Every expected value is the run's own file: machine load cannot move a check.
@@ -334,4 +336,102 @@ fn a_detached_run_goes_on_alone_and_a_hangup_does_not_stop_it() {
     assert!(log.contains("C=4"), "its tables are in run.log: {log}");
     std::fs::remove_dir_all(&dir).unwrap();
     let _ = std::fs::remove_dir_all(&registry);
+}
+
+/// Requests the simulator has finished serving, completed, so far.
+fn served(h: &sim::SimHandle) -> u64 {
+    h.log
+        .lock()
+        .unwrap()
+        .requests
+        .iter()
+        .filter(|r| r.completed)
+        .count() as u64
+}
+
+/// The viewer's count of finished requests over all levels, and the level it says runs.
+fn viewed(v: &Viewer) -> (u64, Option<u32>) {
+    let s = &v.app().session;
+    (s.progress.values().map(|p| p.finished).sum(), s.current)
+}
+
+/// At instants while a run goes on, a viewer on its live.sock shows what the simulator has
+/// served by then: once the simulator has finished `before` requests, the viewer catches up to
+/// at least that many while the run still has requests to serve (a feed that holds its lines
+/// back until the end shows them too late), never more than the simulator has finished at that
+/// moment (`after`), and it names as running the level those requests place the run in (levels
+/// of `PER_LEVEL` requests each, one after the other).
+#[test]
+fn a_viewer_shows_what_the_simulator_has_served_while_the_run_goes_on() {
+    const PER_LEVEL: u64 = 12;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let h = sim_at_20ms(&rt);
+    let dir = scratch("instants");
+    let url = h.url();
+    let per_level = PER_LEVEL.to_string();
+    let mut args = run_args(&url, &dir, "1,4");
+    let n = args
+        .iter()
+        .position(|a| *a == "--requests-per-level")
+        .unwrap();
+    args[n + 1] = &per_level;
+    args.extend(["--warmup", "0"]);
+    let mut child = Command::new(bin())
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let socket = dir.join("live.sock");
+    wait_for("live.sock", || {
+        std::os::unix::net::UnixStream::connect(&socket).is_ok()
+    });
+    let origin = Origin::of_dir(&dir).unwrap();
+    let total = 2 * PER_LEVEL;
+    let looks = rt.block_on(async {
+        let mut v = Viewer::open(source::open(&origin).unwrap(), true)
+            .await
+            .unwrap();
+        let (mut looks, mut levels_compared) = (Vec::new(), 0);
+        // Two instants in the first level (C=1, 0.6 s a request), one in the second.
+        for at in [3, 8, PER_LEVEL + 2] {
+            while served(&h) < at {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let before = served(&h);
+            let seen = loop {
+                v.catch_up();
+                let (seen, level) = viewed(&v);
+                let after = served(&h);
+                assert!(seen <= after, "the viewer shows {seen} finished, the simulator {after}");
+                if seen >= before {
+                    break (seen, level, after);
+                }
+                assert!(
+                    after < total,
+                    "the viewer showed {seen} of the {before} requests served at {at} only once the run had served them all"
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            };
+            looks.push((before, seen));
+            let (seen, level, after) = seen;
+            // The level the simulator is serving, by the requests it has finished (when
+            // `before` and `after` place it in the same one, and not on its last request).
+            if before / PER_LEVEL == after / PER_LEVEL && after % PER_LEVEL != 0 {
+                assert_eq!(
+                    level,
+                    Some(u32::try_from(after / PER_LEVEL).unwrap()),
+                    "at {seen} finished (simulator {before}..{after})"
+                );
+                levels_compared += 1;
+            }
+        }
+        assert!(levels_compared >= 2, "{looks:?}");
+        v.read_to_end().await;
+        looks
+    });
+    assert!(child.wait().unwrap().success());
+    assert_eq!(served(&h), total);
+    assert_eq!(looks.len(), 3, "{looks:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

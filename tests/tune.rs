@@ -3,8 +3,10 @@
 //! requests served at once, a configuration's capacity grows as max-running / step. Of
 //! (1, 10 ms), (1, 20 ms), (4, 10 ms), (4, 20 ms) the third serves 2× the next best.
 //!
-//! Each capacity is checked against an independent answer: a plain `run --search rate` of that
-//! configuration alone, on its own server, with the same seed (the same arrival schedule).
+//! Each capacity is checked against two independent answers: a plain `run --search rate` of
+//! that configuration alone, on its own server, with the same seed (the same arrival schedule),
+//! and the bounds the simulator's service-time model puts on it ([`Shape`]): no more than the
+//! highest rate a probe can meet the SLO at, no less than N/S shrunk by the search's precision.
 
 // Integration tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -24,13 +26,18 @@ fn bin() -> &'static str {
 /// batch, so a request's service time is its tokens × `--decode-step-ms`.
 fn sim() -> String {
     format!(
-        "{} sim --port {{port}} --preset fast --batch-growth 0 --accept-length 1",
+        "{} sim --port {{port}} --preset fast --batch-growth 0 --accept-length 1 \
+         --prefill-tokens-per-s {PREFILL_TOKENS_PER_S}",
         bin()
     )
 }
 
+/// The simulator's prefill speed (the `fast` preset's, given on its command line).
+const PREFILL_TOKENS_PER_S: f64 = 1_000_000.0;
+
 /// The plan both the tune and the plain searches run: short probes, near-constant arrivals
-/// (so a rate above capacity builds its queue at once), one seed.
+/// (a gap's spread is 3 % of its mean, so a rate above capacity builds its queue at once and
+/// [`slo_bound`] can count on the arrival times), one seed.
 const PLAN: &[&str] = &[
     "--input-len",
     "32",
@@ -38,6 +45,8 @@ const PLAN: &[&str] = &[
     "4",
     "--slo",
     "ttft:150",
+    "--slo-percentile",
+    "90",
     "--search-seconds",
     "1",
     "--search-min-requests",
@@ -47,7 +56,7 @@ const PLAN: &[&str] = &[
     "--search-precision",
     "20%",
     "--burstiness",
-    "100",
+    "1000",
     "--seed",
     "7",
     "--no-gpu",
@@ -141,6 +150,109 @@ fn entry<'a>(t: &'a serde_json::Value, (running, step): (&str, &str)) -> &'a ser
         .unwrap()
 }
 
+/// The number after `flag` in the plan (a percentage without its `%`).
+fn plan(flag: &str) -> f64 {
+    let i = PLAN.iter().position(|a| *a == flag).unwrap();
+    let v = PLAN[i + 1];
+    v.strip_prefix("ttft:")
+        .unwrap_or(v)
+        .trim_end_matches('%')
+        .parse()
+        .unwrap()
+}
+
+/// A request's prefill, in ms.
+fn prefill_ms() -> f64 {
+    plan("--input-len") / PREFILL_TOKENS_PER_S * 1000.0
+}
+
+/// A request's decode steps: one per output token after the first.
+fn decode_steps() -> f64 {
+    plan("--output-len") - 1.0
+}
+
+/// One configuration's server as its flags make it, by the service-time model of
+/// src/sim/batcher.rs: each request holds one of `running` slots for its prefill
+/// (`--input-len / prefill speed`, a step that stalls the whole batch) and then one decode step
+/// of `step_ms` per output token after the first (the first comes with the prefill). Steps are
+/// laid on an absolute timeline that only moves forward, so over a busy period the engine's
+/// steps never add up to less than their configured lengths.
+struct Shape {
+    running: f64,
+    step_ms: f64,
+}
+
+impl Shape {
+    fn of((running, step): (&str, &str)) -> Self {
+        Shape {
+            running: running.parse().unwrap(),
+            step_ms: step.parse().unwrap(),
+        }
+    }
+
+    /// N / S: the most requests per second `running` slots of service time
+    /// S = prefill + decode steps × step can complete.
+    fn most_rate(&self) -> f64 {
+        let service_ms = prefill_ms() + decode_steps() * self.step_ms;
+        self.running / service_ms * 1000.0
+    }
+
+    /// Engine time each request costs the server as a whole, at least: its prefill, which
+    /// stalls every slot, and its decode steps, shared with up to `running − 1` others.
+    fn engine_ms_per_request(&self) -> f64 {
+        prefill_ms() + decode_steps() * self.step_ms / self.running
+    }
+
+    /// The least time to first token request `k` (from 0) of a probe at `rate` can have: it
+    /// is admitted no sooner than the `k − running + 1` before it have been served, after the
+    /// first request arrived, and it arrives no later than `k` gaps after that one (each gap
+    /// `1 / rate` on average, their sum within 4 standard deviations: a gamma gap of shape
+    /// `--burstiness` B spreads `1 / sqrt(B)` of its mean).
+    fn least_ttft_ms(&self, k: f64, rate: f64) -> f64 {
+        let ahead = (k - self.running + 1.0).max(0.0);
+        let arrives_ms = (k + 4.0 * (k / plan("--burstiness")).sqrt()) / rate * 1000.0;
+        ahead * self.engine_ms_per_request() + prefill_ms() - arrives_ms
+    }
+
+    /// Whether a probe at `rate` can meet the SLO: its `max(rate × seconds, min requests)`
+    /// requests meet the TTFT limit at the percentile only if the request of that rank (a
+    /// request at least as late as the rank, since the least TTFT grows with the index above
+    /// N/S) can be within the limit (and 1 % more, the histogram's rounding).
+    fn could_pass(&self, rate: f64) -> bool {
+        let n = (rate * plan("--search-seconds"))
+            .ceil()
+            .max(plan("--search-min-requests"));
+        let k = (plan("--slo-percentile") / 100.0 * n).ceil() - 1.0;
+        self.least_ttft_ms(k, rate) <= 1.01 * plan("--slo")
+    }
+
+    /// The highest rate a probe can pass at: above N/S the queue grows through the probe, and
+    /// past this rate the requests at the percentile wait longer than the limit. (A probe of
+    /// one second passes a little above N/S: its queue has not had time to grow to the limit.)
+    fn slo_bound(&self) -> f64 {
+        let mut rate = self.most_rate();
+        while self.could_pass(rate) {
+            rate *= 1.001;
+        }
+        rate
+    }
+}
+
+/// A capacity lies within what the configuration's shape allows: at most its SLO-limited bound
+/// ([`Shape::slo_bound`]), and at least N/S shrunk by the search's precision: rates up to N/S
+/// meet the SLO (arrivals no faster than the slots free up wait for no more than a step), so
+/// the converged bracket `[pass, fail]` with `fail ≤ (1 + precision) × pass` has
+/// `pass ≥ N/S / (1 + precision)`.
+fn assert_within_shape(capacity: f64, config: (&str, &str)) {
+    let shape = Shape::of(config);
+    let (most, bound) = (shape.most_rate(), shape.slo_bound());
+    let least = most / (1.0 + plan("--search-precision") / 100.0);
+    assert!(
+        (least..=bound).contains(&capacity),
+        "{config:?}: capacity {capacity} req/s outside [{least}, {bound}] (N/S {most})"
+    );
+}
+
 /// A tune's entry is measured, and its capacity agrees with the plain search's within the
 /// searches' precision (`--search-precision 20%`): they differ by at most 20 % of the larger.
 fn assert_agrees(e: &serde_json::Value, plain: f64) {
@@ -178,6 +290,9 @@ fn tune_picks_the_known_best_and_each_capacity_matches_a_plain_search() {
         .collect();
     // The known order: (4, 10 ms) first, by far.
     assert!(plain[2] > 1.5 * plain[3].max(plain[0]), "{plain:?}");
+    for (c, p) in GRID.iter().zip(&plain) {
+        assert_within_shape(*p, *c);
+    }
 
     // With the early stop.
     let dir = scratch("early");
@@ -189,7 +304,10 @@ fn tune_picks_the_known_best_and_each_capacity_matches_a_plain_search() {
     for (i, c) in GRID.iter().enumerate() {
         let e = entry(&t, *c);
         match e["status"].as_str().unwrap() {
-            "measured" => assert_agrees(e, plain[i]),
+            "measured" => {
+                assert_within_shape(e["capacity"].as_f64().unwrap(), *c);
+                assert_agrees(e, plain[i]);
+            }
             "stopped early" => {
                 // Stopped after one rate probe, below a bound its plain search confirms.
                 assert!(e["capacity"].is_null(), "{e}");
@@ -235,6 +353,7 @@ fn tune_picks_the_known_best_and_each_capacity_matches_a_plain_search() {
     assert_eq!(full["tune"]["best"]["params"]["--decode-step-ms"], "10");
     for (i, c) in GRID.iter().enumerate() {
         let e = entry(&full, *c);
+        assert_within_shape(e["capacity"].as_f64().unwrap(), *c);
         assert_agrees(e, plain[i]);
         assert!(
             e["single_stream_tokens_per_s"].as_f64().unwrap() > 0.0,
