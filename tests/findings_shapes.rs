@@ -805,11 +805,24 @@ fn check_failures_and_strength(s: &RunSummary, injected: u64, judged: &mut Judge
     }
 }
 
-/// A disturbed level (the shape's outage, during the sweep's second level) is measured as one, and every finding
+/// A disturbed level (the shape's outage, taken during the sweep's second level) is measured as one, and every finding
 /// resting on it says so; no other level is disturbed.
-fn check_disturbed(s: &RunSummary, judged: &mut Judged) {
-    // The outage came during the sweep's second level.
-    let hit = s.sweep[1].label();
+fn check_disturbed(s: &RunSummary, down_unix_ms: i64, judged: &mut Judged) {
+    // The level the outage came in, by the test's own clock: the one running when the server
+    // went away (the sweep's second, unless a busy machine let it finish first), else the next
+    // to start, which found the server gone.
+    let running = s.levels().find(|l| {
+        l.started_at_unix_ms.is_some_and(|a| a <= down_unix_ms)
+            && l.finished_at_unix_ms.is_some_and(|b| down_unix_ms < b)
+    });
+    let next = s
+        .levels()
+        .filter(|l| l.started_at_unix_ms.is_some_and(|a| a >= down_unix_ms))
+        .min_by_key(|l| l.started_at_unix_ms);
+    let hit = running
+        .or(next)
+        .unwrap_or_else(|| panic!("no level ran when the server went away"))
+        .label();
     for l in s.levels() {
         let out = l.stats.as_ref().map_or(0.0, |st| st.scalars.outage_s);
         if l.label() == hit {
@@ -857,8 +870,9 @@ fn check_disturbed(s: &RunSummary, judged: &mut Judged) {
 }
 
 /// Takes the shape's simulator away during the sweep's second level (level 1) for its outage, then serves
-/// again on the same address; the handle returned is the one serving at the end.
-async fn outage(h: sim::SimHandle, shape: &Shape) -> sim::SimHandle {
+/// again on the same address; the handle returned is the one serving at the end, with when
+/// (Unix ms) the server went away.
+async fn outage(h: sim::SimHandle, shape: &Shape) -> (sim::SimHandle, i64) {
     let t = std::time::Instant::now();
     let under_way = |h: &sim::SimHandle| {
         h.log
@@ -883,9 +897,10 @@ async fn outage(h: sim::SimHandle, shape: &Shape) -> sim::SimHandle {
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
     let addr = h.addr;
+    let down = servetop::telemetry::now_unix_ms();
     drop(h);
     tokio::time::sleep(std::time::Duration::from_secs_f64(shape.outage_s)).await;
-    sim::start(shape.sim(), addr).await.unwrap()
+    (sim::start(shape.sim(), addr).await.unwrap(), down)
 }
 
 /// Runs one shape and checks it; the check's panic message names the seed and the shape.
@@ -898,14 +913,14 @@ async fn one(shape: Shape) -> Judged {
         // The simulator's record is cut by the outage: only what the outage is about is
         // checked.
         let run = tokio::spawn(sim_run::finished(shape.plan(&h.url())));
-        let back = outage(h, &shape).await;
+        let (back, down_unix_ms) = outage(h, &shape).await;
         let session = run.await.unwrap();
         back.stop();
         let mut judged = Judged::default();
         judged.add("outage shapes");
         let s = &session.summary;
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            check_disturbed(s, &mut judged);
+            check_disturbed(s, down_unix_ms, &mut judged);
         }));
         return report(&shape, s, outcome, judged);
     }

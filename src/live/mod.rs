@@ -101,7 +101,14 @@ struct Shared {
     done: AtomicBool,
     /// Feeds still sending.
     active: AtomicUsize,
-    remote: Mutex<Option<Remote>>,
+    remote: Mutex<Steering>,
+}
+
+/// Who obeys the viewers' commands: nobody yet — the run is still getting ready, and what
+/// viewers ask waits, in order — then the run.
+enum Steering {
+    Waiting(Vec<Command>),
+    To(Remote),
 }
 
 /// A run's live feed, serving until it is dropped (after the run's last save): then every
@@ -130,7 +137,7 @@ impl Feed {
             journal: dir.join(crate::live::journal::FILE),
             done: AtomicBool::new(false),
             active: AtomicUsize::new(0),
-            remote: Mutex::new(None),
+            remote: Mutex::new(Steering::Waiting(Vec::new())),
         });
         // Listed before anyone can connect: a viewer that reaches the socket finds the run in
         // `attach --list` too (registered after, a loaded machine showed the gap).
@@ -161,10 +168,16 @@ impl Feed {
         &self.socket
     }
 
-    /// From now on, commands from viewers on the socket go to `remote`.
+    /// From now on, commands from viewers on the socket go to `remote`; those that came before
+    /// (a `stop` sent as soon as the socket appeared) go to it now.
     pub fn obey(&self, remote: Remote) {
-        if let Ok(mut r) = self.shared.remote.lock() {
-            *r = Some(remote);
+        if let Ok(mut r) = self.shared.remote.lock()
+            && let Steering::Waiting(early) = std::mem::replace(&mut *r, Steering::To(remote))
+            && let Steering::To(remote) = &*r
+        {
+            for c in early {
+                remote.obey(c);
+            }
         }
     }
 }
@@ -322,10 +335,11 @@ fn spawn_commands(s: UnixStream, shared: Arc<Shared>) {
                 let Some(c) = Command::parse(&line) else {
                     continue;
                 };
-                if let Ok(r) = shared.remote.lock()
-                    && let Some(r) = r.as_ref()
-                {
-                    r.obey(c);
+                if let Ok(mut r) = shared.remote.lock() {
+                    match &mut *r {
+                        Steering::Waiting(early) => early.push(c),
+                        Steering::To(remote) => remote.obey(c),
+                    }
                 }
             }
         });

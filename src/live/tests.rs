@@ -73,6 +73,31 @@ fn a_viewer_gets_the_lines_before_and_after_it_came_then_the_end() {
 }
 
 #[test]
+fn a_command_sent_before_the_run_obeys_waits_for_it() {
+    let dir = scratch("early");
+    let feed = Feed::start(&dir, None).unwrap();
+    // A viewer that stops the run as soon as the socket appears, while the run is still
+    // getting ready (nothing obeys yet).
+    let mut s = UnixStream::connect(dir.join(SOCKET)).unwrap();
+    s.write_all(b"pause\nstop\n").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let (control, rx) = watch::channel(Control::default());
+    let cancel = CancellationToken::new();
+    feed.obey(Remote {
+        control: Arc::new(control),
+        cancel: cancel.clone(),
+    });
+    let until = Instant::now() + Duration::from_secs(10);
+    while !cancel.is_cancelled() && Instant::now() < until {
+        std::thread::sleep(POLL);
+    }
+    assert!(cancel.is_cancelled(), "the early stop was lost");
+    assert!(rx.borrow().paused, "the early pause was lost");
+    drop(feed);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn commands_reach_the_run_from_the_socket() {
     let dir = scratch("commands");
     let feed = Feed::start(&dir, None).unwrap();
