@@ -48,7 +48,8 @@ use worker::{
 static HURRY: std::sync::LazyLock<CancellationToken> =
     std::sync::LazyLock::new(CancellationToken::new);
 
-/// Ends the grace period of every run in this process now (see [`HURRY`]).
+/// Ends the grace period of every run in this process now: a second stop (Ctrl-C or SIGTERM
+/// twice) cancels the requests still in flight at once.
 pub fn hurry() {
     HURRY.cancel();
 }
