@@ -83,7 +83,7 @@ fn dry_run_sends_nothing(url: &str) {
         + (requests(2.0) / 2.0).ceil() * t1(fast.0, fast.1, 100.0, 8.0)
         + 3.0 * t1(fast.0, fast.1, 2000.0, 256.0);
     let want_high = requests(1.0) * t1(slow.0, slow.1, 100.0, 8.0)
-        + (requests(2.0) / 2.0).ceil() * t1(slow.0, slow.1, 100.0, 8.0) * 2f64.sqrt()
+        + (requests(2.0) / 2.0).ceil() * t1(slow.0, slow.1, 100.0, 8.0) * 2f64.powf(0.75)
         + 3.0 * t1(slow.0, slow.1, 2000.0, 256.0);
     assert!(
         in_words(want_low) == low && in_words(want_high) == high,

@@ -7,8 +7,9 @@
 //! From single-stream speeds (prefill P tok/s, decode D tok/s a stream) a request of `in`
 //! prompt and `out` output tokens takes `t₁ = in/P + out/D` alone. A closed-loop level of C
 //! streams and n requests takes ⌈n/C⌉ waves of it: at least `⌈n/C⌉·t₁` (the server scaling
-//! perfectly) and at most `⌈n/C⌉·t₁·√C` (each stream slowing as √C, an aggregate rate of √C
-//! streams). A long-context length is run one request at a time: `n·t₁`. A rate level takes
+//! perfectly) and at most `⌈n/C⌉·t₁·C^¾` (each stream slowing as C^¾, an aggregate rate of
+//! C^¼ streams: a server whose running cap queues the rest, as the demo's simulator at C=64 and
+//! C=100, stays inside it). A long-context length is run one request at a time: `n·t₁`. A rate level takes
 //! its requests over its rate, plus one request; a replayed trace its requests over its
 //! offered rate.
 
@@ -21,6 +22,10 @@ use crate::workload::LevelKind;
 /// single stream, slowest and fastest, wide enough for most deployments.
 pub const DEFAULT_PREFILL_TPS: (f64, f64) = (2_000.0, 20_000.0);
 pub const DEFAULT_DECODE_TPS: (f64, f64) = (20.0, 120.0);
+
+/// How a stream's time grows with the concurrency at the slow end of a closed-loop level's
+/// range: `C^SLOWDOWN_EXPONENT` (see the module's page).
+pub const SLOWDOWN_EXPONENT: f64 = 0.75;
 
 /// Single-stream speeds, each as a range (slowest, fastest), and where they came from.
 #[derive(Clone, Debug, PartialEq)]
@@ -141,7 +146,7 @@ fn from_speeds(l: &LevelSummary, s: &Speeds) -> Option<(f64, f64)> {
             }
             let c = f64::from(l.concurrency.max(1));
             let waves = (requests / c).ceil();
-            Some((waves * fast, waves * slow * c.sqrt()))
+            Some((waves * fast, waves * slow * c.powf(SLOWDOWN_EXPONENT)))
         }
         LevelKind::Rate => {
             if let Some(secs) = l.seconds {
@@ -230,14 +235,15 @@ mod tests {
     }
 
     #[test]
-    fn waves_of_a_single_stream_request_between_perfect_and_square_root_scaling() {
+    fn waves_of_a_single_stream_request_between_perfect_scaling_and_a_slowdown_of_c_to_the_three_quarters()
+     {
         // 1000 in at 10K tok/s = 0.1 s, 500 out at 50 tok/s = 10 s: t₁ = 10.1 s.
         let ls = levels(&[1, 4, 16], (1000, 500), 8, &[]);
         let eta = estimate(&ls, &Basis::Speeds(speeds(10_000.0, 50.0)), |_| false);
         let t1 = 10.1;
-        // Waves: 8, 2, 1; the slow end multiplies each by √C: 1, 2, 4.
+        // Waves: 8, 2, 1; the slow end multiplies each by C^¾: 1, 2√2, 8.
         let low = (8.0 + 2.0 + 1.0) * t1;
-        let high = (8.0 + 2.0 * 2.0 + 4.0) * t1;
+        let high = (8.0 + 2.0 * 2f64.powf(1.5) + 8.0) * t1;
         assert!((eta.low_s - low).abs() < 1e-9, "{eta:?}");
         assert!((eta.high_s - high).abs() < 1e-9, "{eta:?}");
         assert_eq!((eta.levels, eta.unknown, eta.skipped), (3, 0, 0));
