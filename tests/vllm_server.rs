@@ -19,10 +19,15 @@
 //!   `vllm:request_success_total` over the run.
 //! - Times are two views of the same events. vLLM's histograms start when its API server has
 //!   the request and stop in its engine; the client's start before the request is written and
-//!   stop when the event is read. So the client's mean TTFT and E2E are no lower than the
-//!   server's (less 1 ms for clock granularity) and at most 25 ms + 25 % higher (HTTP, JSON,
-//!   tokenization, detokenization and SSE writing happen outside vLLM's timers); the mean ITL
-//!   within 25 % either way (per token on both sides, split the same way).
+//!   stop when the event is read. So the client's TTFT and E2E are no lower than the server's
+//!   (less 1 ms for clock granularity) and at most 10 % + 15 ms higher (HTTP, JSON,
+//!   tokenization, detokenization and SSE writing happen outside vLLM's timers: +1.8 to +6.9 ms
+//!   at the level means here): the means over the run, each level's TTFT mean, and request by
+//!   request through vLLM's histogram buckets. The mean ITL is within 5 % + 0.1 ms either way
+//!   (per token on both sides, split the same way; 6.47 against 6.48 ms here).
+//! - vLLM's own benchmark runs at the same time as servetop, so both see the same engine steps;
+//!   their medians and ITL p99 agree within stated bounds (docs/metrics.md "Against vLLM's own
+//!   benchmark").
 //! - Speculative decoding: each engine step yields 1 + accepted tokens, so the engine ran about
 //!   `Σ output − Δaccepted` steps (more by up to 3 a request: a last step's drafts past
 //!   `max_tokens` count as accepted but are cut from the output). Each step's tokens go out as one
@@ -83,6 +88,33 @@ impl Counters {
         let count = self.delta(before, &format!("{histogram}_count"));
         assert!(count > 0.0, "{histogram}: no observations");
         sum / count * 1e3
+    }
+
+    /// The growth of a histogram's cumulative buckets since `before`: `(le in ms, count)` for
+    /// every finite bound, in order (summed over any other labels).
+    fn buckets_delta(&self, before: &Self, histogram: &str) -> Vec<(f64, f64)> {
+        let name = format!("{histogram}_bucket");
+        let by_le = |c: &Self| {
+            let mut m = std::collections::BTreeMap::<u64, f64>::new();
+            for (labels, v) in c.0.series(&name) {
+                let le = labels
+                    .split(',')
+                    .find_map(|kv| kv.trim().strip_prefix("le=\""))
+                    .map_or_else(
+                        || panic!("{name}{{{labels}}}: no le"),
+                        |x| x.trim_end_matches(['"', '}']),
+                    );
+                if let Ok(le) = le.parse::<f64>() {
+                    *m.entry((le * 1e6).round() as u64).or_default() += v;
+                }
+            }
+            m
+        };
+        let (a, b) = (by_le(self), by_le(before));
+        assert!(!a.is_empty(), "{name} missing from /metrics");
+        a.iter()
+            .map(|(le, n)| (*le as f64 / 1e3, n - b.get(le).copied().unwrap_or(0.0)))
+            .collect()
     }
 
     /// Per-position accepted drafts, in position order.
@@ -284,133 +316,263 @@ async fn a_capped_server_queues_and_the_findings_say_where() {
     eprintln!("{}", sat.text);
 }
 
-/// What one client reported of its run, and what vLLM's own timers say of the same requests.
-#[derive(Debug)]
-struct ClientView {
-    completed: u64,
-    input_tokens: u64,
-    output_tokens: u64,
-    /// Means over the run's requests, in ms: TTFT, E2E to the last token, TPOT.
+/// One request as a client timed it: when it was sent (`CLOCK_MONOTONIC`, s), its TTFT and E2E
+/// to the last token (ms), and the gaps between its tokens (ms, one a token).
+struct Timed {
+    sent_s: f64,
     ttft_ms: f64,
     e2e_ms: f64,
-    tpot_ms: f64,
-    /// The server's growth of `vllm:prompt_tokens_total` and `generation_tokens_total`, and its
-    /// own mean TTFT, E2E and time per output token over the run.
-    server_input: u64,
-    server_output: u64,
-    server_ttft_ms: f64,
-    server_e2e_ms: f64,
-    server_tpot_ms: f64,
+    itls_ms: Vec<f64>,
 }
 
-impl ClientView {
-    fn server(mut self, before: &Counters, after: &Counters) -> Self {
-        self.server_input = after.delta(before, "vllm:prompt_tokens_total").round() as u64;
-        self.server_output = after.delta(before, "vllm:generation_tokens_total").round() as u64;
-        self.server_ttft_ms = after.mean_ms(before, "vllm:time_to_first_token_seconds");
-        self.server_e2e_ms = after.mean_ms(before, "vllm:e2e_request_latency_seconds");
-        self.server_tpot_ms = after.mean_ms(before, "vllm:request_time_per_output_token_seconds");
-        self
-    }
+/// `CLOCK_MONOTONIC` in seconds: Python's `time.perf_counter()` on Linux, which stamps vLLM's
+/// benchmark's `start_times`.
+fn monotonic_s() -> f64 {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).unwrap();
+    t.tv_sec() as f64 + t.tv_nsec() as f64 / 1e9
+}
+
+/// Unix time less `CLOCK_MONOTONIC`, in s: maps servetop's unix-stamped level origins onto the
+/// benchmark's clock (both read within microseconds; NTP slews far less over a test).
+fn unix_minus_monotonic_s() -> f64 {
+    let mono = monotonic_s();
+    let unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    unix - mono
+}
+
+/// The `q`-quantile (0..=1) of `v`, interpolated between closest ranks as numpy does (vLLM's
+/// benchmark's method), so both clients' requests are summed up the same way.
+fn quantile(v: &[f64], q: f64) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let pos = q * (v.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
 }
 
 /// vLLM's own benchmark (`vllm bench serve`, its module as the CPU build installs it, through
-/// `scripts/vllm/bench_serve.py`) and servetop, the same plan (16 requests, C=4, 128 in / 64 out,
-/// `ignore_eos`, no warmup or ready check) one after the other on this server. Token counts are
-/// exact: 1024 out each, and each tool's input total is the server's. Times: the server's speed
-/// moves by a third between two runs a minute apart on this machine, so each client's means are
-/// taken against vLLM's own timers for the same requests, and the two clients' distances from
-/// them must agree within 20 ms (TTFT, E2E) and 1 ms (TPOT). vLLM's E2E is taken to its last
-/// token here; where it ends (the finish event after it) and how it counts ITL are measured and
-/// printed (docs/metrics.md "Against vLLM's own benchmark").
+/// `scripts/vllm/bench_serve.py`) and servetop against this server *at the same time*, each at
+/// C=2 with 128 in / 64 out and `ignore_eos`: vLLM batches both clients' requests together, so
+/// while both run each request shares its engine steps with the other client's. The server's
+/// speed moves by up to a third between runs a minute apart on this machine; at once, both
+/// clients see the same steps. vLLM's benchmark sends 64 requests and servetop starts once vLLM's
+/// running gauge shows them, so servetop's 16 lie inside; of vLLM's, those sent and finished
+/// while servetop's ran are compared with servetop's reported figures (results, not the test's
+/// arithmetic), vLLM's from its saved per-request times with its own percentile method.
+/// Token counts are exact: both clients' totals together are vLLM's counters' growth.
 async fn vllms_own_benchmark_agrees(srv: &VllmServer) {
     let dir = temp_run_dir("bench");
+    let out = dir.join("vllm-bench");
+    std::fs::create_dir_all(&out).unwrap();
     let before = srv.counters();
-    let (v, finish_gaps, vb) = vllm_bench(srv, &dir.join("vllm-bench"));
-    let mid = srv.counters();
-    let vb = vb.server(&before, &mid);
+    let mut bench = vllm_bench(srv, &out);
+    wait_until_sending(srv, &mut bench, &out);
     let mut cfg = run_config(&srv.url());
-    cfg.concurrency = vec![4];
+    cfg.concurrency = vec![2];
     cfg.requests_per_level = RequestCount::Fixed(16);
     cfg.input_len = 128;
     cfg.output_len = 64;
     cfg.warmup_requests = 0;
     cfg.long_context = vec![];
+    let gauges = GaugeWatch::start(srv.port);
     let s = run(cfg, &dir.join("servetop")).await;
-    let after = srv.counters();
-    let st = stats(&s.summary.sweep[0]);
-    let d = &st.dists;
-    let sv = ClientView {
-        completed: st.scalars.completed,
-        input_tokens: st.scalars.total_input_tokens,
-        output_tokens: st.scalars.total_output_tokens,
-        ttft_ms: d.ttft_ms.as_ref().unwrap().mean,
-        e2e_ms: d.e2el_ms.as_ref().unwrap().mean,
-        tpot_ms: d.tpot_ms.as_ref().unwrap().mean,
-        server_input: 0,
-        server_output: 0,
-        server_ttft_ms: 0.0,
-        server_e2e_ms: 0.0,
-        server_tpot_ms: 0.0,
-    }
-    .server(&mid, &after);
-    eprintln!("vLLM bench serve: {vb:?}\nservetop:         {sv:?}");
-    let med = |k: &str| v[k].as_f64().unwrap();
-    eprintln!(
-        "medians, vLLM bench / servetop: TTFT {:.1} / {:.1} ms, TPOT {:.2} / {:.2} ms, ITL {:.2} / {:.2} ms, E2E {:.1} / {:.1} ms; vLLM's E2E ends {:.2} ms (median) after the last token, at the finish event",
-        med("median_ttft_ms"),
-        d.ttft_ms.as_ref().unwrap().p50,
-        med("median_tpot_ms"),
-        d.tpot_ms.as_ref().unwrap().p50,
-        med("median_itl_ms"),
-        d.itl_ms.as_ref().unwrap().p50,
-        med("median_e2el_ms"),
-        d.e2el_ms.as_ref().unwrap().p50,
-        {
-            let mut g = finish_gaps.clone();
-            g.sort_by(f64::total_cmp);
-            g[g.len() / 2]
-        }
+    let gauges = gauges.finish();
+    let status = bench.wait().unwrap();
+    assert!(
+        status.success(),
+        "vLLM's benchmark failed: {}",
+        bench_log(&out)
     );
-    for c in [&vb, &sv] {
-        assert_eq!((c.completed, c.output_tokens), (16, 1024), "{c:?}");
-        assert_eq!(c.output_tokens, c.server_output, "{c:?}");
-        assert_eq!(c.input_tokens, c.server_input, "{c:?}");
-    }
-    assert_eq!(sv.input_tokens, 16 * 128, "servetop's prompts are exact");
-    for (what, a, b, tol) in [
-        (
-            "TTFT",
-            vb.ttft_ms - vb.server_ttft_ms,
-            sv.ttft_ms - sv.server_ttft_ms,
-            20.0,
-        ),
-        (
-            "E2E",
-            vb.e2e_ms - vb.server_e2e_ms,
-            sv.e2e_ms - sv.server_e2e_ms,
-            20.0,
-        ),
-        (
-            "TPOT",
-            vb.tpot_ms - vb.server_tpot_ms,
-            sv.tpot_ms - sv.server_tpot_ms,
-            1.0,
-        ),
-    ] {
-        assert!(
-            (a - b).abs() <= tol,
-            "{what}: vLLM's benchmark is {a:+.2} ms from vLLM's own timers, servetop {b:+.2} ms (allowed {tol} ms apart)"
-        );
-    }
+    let after = srv.counters();
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("bench.json")).unwrap()).unwrap();
+
+    // Tokens: exact, both clients together against the server's counters.
+    let st = stats(&s.summary.sweep[0]);
+    assert_eq!(
+        (st.scalars.completed, st.scalars.total_output_tokens),
+        (16, 1024)
+    );
+    assert_eq!(
+        st.scalars.total_input_tokens,
+        16 * 128,
+        "servetop's prompts are exact"
+    );
+    assert_eq!(
+        (v["completed"].as_u64(), v["total_output_tokens"].as_u64()),
+        (Some(64), Some(64 * 64))
+    );
+    let d = |name: &str| after.delta(&before, name).round() as u64;
+    assert_eq!(
+        d("vllm:prompt_tokens_total"),
+        v["total_input_tokens"].as_u64().unwrap() + st.scalars.total_input_tokens
+    );
+    assert_eq!(d("vllm:generation_tokens_total"), 64 * 64 + 1024);
+
+    // servetop's window on the benchmark's clock, and vLLM's requests inside it.
+    let offset = unix_minus_monotonic_s();
+    let level = &s.summary.sweep[0];
+    let origin_s = level.started_at_unix_ms.unwrap() as f64 / 1e3 - offset;
+    let recs = real_server::records(&dir.join("servetop"));
+    let ours: Vec<Timed> = recs
+        .iter()
+        .filter(|r| !r.warmup)
+        .map(|r| servetop_timed(r, origin_s))
+        .collect();
+    let from = ours.iter().map(|t| t.sent_s).fold(f64::INFINITY, f64::min);
+    let to = ours
+        .iter()
+        .map(|t| t.sent_s + t.e2e_ms / 1e3)
+        .fold(0.0, f64::max);
+    let theirs: Vec<Timed> = bench_timed(&v)
+        .into_iter()
+        .filter(|t| t.sent_s >= from && t.sent_s + t.e2e_ms / 1e3 <= to)
+        .collect();
+    let running: Vec<f64> = gauges
+        .iter()
+        .filter(|g| {
+            let t = g.0 as f64 / 1e3 - offset;
+            t > from && t < to
+        })
+        .map(|g| g.1)
+        .collect();
+    eprintln!(
+        "servetop's 16 requests ran {:.2} s; {} of vLLM's benchmark's ran inside that window; vLLM's running gauge there: {:?}",
+        to - from,
+        theirs.len(),
+        running
+    );
+    assert!(
+        theirs.len() >= 8,
+        "only {} of vLLM's benchmark's requests ran while servetop's did: the two did not overlap",
+        theirs.len()
+    );
+    assert!(
+        running.iter().any(|&r| r >= 4.0),
+        "vLLM never ran both clients' requests together: {running:?}"
+    );
+
+    figures_agree(st, &theirs);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Runs vLLM's benchmark into `out`: its saved result, the gap from each request's last token
-/// to its finish event (ms), and what it measured (the server's side still to fill in).
-fn vllm_bench(srv: &VllmServer, out: &Path) -> (serde_json::Value, Vec<f64>, ClientView) {
-    std::fs::create_dir_all(out).unwrap();
-    let bench = Command::new(cache_dir().join("venv/bin/python"))
+/// Waits for vLLM's benchmark to be sending (its Python start-up takes seconds): vLLM's
+/// running gauge at 2.
+fn wait_until_sending(srv: &VllmServer, bench: &mut std::process::Child, out: &Path) {
+    let waited = Instant::now();
+    loop {
+        if let Some(status) = bench.try_wait().unwrap() {
+            panic!(
+                "vLLM's benchmark ended ({status}) before it sent: {}",
+                bench_log(out)
+            );
+        }
+        if srv.counters().get("vllm:num_requests_running") >= 2.0 {
+            break;
+        }
+        assert!(
+            waited.elapsed() < Duration::from_secs(180),
+            "vLLM's benchmark sent nothing in 180 s: {}",
+            bench_log(out)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// servetop's reported figures against vLLM's benchmark's requests `theirs`, on the same
+/// engine steps.
+fn figures_agree(st: &LevelStats, theirs: &[Timed]) {
+    let dists = &st.dists;
+    let (sv_ttft, sv_tpot, sv_itl, sv_e2e) = (
+        dists.ttft_ms.as_ref().unwrap(),
+        dists.tpot_ms.as_ref().unwrap(),
+        dists.itl_ms.as_ref().unwrap(),
+        dists.e2el_ms.as_ref().unwrap(),
+    );
+    let col = |f: fn(&Timed) -> f64| theirs.iter().map(f).collect::<Vec<f64>>();
+    let vb_ttft = col(|t| t.ttft_ms);
+    let vb_e2e = col(|t| t.e2e_ms);
+    let vb_tpot = col(|t| (t.e2e_ms - t.ttft_ms) / 63.0);
+    let vb_itl: Vec<f64> = theirs
+        .iter()
+        .flat_map(|t| t.itls_ms.iter().copied())
+        .collect();
+    let rows = [
+        ("TTFT p50", quantile(&vb_ttft, 0.5), sv_ttft.p50, 5.0, 0.2),
+        ("TPOT p50", quantile(&vb_tpot, 0.5), sv_tpot.p50, 0.3, 0.1),
+        ("ITL p50", quantile(&vb_itl, 0.5), sv_itl.p50, 0.3, 0.1),
+        ("ITL p99", quantile(&vb_itl, 0.99), sv_itl.p99, 2.0, 0.25),
+        ("E2E p50", quantile(&vb_e2e, 0.5), sv_e2e.p50, 5.0, 0.1),
+    ];
+    eprintln!(
+        "| at once, C=2 each | vLLM bench serve ({} requests) | servetop (16) | allowed |\n|---|---:|---:|---:|",
+        theirs.len()
+    );
+    for (what, a, b, ms, share) in rows {
+        eprintln!(
+            "| {what} (ms) | {a:.2} | {b:.2} | {ms} ms + {:.0} % |",
+            share * 100.0
+        );
+    }
+    for (what, a, b, ms, share) in rows {
+        assert!(
+            (a - b).abs() <= ms + share * a,
+            "{what}: vLLM's benchmark {a:.2} ms, servetop {b:.2} ms (allowed {ms} ms + {:.0} %)",
+            share * 100.0
+        );
+    }
+}
+
+/// A servetop record on the benchmark's clock: its gaps split over their tokens, one value a
+/// token, as servetop counts ITL.
+fn servetop_timed(r: &RequestRecord, origin_s: f64) -> Timed {
+    let mut itls_ms = Vec::new();
+    for w in r.chunks.windows(2) {
+        let gap = (w[1].t_us - w[0].t_us) as f64 / 1e3 / f64::from(w[1].tokens);
+        itls_ms.extend(std::iter::repeat_n(gap, w[1].tokens as usize));
+    }
+    Timed {
+        sent_s: origin_s + r.send_at_us as f64 / 1e6,
+        ttft_ms: r.ttft_us.unwrap() as f64 / 1e3,
+        e2e_ms: r.e2e_us.unwrap() as f64 / 1e3,
+        itls_ms,
+    }
+}
+
+/// vLLM's benchmark's saved requests. Its E2E ends at the last event that has `choices`: vLLM
+/// 0.32 sends the finish reason in an event of its own after the last token, and the last ITL
+/// is the gap to it. Without that gap, E2E and ITL end at the last token, as servetop's.
+fn bench_timed(v: &serde_json::Value) -> Vec<Timed> {
+    let arr = |k: &str| v[k].as_array().unwrap().clone();
+    let (starts, ttfts, lats, itls) = (
+        arr("start_times"),
+        arr("ttfts"),
+        arr("latencies"),
+        arr("itls"),
+    );
+    let ms = |x: &serde_json::Value| x.as_f64().unwrap() * 1e3;
+    (0..starts.len())
+        .map(|i| {
+            let gaps = itls[i].as_array().unwrap();
+            let (last, tokens) = gaps.split_last().unwrap();
+            Timed {
+                sent_s: starts[i].as_f64().unwrap(),
+                ttft_ms: ms(&ttfts[i]),
+                e2e_ms: ms(&lats[i]) - ms(last),
+                itls_ms: tokens.iter().map(ms).collect(),
+            }
+        })
+        .collect()
+}
+
+/// Starts vLLM's benchmark: 64 requests at C=2, 128 in / 64 out, saved with each request's
+/// times into `out`.
+fn vllm_bench(srv: &VllmServer, out: &Path) -> std::process::Child {
+    let log = |name: &str| std::fs::File::create(out.join(name)).unwrap();
+    Command::new(cache_dir().join("venv/bin/python"))
         .arg(root().join("scripts/vllm/bench_serve.py"))
         .args([
             "--backend",
@@ -424,66 +586,29 @@ fn vllm_bench(srv: &VllmServer, out: &Path) -> (serde_json::Value, Vec<f64>, Cli
         .arg(cache_dir().join("model"))
         .args(["--dataset-name", "random", "--random-input-len", "128"])
         .args(["--random-output-len", "64", "--random-range-ratio", "0"])
-        .args(["--num-prompts", "16", "--max-concurrency", "4"])
+        .args(["--num-prompts", "64", "--max-concurrency", "2"])
         .args(["--request-rate", "inf", "--ignore-eos", "--seed", "1"])
         .args(["--num-warmups", "0", "--ready-check-timeout-sec", "0"])
         .args(["--disable-tqdm", "--save-result", "--save-detailed"])
         .arg("--result-dir")
         .arg(out)
         .args(["--result-filename", "bench.json"])
-        .args(["--percentile-metrics", "ttft,tpot,itl,e2el"])
-        .args(["--metric-percentiles", "50,99"])
         .envs([
             ("HF_HUB_OFFLINE", "1"),
             ("TRANSFORMERS_OFFLINE", "1"),
             ("VLLM_NO_USAGE_STATS", "1"),
             ("DO_NOT_TRACK", "1"),
         ])
-        .output()
-        .unwrap();
-    assert!(
-        bench.status.success(),
-        "vLLM's benchmark failed: {}{}",
-        String::from_utf8_lossy(&bench.stdout),
-        String::from_utf8_lossy(&bench.stderr)
-    );
-    let v: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("bench.json")).unwrap()).unwrap();
-    let ms = |x: &serde_json::Value| x.as_f64().unwrap() * 1e3;
-    let arr = |k: &str| v[k].as_array().unwrap().clone();
-    let (ttfts, lats, itls) = (arr("ttfts"), arr("latencies"), arr("itls"));
-    let n = ttfts.len() as f64;
-    // vLLM's E2E ends at the last event that has `choices`: the finish event after the last
-    // token, which carries none. Its last ITL is the gap to it; without it, E2E to the last
-    // token, as servetop's.
-    let finish_gaps: Vec<f64> = itls
-        .iter()
-        .map(|i| ms(i.as_array().unwrap().last().unwrap()))
-        .collect();
-    let e2e_last: Vec<f64> = lats
-        .iter()
-        .zip(&finish_gaps)
-        .map(|(l, g)| ms(l) - g)
-        .collect();
-    let vb = ClientView {
-        completed: v["completed"].as_u64().unwrap(),
-        input_tokens: v["total_input_tokens"].as_u64().unwrap(),
-        output_tokens: v["total_output_tokens"].as_u64().unwrap(),
-        ttft_ms: ttfts.iter().map(ms).sum::<f64>() / n,
-        e2e_ms: e2e_last.iter().sum::<f64>() / n,
-        tpot_ms: e2e_last
-            .iter()
-            .zip(&ttfts)
-            .map(|(e, t)| (e - ms(t)) / 63.0)
-            .sum::<f64>()
-            / n,
-        server_input: 0,
-        server_output: 0,
-        server_ttft_ms: 0.0,
-        server_e2e_ms: 0.0,
-        server_tpot_ms: 0.0,
-    };
-    (v, finish_gaps, vb)
+        .stdout(log("stdout"))
+        .stderr(log("stderr"))
+        .spawn()
+        .unwrap()
+}
+
+/// What vLLM's benchmark printed, for a failure message.
+fn bench_log(out: &Path) -> String {
+    let read = |name: &str| std::fs::read_to_string(out.join(name)).unwrap_or_default();
+    format!("{}{}", read("stdout"), read("stderr"))
 }
 
 /// The ladder: 1K and 2K fit; 8K cannot, and the skip names vLLM's flag.
@@ -596,14 +721,46 @@ async fn sweep_and_ladder_agree_with_vllms_own_counters(srv: &VllmServer) {
     }
     for (what, ours, theirs) in [("TTFT", ttft_c, ttft_s), ("E2E", e2e_c, e2e_s)] {
         assert!(
-            ours >= theirs - 1.0 && ours <= theirs * 1.25 + 25.0,
+            ours >= theirs - 1.0 && ours <= theirs * 1.1 + 15.0,
             "mean {what}: servetop {ours:.2} ms, vLLM {theirs:.2} ms"
         );
     }
+    buckets_agree(&before, &after, &ok);
     assert!(
-        (itl_c - itl_s).abs() <= 0.25 * itl_s,
+        (itl_c - itl_s).abs() <= 0.05 * itl_s + 0.1,
         "mean ITL: servetop {itl_c:.3} ms, vLLM {itl_s:.3} ms"
     );
+}
+
+/// Request by request, through vLLM's buckets: each client time is at least vLLM's less 1 ms
+/// and at most 10 % + 15 ms above it, so at every bound `le` vLLM counts no fewer requests than
+/// the client had by `le − 1 ms` and no more than by `1.1·le + 15 ms`.
+fn buckets_agree(before: &Counters, after: &Counters, ok: &[&RequestRecord]) {
+    for (what, histogram, client) in [
+        (
+            "TTFT",
+            "vllm:time_to_first_token_seconds",
+            ok.iter()
+                .map(|r| r.ttft_us.unwrap() as f64 / 1e3)
+                .collect::<Vec<f64>>(),
+        ),
+        (
+            "E2E",
+            "vllm:e2e_request_latency_seconds",
+            ok.iter().map(|r| r.e2e_us.unwrap() as f64 / 1e3).collect(),
+        ),
+    ] {
+        let within = |ms: f64| client.iter().filter(|&&t| t <= ms).count() as f64;
+        for (le, engine) in after.buckets_delta(before, histogram) {
+            let (low, high) = (within(le - 1.0), within(le * 1.1 + 15.0));
+            assert!(
+                low <= engine && engine <= high,
+                "{what}: vLLM counts {engine} requests within {le} ms; servetop {low} within {:.1} ms and {high} within {:.1} ms",
+                le - 1.0,
+                le * 1.1 + 15.0
+            );
+        }
+    }
 }
 
 /// One sweep level of `sweep_and_ladder_agree_with_vllms_own_counters` at concurrency `c`
@@ -640,14 +797,15 @@ fn sweep_level_agrees_with_vllm(l: &servetop::summary::LevelSummary, c: u64) {
     assert_eq!(m.preemptions, Some(0.0), "C={c}: {m:?}");
     assert!(sc.multi_event_delivery_share.is_some());
     // vLLM's own TTFT histogram over the level: its requests, and a mean no longer than
-    // servetop's, which starts earlier (at the send, before vLLM's HTTP server read it).
+    // servetop's, which starts earlier (at the send, before vLLM's HTTP server read it), and
+    // shorter by no more than 10 % + 15 ms (HTTP, tokenization and SSE: +1.8 to +6.9 ms here).
     assert_eq!(m.ttft_requests, Some(n as f64), "C={c}: {m:?}");
     let (ours, engine) = (
         stats(l).dists.ttft_ms.as_ref().unwrap().mean,
         m.mean_ttft_ms.unwrap(),
     );
     assert!(
-        ours >= engine - 1.0,
+        ours >= engine - 1.0 && ours <= engine * 1.1 + 15.0,
         "C={c}: TTFT mean {ours:.2} ms, vLLM's {engine:.2} ms"
     );
 }
