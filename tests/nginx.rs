@@ -13,6 +13,10 @@
 //!
 //! nginx is a Debian package (`nginx-light`; `.ci/run` installs it). Without it this suite
 //! skips, saying so, unless `SERVETOP_REQUIRE_NGINX=1` (CI) makes a missing nginx a failure.
+//! nginx is a process of its own, which the simulator's starvation guard does not see: on a
+//! machine other processes keep busy (a compile beside the tests) its forwarding waits for a
+//! core (a streaming median of 1.9 ms seen there, against the 1 ms a direct run is held to), so
+//! the suite skips saying so, a failure under `SERVETOP_REQUIRE_NGINX=1` too.
 
 // Integration tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -27,11 +31,12 @@ use servetop::run::session::Session;
 use servetop::sim::{self, SimHandle};
 use servetop::workload::RequestCount;
 
+mod real_server;
 mod sim_run;
 mod sim_truth;
 
 /// The nginx binary, or `None` (the suite skips) when it is not installed and not required.
-fn nginx() -> Option<PathBuf> {
+fn nginx(test: &str) -> Option<PathBuf> {
     let found = ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/bin/nginx"]
         .into_iter()
         .map(PathBuf::from)
@@ -43,7 +48,7 @@ fn nginx() -> Option<PathBuf> {
         );
         eprintln!("nginx is not installed (apt-get install nginx-light): skipping");
     }
-    found
+    found.filter(|_| real_server::quiet_enough("nginx", "SERVETOP_REQUIRE_NGINX", test))
 }
 
 fn free_port() -> u16 {
@@ -146,7 +151,9 @@ fn names_a_buffering_hop(c: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn behind_nginx_buffering_the_latency_findings_name_the_hop() {
-    let Some(bin) = nginx() else { return };
+    let Some(bin) = nginx("behind_nginx_buffering_the_latency_findings_name_the_hop") else {
+        return;
+    };
     let _alone = ONE_AT_A_TIME.lock().await;
     let h = start_sim().await;
     let tmp = std::env::temp_dir().join(format!("servetop-nginx-{}", std::process::id()));
@@ -213,7 +220,9 @@ async fn behind_nginx_buffering_the_latency_findings_name_the_hop() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn behind_nginx_streaming_the_figures_are_the_servers() {
-    let Some(bin) = nginx() else { return };
+    let Some(bin) = nginx("behind_nginx_streaming_the_figures_are_the_servers") else {
+        return;
+    };
     let _alone = ONE_AT_A_TIME.lock().await;
     let h = start_sim().await;
     let tmp = std::env::temp_dir().join(format!("servetop-nginx-off-{}", std::process::id()));

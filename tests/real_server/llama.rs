@@ -29,7 +29,8 @@ pub fn cache_dir() -> PathBuf {
     )
 }
 
-/// The binary and models, or `None` (after saying why) when this machine has not built them.
+/// The binary and models, or `None` (after saying why) when this machine has not built them
+/// or is too busy to time llama-server.
 pub fn paths(test: &str) -> Option<Paths> {
     let dir = cache_dir();
     let p = Paths {
@@ -55,7 +56,7 @@ pub fn paths(test: &str) -> Option<Paths> {
     .map(|f| f.display().to_string())
     .collect();
     if missing.is_empty() {
-        return Some(p);
+        return super::quiet_enough("llama-server", "SERVETOP_REQUIRE_LLAMA", test).then_some(p);
     }
     let why = format!(
         "llama_server::{test}: llama-server or its test models are missing ({}); build them with scripts/llama/build.sh (about 10 min on 2 cores)",

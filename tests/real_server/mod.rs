@@ -112,6 +112,91 @@ pub fn skip(suite: &str, require_var: &str, why: &str) {
     });
 }
 
+/// The machine's busy CPU time and this process's with its descendants' (a server it
+/// started), in clock ticks.
+fn cpu_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let all: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal: all but idle and iowait are busy.
+    let busy =
+        all.iter().take(8).sum::<u64>() - all.get(3).unwrap_or(&0) - all.get(4).unwrap_or(&0);
+    // Every process: (pid, parent, utime + stime), read after the `)` that ends its name.
+    let procs: Vec<(u32, u32, u64)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let s = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            let f: Vec<&str> = s.rsplit_once(')')?.1.split_whitespace().collect();
+            let t = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+            Some((pid, f.get(1)?.parse().ok()?, t))
+        })
+        .collect();
+    let mut ours = vec![std::process::id()];
+    let mut i = 0;
+    while i < ours.len() {
+        let parent = ours[i];
+        ours.extend(procs.iter().filter(|p| p.1 == parent).map(|p| p.0));
+        i += 1;
+    }
+    let own = procs
+        .iter()
+        .filter(|p| ours.contains(&p.0))
+        .map(|p| p.2)
+        .sum();
+    (busy, own)
+}
+
+/// Cores other processes than this one and its descendants kept busy over `over`.
+fn others_busy_cores(over: Duration) -> f64 {
+    let (b0, o0) = cpu_ticks();
+    std::thread::sleep(over);
+    let (b1, o1) = cpu_ticks();
+    // Clock ticks are 1/100 s on Linux (USER_HZ).
+    b1.saturating_sub(b0).saturating_sub(o1.saturating_sub(o0)) as f64 / 100.0 / over.as_secs_f64()
+}
+
+/// Why a real engine's timings could not be the engine's now, if so: other processes (a compile
+/// beside the tests) kept half a core or more busy in each of five one-second looks. An engine
+/// that shares a core with a compile runs at its pace, so a suite checking its timings skips
+/// (failing under its `SERVETOP_REQUIRE_*`) instead of judging either.
+pub fn machine_busy() -> Option<String> {
+    let mut least = f64::MAX;
+    for _ in 0..5 {
+        let busy = others_busy_cores(Duration::from_secs(1));
+        if busy < 0.5 {
+            return None;
+        }
+        least = least.min(busy);
+    }
+    Some(format!(
+        "other processes kept at least {least:.1} of this machine's {} cores busy in each of five one-second looks (a compile beside the tests?): a server or proxy sharing a core with them is not timed at its own pace",
+        cores()
+    ))
+}
+
+/// Whether `suite`'s test `test` can time its engine now: when the machine is busy it says
+/// why and skips (a failure under `require_var=1`).
+pub fn quiet_enough(suite: &str, require_var: &str, test: &str) -> bool {
+    let Some(why) = machine_busy() else {
+        return true;
+    };
+    assert!(
+        std::env::var(require_var).as_deref() != Ok("1"),
+        "{test}: {why} — {require_var}=1 makes this a failure"
+    );
+    let _ = writeln!(std::io::stderr(), "SKIPPED {suite} {test}: {why}");
+    false
+}
+
 /// Cores of this machine.
 pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZero::get)

@@ -19,8 +19,8 @@ pub fn cache_dir() -> PathBuf {
     std::env::var_os("SERVETOP_VLLM_DIR").map_or_else(|| root().join(".cache/vllm"), PathBuf::from)
 }
 
-/// Whether the venv and model are there; says why not (and fails under
-/// `SERVETOP_REQUIRE_VLLM=1`).
+/// Whether the venv and model are there and the machine is quiet enough to time vLLM; says
+/// why not (and fails under `SERVETOP_REQUIRE_VLLM=1`).
 pub fn available(test: &str) -> bool {
     let dir = cache_dir();
     let missing: Vec<String> = [
@@ -33,7 +33,7 @@ pub fn available(test: &str) -> bool {
     .map(|f| f.display().to_string())
     .collect();
     if missing.is_empty() {
-        return true;
+        return super::quiet_enough("vLLM", "SERVETOP_REQUIRE_VLLM", test);
     }
     let why = format!(
         "vllm_server::{test}: vLLM's CPU build or its test model is missing ({}); install them with scripts/vllm/setup.sh (about 2 min, 6 GB)",
