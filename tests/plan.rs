@@ -28,6 +28,7 @@ fn the_plan_comes_first_and_names_what_does_not_fit() {
     let dir = std::env::temp_dir().join(format!("servetop-plan-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     dry_run_sends_nothing(&url);
+    a_search_and_a_tune_say_their_time(&url);
     the_plan_comes_before_the_warmup(&url, &dir);
     many_levels_are_said_headless(&url, &dir);
     an_earlier_run_is_the_next_plans_basis(&url, &dir);
@@ -103,6 +104,102 @@ fn dry_run_sends_nothing(url: &str) {
         sim_truth::fetch(url).requests.is_empty(),
         "--dry-run sent a request to the engine"
     );
+}
+
+/// The stated default's single request of 100 in / 8 out: fast (20K tok/s prefill, 120 tok/s a
+/// stream) and slow (2K, 20).
+fn one_request_s() -> (f64, f64) {
+    (100.0 / 20_000.0 + 8.0 / 120.0, 100.0 / 2_000.0 + 8.0 / 20.0)
+}
+
+/// An SLO search's time by the test's own arithmetic: a throughput probe of C=4 and 16
+/// requests (4 waves; the slow end each wave ×4^¾), then `probes` rate probes of 5 s at least,
+/// each at most as long as 10 requests at the throughput probe's slowest rate, and one
+/// request's drain.
+fn search_s(probes: (f64, f64)) -> (f64, f64) {
+    let (fast, slow) = one_request_s();
+    let (tp_low, tp_high) = (4.0 * fast, 4.0 * slow * 4f64.powf(0.75));
+    let longest = 5f64.max(10.0 / (16.0 / tp_high)) + slow;
+    (tp_low + probes.0 * 5.0, tp_high + probes.1 * longest)
+}
+
+const SEARCH_PLAN: &[&str] = &[
+    "--input-len",
+    "100",
+    "--output-len",
+    "8",
+    "--slo",
+    "ttft:500",
+    "--search-probe-concurrency",
+    "4",
+    "--search-seconds",
+    "5",
+    "--search-min-requests",
+    "10",
+];
+
+/// `run --search rate --dry-run` counts its throughput probe and 2–16 rate probes; `tune
+/// --dry-run` its configurations' levels and searches, the later ones stopped early from one
+/// probe up.
+fn a_search_and_a_tune_say_their_time(url: &str) {
+    let search = servetop(
+        &[
+            &["run", "--base-url", url, "--search", "rate"],
+            SEARCH_PLAN,
+            &["--dry-run"],
+        ]
+        .concat(),
+    );
+    let out = String::from_utf8_lossy(&search.stdout);
+    assert!(search.status.success(), "{out}");
+    let plan = out.lines().find(|l| l.starts_with("plan: ")).unwrap();
+    assert!(
+        plan.contains(
+            "; the SLO search as its throughput probe and 2–16 rate probes of at least 5 s;"
+        ),
+        "{plan}"
+    );
+    let (low, high) = search_s((2.0, 16.0));
+    assert_eq!(time_range(plan), (in_words(low), in_words(high)), "{plan}");
+
+    let tune = servetop(
+        &[
+            &[
+                "tune",
+                "--serve",
+                "servetop sim --port {port}",
+                "--serve-param=--max-running=1,4",
+                "--serve-param=--decode-step-ms=10,20",
+                "--concurrency",
+                "1",
+                "--requests-per-level",
+                "3",
+                "--min-requests",
+                "3",
+            ],
+            SEARCH_PLAN,
+            &["--dry-run"],
+        ]
+        .concat(),
+    );
+    let out = String::from_utf8_lossy(&tune.stdout);
+    assert!(
+        tune.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&tune.stderr)
+    );
+    let plan = out.lines().find(|l| l.starts_with("plan: ")).unwrap();
+    assert!(
+        plan.contains("; 4 configurations, each its levels and an SLO search of 1–16 rate probes of at least 5 s;"),
+        "{plan}"
+    );
+    // Four configurations of three single requests; the first search in full, the three
+    // others from one probe (a fail at the rate to beat ends them).
+    let (fast, slow) = one_request_s();
+    let (full, early) = (search_s((2.0, 16.0)), search_s((1.0, 16.0)));
+    let low = 4.0 * 3.0 * fast + full.0 + 3.0 * early.0;
+    let high = 4.0 * 3.0 * slow + full.1 + 3.0 * early.1;
+    assert_eq!(time_range(plan), (in_words(low), in_words(high)), "{plan}");
 }
 
 fn the_plan_comes_before_the_warmup(url: &str, dir: &std::path::Path) {

@@ -81,13 +81,14 @@ async fn dry_run(cfg: &RunConfig, configurations: usize) -> i32 {
                     .map_or("not reported".into(), |n| format!("{n} tokens"))
             );
             let basis = crate::run::estimate::basis(cfg, &p.server).await;
-            let eta = crate::run::estimate::estimate(
+            let time = crate::run::estimate::time_part(
+                cfg,
                 &p.levels,
                 &basis,
                 p.server.context_limit,
                 p.serve.is_some(),
             );
-            for line in p.plan(&crate::summary::eta::basis::time_part(&eta, &basis)) {
+            for line in p.plan(&time) {
                 print_out!("{line}");
             }
             0
@@ -144,7 +145,7 @@ fn confirmed(cfg: &RunConfig, configurations: usize, a: &RunArgs) -> bool {
 fn assumed_plan_line(cfg: &RunConfig) -> String {
     use crate::summary::eta::basis::{Basis, Speeds};
     let basis = Basis::Speeds(Speeds::assumed());
-    crate::run::estimate::plan_line(&cfg.levels(), &basis, None, cfg.serve.is_some())
+    crate::run::estimate::plan_line(cfg, &cfg.levels(), &basis, None, cfg.serve.is_some())
 }
 
 /// `servetop run --resume DIR`: the saved configuration, the levels not yet done.

@@ -30,15 +30,21 @@ pub async fn tune(a: TuneArgs) -> i32 {
         Err(e) => return fail(&e),
     };
     if a.run.plan.dry_run {
+        use crate::summary::eta::basis::{Basis, Speeds};
         let levels = t.config.levels();
-        say!(
-            "{}",
-            crate::workload::plan::plan_line(
-                &levels,
-                "time: not estimated (each configuration's server start and search vary)"
-            )
+        let time = crate::run::estimate::tune_time_part(
+            &t.config,
+            &levels,
+            &Basis::Speeds(Speeds::assumed()),
+            t.tune.configs.len(),
+            t.tune.early_stop,
         );
-        say!(
+        let search = crate::run::estimate::search_text(&t.config);
+        print_out!(
+            "{}",
+            crate::workload::plan::plan_line(&levels, search.as_deref(), &time)
+        );
+        print_out!(
             "then, in each of {} configurations, the SLO capacity search ({}){}",
             t.tune.configs.len(),
             t.tune.slo,
@@ -49,7 +55,7 @@ pub async fn tune(a: TuneArgs) -> i32 {
             }
         );
         for c in &t.tune.configs {
-            say!("  {}: {}", c.label, c.command);
+            print_out!("  {}: {}", c.label, c.command);
         }
         return 0;
     }

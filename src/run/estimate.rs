@@ -118,16 +118,144 @@ pub fn estimate(
     })
 }
 
-/// The plan line with its time from `basis`.
+/// The plan's time as the plan line says it: its `levels` from `basis` and, when `cfg` asks
+/// for one, its SLO search.
 #[must_use]
-pub fn plan_line(
+pub fn time_part(
+    cfg: &RunConfig,
     levels: &[LevelSpec],
     basis: &Basis,
     context_limit: Option<u64>,
     restarts: bool,
 ) -> String {
-    let eta = estimate(levels, basis, context_limit, restarts);
-    crate::workload::plan::plan_line(levels, &basis::time_part(&eta, basis))
+    let mut eta = estimate(levels, basis, context_limit, restarts);
+    let Some(search) = &cfg.search else {
+        return basis::time_part(&eta, basis, "");
+    };
+    let (low, high) = search_s(cfg, search, basis);
+    eta.low_s += low;
+    eta.high_s += high;
+    eta.levels += 1;
+    basis::time_part(
+        &eta,
+        basis,
+        &format!(
+            "; the SLO search as its throughput probe and {}–{} rate probes of at least {} s",
+            search_probes(search).0,
+            search_probes(search).1,
+            crate::fmt::fmt_rate(search.probe_seconds)
+        ),
+    )
+}
+
+/// The fewest and most rate probes `search` runs: one when a first probe at the rate to beat
+/// can stop it, else two (a pass and a fail), and at most its `max_probes`.
+fn search_probes(search: &crate::workload::search::SearchConfig) -> (u32, u32) {
+    let fewest = if search.beat.is_some() { 1 } else { 2 };
+    (fewest, search.max_probes.max(fewest))
+}
+
+/// The SLO search's time range from `basis` (`summary::eta::basis::search_s`).
+#[must_use]
+pub fn search_s(
+    cfg: &RunConfig,
+    search: &crate::workload::search::SearchConfig,
+    basis: &Basis,
+) -> (f64, f64) {
+    use crate::workload::LevelKind;
+    let lengths = (cfg.input_len, cfg.output_len);
+    let probe = LevelSpec::new(
+        0,
+        LevelKind::Sweep,
+        search.probe_concurrency,
+        lengths,
+        search.throughput_requests(),
+    );
+    let throughput = estimate(&[probe], basis, None, false);
+    let one = estimate(
+        &[LevelSpec::new(0, LevelKind::Sweep, 1, lengths, 1)],
+        basis,
+        None,
+        false,
+    );
+    basis::search_s(
+        (throughput.low_s, throughput.high_s),
+        search.throughput_requests(),
+        one.high_s,
+        search.probe_seconds,
+        search.min_requests,
+        search_probes(search),
+    )
+}
+
+/// A tune's time for its `--dry-run`: `configurations` runs of `cfg`'s `levels` and its SLO
+/// search from `basis`, the first search in full and, with `early_stop`, the others from one
+/// rate probe (a fail at the rate to beat ends them).
+#[must_use]
+pub fn tune_time_part(
+    cfg: &RunConfig,
+    levels: &[LevelSpec],
+    basis: &Basis,
+    configurations: usize,
+    early_stop: bool,
+) -> String {
+    let Some(search) = &cfg.search else {
+        return time_part(cfg, levels, basis, None, true);
+    };
+    let plain = estimate(levels, basis, None, true);
+    let first = search_s(cfg, search, basis);
+    let beaten = crate::workload::search::SearchConfig {
+        beat: early_stop.then_some(1.0),
+        ..search.clone()
+    };
+    let rest = search_s(cfg, &beaten, basis);
+    let n = configurations.max(1);
+    let others = (n - 1) as f64;
+    let eta = Eta {
+        low_s: plain.low_s * n as f64 + first.0 + others * rest.0,
+        high_s: plain.high_s * n as f64 + first.1 + others * rest.1,
+        levels: (plain.levels + 1) * n,
+        unknown: plain.unknown * n,
+        skipped: plain.skipped * n,
+    };
+    basis::time_part(
+        &eta,
+        basis,
+        &format!(
+            "; {n} configuration{}, each its levels and an SLO search of {}–{} rate probes of at least {} s",
+            if n == 1 { "" } else { "s" },
+            search_probes(&beaten).0,
+            search_probes(search).1,
+            crate::fmt::fmt_rate(search.probe_seconds)
+        ),
+    )
+}
+
+/// The plan line with its time from `basis`.
+#[must_use]
+pub fn plan_line(
+    cfg: &RunConfig,
+    levels: &[LevelSpec],
+    basis: &Basis,
+    context_limit: Option<u64>,
+    restarts: bool,
+) -> String {
+    crate::workload::plan::plan_line(
+        levels,
+        search_text(cfg).as_deref(),
+        &time_part(cfg, levels, basis, context_limit, restarts),
+    )
+}
+
+/// `cfg`'s SLO search as the plan line says it, if it has one.
+#[must_use]
+pub fn search_text(cfg: &RunConfig) -> Option<String> {
+    let search = cfg.search.as_ref()?;
+    let slo = cfg
+        .slo
+        .as_ref()
+        .map_or_else(String::new, crate::metrics::slo::Slo::describe);
+    Some(crate::workload::plan::search_text(search, &slo))
 }
 
 /// `[time] about 12 min left for the 7 levels still to run (…)`, once a level has been

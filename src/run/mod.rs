@@ -147,13 +147,14 @@ pub fn initial_summary(
     };
     // What is left to run: the plan line with its time, and the lengths the server cannot
     // hold.
-    let eta = estimate::estimate(
+    let time = estimate::time_part(
+        &s.config,
         &prepared.levels,
         basis,
         prepared.server.context_limit,
         prepared.serve.is_some(),
     );
-    s.plan = prepared.plan(&crate::summary::eta::basis::time_part(&eta, basis));
+    s.plan = prepared.plan(&time);
     s
 }
 

@@ -33,7 +33,11 @@ impl Prepared {
     /// (restarted for, when servetop started the server; skipped, naming the flag, when not).
     pub fn plan(&self, time: &str) -> Vec<String> {
         use crate::workload::plan;
-        let mut out = vec![plan::plan_line(&self.levels, time)];
+        let search = self
+            .search
+            .as_ref()
+            .map(|s| plan::search_text(&s.config, &s.slo.describe()));
+        let mut out = vec![plan::plan_line(&self.levels, search.as_deref(), time)];
         let restart = |need: u64| self.serve.as_ref()?.context_for(need);
         if let Some(tokens) = self.server.context_limit {
             let limit = plan::Limit {

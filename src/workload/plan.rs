@@ -58,8 +58,24 @@ fn of_kind(levels: &[LevelSpec], kind: LevelKind) -> Vec<&LevelSpec> {
 
 /// The plan line: `plan: 11 levels, 235 requests — sweep C=1, 4, 8 (…); long context …;
 /// time: about 3–5 min (from …)`, its time part given (`time: …`).
-pub fn plan_line(levels: &[LevelSpec], time: &str) -> String {
-    format!("{}; {time}", plan_text(levels))
+pub fn plan_line(levels: &[LevelSpec], search: Option<&str>, time: &str) -> String {
+    match search {
+        None => format!("{}; {time}", plan_text(levels)),
+        Some(search) if levels.is_empty() => format!("plan: {search}; {time}"),
+        Some(search) => format!("{}; then {search}; {time}", plan_text(levels)),
+    }
+}
+
+/// An SLO capacity search as the plan line says it: `an SLO capacity search (ttft:500 at p99):
+/// a throughput probe at C=64 (256 requests), then rate probes of 30 s (100 requests at least)`.
+pub fn search_text(search: &crate::workload::search::SearchConfig, slo: &str) -> String {
+    format!(
+        "an SLO capacity search ({slo}): a throughput probe at C={} ({} requests), then rate probes of {} s ({} requests at least)",
+        search.probe_concurrency,
+        search.throughput_requests(),
+        crate::fmt::fmt_rate(search.probe_seconds),
+        search.min_requests
+    )
 }
 
 /// The plan line without its time: `plan: 11 levels, 235 requests — sweep C=1, 4, 8 (…); …`.

@@ -188,10 +188,10 @@ pub fn estimate(
     eta
 }
 
-/// `time: about 3–5 min (from …)` for the plan line, or `time: unknown (…)` when no level
-/// could be estimated.
+/// `time: about 3–5 min (from …)` for the plan line, or `time: not estimated (…)` when no
+/// level could be estimated; `note` (what else the time counts, `; …`) follows the basis.
 #[must_use]
-pub fn time_part(eta: &Eta, basis: &Basis) -> String {
+pub fn time_part(eta: &Eta, basis: &Basis, note: &str) -> String {
     if eta.levels == 0 {
         return format!(
             "time: not estimated ({}){}",
@@ -200,10 +200,31 @@ pub fn time_part(eta: &Eta, basis: &Basis) -> String {
         );
     }
     format!(
-        "time: {} ({}; server starts and restarts not included){}",
+        "time: {} ({}{note}; server starts and restarts not included){}",
         super::range_text(eta),
         basis.source(),
         super::left_out(eta)
+    )
+}
+
+/// An SLO capacity search's time: its closed-loop throughput probe (`throughput`, estimated
+/// as a level), then rate probes of `probe_s` seconds each, at least `rate_probes.0` of them
+/// and at most `rate_probes.1`, each at most `one_request_s` longer while its last requests drain and at
+/// most `min_requests` over the throughput probe's slowest rate when that takes longer.
+#[must_use]
+pub fn search_s(
+    throughput: (f64, f64),
+    throughput_requests: u32,
+    one_request_s: f64,
+    probe_s: f64,
+    min_requests: u32,
+    rate_probes: (u32, u32),
+) -> (f64, f64) {
+    let slowest_rate = f64::from(throughput_requests) / throughput.1.max(f64::MIN_POSITIVE);
+    let longest_probe = probe_s.max(f64::from(min_requests) / slowest_rate) + one_request_s;
+    (
+        throughput.0 + f64::from(rate_probes.0) * probe_s,
+        throughput.1 + f64::from(rate_probes.1) * longest_probe,
     )
 }
 
@@ -250,6 +271,19 @@ mod tests {
     }
 
     #[test]
+    fn a_search_is_its_throughput_probe_then_rate_probes_that_last_at_least_their_seconds() {
+        // 256 requests in 10–40 s: at worst 6.4 req/s, so 100 requests take 15.6 s, under the
+        // 30 s a probe lasts; each drains one 2 s request at worst.
+        let (low, high) = search_s((10.0, 40.0), 256, 2.0, 30.0, 100, (2, 16));
+        assert!((low - (10.0 + 2.0 * 30.0)).abs() < 1e-9, "{low}");
+        assert!((high - (40.0 + 16.0 * 32.0)).abs() < 1e-9, "{high}");
+        // A slow server: 0.64 req/s at worst, so a probe's 100 requests take 156.25 s.
+        let (low, high) = search_s((100.0, 400.0), 256, 2.0, 30.0, 100, (1, 16));
+        assert!((low - 130.0).abs() < 1e-9, "{low}");
+        assert!((high - (400.0 + 16.0 * 158.25)).abs() < 1e-9, "{high}");
+    }
+
+    #[test]
     fn a_ladder_is_one_request_at_a_time_and_skipped_lengths_are_not_counted() {
         let ls = levels(&[], (0, 0), 1, &[30_000, 60_000, 100_000]);
         let basis = Basis::Speeds(speeds(10_000.0, 50.0));
@@ -261,7 +295,7 @@ mod tests {
         assert!((eta.low_s - want).abs() < 1e-9, "{eta:?}");
         assert!((eta.high_s - want).abs() < 1e-9);
         assert_eq!((eta.levels, eta.skipped), (2, 1));
-        let part = time_part(&eta, &basis);
+        let part = time_part(&eta, &basis, "");
         assert!(part.starts_with("time: about 13 s (test;"), "{part}");
         assert!(part.contains("1 to be skipped, not counted"), "{part}");
     }
