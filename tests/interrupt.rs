@@ -9,46 +9,13 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use servetop::metrics::{Outcome, RequestRecord};
 use servetop::sim::{self, AcceptLength, SimConfig};
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_servetop")
-}
+mod run_files;
 
-fn results(dir: &Path) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap()
-}
-
-fn records(dir: &Path) -> Vec<RequestRecord> {
-    std::fs::read_to_string(dir.join("requests.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-/// Waits until results.json shows the sweep's level `i` running (no fixed sleep: a loaded
-/// machine may take longer to get there).
-fn wait_for_level_running(dir: &Path, i: usize) {
-    let t = std::time::Instant::now();
-    loop {
-        let status = std::fs::read(dir.join("results.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-            .map(|v| v["sweep"][i]["status"].clone());
-        if status.as_ref().and_then(|s| s.as_str()) == Some("running") {
-            return;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "level {i} never ran: {status:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use run_files::{bin, request_records, results, wait_for_level_running};
 
 /// The C=1 level's measured records.
 fn first_level_records(recs: &[RequestRecord], first_level: u64) -> Vec<RequestRecord> {
@@ -93,7 +60,7 @@ fn run_and_signal(args: &[&str], dir: &Path, sig: &str) -> (u64, Vec<RequestReco
     assert_eq!(v["sweep"][0]["completed"], 6);
     assert_eq!(v["sweep"][1]["status"], "interrupted");
     assert_eq!(v["sweep"][2]["status"], "waiting");
-    let recs = records(dir);
+    let recs = request_records(dir);
     let level = v["sweep"][1]["index"].as_u64().unwrap();
     let measured: Vec<&RequestRecord> = recs
         .iter()
@@ -125,7 +92,7 @@ fn run_and_signal(args: &[&str], dir: &Path, sig: &str) -> (u64, Vec<RequestReco
 /// be the same prompts, served from the cache.
 fn resume_finishes(dir: &Path, ok: u64, before_resume: &[RequestRecord], cached: &dyn Fn() -> u64) {
     let first_level = results(dir)["sweep"][0]["index"].as_u64().unwrap();
-    let lines_before = records(dir).len();
+    let lines_before = request_records(dir).len();
     let cached_before = cached();
     let out = Command::new(bin())
         .args(["run", "--resume", dir.to_str().unwrap(), "--headless"])
@@ -146,7 +113,7 @@ fn resume_finishes(dir: &Path, ok: u64, before_resume: &[RequestRecord], cached:
         assert_eq!(v["sweep"][i]["status"], "done", "level {i} after resume");
         assert_eq!(v["sweep"][i]["completed"], 6, "level {i} after resume");
     }
-    let recs = records(dir);
+    let recs = request_records(dir);
     let ok_now = recs.iter().filter(|r| !r.warmup && r.is_ok()).count();
     assert_eq!(
         ok_now as u64,

@@ -15,7 +15,6 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use serde_json::{Value, json};
 use servetop::metrics::RequestRecord;
@@ -23,7 +22,10 @@ use servetop::sim::{self, AcceptLength, SimConfig, SimLora};
 use servetop::workload::images::{ImageMix, ImageSizes};
 use servetop::workload::mix::{self, Length, LoraDist, LoraMix};
 
+mod run_files;
 mod sim_truth;
+
+use run_files::{bin, request_records, results, wait_for_level_running};
 
 const ADAPTERS: [&str; 5] = ["a1", "a2", "a3", "a4", "a5"];
 const SIZES: [(u32, u32); 2] = [(56, 56), (112, 84)];
@@ -33,41 +35,6 @@ const BUDGET: u64 = 4;
 /// What the simulator thinks without a budget.
 const THINKS: u64 = 8;
 const REQUESTS: usize = 6;
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_servetop")
-}
-
-fn results(dir: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap()
-}
-
-fn records(dir: &Path) -> Vec<RequestRecord> {
-    std::fs::read_to_string(dir.join("requests.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-/// Waits until results.json shows the sweep's level `i` running.
-fn wait_for_level_running(dir: &Path, i: usize) {
-    let t = std::time::Instant::now();
-    loop {
-        let status = std::fs::read(dir.join("results.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-            .map(|v| v["sweep"][i]["status"].clone());
-        if status.as_ref().and_then(Value::as_str) == Some("running") {
-            return;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "level {i} never ran: {status:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// Each flag's setting in results.json's configuration, as given on the command line.
 fn config_is_as_given(v: &Value) {
@@ -233,7 +200,7 @@ fn a_resumed_run_keeps_every_workload_flag() {
     assert_eq!(v["sweep"][0]["status"], "done");
     assert_eq!(v["sweep"][1]["status"], "interrupted");
     config_is_as_given(&v);
-    let lines_before = records(&dir).len();
+    let lines_before = request_records(&dir).len();
 
     let out = Command::new(bin())
         .args(["run", "--resume", dir.to_str().unwrap(), "--headless"])
@@ -255,7 +222,7 @@ fn a_resumed_run_keeps_every_workload_flag() {
         assert_eq!(l["completed"], REQUESTS, "level {}", l["index"]);
         assert_eq!(l["range_ratio"], RATIO, "level {}", l["index"]);
     }
-    let recs = records(&dir);
+    let recs = request_records(&dir);
     let resumed = &recs[lines_before..];
     // The interrupted twin and both C=2 levels ran again.
     assert_eq!(resumed.iter().filter(|r| r.is_ok()).count(), 3 * REQUESTS);

@@ -24,12 +24,14 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::Value;
 use servetop::metrics::RequestRecord;
 use servetop::sim::{self, SimHandle};
 
+mod run_files;
 mod sim_run;
 mod sim_truth;
+
+use run_files::{bin, request_records, results};
 
 /// Every this-many-th constrained request is answered invalidly.
 const EVERY: u32 = 3;
@@ -38,22 +40,6 @@ const MASK_MS: f64 = 4.0;
 /// The plain decode step.
 const STEP_MS: f64 = 2.0;
 const REQUESTS: u64 = 12;
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_servetop")
-}
-
-fn results(dir: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap()
-}
-
-fn records(dir: &Path) -> Vec<RequestRecord> {
-    std::fs::read_to_string(dir.join("requests.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
 
 /// A schema whose smallest instance is `{"city": "xxx", "days": 1}`: the simulator's broken
 /// answer leaves out `city`, a document the schema refuses.
@@ -120,7 +106,7 @@ fn shares_are_the_simulators(h: &SimHandle, dir: &Path, kind: &str) -> (u64, u64
         v["config"]["response_format"]["type"],
         kind.replace('-', "_")
     );
-    let recs = records(dir);
+    let recs = request_records(dir);
     let (mut valid_all, mut constrained_all) = (0, 0);
     let levels = v["sweep"].as_array().unwrap();
     assert_eq!(levels.len(), 4, "{kind}: C=1, C=1 twin, C=4, C=4 twin");

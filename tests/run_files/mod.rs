@@ -35,6 +35,34 @@ pub fn results(dir: &Path) -> Value {
     serde_json::from_str(&read(dir, "results.json")).unwrap()
 }
 
+/// requests.jsonl as servetop's own records, every line (warmup included).
+pub fn request_records(dir: &Path) -> Vec<servetop::metrics::RequestRecord> {
+    read(dir, "requests.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Waits until results.json shows the sweep's level `i` running (no fixed sleep: a loaded
+/// machine may take longer to get there), for a minute at most.
+pub fn wait_for_level_running(dir: &Path, i: usize) {
+    let t = std::time::Instant::now();
+    loop {
+        let status = std::fs::read(dir.join("results.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .map(|v| v["sweep"][i]["status"].clone());
+        if status.as_ref().and_then(Value::as_str) == Some("running") {
+            return;
+        }
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(60),
+            "level {i} never ran: {status:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 pub fn num(v: &Value, k: &str) -> f64 {
     v[k].as_f64()
         .unwrap_or_else(|| panic!("no number {k} in {v}"))
