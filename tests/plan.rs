@@ -113,14 +113,14 @@ fn one_request_s() -> (f64, f64) {
 }
 
 /// An SLO search's time by the test's own arithmetic: a throughput probe of C=4 and 16
-/// requests (4 waves; the slow end each wave ×4^¾), then `probes` rate probes of 5 s at least,
-/// each at most as long as 10 requests at the throughput probe's slowest rate, and one
+/// requests (4 waves; the slow end each wave ×4^¾), then `probes` rate probes of 1 s at least,
+/// each at most as long as 10 requests at the throughput probe's slowest rate (3.2 s), and one
 /// request's drain.
 fn search_s(probes: (f64, f64)) -> (f64, f64) {
     let (fast, slow) = one_request_s();
     let (tp_low, tp_high) = (4.0 * fast, 4.0 * slow * 4f64.powf(0.75));
-    let longest = 5f64.max(10.0 / (16.0 / tp_high)) + slow;
-    (tp_low + probes.0 * 5.0, tp_high + probes.1 * longest)
+    let longest = 1f64.max(10.0 / (16.0 / tp_high)) + slow;
+    (tp_low + probes.0 * 1.0, tp_high + probes.1 * longest)
 }
 
 const SEARCH_PLAN: &[&str] = &[
@@ -133,7 +133,7 @@ const SEARCH_PLAN: &[&str] = &[
     "--search-probe-concurrency",
     "4",
     "--search-seconds",
-    "5",
+    "1",
     "--search-min-requests",
     "10",
 ];
@@ -155,7 +155,7 @@ fn a_search_and_a_tune_say_their_time(url: &str) {
     let plan = out.lines().find(|l| l.starts_with("plan: ")).unwrap();
     assert!(
         plan.contains(
-            "; the SLO search as its throughput probe and 2–16 rate probes of at least 5 s;"
+            "; the SLO search as its throughput probe and 2–16 rate probes of at least 1 s;"
         ),
         "{plan}"
     );
@@ -190,7 +190,7 @@ fn a_search_and_a_tune_say_their_time(url: &str) {
     );
     let plan = out.lines().find(|l| l.starts_with("plan: ")).unwrap();
     assert!(
-        plan.contains("; 4 configurations, each its levels and an SLO search of 1–16 rate probes of at least 5 s;"),
+        plan.contains("; 4 configurations, each its levels and an SLO search of 1–16 rate probes of at least 1 s;"),
         "{plan}"
     );
     // Four configurations of three single requests; the first search in full, the three
