@@ -691,10 +691,16 @@ fn check_long_context(shape: &Shape, s: &RunSummary, t: &SimTruth, judged: &mut 
     let got = lc.values["change_pct"];
     let noise = lc.values["noise_pct"];
     // The floor is the run's own estimate; a rule that hid every change would fail the count
-    // of shapes judged "decode: change" at the end.
+    // of shapes judged "decode: change" at the end. Wider than 30 % only where the finding
+    // says why not to trust it: servetop's own timing was disturbed at its lengths (a busy
+    // machine), the caveat every figure of such a level carries.
+    let client_doubted = lc
+        .caveats
+        .iter()
+        .any(|c| c.starts_with("servetop may have been the limit"));
     assert!(
-        noise < 30.0,
-        "a noise floor of {noise:.1} % hides any change: {}",
+        noise < 30.0 || client_doubted,
+        "a noise floor of {noise:.1} % hides any change, and the finding does not say servetop's timing was disturbed: {}",
         lc.text
     );
     if lc.text.contains("no measurable change") {
