@@ -41,6 +41,7 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
             None => None,
         },
         dataset: work.dataset.clone(),
+        sessions: a.sessions.sessions()?,
         multi_turn: work.multi_turn.map(|turns| MultiTurn {
             turns,
             conversations: work.conversations,

@@ -30,7 +30,7 @@ pub use dialect::{Dialect, is_context_error};
 pub use h1::STREAM_READ_BUF;
 pub use http::{POOL_IDLE, http_client};
 use http::{Resp, SendError};
-pub use request::{Backend, ChatMessage, ClientOptions, RequestSpec, RequestTag};
+pub use request::{Backend, ChatMessage, ClientOptions, RequestSpec, RequestTag, SessionTurn};
 
 use crate::metrics::{CountSource, FailureKind, Outcome, RequestRecord};
 
@@ -463,6 +463,8 @@ fn record_of(
         slot: None,
         cached_tokens: None,
         turn: None,
+        tool_wait_ms: None,
+        cache_ceiling_tokens: None,
         ttfc_us: None,
         reasoning_tokens: None,
         reasoning_source: None,

@@ -96,6 +96,23 @@ pub struct RequestSpec {
     /// (`2×512x512`), for the record.
     pub images: Vec<Arc<str>>,
     pub images_label: Option<String>,
+    /// How long to wait before sending it, after the turn before it ended (a session turn's
+    /// tool wait).
+    pub wait_before: Option<std::time::Duration>,
+    /// A session turn: what its cache ceiling is worked out from.
+    pub session_turn: Option<SessionTurn>,
+}
+
+/// What a session turn's cache ceiling (docs/metrics.md "Agent sessions") is worked out from:
+/// its prompt as the server counted it, less its newest message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionTurn {
+    /// Tokens of the newest message's content: the task on the first turn, the tool result
+    /// after.
+    pub new_message_tokens: u64,
+    /// The session's first turn: the opening of its newest message is the primer's too, so
+    /// finished; on later turns the newest message's opening follows an answer and was not.
+    pub first: bool,
 }
 
 impl RequestSpec {
@@ -118,6 +135,8 @@ impl RequestSpec {
             structured: None,
             images: Vec::new(),
             images_label: None,
+            wait_before: None,
+            session_turn: None,
         }
     }
 }

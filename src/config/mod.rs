@@ -61,6 +61,9 @@ pub struct RunConfig {
     /// The multi-turn level, run last (none by default).
     #[serde(default)]
     pub multi_turn: Option<MultiTurn>,
+    /// The agent-session levels, after the multi-turn level (none by default).
+    #[serde(default)]
+    pub sessions: Option<crate::workload::sessions::Sessions>,
     /// Prompts (and output lengths) of the sweep, rate and multi-turn levels from this file
     /// instead of random text of `input_len`/`output_len` tokens.
     #[serde(default)]
@@ -351,6 +354,7 @@ impl RunConfig {
             images: 0,
             image_sizes: crate::workload::images::ImageSizes::default(),
             multi_turn: None,
+            sessions: None,
             dataset: None,
             requests_per_level: RequestCount::Fixed(8),
             open_loop: OpenLoop::default(),
@@ -432,6 +436,7 @@ impl RunConfig {
             mix: &mix,
             lora: lora.as_ref(),
             multi_turn: self.multi_turn,
+            sessions: self.sessions.as_ref(),
             trace: self.trace.as_ref(),
             response_format: self.response_format.as_ref(),
             thinking_budgets: &self.thinking_budgets,

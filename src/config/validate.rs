@@ -24,6 +24,33 @@ impl RunConfig {
         Ok(())
     }
 
+    /// The session levels' sizes, and what they do not go with yet.
+    fn validate_sessions(&self) -> Result<(), String> {
+        let Some(s) = &self.sessions else {
+            return Ok(());
+        };
+        if s.turns == 0 || s.turns > 1000 {
+            return Err("--turns must be between 1 and 1000".into());
+        }
+        if s.tool_result_len == 0 {
+            return Err("--tool-result-len must be at least 1".into());
+        }
+        for (flag, set) in [
+            ("--trace", self.trace.is_some()),
+            ("--dataset", self.dataset.is_some()),
+            ("--images", self.images > 0),
+            ("--response-format", self.response_format.is_some()),
+            ("--search", self.search.is_some()),
+        ] {
+            if set {
+                return Err(format!(
+                    "--sessions with {flag}: not supported yet (run the sessions apart)"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// What only chat requests carry needs the chat endpoint; a thinking budget list is not
     /// searched over.
     fn validate_chat(&self) -> Result<(), String> {
@@ -222,10 +249,11 @@ impl RunConfig {
             && rates.is_empty()
             && self.search.is_none()
             && self.multi_turn.is_none()
+            && self.sessions.is_none()
             && self.trace.is_none()
         {
             return Err(
-                "nothing to run: --concurrency and --long-context are none and there is no --request-rate, --multi-turn or --trace"
+                "nothing to run: --concurrency and --long-context are none and there is no --request-rate, --multi-turn, --sessions or --trace"
                     .into(),
             );
         }
@@ -233,8 +261,10 @@ impl RunConfig {
         self.validate_repeat()?;
         self.validate_clock()?;
         self.validate_multi_turn()?;
+        self.validate_sessions()?;
         let uses_input = !(self.concurrency.is_empty() && rates.is_empty())
             || self.multi_turn.is_some()
+            || self.sessions.is_some()
             || self.search.is_some();
         if self.shared_prefix_len > 0 && uses_input && self.shared_prefix_len >= self.input_len {
             return Err(format!(

@@ -70,6 +70,8 @@ pub struct LevelAccumulator {
     /// Cached prompt tokens the server reported, and a multi-turn level's turns.
     cache: super::turns::CacheFold,
     turns: super::turns::TurnsFold,
+    /// A session level's sessions and cache ceiling.
+    sessions: Option<super::turns::SessionFold>,
     reasoning: super::reasoning::ReasoningFold,
     /// Latency over the level's timeline (a trace level's).
     timeline: Option<super::timeline::TimelineFold>,
@@ -93,6 +95,13 @@ impl LevelAccumulator {
             slo: slo.filter(|s| !s.is_empty()),
             ..Self::default()
         }
+    }
+
+    /// A session level of sessions of `turns` turns: also folds its sessions and cache ceiling.
+    #[must_use]
+    pub fn with_sessions(mut self, turns: u32) -> Self {
+        self.sessions = Some(super::turns::SessionFold::new(turns));
+        self
     }
 
     /// Also folds latency over the level's timeline, in bins of `bin_s` seconds.
@@ -156,6 +165,7 @@ impl LevelAccumulator {
         self.completed += 1;
         self.steady.add(r, end);
         self.cache.add(r);
+        self.sessions.iter_mut().for_each(|s| s.add(r));
         self.reasoning.add(r);
         self.input_tokens += r.input_tokens;
         self.output_tokens += r.output_tokens;
@@ -341,6 +351,7 @@ impl LevelAccumulator {
         let per_s = |x: f64| if window_s > 0.0 { x / window_s } else { 0.0 };
         let (steady_duration_s, steady_output_throughput) = self.steady_throughput();
         let reasoning = self.reasoning.stats();
+        let turns = self.turns.stats();
         let steady = self
             .first_end_us
             .and_then(|f| self.steady.stats(f, self.last_send_us, &self.outages));
@@ -406,7 +417,8 @@ impl LevelAccumulator {
             total_cached_tokens: self.cache.cached_tokens(),
             prefix_cache_hit_rate: self.cache.hit_rate(),
             cache_reports: self.cache.reported(),
-            turns: self.turns.stats(),
+            session: self.sessions.as_ref().map(|s| s.stats(&turns)),
+            turns,
             mean_reasoning_tokens: reasoning.mean_reasoning_tokens,
             mean_content_tokens: reasoning.mean_content_tokens,
             reasoning_share: reasoning.reasoning_share,

@@ -95,9 +95,12 @@ pub struct LevelScalars {
     pub prefix_cache_hit_rate: Option<f64>,
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub cache_reports: u64,
-    /// A multi-turn level's statistics per turn.
+    /// A multi-turn or session level's statistics per turn.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub turns: Vec<super::turns::TurnStats>,
+    /// A session level's sessions and cache ceiling.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<super::turns::SessionStats>,
     /// Mean thinking and answer tokens per completed request (docs/metrics.md "Reasoning and
     /// tool calls"); their share of the output.
     #[serde(default)]

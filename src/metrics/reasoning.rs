@@ -123,6 +123,8 @@ mod tests {
             slot: None,
             cached_tokens: None,
             turn: None,
+            tool_wait_ms: None,
+            cache_ceiling_tokens: None,
             ttfc_us: (content > 0).then_some(ttft_us + step_us * reasoning),
             reasoning_tokens: (reasoning > 0).then_some(reasoning),
             reasoning_source: (reasoning > 0).then_some(CountSource::Usage),

@@ -193,9 +193,18 @@ pub struct RequestRecord {
     /// does not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_tokens: Option<u64>,
-    /// The turn of its conversation (1 = first) at a multi-turn level.
+    /// The turn of its conversation (1 = first) at a multi-turn or session level.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u32>,
+    /// The tool wait before it was sent, after the turn before it ended (a session turn after
+    /// the first), in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_wait_ms: Option<f64>,
+    /// A session turn's cache ceiling: the tokens of its prompt the server had finished for
+    /// its session or the shared prefix before it was sent (docs/metrics.md "Agent sessions");
+    /// None where the server did not count the prompt or the template cost is not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_ceiling_tokens: Option<u64>,
     /// TTFC: `t_first_content − t_send` (docs/metrics.md "Reasoning and tool calls"); None
     /// when the answer never began.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -438,6 +447,8 @@ pub(crate) mod tests {
             slot: None,
             cached_tokens: None,
             turn: None,
+            tool_wait_ms: None,
+            cache_ceiling_tokens: None,
             ttfc_us: None,
             reasoning_tokens: None,
             reasoning_source: None,

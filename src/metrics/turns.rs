@@ -67,6 +67,12 @@ pub struct TurnStats {
     pub p90_ttft_ms: Option<f64>,
     pub p99_ttft_ms: Option<f64>,
     pub mean_tpot_ms: Option<f64>,
+    /// At a session level: Σ cached prompt tokens of the turn, and Σ its cache ceilings
+    /// (docs/metrics.md "Agent sessions"), over the requests that have one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_ceiling_tokens: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -77,6 +83,36 @@ struct TurnFold {
     ttft: Dist,
     tpot: Dist,
     cache: CacheFold,
+    ceiling: CeilingFold,
+}
+
+/// Σ cache ceilings, and Σ cached tokens of the same requests.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CeilingFold {
+    requests: u64,
+    ceiling: u64,
+    cached: u64,
+}
+
+impl CeilingFold {
+    /// Folds a successful request with a ceiling.
+    pub fn add(&mut self, r: &RequestRecord) {
+        if let Some(c) = r.cache_ceiling_tokens {
+            self.requests += 1;
+            self.ceiling += c;
+            self.cached += r.cached_tokens.unwrap_or(0).min(r.input_tokens);
+        }
+    }
+
+    /// Σ ceilings (`None` when no request had one).
+    pub fn ceiling(&self) -> Option<u64> {
+        (self.requests > 0).then_some(self.ceiling)
+    }
+
+    /// Σ cached tokens of the requests with a ceiling (a server that did not say: 0).
+    pub fn cached(&self) -> Option<u64> {
+        (self.requests > 0).then_some(self.cached)
+    }
 }
 
 /// Per-turn folds of a multi-turn level (records without a turn are ignored).
@@ -109,6 +145,7 @@ impl TurnsFold {
             t.tpot.record(v.round() as u64);
         }
         t.cache.add(r);
+        t.ceiling.add(r);
     }
 
     /// The statistics of every turn seen so far, first turn first.
@@ -131,9 +168,67 @@ impl TurnsFold {
                     p90_ttft_ms: ttft.as_ref().map(|d| d.p90),
                     p99_ttft_ms: ttft.as_ref().map(|d| d.p99),
                     mean_tpot_ms: t.tpot.mean().map(|v| v / 1000.0),
+                    cached_tokens: t.ceiling.cached(),
+                    cache_ceiling_tokens: t.ceiling.ceiling(),
                 }
             })
             .collect()
+    }
+}
+
+/// A session level's sessions: those that completed every turn, and the level's cache ceiling.
+#[derive(Clone, Debug, Default)]
+pub struct SessionFold {
+    turns: u32,
+    completed: u64,
+    ceiling: CeilingFold,
+}
+
+/// What a session level adds to its statistics (docs/outputs.md, `sessions`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionStats {
+    pub sessions_completed: u64,
+    #[serde(default)]
+    pub cached_tokens: Option<u64>,
+    #[serde(default)]
+    pub cache_ceiling_tokens: Option<u64>,
+    /// TTFT p50 per turn, first turn first (None: no turn of that index completed).
+    #[serde(default)]
+    pub ttft_by_turn_ms: Vec<Option<f64>>,
+}
+
+impl SessionFold {
+    /// A level of sessions of `turns` turns.
+    pub fn new(turns: u32) -> Self {
+        Self {
+            turns,
+            ..Self::default()
+        }
+    }
+
+    /// Folds a successful request.
+    pub fn add(&mut self, r: &RequestRecord) {
+        if r.turn == Some(self.turns) {
+            self.completed += 1;
+        }
+        self.ceiling.add(r);
+    }
+
+    /// The statistics, with the per-turn ones of the same level.
+    pub fn stats(&self, turns: &[TurnStats]) -> SessionStats {
+        SessionStats {
+            sessions_completed: self.completed,
+            cached_tokens: self.ceiling.cached(),
+            cache_ceiling_tokens: self.ceiling.ceiling(),
+            ttft_by_turn_ms: (1..=self.turns)
+                .map(|k| {
+                    turns
+                        .iter()
+                        .find(|t| t.turn == k)
+                        .and_then(|t| t.median_ttft_ms)
+                })
+                .collect(),
+        }
     }
 }
 
@@ -164,6 +259,8 @@ mod tests {
             slot: None,
             cached_tokens: cached,
             turn: Some(turn),
+            tool_wait_ms: None,
+            cache_ceiling_tokens: None,
             ttfc_us: None,
             reasoning_tokens: None,
             reasoning_source: None,

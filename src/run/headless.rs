@@ -543,6 +543,10 @@ pub fn final_tables(s: &Session) -> String {
         out.push_str("\nMulti-turn chats\n\n");
         out.push_str(&markdown::turns_table(&s.summary));
     }
+    if !s.summary.sessions.is_empty() {
+        out.push_str("\nAgent sessions\n\n");
+        out.push_str(&markdown::sessions_table(&s.summary));
+    }
     if let Some(b) = &s.summary.baseline {
         let _ = write!(out, "\nAgainst the baseline {} ({})\n\n", b.source, b.label);
         out.push_str(&markdown::baseline_table(&s.summary));

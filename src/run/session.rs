@@ -73,6 +73,7 @@ fn level_kind_name(k: LevelKind) -> &'static str {
         LevelKind::Rate => "rate",
         LevelKind::MultiTurn => "multi_turn",
         LevelKind::Trace => "trace",
+        LevelKind::Sessions => "sessions",
     }
 }
 
@@ -320,6 +321,7 @@ impl Session {
             self.summary.long_context = of(LevelKind::LongContext);
             self.summary.multi_turn = of(LevelKind::MultiTurn);
             self.summary.traces = of(LevelKind::Trace);
+            self.summary.sessions = of(LevelKind::Sessions);
         } else {
             // Resuming: the levels to run start again; finished ones keep their results.
             for spec in &levels {
@@ -339,6 +341,12 @@ impl Session {
         let spec = self.specs.iter().find(|s| s.index == index);
         let slots = spec.map_or(0, LevelSpec::workers);
         let mut acc = LevelAccumulator::new(self.slo).with_slots(slots);
+        if let Some(c) = spec
+            .filter(|s| s.tool_wait.is_some())
+            .and_then(|s| s.conversation)
+        {
+            acc = acc.with_sessions(c.turns);
+        }
         // A trace's latency over its timeline, about 60 bins of it.
         if let Some(t) = spec.and_then(|s| s.trace.as_ref()) {
             acc = acc.with_timeline(crate::metrics::timeline::TimelineFold::width_for(
@@ -430,6 +438,7 @@ impl Session {
             LevelKind::LongContext => self.summary.long_context.push(l),
             LevelKind::MultiTurn => self.summary.multi_turn.push(l),
             LevelKind::Trace => self.summary.traces.push(l),
+            LevelKind::Sessions => self.summary.sessions.push(l),
         }
         self.specs.push(spec);
         self.stamp()
@@ -549,6 +558,8 @@ mod tests {
             slot: Some(0),
             cached_tokens: None,
             turn: None,
+            tool_wait_ms: None,
+            cache_ceiling_tokens: None,
             ttfc_us: None,
             reasoning_tokens: None,
             reasoning_source: None,

@@ -35,6 +35,8 @@ pub(super) fn last_turn_tokens(spec: &LevelSpec) -> Option<u64> {
 /// One conversation at a time, turn after turn.
 pub(super) struct ChatWorker {
     pub lane: Lane,
+    /// The tokens a chat message costs beside its content (measured before session levels).
+    pub template_tokens: Option<u64>,
 }
 
 impl ChatWorker {
@@ -52,12 +54,35 @@ impl ChatWorker {
         }
     }
 
+    /// A session turn's cache ceiling: its prompt as the server counted it, less its newest
+    /// message's content and, after the first turn, the template tokens of that message (on the
+    /// first turn the message opens as the primer's did, which the server finished). None when
+    /// the prompt was not counted by the server or the template cost is not known.
+    fn ceiling(&self, spec: &RequestSpec, rec: &crate::metrics::RequestRecord) -> Option<u64> {
+        let turn = spec.session_turn?;
+        let m = self.template_tokens?;
+        if !rec.is_ok() || rec.input_source != crate::metrics::CountSource::Usage {
+            return None;
+        }
+        let template = if turn.first { 0 } else { m };
+        Some(
+            rec.input_tokens
+                .saturating_sub(template + turn.new_message_tokens),
+        )
+    }
+
     /// Sends a conversation's turns in order; stops at the first that does not succeed.
     async fn conversation(&mut self, turns: Vec<(u32, RequestSpec)>) {
         let mut history: Vec<ChatMessage> = Vec::new();
         // The server's count of the last turn's prompt plus its reply.
         let mut history_tokens = 0u64;
         for (turn, (i, mut spec)) in (1u32..).zip(turns) {
+            // A session's tool runs between the answer and the next turn.
+            if let Some(wait) = spec.wait_before
+                && !self.lane.wait_for_tool(wait).await
+            {
+                return;
+            }
             self.lane.wait_while_paused().await;
             if self.lane.halted() {
                 return;
@@ -75,6 +100,8 @@ impl ChatWorker {
             let mut reply = String::new();
             let mut rec = self.lane.send(i, &spec, Some(&mut reply)).await;
             rec.turn = Some(turn);
+            rec.tool_wait_ms = spec.wait_before.map(|w| w.as_secs_f64() * 1e3);
+            rec.cache_ceiling_tokens = self.ceiling(&spec, &rec);
             history_tokens = rec.input_tokens + rec.output_tokens;
             let ok = rec.is_ok();
             self.lane.deliver(rec).await;

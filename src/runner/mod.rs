@@ -93,6 +93,9 @@ pub struct Runner {
     gpus: Option<crate::telemetry::GpuProbe>,
     /// Time-bounded levels and their slots on the wall clock.
     clock: crate::workload::clock::LevelClock,
+    /// The tokens a chat message costs beside its content on this server, measured before
+    /// session levels (`warmup::prime_sessions`); None: not measured.
+    template_tokens: Option<u64>,
 }
 
 /// The offered request rate of an open-loop level: a rate level's, a trace's mean.
@@ -175,6 +178,7 @@ impl Runner {
             crash_restarts: 0,
             gpus: crate::telemetry::GpuProbe::of(cfg),
             clock: cfg.clock,
+            template_tokens: None,
         }
     }
 
@@ -469,7 +473,13 @@ impl Runner {
         };
         (0..spec.workers())
             .map(|slot| match spec.conversation {
-                Some(_) => tokio::spawn(chat::ChatWorker { lane: lane(slot) }.run()),
+                Some(_) => tokio::spawn(
+                    chat::ChatWorker {
+                        lane: lane(slot),
+                        template_tokens: self.template_tokens,
+                    }
+                    .run(),
+                ),
                 None => tokio::spawn(
                     Worker {
                         lane: lane(slot),

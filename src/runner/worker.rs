@@ -98,6 +98,23 @@ impl Lane {
         job.filter(|_| !self.halted())
     }
 
+    /// Waits `wait` (a session's tool wait), unless the level is cancelled or its time is up
+    /// first; `false` then: send nothing more.
+    pub(super) async fn wait_for_tool(&self, wait: Duration) -> bool {
+        let until = self.send_until;
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = self.cancel.cancelled() => {}
+            () = async move {
+                match until {
+                    Some(t) => tokio::time::sleep_until(t.into()).await,
+                    None => std::future::pending().await,
+                }
+            } => {}
+        }
+        !self.halted()
+    }
+
     pub(super) async fn wait_while_paused(&mut self) {
         while self.control.borrow().paused && !self.cancel.is_cancelled() {
             tokio::select! {

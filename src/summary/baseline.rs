@@ -159,7 +159,7 @@ impl LevelKey {
                 .collect();
         }
         let place = match self.kind {
-            LevelKind::Sweep | LevelKind::MultiTurn => {
+            LevelKind::Sweep | LevelKind::MultiTurn | LevelKind::Sessions => {
                 KeyDifference::of("concurrency", &self.concurrency, &other.concurrency)
             }
             LevelKind::LongContext => None,
@@ -266,6 +266,7 @@ fn kind_name(k: LevelKind) -> &'static str {
         LevelKind::Rate => "rate",
         LevelKind::MultiTurn => "multi_turn",
         LevelKind::Trace => "trace",
+        LevelKind::Sessions => "sessions",
     }
 }
 

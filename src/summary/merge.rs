@@ -270,6 +270,9 @@ fn merge_level(
         return Some(out);
     };
     let mut acc = LevelAccumulator::new(slo);
+    if let (Some(_), Some(c)) = (out.tool_wait, out.conversation) {
+        acc = acc.with_sessions(c.turns);
+    }
     if let Some(t) = &out.trace {
         acc = acc.with_timeline(crate::metrics::timeline::TimelineFold::width_for(
             t.duration_s,

@@ -85,9 +85,13 @@ pub struct LevelSummary {
     /// A constrained level against its plain twin (`--response-format`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured_overhead: Option<structured::StructuredOverhead>,
-    /// A multi-turn level's conversations: turns, and tokens per follow-up message.
+    /// A multi-turn level's conversations: turns, and tokens per follow-up message (at a
+    /// session level, per tool result).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversation: Option<crate::workload::Conversation>,
+    /// A session level's tool waits between turns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_wait: Option<crate::workload::sessions::ToolWait>,
     /// The trace a trace level replays: file, format, speedup, duration, offered rate and the
     /// prefix-cache hit rate its `hash_ids` imply (`input_len`/`output_len` are its means).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -198,6 +202,7 @@ impl LevelSummary {
                 .map(|f| f.label().to_string()),
             structured_overhead: None,
             conversation: spec.conversation,
+            tool_wait: spec.tool_wait,
             trace: spec.trace.clone(),
             repeat: spec.repeat,
             thinking_budget: spec.thinking_budget,
@@ -326,6 +331,9 @@ pub struct RunSummary {
     /// The replayed trace (`--trace`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub traces: Vec<LevelSummary>,
+    /// The agent-session levels (`--sessions`), one per number of concurrent users.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sessions: Vec<LevelSummary>,
     /// What the run said it would do before its first request: the `plan:` line, and the
     /// `limits:` line when a length does not fit the server's context.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -406,6 +414,7 @@ impl RunSummary {
             long_context: Vec::new(),
             search: None,
             multi_turn: Vec::new(),
+            sessions: Vec::new(),
             traces: Vec::new(),
             plan: Vec::new(),
             warnings: Vec::new(),
@@ -428,6 +437,7 @@ impl RunSummary {
             .chain(self.rates.iter_mut())
             .chain(self.long_context.iter_mut())
             .chain(self.multi_turn.iter_mut())
+            .chain(self.sessions.iter_mut())
             .chain(self.traces.iter_mut())
             .find(|l| l.index == index)
     }
@@ -576,6 +586,7 @@ impl RunSummary {
             &mut s.rates,
             &mut s.long_context,
             &mut s.multi_turn,
+            &mut s.sessions,
             &mut s.traces,
         ] {
             part.retain(&keep);
@@ -590,17 +601,19 @@ impl RunSummary {
             .chain(self.rates.iter_mut())
             .chain(self.long_context.iter_mut())
             .chain(self.multi_turn.iter_mut())
+            .chain(self.sessions.iter_mut())
             .chain(self.traces.iter_mut())
     }
 
     /// Every level: the concurrency sweep, the rate levels, the long-context ladder, the
-    /// multi-turn level, the trace.
+    /// multi-turn level, the session levels, the trace.
     pub fn levels(&self) -> impl Iterator<Item = &LevelSummary> {
         self.sweep
             .iter()
             .chain(self.rates.iter())
             .chain(self.long_context.iter())
             .chain(self.multi_turn.iter())
+            .chain(self.sessions.iter())
             .chain(self.traces.iter())
     }
 

@@ -327,6 +327,7 @@ mod tests {
                 LevelKind::LongContext => s.long_context.push(l),
                 LevelKind::MultiTurn => s.multi_turn.push(l),
                 LevelKind::Trace => s.traces.push(l),
+                LevelKind::Sessions => s.sessions.push(l),
             }
         }
         s

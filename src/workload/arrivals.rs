@@ -98,7 +98,7 @@ impl Iterator for Schedule {
 }
 
 /// A standard normal draw (Box–Muller).
-fn normal(rng: &mut SmallRng) -> f64 {
+pub(super) fn normal(rng: &mut SmallRng) -> f64 {
     let u1: f64 = 1.0 - rng.random::<f64>(); // (0, 1]
     let u2: f64 = rng.random::<f64>();
     (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()

@@ -13,6 +13,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::mix::{LoraMix, RequestMix};
+use super::sessions::Sessions;
 use super::shard::Shard;
 use super::trace::{TraceConfig, TraceLevel};
 use super::{Conversation, LevelKind, LevelSpec, OpenLoop, Repeat, RequestCount};
@@ -56,6 +57,8 @@ pub struct Dimensions<'a> {
     /// The adapters every level's requests name.
     pub lora: Option<&'a LoraMix>,
     pub multi_turn: Option<MultiTurn>,
+    /// Agent sessions, a level per number of concurrent users.
+    pub sessions: Option<&'a Sessions>,
     pub trace: Option<&'a TraceConfig>,
     /// Each sweep, rate and long-context level again, constrained (its twin).
     pub response_format: Option<&'a ResponseFormat>,
@@ -75,6 +78,11 @@ pub fn build(d: &Dimensions<'_>) -> Vec<LevelSpec> {
     let mut levels = loads(d);
     if let Some(mt) = d.multi_turn {
         levels.push(chats(levels.len() as u32, mt, d));
+    }
+    if let Some(s) = d.sessions {
+        for &users in &s.levels {
+            levels.push(session_level(levels.len() as u32, users, s, d));
+        }
     }
     if let Some(t) = d
         .trace
@@ -120,6 +128,7 @@ impl LevelSpec {
             arrival: None,
             shared_prefix_tokens: 0,
             conversation: None,
+            tool_wait: None,
             trace: None,
             repeat: None,
             thinking_budget: None,
@@ -200,6 +209,26 @@ fn chats(index: u32, mt: MultiTurn, d: &Dimensions<'_>) -> LevelSpec {
     }
 }
 
+/// A session level: `users` at once, each running sessions of `s.turns` turns whose follow-ups
+/// are the tool results, until the level has had its sessions.
+fn session_level(index: u32, users: u32, s: &Sessions, d: &Dimensions<'_>) -> LevelSpec {
+    LevelSpec {
+        shared_prefix_tokens: d.shared_prefix_len,
+        conversation: Some(Conversation {
+            turns: s.turns,
+            followup_tokens: s.tool_result_len,
+        }),
+        tool_wait: Some(s.tool_wait),
+        ..LevelSpec::new(
+            index,
+            LevelKind::Sessions,
+            users,
+            (d.input_len, d.output_len),
+            s.per_level.at(users).saturating_mul(s.turns),
+        )
+    }
+}
+
 /// With a response format, each sweep, rate and long-context level twice in a row: as planned,
 /// then constrained (its twin); the others once. Indices follow the new order.
 pub fn twins(levels: Vec<LevelSpec>, format: Option<&ResponseFormat>) -> Vec<LevelSpec> {
@@ -275,7 +304,7 @@ fn bound_in_time(l: &mut LevelSpec, seconds: f64) {
     l.seconds = Some(seconds);
     if matches!(
         l.kind,
-        LevelKind::Sweep | LevelKind::Rate | LevelKind::MultiTurn
+        LevelKind::Sweep | LevelKind::Rate | LevelKind::MultiTurn | LevelKind::Sessions
     ) {
         let turns = l.conversation.map_or(1, |c| c.turns.max(1));
         l.requests = TIME_BOUND_CEILING / turns * turns;
@@ -329,6 +358,11 @@ impl Place<'_> {
                 self.concurrency
             ),
             LevelKind::Trace => trace_label(self.trace),
+            LevelKind::Sessions => format!(
+                "{}-turn sessions, C={}",
+                self.turns.unwrap_or(0),
+                self.concurrency
+            ),
         }
     }
 
@@ -341,6 +375,7 @@ impl Place<'_> {
             LevelKind::Rate => format!("{}/s", fmt_rate(self.request_rate.unwrap_or(0.0))),
             LevelKind::MultiTurn => "chats".into(),
             LevelKind::Trace => "trace".into(),
+            LevelKind::Sessions => format!("S={}", self.concurrency),
         }
     }
 }
@@ -418,6 +453,7 @@ pub(crate) fn plain(
         mix: &RequestMix::default(),
         lora: None,
         multi_turn: None,
+        sessions: None,
         trace: None,
         response_format: None,
         thinking_budgets: &[],

@@ -11,6 +11,7 @@ pub mod plan;
 pub mod prompt;
 pub mod requests;
 pub mod search;
+pub mod sessions;
 pub mod shard;
 pub mod trace;
 
@@ -34,6 +35,9 @@ pub enum LevelKind {
     MultiTurn,
     /// A production trace replayed at its recorded times (`--trace`).
     Trace,
+    /// Agent sessions (`--sessions`): N users at once, each session's turns separated by tool
+    /// waits, its context growing by each answer and tool result.
+    Sessions,
 }
 
 /// One planned level.
@@ -60,6 +64,9 @@ pub struct LevelSpec {
     /// The conversations of a multi-turn level (`input_tokens` is then the first turn's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversation: Option<Conversation>,
+    /// The tool waits before a session's turns after the first (a session level).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_wait: Option<sessions::ToolWait>,
     /// The trace a trace level replays (`input_tokens`, `output_tokens`: its means).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<trace::TraceLevel>,

@@ -48,6 +48,35 @@ fn concurrencies(cs: &[u32]) -> String {
     out.join(", ")
 }
 
+/// The session levels as the plan says them: `sessions C=2, 8 (4 sessions a level of 8 turns,
+/// tool results of 1K tokens after a tool wait of lognormal:2 s,0.8 ≤ 30 s)`.
+fn sessions_part(levels: &[LevelSpec]) -> Option<String> {
+    let sessions = of_kind(levels, LevelKind::Sessions);
+    let first = sessions.first()?;
+    let c = first.conversation?;
+    let users: Vec<u32> = sessions.iter().map(|l| l.concurrency).collect();
+    let counts: Vec<u32> = sessions
+        .iter()
+        .map(|l| l.requests / c.turns.max(1))
+        .collect();
+    let (lo, hi) = (
+        counts.iter().min().copied().unwrap_or(0),
+        counts.iter().max().copied().unwrap_or(0),
+    );
+    Some(format!(
+        "sessions C={} ({} sessions a level of {} turns, tool results of {} tokens after a tool wait of {})",
+        concurrencies(&users),
+        if lo == hi {
+            lo.to_string()
+        } else {
+            format!("{lo} to {hi}")
+        },
+        c.turns,
+        fmt_tokens(c.followup_tokens),
+        first.tool_wait.map_or_else(String::new, |w| w.describe())
+    ))
+}
+
 /// `levels` of one kind, first runs only (with `--repeat`, the repeats are counted apart).
 fn of_kind(levels: &[LevelSpec], kind: LevelKind) -> Vec<&LevelSpec> {
     levels
@@ -157,6 +186,7 @@ pub fn plan_text(levels: &[LevelSpec]) -> String {
             ));
         }
     }
+    parts.extend(sessions_part(levels));
     if !of_kind(levels, LevelKind::Trace).is_empty() {
         parts.push("a trace replay".into());
     }

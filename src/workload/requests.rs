@@ -222,6 +222,19 @@ pub async fn make_turn(
     };
     let mut r = RequestSpec::prompt(text.clone(), tokens, None, spec.output_tokens);
     r.cache_prompt = true;
+    if let (Some(w), Some(c)) = (spec.tool_wait, spec.conversation) {
+        let session = i / c.turns.max(1);
+        r.wait_before = Some(std::time::Duration::from_secs_f64(w.draw(
+            factory.seed(),
+            session,
+            turn,
+        )))
+        .filter(|_| turn > 0);
+        r.session_turn = Some(crate::client::SessionTurn {
+            new_message_tokens: tokens,
+            first: turn == 0,
+        });
+    }
     if turn == 0 {
         let mut opening = Vec::with_capacity(2);
         if prefix > 0 {

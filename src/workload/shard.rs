@@ -168,6 +168,7 @@ mod tests {
                 turns,
                 followup_tokens: 8,
             }),
+            tool_wait: None,
             trace: None,
             repeat: None,
             thinking_budget: None,

@@ -3,6 +3,7 @@
 
 mod plan;
 mod server;
+mod sessions;
 mod slo;
 mod telemetry;
 mod timeouts;
@@ -13,6 +14,7 @@ use clap::Args;
 use super::{OutputArgs, ShardArgs, TraceArgs};
 pub use plan::PlanArgs;
 pub use server::ServerArgs;
+pub use sessions::SessionArgs;
 pub use slo::SloArgs;
 pub use telemetry::TelemetryArgs;
 pub use timeouts::TimeoutArgs;
@@ -31,6 +33,8 @@ pub struct RunArgs {
     pub clock: ShardArgs,
     #[command(flatten)]
     pub workload: WorkloadArgs,
+    #[command(flatten)]
+    pub sessions: SessionArgs,
     /// Run in the background, with no terminal: it survives this SSH session, its output goes
     /// to <run dir>/run.log, and `servetop attach` watches it. Returns once the run has started.
     #[arg(long, conflicts_with = "dry_run", help_heading = "Outputs")]

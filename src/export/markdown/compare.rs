@@ -40,7 +40,7 @@ fn same_place(a: (usize, &LevelSummary), b: (usize, &LevelSummary)) -> bool {
             LevelKind::Sweep => a.1.concurrency == b.1.concurrency,
             LevelKind::LongContext => a.1.input_len == b.1.input_len,
             LevelKind::Rate => same_rate(a.1.request_rate(), b.1.request_rate()),
-            LevelKind::MultiTurn | LevelKind::Trace => false,
+            LevelKind::MultiTurn | LevelKind::Trace | LevelKind::Sessions => false,
         }
 }
 

@@ -11,6 +11,7 @@ mod compare;
 mod findings;
 mod mixes;
 mod repeats;
+mod sessions;
 mod shards;
 mod steady;
 mod tables;
@@ -20,6 +21,7 @@ pub use compare::{Against, against_first, side_by_side};
 pub use findings::{across_section, findings_list, with_caveats};
 pub use mixes::{images_table, lora_table, spread_note, structured_table};
 pub use repeats::{any_repeats, repeats_table};
+pub use sessions::sessions_table;
 pub use tables::*;
 pub use trace::{timeline_table, trace_table};
 /// The whole `summary.md`.
@@ -265,6 +267,7 @@ fn sections(out: &mut String, s: &RunSummary) {
         out.push_str(&turns_table(s));
         out.push_str("\nEach turn sends the whole conversation so far (earlier messages and the server's real replies) plus a new message. cached: prompt tokens the server says it served from its prefix cache (usage.prompt_tokens_details.cached_tokens), over the requests that reported it; later turns should prefill little more than the new message.\n");
     }
+    out.push_str(&sessions::sessions_section(s));
     if let Some(b) = &s.baseline {
         let _ = writeln!(
             out,

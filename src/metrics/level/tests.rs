@@ -33,6 +33,8 @@ fn ok_record(send: u64, ttft: u64, n_steps: u64) -> RequestRecord {
         slot: None,
         cached_tokens: None,
         turn: None,
+        tool_wait_ms: None,
+        cache_ceiling_tokens: None,
         ttfc_us: None,
         reasoning_tokens: None,
         reasoning_source: None,

@@ -140,13 +140,17 @@ fn from_speeds(l: &LevelSummary, s: &Speeds) -> Option<(f64, f64)> {
     }
     let requests = f64::from(l.requests);
     match l.kind {
-        LevelKind::Sweep | LevelKind::MultiTurn => {
+        LevelKind::Sweep | LevelKind::MultiTurn | LevelKind::Sessions => {
             if let Some(secs) = l.seconds {
                 return Some((secs, secs));
             }
             let c = f64::from(l.concurrency.max(1));
             let waves = (requests / c).ceil();
-            Some((waves * fast, waves * slow * c.powf(SLOWDOWN_EXPONENT)))
+            let waits = super::tool_waits_s(l);
+            Some((
+                waves * fast + waits,
+                waves * slow * c.powf(SLOWDOWN_EXPONENT) + waits,
+            ))
         }
         LevelKind::Rate => {
             if let Some(secs) = l.seconds {

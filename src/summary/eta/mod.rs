@@ -125,21 +125,66 @@ fn speeds(s: &RunSummary) -> Option<(f64, f64)> {
     })
 }
 
+/// The tool waits one worker of a session level sits through: its sessions' waits between
+/// turns, each at most the capped mean (0 for other levels).
+pub fn tool_waits_s(l: &LevelSummary) -> f64 {
+    let (Some(w), Some(c)) = (l.tool_wait, l.conversation) else {
+        return 0.0;
+    };
+    let turns = c.turns.max(1);
+    let sessions = l.requests.div_ceil(turns);
+    let per_worker = f64::from(sessions.div_ceil(l.concurrency.max(1)));
+    per_worker * f64::from(turns - 1) * w.capped_mean_s()
+}
+
+/// A session level's time from the nearest session level measured (at or below its users):
+/// that level's duration per wave of sessions, times this level's waves; at most slowed as
+/// the users grow by [`basis::SLOWDOWN_EXPONENT`]. `None` before a session level is measured.
+fn sessions_s(s: &RunSummary, l: &LevelSummary) -> Option<(f64, f64)> {
+    let measured: Vec<&LevelSummary> = s.sessions.iter().filter(|l| done(l)).collect();
+    let r = measured
+        .iter()
+        .filter(|m| m.concurrency <= l.concurrency)
+        .max_by_key(|m| m.concurrency)
+        .or_else(|| measured.iter().min_by_key(|m| m.concurrency))?;
+    let took_s = (r.finished_at_unix_ms? - r.started_at_unix_ms?) as f64 / 1e3;
+    let waves = |x: &LevelSummary| {
+        let turns = x.conversation.map_or(1, |c| c.turns.max(1));
+        f64::from(x.requests.div_ceil(turns).div_ceil(x.concurrency.max(1)))
+    };
+    let t = took_s * waves(l) / waves(r).max(1.0);
+    let slower = (f64::from(l.concurrency) / f64::from(r.concurrency.max(1)))
+        .max(1.0)
+        .powf(basis::SLOWDOWN_EXPONENT);
+    Some((t, t * slower))
+}
+
 /// `(low, high)` seconds for level `l`, at the pace of the levels `s` measured.
 fn level_s(s: &RunSummary, l: &LevelSummary) -> Option<(f64, f64)> {
     let requests = f64::from(l.requests);
     let exact = |t: f64| Some((t, t));
     match l.kind {
+        LevelKind::Sessions => {
+            if let Some(secs) = l.seconds {
+                return exact(secs);
+            }
+            sessions_s(s, l)
+        }
         LevelKind::Sweep | LevelKind::MultiTurn => {
             if let Some(secs) = l.seconds {
                 return exact(secs);
             }
             let r = nearest(s, l.concurrency)?;
             let waves = (requests / f64::from(l.concurrency.max(1))).ceil();
-            let low = waves * request_s(r, l)?;
+            let waits = tool_waits_s(l);
+            let low = waves * request_s(r, l)? + waits;
             let tput = r.stats.as_ref()?.scalars.output_throughput;
             let tokens = requests * f64::from(l.output_len);
-            let high = if tput > 0.0 { tokens / tput } else { low };
+            let high = if tput > 0.0 {
+                tokens / tput + waits
+            } else {
+                low
+            };
             Some((low, high.max(low)))
         }
         LevelKind::Rate => {
