@@ -36,6 +36,9 @@ pub struct SimRequest {
     pub arrived: Instant,
     /// The prompt's prefix-cache block hashes ([`super::prefix_cache::block_hashes`]).
     pub blocks: Vec<u64>,
+    /// A chat prompt's marks ([`super::finished::marks`]), noted as finished when its prefill
+    /// completes (empty for other prompts, or with the cache off).
+    pub marks: Vec<super::finished::Mark>,
     /// Engine time its prefill costs beyond its tokens' (its LoRA adapter swapped in).
     pub extra_prefill: Duration,
     /// It carries a structured-output constraint: every step it is in costs
@@ -441,6 +444,7 @@ async fn prefill_step(
     if done && let Some(mut a) = prefilling.pop_front() {
         if let Some(Ok(mut c)) = cache.map(Mutex::lock) {
             c.insert(&a.req.blocks);
+            c.finished.insert(&a.req.marks);
         }
         let now = Instant::now();
         a.first_token_at = Some(now);

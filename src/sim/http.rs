@@ -524,6 +524,17 @@ fn constrained_answer(
     Some(super::structured::answer(c, tokens, broken))
 }
 
+/// A chat prompt's marks, and what had been finished of it, looked up before its own prefill
+/// can end (none but for a chat with the prefix cache on).
+fn finished_of(s: &SimState, kind: Kind, ids: &[u32]) -> (Vec<super::finished::Mark>, Option<u64>) {
+    let Some(cache) = s.cache.as_ref().filter(|_| kind == Kind::Chat) else {
+        return (Vec::new(), None);
+    };
+    let marks = super::finished::marks(ids);
+    let finished = cache.lock().ok().map(|c| c.finished.longest(&marks));
+    (marks, finished)
+}
+
 fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Response {
     // Arrival: the request as read, before its prompt is tokenized (a long prompt takes a
     // while, and that is the engine's time, not the client's lateness).
@@ -539,6 +550,7 @@ fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Re
         Err(r) => return *r,
     };
     let answer = answer_plan(&s.config, kind, &ask);
+    let (marks, finished_prefix_tokens) = finished_of(s, kind, &ask.prompt_ids);
     let (tx, rx) = mpsc::unbounded_channel();
     let req = SimRequest {
         input_tokens: ask.input_tokens,
@@ -546,6 +558,7 @@ fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Re
         tx,
         arrived,
         blocks: block_hashes(&ask.prompt_ids),
+        marks,
         extra_prefill: std::time::Duration::from_secs_f64(
             (ask.lora.as_ref().map_or(0.0, |a| a.switch_ms)
                 + s.config.image_ms * ask.images.len() as f64)
@@ -563,6 +576,7 @@ fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Re
     let trace = super::truth::SimRequestTrace {
         request_id,
         received_unix_us,
+        finished_prefix_tokens,
         prompt_tokens: ask.input_tokens,
         max_tokens: ask.max_tokens,
         lora: ask.lora.as_ref().map(|a| a.name.clone()),

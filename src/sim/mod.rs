@@ -14,6 +14,7 @@
 
 mod batcher;
 pub mod faults;
+pub mod finished;
 pub mod firehose;
 mod http;
 pub mod images;

@@ -7,8 +7,12 @@
 //! What gets cached: a request's prompt blocks once its prefill is done, and, when it finishes,
 //! the blocks of its prompt followed by its reply as the next turn of a chat will render them
 //! (see [`crate::sim::tokenizer::chat_ids`]), as vLLM and SGLang keep generated tokens' KV too.
+//! Beside the blocks it holds, it keeps the marks of every chat sequence it was handed, beyond
+//! its capacity ([`super::finished`]): what the server had finished, against what it still holds.
 
 use std::collections::{BTreeMap, HashMap};
+
+use super::finished::FinishedPrefixes;
 
 /// Tokens per cache block (vLLM's default block size).
 pub const BLOCK: usize = 16;
@@ -36,6 +40,9 @@ pub struct PrefixCache {
     /// Tick → block hash (ticks are unique), oldest first.
     by_age: BTreeMap<u64, u64>,
     tick: u64,
+    /// Every chat sequence handed to it (prompts at the end of their prefill, replies when
+    /// finished), without eviction.
+    pub finished: FinishedPrefixes,
 }
 
 impl PrefixCache {
@@ -46,6 +53,7 @@ impl PrefixCache {
             used: HashMap::new(),
             by_age: BTreeMap::new(),
             tick: 0,
+            finished: FinishedPrefixes::default(),
         }
     }
 

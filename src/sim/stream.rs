@@ -195,6 +195,15 @@ impl StreamState {
         u
     }
 
+    /// The prompt tokens the engine found in its prefix cache, as the first emit says (later
+    /// ones say 0), for the usage and the record.
+    fn note_cached(&mut self, cached: u64) {
+        self.cached = self.cached.max(cached);
+        if self.cache.is_some() {
+            self.trace.cached_tokens = Some(self.cached);
+        }
+    }
+
     /// The reply is complete: keep the prompt followed by it in the prefix cache, as the next
     /// turn of a conversation will send them (the assistant message's opening, then the reply).
     pub(super) fn cache_reply(&mut self) {
@@ -205,8 +214,14 @@ impl StreamState {
         }
         ids.extend(tokenizer::ids(&self.text));
         let blocks = block_hashes(&ids);
+        let marks = if self.kind == Kind::Chat {
+            super::finished::marks(&ids)
+        } else {
+            Vec::new()
+        };
         if let Ok(mut c) = cache.lock() {
             c.insert(&blocks);
+            c.finished.insert(&marks);
         }
     }
 
@@ -242,7 +257,7 @@ impl StreamState {
         if let Some(t) = admitted {
             self.trace.admitted_unix_us = Some(super::truth::unix_of(t));
         }
-        self.cached = self.cached.max(cached);
+        self.note_cached(cached);
         if self.kind != Kind::Chat {
             self.generated += u64::from(n);
             let piece = self.answer_words(n);
@@ -461,7 +476,7 @@ impl StreamState {
         }) = self.rx.recv().await
         {
             self.generated += u64::from(tokens);
-            self.cached = self.cached.max(cached);
+            self.note_cached(cached);
             let piece = self.words(tokens);
             self.text.push_str(&piece);
             if last {

@@ -33,6 +33,10 @@ pub const CHAT_TOKENS_PER_CONVERSATION: u64 = 3;
 /// The template's own tokens: the conversation's opening, and a message's opening around its role.
 const CONVERSATION_OPEN: [u32; 3] = [32_001, 32_002, 32_003];
 
+/// The first of a message's opening tokens: no content token is one (content ids are below
+/// 32000), so it marks where each message begins in a rendered chat.
+pub const MESSAGE_START: u32 = 32_004;
+
 /// The opening tokens of a message from `role` (four, [`CHAT_TOKENS_PER_MESSAGE`]).
 pub fn message_open(role: &str) -> [u32; 4] {
     let r = match role {
@@ -41,7 +45,7 @@ pub fn message_open(role: &str) -> [u32; 4] {
         "assistant" => 32_012,
         _ => 32_013,
     };
-    [32_004, r, 32_005, 32_006]
+    [MESSAGE_START, r, 32_005, 32_006]
 }
 
 /// Token ids of a chat rendered through the simulated template: the conversation's opening, then
