@@ -13,6 +13,10 @@
 //!   cached tokens are at most its ceiling rounded down to a block. With a cache large enough
 //!   for every session, exactly that; with one too small for the sessions waiting on their
 //!   tools, less.
+//! - The simulator also records, per request, the longest prefix of its prompt it had finished
+//!   when the request arrived and what its cache served (`finished_prefix_tokens`,
+//!   `cached_tokens`, kept apart from the cache's capacity): each turn's ceiling and cached
+//!   tokens equal them.
 //! - A turn after the first is sent once its tool wait is over: the simulator reads it at least
 //!   `WAIT` after it wrote the previous turn's last token.
 
@@ -146,6 +150,8 @@ fn every_turn_is_held_to_the_simulators_record() {
             key.0 % 1000,
             key.1
         );
+        assert_eq!(r.cache_ceiling_tokens, s.finished_prefix_tokens, "{key:?}");
+        assert_eq!(r.cached_tokens, s.cached_tokens, "{key:?}");
         // A cache that keeps everything serves the ceiling down to a block.
         assert_eq!(
             r.cached_tokens,
@@ -208,13 +214,15 @@ fn a_cache_too_small_for_the_waiting_sessions_loses_what_they_had() {
     let recs = request_records(&dir);
     let all = turns(&recs, &ids);
     let (mut lost, mut cached, mut ceiling) = (0, 0, 0);
-    for (&key, &(r, _)) in &all {
+    for (&key, &(r, s)) in &all {
         let want = ceiling_by_hand(&all, key);
         assert_eq!(
             r.cache_ceiling_tokens,
             Some(want),
             "{key:?}: the ceiling does not shrink"
         );
+        assert_eq!(r.cache_ceiling_tokens, s.finished_prefix_tokens, "{key:?}");
+        assert_eq!(r.cached_tokens, s.cached_tokens, "{key:?}");
         let c = r.cached_tokens.unwrap();
         assert!(
             c <= want / BLOCK * BLOCK,

@@ -10,10 +10,10 @@
 //!   prompt, the assistant message's 4 opening tokens, the reply), had finished: turn k's
 //!   longest finished prefix ending a message is that, `prompt_{k−1} + 4 + output_{k−1}`;
 //! - turn 1 of the very first conversation: nothing was finished (0); turn 1 of a later one
-//!   under the same system prompt: the system message, `3 + 4 + system`, as an earlier
-//!   prompt's prefill completed;
-//! - a turn resent with an edited reply: only the prompt before that reply, whose prefill
-//!   completed, had been finished;
+//!   under the same system prompt: the system message and the user message's opening,
+//!   `3 + 4 + system + 4`, as an earlier prompt's prefill completed;
+//! - a turn resent with an edited reply: the prompt before that reply, whose prefill
+//!   completed, and the reply's opening, which its finished reply began with;
 //! - a prompt that only waited and was cancelled never finished its prefill, so a later copy
 //!   of it finds only what other requests finished.
 //!
@@ -224,7 +224,7 @@ async fn script(h: &SimHandle, cache: &str) -> Vec<Checked> {
     let mut edited = b.messages.clone();
     edited[4].1 = "I edited this answer.".into();
     let branch = send(h, "b-edited", &edited, false).await;
-    let system = 3 + 4 + tokens(SYSTEM);
+    let system = 3 + 4 + tokens(SYSTEM) + 4;
     let mut expected = Vec::new();
     for (first, turns) in [(0, a.turns), (system, b.turns)] {
         let mut finished = first;
@@ -234,8 +234,9 @@ async fn script(h: &SimHandle, cache: &str) -> Vec<Checked> {
             finished = next;
         }
     }
-    // The edited turn: the second turn's prompt (its prefill completed) and no further.
-    expected.push((expected[4].1.prompt_tokens, branch));
+    // The edited turn: the second turn's prompt (its prefill completed) and the assistant
+    // message's opening (its finished reply began so), no further.
+    expected.push((expected[4].1.prompt_tokens + 4, branch));
     let ids: Vec<String> = expected.iter().map(|(_, t)| t.id.clone()).collect();
     let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
     let truth = truth(h, &ids).await;
@@ -351,7 +352,8 @@ async fn a_prompt_cancelled_before_its_prefill_was_never_finished() {
     let again = send(&h, "again", &messages, false).await;
     let t = truth(&h, &["again"]).await;
     let r = t.request("again").unwrap();
-    // The busy request's prompt shares the system message; the cancelled one's never counted.
-    assert_eq!(r.finished_prefix_tokens, Some(3 + 4 + tokens(SYSTEM)));
+    // The busy request's prompt shares the system message and the user message's opening;
+    // the cancelled one's never counted.
+    assert_eq!(r.finished_prefix_tokens, Some(3 + 4 + tokens(SYSTEM) + 4));
     assert_eq!(r.cached_tokens, Some(again.cached_tokens));
 }

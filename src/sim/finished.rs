@@ -2,17 +2,17 @@
 //! sequences its prefix cache was handed (a chat prompt once its prefill completed, and a
 //! finished chat reply as the next turn renders it), kept without the cache's capacity, blocks
 //! or eviction. A request's trace says how long a prefix of its prompt, cut where a message's
-//! content ends, had been finished when it arrived ([`super::truth::SimRequestTrace`]'s
-//! `finished_prefix_tokens`); its `cached_tokens` say what the cache still held of it, so the
-//! gap between them is what eviction cost.
+//! content ends or where a message's opening tokens end, had been finished when it arrived
+//! ([`super::truth::SimRequestTrace`]'s `finished_prefix_tokens`); its `cached_tokens` say what
+//! the cache still held of it, so the gap between them is what eviction cost.
 //!
-//! A sequence is remembered by marks: a hash of its token ids up to each place a message
-//! opens in it, and up to its end. A later prompt's prefix that ends a message's content is
-//! followed there by the next message's opening (or is the whole prompt), so it equals a
-//! finished sequence's start exactly when it equals the sequence up to one of those places,
-//! and one set of hashes answers for every place a prompt can be cut. The one prefix it cannot
-//! see: a message whose content stops inside a finished sequence's content for that message
-//! (a reply resent cut short), which counts only up to the message before.
+//! A sequence is remembered by marks: a hash of its token ids up to each place a message opens
+//! in it, up to the end of each message's opening, and up to its end. A later prompt's prefix
+//! cut at one of those places equals a finished sequence's start exactly when it equals the
+//! sequence up to the same place, so one set of hashes answers for every place a prompt can be
+//! cut. Content tokens are not cut inside: a prompt whose message content begins as a finished
+//! one's did (a reply resent cut short, a task that begins with the same words) counts only up
+//! to that message's opening.
 
 use std::collections::HashSet;
 
@@ -23,17 +23,24 @@ use super::tokenizer::MESSAGE_START;
 /// new marks is forgotten, and a later prompt that shares it reads low.
 pub const MARKS_KEPT: usize = 1 << 20;
 
-/// The places of chat `ids` (as [`super::tokenizer::chat_ids`] renders them) where a message's
-/// content ends: before each message's opening but the first, and the end. None when `ids`
-/// hold no message.
-fn content_ends(ids: &[u32]) -> impl Iterator<Item = usize> + '_ {
-    let opens = ids
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| **t == MESSAGE_START)
-        .map(|(i, _)| i);
-    let any = ids.contains(&MESSAGE_START);
-    opens.skip(1).chain(any.then_some(ids.len()))
+/// The places of chat `ids` (as [`super::tokenizer::chat_ids`] renders them) where a prompt
+/// may be cut: where a message's content ends (before each message's opening but the first,
+/// and the end), and where each message's opening ends, in order. None when `ids` hold no
+/// message.
+fn cuts(ids: &[u32]) -> Vec<usize> {
+    let open = super::tokenizer::CHAT_TOKENS_PER_MESSAGE as usize;
+    let mut out = Vec::new();
+    for (i, _) in ids.iter().enumerate().filter(|(_, t)| **t == MESSAGE_START) {
+        if !out.is_empty() {
+            out.push(i);
+        }
+        out.push((i + open).min(ids.len()));
+    }
+    if !out.is_empty() {
+        out.push(ids.len());
+    }
+    out.dedup();
+    out
 }
 
 /// A place in a chat's ids where a message's content ends, and the hash of the ids before it.
@@ -45,7 +52,7 @@ pub fn marks(ids: &[u32]) -> Vec<Mark> {
     let mut out = Vec::new();
     let mut h: u64 = 0x243f_6a88_85a3_08d3;
     let mut at = 0;
-    for p in content_ends(ids) {
+    for p in cuts(ids) {
         for &t in &ids[at..p] {
             h = mix(h ^ u64::from(t));
         }
@@ -107,9 +114,10 @@ mod tests {
         assert_eq!(f.longest(&marks(&turn1)), 0);
         f.insert(&marks(&turn1));
         assert_eq!(f.longest(&marks(&turn1)), turn1.len() as u64);
-        // Another question under the same system prompt: the system message matches.
+        // Another question under the same system prompt: the system message and the user
+        // message's opening match.
         let other = chat_ids([("system", "be brief"), ("user", "something else")]);
-        assert_eq!(f.longest(&marks(&other)), 3 + 4 + 3);
+        assert_eq!(f.longest(&marks(&other)), 3 + 4 + 3 + 4);
         // The reply as the next turn renders it.
         let mut reply = turn1.clone();
         reply.extend(message_open("assistant"));
@@ -129,7 +137,7 @@ mod tests {
             ("assistant", "nothing"),
             ("user", "more"),
         ]);
-        assert_eq!(f.longest(&marks(&edited)), turn1.len() as u64);
+        assert_eq!(f.longest(&marks(&edited)), turn1.len() as u64 + 4);
         // A completions prompt holds no message.
         assert_eq!(f.longest(&marks(&ids("be brief what is here"))), 0);
     }

@@ -56,14 +56,13 @@ pub struct SimRequestTrace {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_tokens: Option<u64>,
     /// When it arrived (its prompt tokenized, before the engine had it): its prompt's longest
-    /// prefix, cut where a message's content ends (the system message's included), that
+    /// prefix, cut where a message's content or its opening tokens end, that
     /// equals the start of a sequence the simulator had finished, a prompt whose prefill had
     /// completed or a reply as the next turn renders it (its prompt, the assistant message's
     /// opening, the reply); 0 for none. Not bounded by the cache's capacity or blocks: what it
     /// had finished, not what it still holds (that is `cached_tokens`), up to
-    /// [`super::finished::MARKS_KEPT`] (the module says what it cannot see). `cached_tokens`
-    /// may exceed it by a few tokens: the cache matches 16-token blocks, and a block can run on
-    /// into the next message's opening. Chat requests with the prefix cache on only: none for
+    /// [`super::finished::MARKS_KEPT`] (the module says what it cannot see). Chat requests with
+    /// the prefix cache on only: none for
     /// completions and `/generate`, or with the cache off. Images take no tokens in the
     /// simulated template's ids, so with images it counts text and template tokens only, as
     /// `cached_tokens` does.
