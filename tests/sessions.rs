@@ -242,5 +242,31 @@ fn a_cache_too_small_for_the_waiting_sessions_loses_what_they_had() {
     assert_eq!(total("cached_tokens"), cached);
     assert_eq!(total("cache_ceiling_tokens"), ceiling);
     assert!(cached < ceiling);
+    // The finding says the same sums, level by level.
+    for l in levels {
+        let label = format!("3-turn sessions, C={}", l["concurrency"]);
+        let f = v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"] == "sessions_cache" && f["levels"][0] == label.as_str())
+            .unwrap_or_else(|| panic!("no sessions_cache finding for {label}"));
+        assert_eq!(
+            f["values"]["cached_tokens"],
+            l["cached_tokens"].as_f64().unwrap()
+        );
+        assert_eq!(
+            f["values"]["cache_ceiling_tokens"],
+            l["cache_ceiling_tokens"].as_f64().unwrap()
+        );
+        let text = f["text"].as_str().unwrap();
+        assert!(
+            text.contains(&format!(
+                "served {} prompt tokens of the {}",
+                l["cached_tokens"], l["cache_ceiling_tokens"]
+            )),
+            "{text}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -14,6 +14,7 @@ pub(super) fn findings(s: &RunSummary) -> Vec<Finding> {
     let mut out = Vec::new();
     out.extend(energy(s));
     out.extend(multi_turn(s));
+    out.extend(sessions_cache(s));
     out.extend(reasoning(s));
     out.extend(baseline(s));
     out
@@ -191,6 +192,32 @@ fn multi_turn(s: &RunSummary) -> Vec<Finding> {
             }
             text.push('.');
             Some(Finding::new("multi_turn_cache", text, &[l]).value("cache_hit_rate", Some(share)))
+        })
+        .collect()
+}
+
+/// Each session level's prefix cache against its ceiling: what it served of what the sessions
+/// had finished (docs/metrics.md "Agent sessions").
+fn sessions_cache(s: &RunSummary) -> Vec<Finding> {
+    s.sessions
+        .iter()
+        .filter(|l| measured(l))
+        .filter_map(|l| {
+            let x = l.stats.as_ref()?.scalars.session.as_ref()?;
+            let (cached, ceiling) = (x.cached_tokens?, x.cache_ceiling_tokens?);
+            let share = (ceiling > 0).then(|| cached as f64 / ceiling as f64)?;
+            let text = format!(
+                "{}: the prefix cache served {cached} prompt tokens of the {ceiling} the sessions had finished before each turn ({:.1} %); {} lost to eviction or the cache's blocks.",
+                l.label(),
+                share * 100.0,
+                ceiling.saturating_sub(cached)
+            );
+            Some(
+                Finding::new("sessions_cache", text, &[l])
+                    .value("cached_tokens", Some(cached as f64))
+                    .value("cache_ceiling_tokens", Some(ceiling as f64))
+                    .value("cache_share_of_ceiling", Some(share)),
+            )
         })
         .collect()
 }
