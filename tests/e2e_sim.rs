@@ -394,11 +394,13 @@ async fn chat_and_sglang_native_backends_count_exactly() {
         // Two tokens a step, one event a step. A chunk is a delivery: where the client was
         // descheduled for longer than a step (a loaded machine), two events reach it in one read
         // and make one chunk of 4, and the level counts that delivery as holding several events.
+        // A token event read together with the stream's closing events (its usage, `[DONE]`)
+        // is a delivery of several events too, of the same tokens: tokens a chunk stay 2.
         let share = sc.multi_event_delivery_share.unwrap_or(0.0);
         if share == 0.0 {
             assert_eq!(sc.accept_length_client, Some(2.0), "{backend:?}");
         } else {
-            assert!(sc.accept_length_client.unwrap() > 2.0, "{backend:?}");
+            assert!(sc.accept_length_client.unwrap() >= 2.0, "{backend:?}");
         }
         // The chat template adds tokens; the warmup learned how many, so prompts still total 100.
         assert_eq!(sc.mean_input_tokens, Some(100.0), "{backend:?}");
