@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use servetop::metrics::RequestRecord;
-use servetop::sim::SimRequestTrace;
+use servetop::sim::{SimRequestTrace, SimTruth};
 
 mod run_files;
 mod sim_child;
@@ -85,6 +85,18 @@ fn run(url: &str, dir: &Path) {
     );
 }
 
+/// The plan run against a simulator started with `sim_args`: the run directory, the
+/// simulator's record and servetop's records.
+fn ran(sim_args: &[&str], name: &str) -> (PathBuf, SimTruth, Vec<RequestRecord>) {
+    let (child, url) = sim_child::spawn(sim_args, &[]);
+    let _child = sim_child::KillOnDrop(child);
+    let dir = scratch(name);
+    run(&url, &dir);
+    let truth = sim_truth::fetch(&url);
+    let recs = request_records(&dir);
+    (dir, truth, recs)
+}
+
 /// Each measured record with the simulator's record of it, by session and turn (from 1).
 fn turns<'a>(
     recs: &'a [RequestRecord],
@@ -117,13 +129,8 @@ fn ceiling_by_hand(
 
 #[test]
 fn every_turn_is_held_to_the_simulators_record() {
-    let (child, url) = sim_child::spawn(&[], &[]);
-    let _child = sim_child::KillOnDrop(child);
-    let dir = scratch("large");
-    run(&url, &dir);
-    let truth = sim_truth::fetch(&url);
+    let (dir, truth, recs) = ran(&[], "large");
     let ids = sim_truth::by_id(&truth);
-    let recs = request_records(&dir);
     let all = turns(&recs, &ids);
     assert_eq!(
         all.len() as u64,
@@ -205,13 +212,8 @@ fn every_turn_is_held_to_the_simulators_record() {
 fn a_cache_too_small_for_the_waiting_sessions_loses_what_they_had() {
     // Room for about one session's context: three users waiting on their tools evict each
     // other's, so later turns find less than their ceiling.
-    let (child, url) = sim_child::spawn(&["--kv-capacity-tokens", "600"], &[]);
-    let _child = sim_child::KillOnDrop(child);
-    let dir = scratch("small");
-    run(&url, &dir);
-    let truth = sim_truth::fetch(&url);
+    let (dir, truth, recs) = ran(&["--kv-capacity-tokens", "600"], "small");
     let ids = sim_truth::by_id(&truth);
-    let recs = request_records(&dir);
     let all = turns(&recs, &ids);
     let (mut lost, mut cached, mut ceiling) = (0, 0, 0);
     for (&key, &(r, s)) in &all {
