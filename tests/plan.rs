@@ -29,6 +29,7 @@ fn the_plan_comes_first_and_names_what_does_not_fit() {
     let _ = std::fs::remove_dir_all(&dir);
     dry_run_sends_nothing(&url);
     a_search_and_a_tune_say_their_time(&url);
+    sessions_say_their_time_with_their_tool_waits(&url);
     the_plan_comes_before_the_warmup(&url, &dir);
     many_levels_are_said_headless(&url, &dir);
     an_earlier_run_is_the_next_plans_basis(&url, &dir);
@@ -199,6 +200,44 @@ fn a_search_and_a_tune_say_their_time(url: &str) {
     let (full, early) = (search_s((2.0, 16.0)), search_s((1.0, 16.0)));
     let low = 4.0 * 3.0 * fast + full.0 + 3.0 * early.0;
     let high = 4.0 * 3.0 * slow + full.1 + 3.0 * early.1;
+    assert_eq!(time_range(plan), (in_words(low), in_words(high)), "{plan}");
+}
+
+/// `--sessions 2` of 4 sessions of 3 turns, 2 s tool waits: 12 requests in 6 waves of the two
+/// users, and each user's 2 sessions wait 2 s before each of their 2 later turns (8 s).
+fn sessions_say_their_time_with_their_tool_waits(url: &str) {
+    let dry = servetop(&[
+        "run",
+        "--base-url",
+        url,
+        "--concurrency",
+        "none",
+        "--long-context",
+        "none",
+        "--sessions",
+        "2",
+        "--sessions-per-level",
+        "4",
+        "--turns",
+        "3",
+        "--tool-wait",
+        "2",
+        "--input-len",
+        "100",
+        "--output-len",
+        "8",
+        "--dry-run",
+    ]);
+    let out = String::from_utf8_lossy(&dry.stdout);
+    assert!(dry.status.success(), "{out}");
+    let plan = out.lines().find(|l| l.starts_with("plan: ")).unwrap();
+    assert!(
+        plan.contains("sessions C=2 (4 sessions a level of 3 turns, tool results of 1K tokens after a tool wait of 2 s ≤ 30 s)"),
+        "{plan}"
+    );
+    let (fast, slow) = one_request_s();
+    let waits = 2.0 * 2.0 * 2.0;
+    let (low, high) = (6.0 * fast + waits, 6.0 * slow * 2f64.powf(0.75) + waits);
     assert_eq!(time_range(plan), (in_words(low), in_words(high)), "{plan}");
 }
 
