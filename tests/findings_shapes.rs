@@ -813,22 +813,52 @@ fn check_failures_and_strength(s: &RunSummary, injected: u64, judged: &mut Judge
 
 /// A disturbed level (the shape's outage, taken during the sweep's second level) is measured as one, and every finding
 /// resting on it says so; no other level is disturbed.
-fn check_disturbed(s: &RunSummary, down_unix_ms: i64, judged: &mut Judged) {
+fn check_disturbed(s: &RunSummary, (down_unix_ms, back_unix_ms): (i64, i64), judged: &mut Judged) {
     // The level the outage came in, by the test's own clock: the one running when the server
-    // went away (the sweep's second, unless a busy machine let it finish first), else the next
-    // to start, which found the server gone.
-    let running = s.levels().find(|l| {
-        l.started_at_unix_ms.is_some_and(|a| a <= down_unix_ms)
-            && l.finished_at_unix_ms.is_some_and(|b| down_unix_ms < b)
-    });
+    // came back, which was waiting for it. That is the sweep's second, unless its last requests
+    // were cut when the server went away and it ended during the outage: the next level then
+    // started and found the server gone. Else the one running when it went away, else the next
+    // to start.
+    let running_at = |t: i64| {
+        s.levels().find(|l| {
+            l.started_at_unix_ms.is_some_and(|a| a <= t)
+                && l.finished_at_unix_ms.is_some_and(|b| t < b)
+        })
+    };
+    let running = running_at(back_unix_ms).or_else(|| running_at(down_unix_ms));
     let next = s
         .levels()
         .filter(|l| l.started_at_unix_ms.is_some_and(|a| a >= down_unix_ms))
         .min_by_key(|l| l.started_at_unix_ms);
-    let hit = running
+    let hit_level = running
         .or(next)
-        .unwrap_or_else(|| panic!("no level ran when the server went away"))
-        .label();
+        .unwrap_or_else(|| panic!("no level ran when the server went away"));
+    let hit = hit_level.label();
+    let outage_of = |l: &LevelSummary| l.stats.as_ref().map_or(0.0, |st| st.scalars.outage_s);
+    if outage_of(hit_level) == 0.0 {
+        // Its requests all ended as the server went away (streams cut, or refused with an HTTP
+        // status while it shut down) and none of them tried to connect while it was gone: the
+        // level saw failures, not an outage. Then it must count them, and no level may claim
+        // an outage it did not see.
+        let failed: u64 = hit_level
+            .stats
+            .as_ref()
+            .map_or(0, |st| st.scalars.failures.values().map(|f| f.count).sum());
+        assert!(
+            failed > 0,
+            "{hit} lost its server for over a second, but shows neither an outage nor a failure"
+        );
+        for l in s.levels() {
+            assert!(
+                outage_of(l) == 0.0,
+                "{} has an outage it did not see",
+                l.label()
+            );
+        }
+        assert!(find(s, "outage").is_none(), "an outage no level saw");
+        judged.add("outage seen as failures");
+        return;
+    }
     for l in s.levels() {
         let out = l.stats.as_ref().map_or(0.0, |st| st.scalars.outage_s);
         if l.label() == hit {
@@ -877,8 +907,8 @@ fn check_disturbed(s: &RunSummary, down_unix_ms: i64, judged: &mut Judged) {
 
 /// Takes the shape's simulator away during the sweep's second level (level 1) for its outage, then serves
 /// again on the same address; the handle returned is the one serving at the end, with when
-/// (Unix ms) the server went away.
-async fn outage(h: sim::SimHandle, shape: &Shape) -> (sim::SimHandle, i64) {
+/// (Unix ms) the server went away and came back.
+async fn outage(h: sim::SimHandle, shape: &Shape) -> (sim::SimHandle, (i64, i64)) {
     let t = std::time::Instant::now();
     let under_way = |h: &sim::SimHandle| {
         h.log
@@ -906,7 +936,8 @@ async fn outage(h: sim::SimHandle, shape: &Shape) -> (sim::SimHandle, i64) {
     let down = servetop::telemetry::now_unix_ms();
     drop(h);
     tokio::time::sleep(std::time::Duration::from_secs_f64(shape.outage_s)).await;
-    (sim::start(shape.sim(), addr).await.unwrap(), down)
+    let back = sim::start(shape.sim(), addr).await.unwrap();
+    (back, (down, servetop::telemetry::now_unix_ms()))
 }
 
 /// Runs one shape and checks it; the check's panic message names the seed and the shape.
@@ -919,14 +950,14 @@ async fn one(shape: Shape) -> Judged {
         // The simulator's record is cut by the outage: only what the outage is about is
         // checked.
         let run = tokio::spawn(sim_run::finished(shape.plan(&h.url())));
-        let (back, down_unix_ms) = outage(h, &shape).await;
+        let (back, window) = outage(h, &shape).await;
         let session = run.await.unwrap();
         back.stop();
         let mut judged = Judged::default();
         judged.add("outage shapes");
         let s = &session.summary;
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            check_disturbed(s, down_unix_ms, &mut judged);
+            check_disturbed(s, window, &mut judged);
         }));
         return report(&shape, s, outcome, judged);
     }
