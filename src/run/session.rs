@@ -65,18 +65,6 @@ pub struct Session {
     idle_power: (f64, u64),
 }
 
-/// A level kind's name in files (`sweep`, `long_context`, …).
-fn level_kind_name(k: LevelKind) -> &'static str {
-    match k {
-        LevelKind::Sweep => "sweep",
-        LevelKind::LongContext => "long_context",
-        LevelKind::Rate => "rate",
-        LevelKind::MultiTurn => "multi_turn",
-        LevelKind::Trace => "trace",
-        LevelKind::Sessions => "sessions",
-    }
-}
-
 /// Server log lines a session keeps for the Log tab.
 const SERVER_LOG_LINES: usize = 200;
 
@@ -109,7 +97,7 @@ impl Session {
     pub fn prometheus(&self) -> crate::export::prometheus::PageState<'_> {
         let level = self.current.and_then(|i| {
             let l = self.summary.level(i)?;
-            Some((i, level_kind_name(l.kind), l.label()))
+            Some((i, l.kind.name(), l.label()))
         });
         crate::export::prometheus::PageState {
             fold: &self.prom,

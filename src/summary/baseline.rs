@@ -154,7 +154,7 @@ impl LevelKey {
     /// same measurement.
     pub fn differences(&self, other: &LevelKey) -> Vec<KeyDifference> {
         if self.kind != other.kind {
-            return KeyDifference::of("kind", &kind_name(self.kind), &kind_name(other.kind))
+            return KeyDifference::of("kind", &self.kind.name(), &other.kind.name())
                 .into_iter()
                 .collect();
         }
@@ -256,18 +256,6 @@ pub fn level_differences(
 /// A value, or `none`.
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or_else(|| "none".into(), |v| v.to_string())
-}
-
-/// A level kind as results.json's `kind` spells it.
-fn kind_name(k: LevelKind) -> &'static str {
-    match k {
-        LevelKind::Sweep => "sweep",
-        LevelKind::LongContext => "long_context",
-        LevelKind::Rate => "rate",
-        LevelKind::MultiTurn => "multi_turn",
-        LevelKind::Trace => "trace",
-        LevelKind::Sessions => "sessions",
-    }
 }
 
 fn rate_text(r: Option<f64>) -> String {

@@ -40,6 +40,20 @@ pub enum LevelKind {
     Sessions,
 }
 
+impl LevelKind {
+    /// The kind as results.json's `kind` spells it (`sweep`, `long_context`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            LevelKind::Sweep => "sweep",
+            LevelKind::LongContext => "long_context",
+            LevelKind::Rate => "rate",
+            LevelKind::MultiTurn => "multi_turn",
+            LevelKind::Trace => "trace",
+            LevelKind::Sessions => "sessions",
+        }
+    }
+}
+
 /// One planned level.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LevelSpec {
