@@ -932,7 +932,7 @@ type Judged = (f64, f64, [[f64; 3]; 2]);
 /// judged probes' goodput and each metric's (p90, low end, high end).
 fn searched() -> (servetop::summary::RunSummary, Vec<Judged>) {
     use servetop::metrics::{MetricCheck, Slo, SloCheck};
-    use servetop::workload::search::RateProbe;
+    use servetop::workload::search::{Probe, ProbeAt};
     let app = fixtures::mid_search();
     let mut s = app.session.summary.clone();
     let search = s.search.as_mut().unwrap();
@@ -972,18 +972,14 @@ fn searched() -> (servetop::summary::RunSummary, Vec<Judged>) {
             metrics,
         }
     };
-    let probe =
-        |step: u32, rate: f64, goodput: f64, check: Option<SloCheck>, cut: bool| RateProbe {
-            level: step,
-            step,
-            request_rate: rate,
-            requests: 100,
-            achieved_request_rate: Some(rate),
-            request_throughput: Some(rate),
-            goodput: Some(goodput),
-            check,
-            interrupted: cut,
-        };
+    let probe = |step: u32, rate: f64, goodput: f64, check: Option<SloCheck>, cut: bool| Probe {
+        achieved_request_rate: Some(rate),
+        request_throughput: Some(rate),
+        goodput: Some(goodput),
+        check,
+        interrupted: cut,
+        ..Probe::new(step, step, ProbeAt::Rate { request_rate: rate }, 100)
+    };
     search.probes = judged
         .iter()
         .enumerate()

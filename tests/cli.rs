@@ -269,7 +269,7 @@ const BAD_INPUTS: [(&[&str], &str); 40] = [
             "--search",
             "speed",
         ],
-        "--search 'speed': the only search is 'rate'",
+        "--search 'speed': the searches are 'rate' and 'concurrency'",
     ),
     (
         &[
@@ -280,8 +280,10 @@ const BAD_INPUTS: [(&[&str], &str); 40] = [
             "tpot:50",
             "--search",
             "concurrency",
+            "--sessions",
+            "2,4",
         ],
-        "--search concurrency is not implemented yet",
+        "--search concurrency picks the users of each session level: give --sessions one number, its first probe",
     ),
     (
         &[
@@ -295,7 +297,7 @@ const BAD_INPUTS: [(&[&str], &str); 40] = [
             "--request-rate",
             "1,2",
         ],
-        "--search rate picks its own request rates",
+        "--search rate picks its own levels",
     ),
     (
         &[

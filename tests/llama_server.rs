@@ -747,8 +747,8 @@ async fn speculative_decoding_known_answers() {
         return;
     };
     let _turn = SERIAL.lock().await;
-    let (_, low_server, low_client) = speculative_known_answer(&p, 1.5).await;
-    let (_, high_server, high_client) = speculative_known_answer(&p, 3.0).await;
+    let (_, low_server, low_client) = Box::pin(speculative_known_answer(&p, 1.5)).await;
+    let (_, high_server, high_client) = Box::pin(speculative_known_answer(&p, 3.0)).await;
     // More acceptance, longer accept lengths, on both sides.
     assert!(high_server > low_server + 1.0);
     assert!(high_client > low_client + 0.8);

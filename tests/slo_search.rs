@@ -80,7 +80,7 @@ fn probes_are_rate_levels(
     assert_eq!(session.summary.rates.len(), s.probes.len());
     for p in &s.probes {
         let l = session.summary.level(p.level).unwrap();
-        assert_eq!(l.request_rate(), Some(p.request_rate));
+        assert_eq!(l.request_rate(), p.at.rate());
         assert_eq!(l.slo.as_ref(), p.check.as_ref(), "probe {}", p.step);
         let c = p.check.as_ref().unwrap();
         assert_eq!(
@@ -91,14 +91,14 @@ fn probes_are_rate_levels(
         // Far above the edge the verdict is a certain fail (a simulator slowed by a busy
         // machine serves less, never more); below it, what the server did decides
         // ([`verdicts_are_the_servers`]).
-        if p.request_rate > 1.1 * truth {
-            assert!(!c.meets && c.certain, "probe at {} req/s", p.request_rate);
+        if p.at.value() > 1.1 * truth {
+            assert!(!c.meets && c.certain, "probe at {} req/s", p.at.value());
         }
         // Bisection: a pass is at or below the answer, a fail at or above the bracket's top.
         if c.meets {
-            assert!(p.request_rate <= pass);
+            assert!(p.at.value() <= pass);
         } else {
-            assert!(p.request_rate >= fail);
+            assert!(p.at.value() >= fail);
         }
     }
 }
@@ -135,7 +135,7 @@ fn verdicts_are_the_servers(
             (got - want).abs() <= tol + want * 1e-3,
             "probe {} at {:.3} req/s: TPOT p90 {got:.3} ms, the server's {want:.3} ms (± {tol:.3})",
             p.step,
-            p.request_rate
+            p.at.value()
         );
         let c = p.check.as_ref().unwrap();
         if want < TPOT_LIMIT_MS - tol {
@@ -161,7 +161,7 @@ fn print_probes(s: &servetop::workload::search::SearchSummary) {
         eprintln!(
             "probe {} · {:.3} req/s (sent {:.2}) · goodput {:.2} · {} · {}",
             p.step,
-            p.request_rate,
+            p.at.value(),
             p.achieved_request_rate.unwrap_or(f64::NAN),
             p.goodput.unwrap_or(f64::NAN),
             c.verdict(),
@@ -249,7 +249,7 @@ async fn rate_search_finds_the_tpot_capacity_within_its_precision() {
         .scalars
         .request_throughput;
     assert!((bound - measured).abs() < 1e-9);
-    assert!((s.probes[0].request_rate - bound).abs() < 1e-9);
+    assert!((s.probes[0].at.value() - bound).abs() < 1e-9);
 
     probes_are_rate_levels(&session, s, truth);
 

@@ -103,7 +103,7 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         RunConfig {
             concurrency: Vec::new(),
             long_context: Vec::new(),
-            ..cfg
+            ..search_in_sessions(cfg, a.slo.search_probe_concurrency.is_some())?
         }
     } else {
         cfg
@@ -137,33 +137,82 @@ fn search_config(a: &RunArgs) -> Result<Option<crate::workload::search::SearchCo
     let Some(target) = a.slo.search.as_deref() else {
         return Ok(None);
     };
-    match target.trim() {
-        "rate" => {}
-        "concurrency" => {
-            return Err(
-                "--search concurrency is not implemented yet; use --search rate (with --max-concurrency to cap it)"
-                    .into(),
-            );
+    let base = match target.trim() {
+        "rate" => crate::workload::search::SearchConfig::rate(),
+        "concurrency" => crate::workload::search::SearchConfig::concurrency(),
+        other => {
+            return Err(format!(
+                "--search '{other}': the searches are 'rate' and 'concurrency'"
+            ));
         }
-        other => return Err(format!("--search '{other}': the only search is 'rate'")),
-    }
+    };
     if !a.plan.request_rate.0.is_empty() {
-        return Err(
-            "--search rate picks its own request rates; leave out --request-rate (or run the rate sweep separately)"
-                .into(),
-        );
+        return Err(format!(
+            "--search {} picks its own levels; leave out --request-rate (or run the rate sweep separately)",
+            base.target.name()
+        ));
     }
-    Ok(Some(crate::workload::search::SearchConfig {
+    let concurrency = base.target == crate::workload::search::SearchTarget::Concurrency;
+    let probe_concurrency = match (a.slo.search_probe_concurrency, a.plan.max_concurrency) {
+        (Some(c), _) => c,
+        // The concurrency search starts below its cap, so that a pass there can double.
+        (None, Some(max)) if concurrency => (max / 4).clamp(1, 64),
+        (None, Some(max)) => max,
+        (None, None) => 64,
+    };
+    let cfg = crate::workload::search::SearchConfig {
         precision: crate::workload::search::Precision::parse(&a.slo.search_precision)?,
         probe_seconds: a.slo.search_seconds,
         min_requests: a.slo.search_min_requests,
-        probe_concurrency: a
-            .slo
-            .search_probe_concurrency
-            .or(a.plan.max_concurrency)
-            .unwrap_or(64),
-        ..crate::workload::search::SearchConfig::rate()
-    }))
+        probe_concurrency,
+        max_concurrency: a.plan.max_concurrency.filter(|_| concurrency),
+        ..base
+    };
+    if let Some(max) = cfg.max_concurrency
+        && cfg.probe_concurrency > max
+    {
+        return Err(format!(
+            "--search-probe-concurrency {} is above --max-concurrency {max}, the most the concurrency search tries",
+            cfg.probe_concurrency
+        ));
+    }
+    Ok(Some(cfg))
+}
+
+/// The concurrency search with `--sessions N`: its probes are session levels, the first of N
+/// users (its one number), and the search picks the rest; no session level runs besides.
+fn search_in_sessions(mut cfg: RunConfig, probe_given: bool) -> Result<RunConfig, String> {
+    use crate::workload::search::SearchTarget;
+    let (Some(search), Some(sessions)) = (cfg.search.as_mut(), cfg.sessions.as_mut()) else {
+        return Ok(cfg);
+    };
+    if search.target != SearchTarget::Concurrency {
+        return Ok(cfg);
+    }
+    let users = match sessions.levels.as_slice() {
+        [n] => *n,
+        _ => {
+            return Err(
+                "--search concurrency picks the users of each session level: give --sessions one number, its first probe"
+                    .into(),
+            );
+        }
+    };
+    if probe_given {
+        return Err(
+            "--search concurrency --sessions N starts at N users: leave out --search-probe-concurrency"
+                .into(),
+        );
+    }
+    if search.max_concurrency.is_some_and(|max| users > max) {
+        return Err(format!(
+            "--sessions {users} is above --max-concurrency {}, the most users the search tries",
+            search.max_concurrency.unwrap_or(0)
+        ));
+    }
+    search.probe_concurrency = users;
+    sessions.levels.clear();
+    Ok(cfg)
 }
 
 /// Applies `servetop sim` flags over the chosen preset.

@@ -392,6 +392,26 @@ impl RunConfig {
         }
     }
 
+    /// The SLO search this run asks for, with the shape of its probes' requests.
+    pub fn search_plan(&self) -> Option<crate::workload::search::SearchPlan> {
+        use crate::workload::search::SearchTarget;
+        let (config, slo) = self.search.clone().zip(self.slo)?;
+        let sessions = self
+            .sessions
+            .clone()
+            .filter(|_| config.target == SearchTarget::Concurrency);
+        Some(crate::workload::search::SearchPlan {
+            config,
+            slo,
+            input_tokens: self.input_len,
+            output_tokens: self.output_len,
+            shared_prefix_tokens: self.shared_prefix_len,
+            mix: self.request_mix(),
+            open_loop: self.open_loop.clone(),
+            sessions,
+        })
+    }
+
     /// What the sweep's, rate and search levels mix into their requests.
     pub fn request_mix(&self) -> crate::workload::mix::RequestMix {
         crate::workload::mix::RequestMix {

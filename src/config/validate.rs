@@ -29,6 +29,16 @@ impl RunConfig {
         let Some(s) = &self.sessions else {
             return Ok(());
         };
+        if self
+            .search
+            .as_ref()
+            .is_some_and(|c| c.target == crate::workload::search::SearchTarget::Rate)
+        {
+            return Err(
+                "--sessions with --search rate: sessions are searched in users; use --search concurrency"
+                    .into(),
+            );
+        }
         if s.turns == 0 || s.turns > 1000 {
             return Err("--turns must be between 1 and 1000".into());
         }
@@ -40,7 +50,6 @@ impl RunConfig {
             ("--dataset", self.dataset.is_some()),
             ("--images", self.images > 0),
             ("--response-format", self.response_format.is_some()),
-            ("--search", self.search.is_some()),
         ] {
             if set {
                 return Err(format!(

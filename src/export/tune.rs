@@ -111,7 +111,7 @@ pub fn summary_md(t: &TuneRun) -> String {
         .config
         .search
         .as_ref()
-        .map_or("-".into(), |c| c.precision.describe());
+        .map_or("-".into(), |c| c.precision.describe(c.target));
     let count = |st: crate::summary::tune::ConfigStatus| {
         tune.configs.iter().filter(|c| c.status == st).count()
     };

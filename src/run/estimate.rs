@@ -11,6 +11,7 @@ use crate::summary::eta::basis::{self, Basis, Speeds};
 use crate::summary::eta::{self, Eta};
 use crate::summary::{LevelStatus, LevelSummary, RunSummary};
 use crate::workload::LevelSpec;
+use crate::workload::search::SearchTarget;
 
 /// Run directories looked at for an earlier run, newest first.
 const EARLIER_RUNS_LOOKED_AT: usize = 50;
@@ -136,22 +137,26 @@ pub fn time_part(
     eta.low_s += low;
     eta.high_s += high;
     eta.levels += 1;
-    basis::time_part(
-        &eta,
-        basis,
-        &format!(
-            "; the SLO search as its throughput probe and {}–{} rate probes of at least {} s",
-            search_probes(search).0,
-            search_probes(search).1,
-            crate::fmt::fmt_rate(search.probe_seconds)
+    let (fewest, most) = search_probes(search);
+    let seconds = crate::fmt::fmt_rate(search.probe_seconds);
+    let note = match search.target {
+        SearchTarget::Rate => format!(
+            "; the SLO search as its throughput probe and {fewest}–{most} rate probes of at least {seconds} s"
         ),
-    )
+        SearchTarget::Concurrency => {
+            format!("; the SLO search as {fewest}–{most} probes of at least {seconds} s")
+        }
+    };
+    basis::time_part(&eta, basis, &note)
 }
 
 /// The fewest and most rate probes `search` runs: one when a first probe at the rate to beat
 /// can stop it, else two (a pass and a fail), and at most its `max_probes`.
 fn search_probes(search: &crate::workload::search::SearchConfig) -> (u32, u32) {
-    let fewest = if search.beat.is_some() { 1 } else { 2 };
+    // A concurrency search starting at its cap may stop at its first probe (a pass there).
+    let alone = search.target == SearchTarget::Concurrency
+        && search.probe_concurrency >= search.concurrency_cap();
+    let fewest = if search.beat.is_some() || alone { 1 } else { 2 };
     (fewest, search.max_probes.max(fewest))
 }
 
@@ -163,6 +168,9 @@ pub fn search_s(
     basis: &Basis,
 ) -> (f64, f64) {
     use crate::workload::LevelKind;
+    if search.target == SearchTarget::Concurrency {
+        return concurrency_search_s(cfg, search, basis);
+    }
     let lengths = (cfg.input_len, cfg.output_len);
     let probe = LevelSpec::new(
         0,
@@ -185,6 +193,34 @@ pub fn search_s(
         search.probe_seconds,
         search.min_requests,
         search_probes(search),
+    )
+}
+
+/// The concurrency search's time range from `basis`: its first probe as a level, then at
+/// least one more of its seconds' worth (none, when it starts at its cap); at most its probe
+/// budget, each as long as the longer of twice its seconds (a doubled concurrency sent at the
+/// last probe's pace) and its fewest requests at one stream, the slowest it can go.
+fn concurrency_search_s(
+    cfg: &RunConfig,
+    search: &crate::workload::search::SearchConfig,
+    basis: &Basis,
+) -> (f64, f64) {
+    let Some(plan) = cfg.search_plan() else {
+        return (0.0, 0.0);
+    };
+    let seconds = search.probe_seconds;
+    let first = estimate(
+        &[plan.concurrency_probe(0, search.probe_concurrency, None)],
+        basis,
+        None,
+        false,
+    );
+    let one_stream = estimate(&[plan.concurrency_probe(0, 1, None)], basis, None, false);
+    let longest = (2.0 * seconds).max(one_stream.high_s);
+    let (fewest, most) = search_probes(search);
+    (
+        first.low_s + f64::from(fewest - 1) * seconds,
+        first.high_s + f64::from(most - 1) * longest,
     )
 }
 
@@ -250,12 +286,7 @@ pub fn plan_line(
 /// `cfg`'s SLO search as the plan line says it, if it has one.
 #[must_use]
 pub fn search_text(cfg: &RunConfig) -> Option<String> {
-    let search = cfg.search.as_ref()?;
-    let slo = cfg
-        .slo
-        .as_ref()
-        .map_or_else(String::new, crate::metrics::slo::Slo::describe);
-    Some(crate::workload::plan::search_text(search, &slo))
+    Some(crate::workload::plan::search_text(&cfg.search_plan()?))
 }
 
 /// `[time] about 12 min left for the 7 levels still to run (…)`, once a level has been

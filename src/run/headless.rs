@@ -350,10 +350,7 @@ fn search_line(s: &crate::workload::search::SearchSummary) -> Option<String> {
     use crate::fmt::fmt_rate;
     if s.status.finished() {
         let mut line = format!("[search] {}", s.headline());
-        let unsure: Vec<String> = s
-            .uncertain()
-            .map(|p| format!("{} req/s", fmt_rate(p.request_rate)))
-            .collect();
+        let unsure: Vec<String> = s.uncertain().map(|p| p.at.describe()).collect();
         if !unsure.is_empty() {
             let _ = write!(
                 line,
@@ -378,9 +375,9 @@ fn search_line(s: &crate::workload::search::SearchSummary) -> Option<String> {
             }),
         None => None,
         Some(c) => Some(format!(
-            "[search] probe {} at {} req/s: {} · goodput {} req/s · {}",
+            "[search] probe {} at {}: {} · goodput {} req/s · {}",
             last.step,
-            fmt_rate(last.request_rate),
+            last.at.describe(),
             c.verdict(),
             num(last.goodput),
             c.describe()
@@ -461,7 +458,7 @@ fn search_sweep_and_rates(out: &mut String, s: &Session, notes: &CaveatNumbers) 
             "SLO capacity search ({} in / {} out tokens; {})\n\n",
             s.summary.config.input_len,
             s.summary.config.output_len,
-            markdown::arrival_description(&s.summary.config.open_loop)
+            markdown::search_load(&s.summary, search)
         );
         out.push_str(&markdown::search_section(search));
         out.push('\n');
@@ -469,7 +466,8 @@ fn search_sweep_and_rates(out: &mut String, s: &Session, notes: &CaveatNumbers) 
     if !s.summary.sweep.is_empty() {
         let _ = write!(
             out,
-            "Concurrency sweep ({})\n\n",
+            "{} ({})\n\n",
+            markdown::sweep_heading(&s.summary),
             s.summary.config.lengths_label()
         );
         out.push_str(&markdown::with_caveats(

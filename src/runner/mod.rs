@@ -33,9 +33,9 @@ mod warmup;
 mod worker;
 
 use crate::workload::requests::{Jobs, make_request};
+pub use crate::workload::search::SearchPlan;
 use open_loop::OpenLoopCtx;
 pub use prepare::{Prepared, prepare, warmup_input};
-pub use search::SearchPlan;
 use server_watch::{ServerWatch, deliver};
 use worker::{
     BYTES_PER_TOKEN, Lane, LaneCtx, PROMPT_BYTES_AHEAD, PROMPTS_AHEAD, Queue, Worker,

@@ -33,10 +33,7 @@ impl Prepared {
     /// (restarted for, when servetop started the server; skipped, naming the flag, when not).
     pub fn plan(&self, time: &str) -> Vec<String> {
         use crate::workload::plan;
-        let search = self
-            .search
-            .as_ref()
-            .map(|s| plan::search_text(&s.config, &s.slo.describe()));
+        let search = self.search.as_ref().map(plan::search_text);
         let mut out = vec![plan::plan_line(&self.levels, search.as_deref(), time)];
         let restart = |need: u64| self.serve.as_ref()?.context_for(need);
         if let Some(tokens) = self.server.context_limit {
@@ -138,19 +135,7 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
         factory,
         levels,
         seed: cfg.seed,
-        search: cfg
-            .search
-            .clone()
-            .zip(cfg.slo)
-            .map(|(config, slo)| SearchPlan {
-                config,
-                slo,
-                input_tokens: cfg.input_len,
-                output_tokens: cfg.output_len,
-                shared_prefix_tokens: cfg.shared_prefix_len,
-                mix: cfg.request_mix(),
-                open_loop: cfg.open_loop.clone(),
-            }),
+        search: cfg.search_plan(),
         serve: None,
     })
 }
@@ -227,8 +212,15 @@ pub(super) fn nothing_fits(server: &ServerInfo, levels: &[LevelSpec]) -> Option<
 
 /// A search whose probes cannot fit the server's context is refused before it starts.
 pub(super) fn search_fits(server: &ServerInfo, cfg: &RunConfig) -> Option<String> {
-    cfg.search.as_ref()?;
-    let probe = LevelSpec::new(0, LevelKind::Rate, 0, (cfg.input_len, cfg.output_len), 1);
+    let search = cfg.search.as_ref()?;
+    let lengths = (cfg.input_len, cfg.output_len);
+    let probe = match &cfg.sessions {
+        // A session probe's last turn holds the whole session.
+        Some(s) if search.target == crate::workload::search::SearchTarget::Concurrency => {
+            crate::workload::levels::session_level_of(0, 1, s, lengths, cfg.shared_prefix_len, 1)
+        }
+        _ => LevelSpec::new(0, LevelKind::Rate, 0, lengths, 1),
+    };
     nothing_fits(server, &[probe])
 }
 

@@ -1,4 +1,6 @@
-//! Runs the SLO capacity search ([`crate::workload::search`]) as a growing plan of ordinary levels.
+//! Runs the SLO capacity search ([`crate::workload::search`]) as a growing plan of ordinary
+//! levels: the rate search's throughput probe and rate probes, or the concurrency search's
+//! closed-loop (or session) probes.
 //!
 //! Each probe is announced (`LevelAdded`, then the search state), run exactly like a planned
 //! level, and judged. The judging needs the level's numbers here, in the runner, to pick the
@@ -9,29 +11,14 @@
 //! one set of records; the runner still only sends events and never reads the UI's state.
 
 use crate::event::{self, Event};
-use crate::fmt::fmt_rate;
 use crate::metrics::{LevelAccumulator, Slo};
+use crate::workload::LevelSpec;
 use crate::workload::search::{
-    RateProbe, SearchConfig, SearchStatus, SearchSummary, ThroughputProbe, next_rate,
+    Probe, ProbeAt, SearchPlan, SearchStatus, SearchSummary, SearchTarget, ThroughputProbe,
+    next_concurrency, next_rate,
 };
-use crate::workload::{Arrival, LevelKind, LevelSpec, OpenLoop};
 
 use super::Runner;
-
-/// What the search needs besides its configuration: the SLO and the shape of its requests.
-#[derive(Clone, Debug)]
-pub struct SearchPlan {
-    pub config: SearchConfig,
-    pub slo: Slo,
-    pub input_tokens: u64,
-    pub output_tokens: u32,
-    /// Leading tokens every probe's prompts share (`--shared-prefix-len`).
-    pub shared_prefix_tokens: u64,
-    /// What the probes' requests mix in (`--range-ratio`).
-    pub mix: crate::workload::mix::RequestMix,
-    /// Burstiness, ramp-up and concurrency cap of the rate probes.
-    pub open_loop: OpenLoop,
-}
 
 /// A probe's level as the tee saw it.
 struct Observed {
@@ -45,18 +32,112 @@ impl Runner {
         self.emit(Event::Search(Box::new(s.clone())));
     }
 
-    /// The throughput probe, then bisection over rate probes until the search stops.
-    pub(super) async fn run_search(&mut self, plan: &SearchPlan) -> Result<(), String> {
-        let cfg = &plan.config;
-        let mut s = SearchSummary::new(cfg, plan.slo);
-        let mut index = self
-            .prepared
+    /// The level index after the planned levels: the search's first probe's.
+    fn first_probe_index(&self) -> u32 {
+        self.prepared
             .levels
             .iter()
             .map(|l| l.index + 1)
             .max()
-            .unwrap_or(0);
-        let spec = throughput_probe_spec(plan, index);
+            .unwrap_or(0)
+    }
+
+    /// The search `plan` asks for, until it stops.
+    pub(super) async fn run_search(&mut self, plan: &SearchPlan) -> Result<(), String> {
+        match plan.config.target {
+            SearchTarget::Rate => self.run_rate_search(plan).await,
+            SearchTarget::Concurrency => self.run_concurrency_search(plan).await,
+        }
+    }
+
+    /// Bisection over closed-loop (or session) probes until the search stops; each probe's
+    /// requests are its seconds' worth at the pace of the one before.
+    async fn run_concurrency_search(&mut self, plan: &SearchPlan) -> Result<(), String> {
+        let cfg = &plan.config;
+        let mut s = SearchSummary::new(cfg, plan.slo);
+        s.sessions = plan.sessions.is_some();
+        let mut index = self.first_probe_index();
+        let mut e2e_s = None;
+        loop {
+            let c = match next_concurrency(
+                (cfg.probe_concurrency, cfg.concurrency_cap()),
+                (s.pass_concurrency, s.fail_concurrency),
+                cfg.precision,
+                (s.probes.len() as u32, cfg.max_probes),
+            ) {
+                Ok(c) => c,
+                Err(status) => {
+                    s.status = status;
+                    self.emit_search(&s);
+                    return Ok(());
+                }
+            };
+            let spec = plan.concurrency_probe(index, c, e2e_s);
+            index += 1;
+            let at = ProbeAt::Concurrency { concurrency: c };
+            let Some(st) = self.run_probe(&mut s, &spec, at, plan).await? else {
+                return Ok(());
+            };
+            // A stream's time a request at this probe, tool waits included: the next probe's pace.
+            let t = st.scalars.request_throughput;
+            e2e_s = (t > 0.0).then(|| f64::from(c) / t).or(e2e_s);
+        }
+    }
+
+    /// Announces and runs one probe at `at`, judges it and folds its verdict into `s`; its
+    /// level's numbers, or None when the search stopped (the probe cut short, the run
+    /// cancelled).
+    async fn run_probe(
+        &mut self,
+        s: &mut SearchSummary,
+        spec: &LevelSpec,
+        at: ProbeAt,
+        plan: &SearchPlan,
+    ) -> Result<Option<crate::metrics::LevelStats>, String> {
+        s.probes.push(Probe::new(
+            spec.index,
+            s.probes.len() as u32 + 1,
+            at,
+            spec.requests,
+        ));
+        self.emit(Event::LevelAdded(spec.clone()));
+        self.emit_search(s);
+        self.emit(Event::Phase(format!(
+            "SLO search: probe {} at {}, bracket {}",
+            s.probes.len(),
+            at.describe(),
+            s.bracket(),
+        )));
+        let seen = match self.run_observed(spec, plan.slo).await {
+            Ok(o) => o,
+            Err(e) => return Err(self.stop_search(s, e)),
+        };
+        let i = s.probes.len() - 1;
+        let stats = seen.acc.stats();
+        let st = &stats.scalars;
+        let p = &mut s.probes[i];
+        p.achieved_request_rate = st.achieved_request_rate;
+        p.request_throughput = Some(st.request_throughput);
+        p.goodput = st.goodput;
+        p.check = seen.acc.slo_check();
+        // A probe cut short (quit, or skip: skip ends the search) is not a verdict.
+        p.interrupted = seen.finished != Some(false);
+        if p.interrupted || self.cancel.is_cancelled() {
+            s.status = SearchStatus::Stopped;
+            self.emit_search(s);
+            return Ok(None);
+        }
+        s.settle(i);
+        self.emit_search(s);
+        Ok(Some(stats))
+    }
+
+    /// The throughput probe, then bisection over rate probes until the search stops.
+    async fn run_rate_search(&mut self, plan: &SearchPlan) -> Result<(), String> {
+        let cfg = &plan.config;
+        let mut s = SearchSummary::new(cfg, plan.slo);
+        let mut index = self.first_probe_index();
+        let spec = plan.throughput_probe(index);
         index += 1;
         s.throughput_probe = Some(ThroughputProbe {
             level: spec.index,
@@ -101,48 +182,12 @@ impl Runner {
                     return Ok(());
                 }
             };
-            let spec = rate_probe_spec(plan, index, rate);
+            let spec = plan.rate_probe(index, rate);
             index += 1;
-            s.probes.push(RateProbe {
-                level: spec.index,
-                step: s.probes.len() as u32 + 1,
-                request_rate: rate,
-                requests: spec.requests,
-                achieved_request_rate: None,
-                request_throughput: None,
-                goodput: None,
-                check: None,
-                interrupted: false,
-            });
-            self.emit(Event::LevelAdded(spec.clone()));
-            self.emit_search(&s);
-            self.emit(Event::Phase(format!(
-                "SLO search: probe {} at {} req/s, bracket [{}, {}]",
-                s.probes.len(),
-                fmt_rate(rate),
-                s.pass_rate.map_or("-".into(), fmt_rate),
-                s.fail_rate.map_or("-".into(), fmt_rate),
-            )));
-            let seen = match self.run_observed(&spec, plan.slo).await {
-                Ok(o) => o,
-                Err(e) => return Err(self.stop_search(&mut s, e)),
-            };
-            let i = s.probes.len() - 1;
-            let st = seen.acc.stats().scalars;
-            let p = &mut s.probes[i];
-            p.achieved_request_rate = st.achieved_request_rate;
-            p.request_throughput = Some(st.request_throughput);
-            p.goodput = st.goodput;
-            p.check = seen.acc.slo_check();
-            // A probe cut short (quit, or skip: skip ends the search) is not a verdict.
-            p.interrupted = seen.finished != Some(false);
-            if p.interrupted || self.cancel.is_cancelled() {
-                s.status = SearchStatus::Stopped;
-                self.emit_search(&s);
+            let at = ProbeAt::Rate { request_rate: rate };
+            if self.run_probe(&mut s, &spec, at, plan).await?.is_none() {
                 return Ok(());
             }
-            s.settle(i);
-            self.emit_search(&s);
         }
     }
 
@@ -192,42 +237,5 @@ impl Runner {
             .await
             .map_err(|e| format!("the search lost a probe's results: {e}"))?;
         result.map(|()| seen)
-    }
-}
-
-/// The search's first level: a closed-loop probe of the most requests/s the server sustains.
-fn throughput_probe_spec(plan: &SearchPlan, index: u32) -> LevelSpec {
-    LevelSpec {
-        shared_prefix_tokens: plan.shared_prefix_tokens,
-        mix: plan.mix.clone(),
-        ..LevelSpec::new(
-            index,
-            LevelKind::Sweep,
-            plan.config.probe_concurrency,
-            (plan.input_tokens, plan.output_tokens),
-            plan.config.throughput_requests(),
-        )
-    }
-}
-
-/// A rate probe at `rate` req/s, with the run's arrival shape and cap.
-fn rate_probe_spec(plan: &SearchPlan, index: u32, rate: f64) -> LevelSpec {
-    let ol = &plan.open_loop;
-    LevelSpec {
-        arrival: Some(Arrival {
-            request_rate: rate,
-            burstiness: ol.burstiness,
-            ramp_up_s: ol.ramp_up_s,
-            max_concurrency: ol.max_concurrency,
-        }),
-        shared_prefix_tokens: plan.shared_prefix_tokens,
-        mix: plan.mix.clone(),
-        ..LevelSpec::new(
-            index,
-            LevelKind::Rate,
-            ol.max_concurrency.unwrap_or(0),
-            (plan.input_tokens, plan.output_tokens),
-            plan.config.requests_at(rate),
-        )
     }
 }

@@ -97,13 +97,20 @@ impl Runner {
     /// count of both prompts the ceiling is not worked out, and the run says so.
     async fn prime_sessions(&mut self) {
         self.template_tokens = None;
-        let Some(prefix) = self
+        let planned = self
             .prepared
             .levels
             .iter()
             .find(|l| l.kind == crate::workload::LevelKind::Sessions)
-            .map(|l| l.shared_prefix_tokens)
-        else {
+            .map(|l| l.shared_prefix_tokens);
+        // A concurrency search in sessions probes session levels.
+        let searched = self
+            .prepared
+            .search
+            .as_ref()
+            .filter(|s| s.sessions.is_some())
+            .map(|s| s.shared_prefix_tokens);
+        let Some(prefix) = planned.or(searched) else {
             return;
         };
         match self.primer(prefix).await {

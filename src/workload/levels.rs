@@ -212,8 +212,28 @@ fn chats(index: u32, mt: MultiTurn, d: &Dimensions<'_>) -> LevelSpec {
 /// A session level: `users` at once, each running sessions of `s.turns` turns whose follow-ups
 /// are the tool results, until the level has had its sessions.
 fn session_level(index: u32, users: u32, s: &Sessions, d: &Dimensions<'_>) -> LevelSpec {
+    session_level_of(
+        index,
+        users,
+        s,
+        (d.input_len, d.output_len),
+        d.shared_prefix_len,
+        s.per_level.at(users),
+    )
+}
+
+/// A session level of `sessions` sessions, `users` at once (`s` says their turns, tool results
+/// and waits), each opening with `shared_prefix` tokens every session shares.
+pub fn session_level_of(
+    index: u32,
+    users: u32,
+    s: &Sessions,
+    lengths: (u64, u32),
+    shared_prefix: u64,
+    sessions: u32,
+) -> LevelSpec {
     LevelSpec {
-        shared_prefix_tokens: d.shared_prefix_len,
+        shared_prefix_tokens: shared_prefix,
         conversation: Some(Conversation {
             turns: s.turns,
             followup_tokens: s.tool_result_len,
@@ -223,8 +243,8 @@ fn session_level(index: u32, users: u32, s: &Sessions, d: &Dimensions<'_>) -> Le
             index,
             LevelKind::Sessions,
             users,
-            (d.input_len, d.output_len),
-            s.per_level.at(users).saturating_mul(s.turns),
+            lengths,
+            sessions.saturating_mul(s.turns),
         )
     }
 }

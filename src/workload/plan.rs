@@ -96,15 +96,36 @@ pub fn plan_line(levels: &[LevelSpec], search: Option<&str>, time: &str) -> Stri
 }
 
 /// An SLO capacity search as the plan line says it: `an SLO capacity search (ttft:500 at p99):
-/// a throughput probe at C=64 (256 requests), then rate probes of 30 s (100 requests at least)`.
-pub fn search_text(search: &crate::workload::search::SearchConfig, slo: &str) -> String {
-    format!(
-        "an SLO capacity search ({slo}): a throughput probe at C={} ({} requests), then rate probes of {} s ({} requests at least)",
-        search.probe_concurrency,
-        search.throughput_requests(),
-        crate::fmt::fmt_rate(search.probe_seconds),
-        search.min_requests
-    )
+/// a throughput probe at C=64 (256 requests), then rate probes of 30 s (100 requests at least)`,
+/// or `an SLO concurrency search (tpot:50 at p90): closed-loop probes from C=16 up to C=128 at
+/// most, 30 s each (100 requests at least)`.
+pub fn search_text(plan: &crate::workload::search::SearchPlan) -> String {
+    use crate::workload::search::SearchTarget;
+    let search = &plan.config;
+    let slo = plan.slo.describe();
+    let seconds = crate::fmt::fmt_rate(search.probe_seconds);
+    match (search.target, &plan.sessions) {
+        (SearchTarget::Rate, _) => format!(
+            "an SLO capacity search ({slo}): a throughput probe at C={} ({} requests), then rate probes of {seconds} s ({} requests at least)",
+            search.probe_concurrency,
+            search.throughput_requests(),
+            search.min_requests
+        ),
+        (SearchTarget::Concurrency, None) => format!(
+            "an SLO concurrency search ({slo}): closed-loop probes from C={} up to C={} at most, {seconds} s each ({} requests at least)",
+            search.probe_concurrency,
+            search.concurrency_cap(),
+            search.min_requests
+        ),
+        (SearchTarget::Concurrency, Some(s)) => format!(
+            "an SLO search in users ({slo}): session levels from {} users up to {} at most, sessions of {} turns, tool waits {}, {seconds} s each ({} turns at least)",
+            search.probe_concurrency,
+            search.concurrency_cap(),
+            s.turns,
+            s.tool_wait.describe(),
+            search.min_requests
+        ),
+    }
 }
 
 /// The plan line without its time: `plan: 11 levels, 235 requests — sweep C=1, 4, 8 (…); …`.

@@ -1,5 +1,5 @@
 //! `servetop run`'s SLO and capacity search flags: the service-level objectives and the
-//! search for the highest request rate that meets them.
+//! search for the highest request rate, or the most concurrent requests, that meet them.
 
 use clap::Args;
 
@@ -17,12 +17,14 @@ pub struct SloArgs {
     /// The percentile a level must meet every --slo limit at (90, 99, p99.9).
     #[arg(long, value_name = "P", default_value = "90", hide_short_help = true)]
     pub slo_percentile: String,
-    /// Find the highest request rate meeting --slo.
+    /// Find the highest rate or concurrency meeting --slo.
     ///
-    /// A closed-loop throughput probe, then open-loop rate levels bisecting between a passing
-    /// and a failing rate. The search runs alone (no concurrency sweep, rate levels or
-    /// long-context ladder).
-    #[arg(long, value_name = "rate")]
+    /// rate: the highest request rate, from a closed-loop throughput probe, then open-loop rate
+    /// levels bisecting between a passing and a failing rate. concurrency: the most concurrent
+    /// requests, from closed-loop levels bisecting between a passing and a failing concurrency
+    /// (with --sessions, session levels of that many users), up to --max-concurrency. The search
+    /// runs alone (no concurrency sweep, rate levels or long-context ladder).
+    #[arg(long, value_name = "rate|concurrency")]
     pub search: Option<String>,
     /// Stop bisecting when the bracket [pass, fail] is this narrow: 5% (of the passing rate)
     /// or 0.5 (requests/s).
@@ -33,13 +35,16 @@ pub struct SloArgs {
         hide_short_help = true
     )]
     pub search_precision: String,
-    /// Seconds' worth of requests per search probe (rate × S requests).
+    /// Seconds' worth of requests per search probe (rate × S requests; a concurrency probe: S
+    /// seconds at the last probe's pace).
     #[arg(long, value_name = "S", default_value = "30", hide_short_help = true)]
     pub search_seconds: f64,
     /// Fewest measured requests per search probe, so its percentile rests on enough of them.
     #[arg(long, value_name = "N", default_value = "100", hide_short_help = true)]
     pub search_min_requests: u32,
-    /// Closed-loop workers of the search's throughput probe [default: --max-concurrency, else 64].
+    /// Closed-loop workers of the rate search's throughput probe [default: --max-concurrency,
+    /// else 64]; the concurrency search's first probe [default: a quarter of
+    /// --max-concurrency, at most 64].
     #[arg(long, value_name = "N", hide_short_help = true)]
     pub search_probe_concurrency: Option<u32>,
 }

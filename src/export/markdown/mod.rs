@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use crate::fmt::num;
 use crate::summary::{LevelSummary, RunSummary};
+use crate::workload::search::SearchTarget;
 
 mod compare;
 mod findings;
@@ -198,25 +199,58 @@ fn reasoning_section(out: &mut String, all: &[LevelSummary]) {
     }
 }
 
-/// One section for each part of the run that has levels, then warnings and the error.
-fn sections(out: &mut String, s: &RunSummary) {
-    findings::findings_section(out, s);
-    let notes = crate::summary::findings::CaveatNumbers::of(s);
-    shards::shards_section(out, s);
+/// How a search's probes load the server: the rate search's arrivals, or the concurrency
+/// search's closed loop (of users running sessions, with `--sessions`).
+pub fn search_load(s: &RunSummary, search: &crate::workload::search::SearchSummary) -> String {
+    match (search.target, &s.config.sessions) {
+        (SearchTarget::Rate, _) => arrival_description(&s.config.open_loop),
+        (SearchTarget::Concurrency, Some(x)) if search.sessions => format!(
+            "users running sessions of {} turns, tool results of {} tokens, tool waits {}",
+            x.turns,
+            x.tool_result_len,
+            x.tool_wait.describe()
+        ),
+        (SearchTarget::Concurrency, _) => "closed loop".into(),
+    }
+}
+
+/// What the closed-loop levels are: the concurrency sweep, or the concurrency search's probes.
+pub fn sweep_heading(s: &RunSummary) -> &'static str {
+    if s.search
+        .as_ref()
+        .is_some_and(|x| x.target == SearchTarget::Concurrency)
+    {
+        "Concurrency levels: the search probes, in the order they ran"
+    } else {
+        "Concurrency sweep"
+    }
+}
+
+/// The SLO search's section, when the run searched.
+fn search_part(out: &mut String, s: &RunSummary) {
     if let Some(search) = &s.search {
         let _ = writeln!(
             out,
             "\n## SLO capacity search ({} in / {} out tokens; {})\n",
             s.config.input_len,
             s.config.output_len,
-            arrival_description(&s.config.open_loop)
+            search_load(s, search)
         );
         out.push_str(&search_section(search));
     }
+}
+
+/// One section for each part of the run that has levels, then warnings and the error.
+fn sections(out: &mut String, s: &RunSummary) {
+    findings::findings_section(out, s);
+    let notes = crate::summary::findings::CaveatNumbers::of(s);
+    shards::shards_section(out, s);
+    search_part(out, s);
     if !s.sweep.is_empty() {
         let _ = writeln!(
             out,
-            "\n## Concurrency sweep ({})\n",
+            "\n## {} ({})\n",
+            sweep_heading(s),
             s.config.lengths_label()
         );
         out.push_str(&with_caveats(&notes, &sweep_table(&s.sweep), &s.sweep));

@@ -277,9 +277,28 @@ pub fn search_section(s: &crate::workload::search::SearchSummary) -> String {
             s.min_requests
         );
     }
+    let by_rate = s.target == crate::workload::search::SearchTarget::Rate;
+    if !by_rate {
+        let _ = writeln!(
+            out,
+            "Each probe: a {} level, {} s worth of requests at the last probe's pace, at least {} and two a {}.\n",
+            if s.sessions { "session" } else { "closed-loop" },
+            num(Some(s.probe_seconds)),
+            s.min_requests,
+            if s.sessions { "user" } else { "stream" },
+        );
+    }
     let metrics: Vec<&'static str> = s.slo.limits().map(|(m, _)| m).collect();
     let pct = crate::metrics::slo::fmt_pct(s.slo.percentile);
-    out.push_str("| probe | rate (req/s) | sent req/s | done req/s | goodput (req/s) | requests |");
+    out.push_str(match (by_rate, s.sessions) {
+        (true, _) => {
+            "| probe | rate (req/s) | sent req/s | done req/s | goodput (req/s) | requests |"
+        }
+        (false, false) => {
+            "| probe | concurrency | sent req/s | done req/s | goodput (req/s) | requests |"
+        }
+        (false, true) => "| probe | users | sent req/s | done req/s | goodput (req/s) | requests |",
+    });
     for m in &metrics {
         let _ = write!(out, " {} p{pct} (ms) [95 % CI] |", m.to_uppercase());
     }
@@ -294,7 +313,7 @@ pub fn search_section(s: &crate::workload::search::SearchSummary) -> String {
             out,
             "| {} | {} | {} | {} | {} | {} |",
             p.step,
-            fmt_rate(p.request_rate),
+            fmt_rate(p.at.value()),
             num(p.achieved_request_rate),
             num(p.request_throughput),
             num(p.goodput),
@@ -322,10 +341,7 @@ pub fn search_section(s: &crate::workload::search::SearchSummary) -> String {
         let _ = writeln!(out, " {} |", p.verdict());
     }
     out.push_str("\nverdict: pass when every metric's percentile is within its limit (failed requests count as misses above every limit). `?`: uncertain — the 95 % order-statistics interval of a percentile straddles its limit, so the same level run again could go the other way; run longer probes (--search-seconds) to settle it. ∞: the bound falls beyond the successful requests (too few samples above the percentile, or failures). goodput: requests/s meeting every per-request objective.\n");
-    let unsure: Vec<String> = s
-        .uncertain()
-        .map(|p| format!("{} req/s", fmt_rate(p.request_rate)))
-        .collect();
+    let unsure: Vec<String> = s.uncertain().map(|p| p.at.describe()).collect();
     if !unsure.is_empty() {
         let _ = writeln!(out, "\nUncertain verdicts: {}.", unsure.join(", "));
     }

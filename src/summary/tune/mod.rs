@@ -197,14 +197,14 @@ impl TuneConfig {
             }
             SearchStatus::NoThroughput => {
                 // The server completed nothing at the throughput probe: no capacity to rank.
-                self.fail(s.status.describe().to_string());
+                self.fail(s.status.describe(s.target).to_string());
             }
             SearchStatus::OutOfProbes
             | SearchStatus::NoPassingRate
             | SearchStatus::NoFailingRate => {
                 self.status = ConfigStatus::Measured;
                 self.capacity = s.pass_rate;
-                self.reason = Some(s.status.describe().to_string());
+                self.reason = Some(s.status.describe(s.target).to_string());
             }
             SearchStatus::Stopped | SearchStatus::Probing | SearchStatus::Searching => {
                 // Stopped by an error (a crash) is a failure; by the user, not run yet.

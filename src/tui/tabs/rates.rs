@@ -32,7 +32,7 @@ pub(super) fn rate_row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) 
     // A search probe reads `#step rate` (the rate's unit is in the header).
     let label = search.and_then(|s| s.probe_of(l.index)).map_or_else(
         || l.label(),
-        |p| format!("#{} {}", p.step, num(Some(p.request_rate))),
+        |p| format!("#{} {}", p.step, num(Some(p.at.value()))),
     );
     let mut cells = vec![
         Cell::from(label),
@@ -225,17 +225,9 @@ pub(super) fn render_rate_charts(
 /// The engine's mean KV-cache use over the level, in %.
 /// `tpot:80 at p90 · [21.97, 22.75] req/s · converged`: the SLO, the bracket, where it stands.
 pub(super) fn search_title(s: &crate::workload::search::SearchSummary) -> String {
-    let r = |x: Option<f64>| x.map_or("-".to_string(), crate::fmt::fmt_rate);
-    let state = match (s.status, s.pass_rate) {
-        (crate::workload::search::SearchStatus::Converged, Some(p)) => {
-            format!("answer {} req/s", crate::fmt::fmt_rate(p))
-        }
-        (st, _) => st.describe().to_string(),
+    let state = match (s.status, s.answer()) {
+        (crate::workload::search::SearchStatus::Converged, Some(a)) => format!("answer {a}"),
+        (st, _) => st.describe(s.target).to_string(),
     };
-    format!(
-        "{} · [{}, {}] req/s · {state}",
-        s.slo.describe(),
-        r(s.pass_rate),
-        r(s.fail_rate)
-    )
+    format!("{} · {} · {state}", s.slo.describe(), s.bracket())
 }

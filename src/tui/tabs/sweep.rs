@@ -306,11 +306,12 @@ fn row<'a>(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'a> {
         status_text,
         failed,
     } = row_basics(app, l);
-    let mut cells = vec![
-        Cell::from(l.label()),
-        Cell::from(status_text),
-        Cell::from(done),
-    ];
+    // A concurrency search's probe reads `#step C=N`.
+    let search = app.session.summary.search.as_ref();
+    let label = search
+        .and_then(|s| s.probe_of(l.index))
+        .map_or_else(|| l.label(), |p| format!("#{} {}", p.step, l.label()));
+    let mut cells = vec![Cell::from(label), Cell::from(status_text), Cell::from(done)];
     let s = stats;
     let d = s.map(|s| &s.dists);
     // With a baseline the Δ columns take the place of req/s, server accept (wide), per-stream
@@ -384,6 +385,25 @@ fn label_width(app: &App) -> u16 {
         .max()
         .unwrap_or(0);
     u16::try_from(longest.clamp(6, 24)).unwrap_or(24)
+}
+
+/// What the table holds, long and short: the sweep, the rate search's throughput probe, or the
+/// concurrency search's probes with where the search stands.
+fn table_title(app: &App) -> (String, &'static str) {
+    match &app.session.summary.search {
+        Some(s) if s.target == crate::workload::search::SearchTarget::Concurrency => (
+            format!(
+                "SLO search: concurrency probes · {}",
+                super::rates::search_title(s)
+            ),
+            "SLO search",
+        ),
+        Some(_) => (
+            "SLO search: closed-loop throughput probe".to_string(),
+            "SLO search",
+        ),
+        None => ("concurrency sweep".to_string(), "sweep"),
+    }
 }
 
 fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool) {
@@ -465,11 +485,7 @@ fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool)
         n if n > 1 => format!(" · each level {n} times, the plan over again (#2, #3…)"),
         _ => String::new(),
     };
-    let (what, short) = if app.session.summary.search.is_some() {
-        ("SLO search: closed-loop throughput probe", "SLO search")
-    } else {
-        ("concurrency sweep", "sweep")
-    };
+    let (what, short) = table_title(app);
     let lengths = app.session.summary.config.lengths_label();
     // Shorter forms before a cut word (80 columns).
     let title = crate::tui::text::first_fitting(

@@ -1,7 +1,7 @@
-//! The SLO capacity search (`--search rate`): the highest request rate at which a level still
-//! meets the SLO at its percentile.
+//! The SLO capacity search: the highest request rate (`--search rate`) or the most concurrent
+//! requests (`--search concurrency`) at which a level still meets the SLO at its percentile.
 //!
-//! It runs as a measured throughput probe followed by bisection:
+//! The rate search runs as a measured throughput probe followed by bisection:
 //! 1. a closed-loop level at a high concurrency measures the most requests/s the server
 //!    completes — no open-loop rate above that can be sustained, so it bounds the search;
 //! 2. open-loop rate levels then bisect between the highest rate known to pass and the lowest
@@ -9,11 +9,19 @@
 //!    queue grows); a pass there doubles the rate until one fails, a fail halves it until one
 //!    passes, then each probe halves the bracket until it is within the stated precision.
 //!
-//! This module is the pure part — the configuration, the next-rate rule and the report that
+//! The concurrency search bisects closed-loop levels (or, with `--sessions`, session levels of
+//! that many users) the same way over whole numbers: its first probe at the start concurrency,
+//! doubling up to its cap or halving down to 1, then halving the bracket until it is within the
+//! precision or the two ends are neighbours.
+//!
+//! This module is the pure part — the configuration, the next-probe rules and the report that
 //! results.json, summary.md, the headless printer and the dashboard read. The runner
 //! (`runner::search`) runs each probe as an ordinary level and feeds its verdict back here.
 
 use serde::{Deserialize, Serialize};
+
+mod probes;
+pub use probes::SearchPlan;
 
 use crate::fmt::fmt_rate;
 use crate::metrics::{Slo, SloCheck};
@@ -24,6 +32,18 @@ use crate::metrics::{Slo, SloCheck};
 pub enum SearchTarget {
     /// The open-loop request rate.
     Rate,
+    /// The closed-loop concurrency: requests in flight, or users with `--sessions`.
+    Concurrency,
+}
+
+impl SearchTarget {
+    /// `rate` or `concurrency`, as `--search` names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SearchTarget::Rate => "rate",
+            SearchTarget::Concurrency => "concurrency",
+        }
+    }
 }
 
 /// When the bisection may stop: the bracket `[pass, fail]` is at most this wide.
@@ -59,11 +79,14 @@ impl Precision {
         Ok(Precision::Absolute(v))
     }
 
-    /// `5 %` or `0.5 req/s`.
-    pub fn describe(self) -> String {
-        match self {
-            Precision::Relative(f) => format!("{} %", fmt_rate(f * 100.0)),
-            Precision::Absolute(a) => format!("{} req/s", fmt_rate(a)),
+    /// `5 %` or `0.5 req/s` (`2 requests` for the concurrency search).
+    pub fn describe(self, target: SearchTarget) -> String {
+        match (self, target) {
+            (Precision::Relative(f), _) => format!("{} %", fmt_rate(f * 100.0)),
+            (Precision::Absolute(a), SearchTarget::Rate) => format!("{} req/s", fmt_rate(a)),
+            (Precision::Absolute(a), SearchTarget::Concurrency) => {
+                format!("{} concurrent", fmt_rate(a))
+            }
         }
     }
 
@@ -86,8 +109,12 @@ pub struct SearchConfig {
     pub probe_seconds: f64,
     /// …but at least this many, so its percentile rests on enough requests.
     pub min_requests: u32,
-    /// Workers of the closed-loop throughput probe.
+    /// Workers of the closed-loop throughput probe; the concurrency search's first probe.
     pub probe_concurrency: u32,
+    /// The most concurrent requests (or users) the concurrency search tries (`--max-concurrency`;
+    /// None: 8× its first probe).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u32>,
     /// Most rate probes before the search stops unconverged.
     pub max_probes: u32,
     /// The rate to beat (`servetop tune`'s early stop): the first rate probe is at it, and a
@@ -105,11 +132,37 @@ impl SearchConfig {
             probe_seconds: 30.0,
             min_requests: 100,
             probe_concurrency: 64,
+            max_concurrency: None,
             max_probes: 16,
             beat: None,
         }
     }
 
+    /// The concurrency search with the rate search's defaults.
+    pub fn concurrency() -> Self {
+        Self {
+            target: SearchTarget::Concurrency,
+            ..Self::rate()
+        }
+    }
+
+    /// The highest concurrency the concurrency search may probe.
+    pub fn concurrency_cap(&self) -> u32 {
+        self.max_concurrency
+            .unwrap_or_else(|| self.probe_concurrency.saturating_mul(1 << MAX_DOUBLINGS))
+    }
+
+    /// Measured requests of a concurrency probe at `c`: `probe_seconds` worth at the rate `c`
+    /// streams reach when each takes `e2e_s` a request (the last probe's mean, when there was
+    /// one), at least `min_requests` and two a stream.
+    pub fn requests_at_concurrency(&self, c: u32, e2e_s: Option<f64>) -> u32 {
+        let floor = self.min_requests.max(c.saturating_mul(2));
+        let Some(e2e) = e2e_s.filter(|e| e.is_finite() && *e > 0.0) else {
+            return floor;
+        };
+        let worth = (self.probe_seconds * f64::from(c) / e2e).ceil();
+        (worth.min(f64::from(u32::MAX)) as u32).max(floor)
+    }
     /// Measured requests of the rate probe at `rate`.
     pub fn requests_at(&self, rate: f64) -> u32 {
         ((rate * self.probe_seconds).ceil().min(f64::from(u32::MAX)) as u32).max(self.min_requests)
@@ -156,9 +209,11 @@ pub enum SearchStatus {
     Converged,
     /// The probe budget ran out first; the bracket is as narrow as it got.
     OutOfProbes,
-    /// Even a rate far below the measured throughput failed.
+    /// Even a rate far below the measured throughput failed (a single stream, for the
+    /// concurrency search).
     NoPassingRate,
-    /// Every rate up to well above the measured throughput passed.
+    /// Every rate up to well above the measured throughput passed (every concurrency up to
+    /// the cap).
     NoFailingRate,
     /// The throughput probe completed no request; nothing to search.
     NoThroughput,
@@ -171,7 +226,16 @@ pub enum SearchStatus {
 
 impl SearchStatus {
     /// Words for the screen and the report.
-    pub fn describe(self) -> &'static str {
+    pub fn describe(self, target: SearchTarget) -> &'static str {
+        match (self, target) {
+            (SearchStatus::NoPassingRate, SearchTarget::Concurrency) => {
+                return "not even one request at a time meets the SLO";
+            }
+            (SearchStatus::NoFailingRate, SearchTarget::Concurrency) => {
+                return "every concurrency up to the cap meets the SLO";
+            }
+            _ => {}
+        }
         match self {
             SearchStatus::Probing => "measuring the throughput bound",
             SearchStatus::Searching => "bisecting",
@@ -229,6 +293,36 @@ pub fn next_rate(
     Ok(next)
 }
 
+/// The concurrency search's next probe, given its bracket so far: a concurrency, or why to
+/// stop. `start` is the first probe, `cap` the most it may try; `pass` the highest concurrency
+/// that met the SLO, `fail` the lowest that did not. Neighbours (`fail = pass + 1`) always
+/// stop it: there is nothing between them to try.
+pub fn next_concurrency(
+    (start, cap): (u32, u32),
+    (pass, fail): (Option<u32>, Option<u32>),
+    precision: Precision,
+    (probes, max_probes): (u32, u32),
+) -> Result<u32, SearchStatus> {
+    let cap = cap.max(1);
+    let next = match (pass, fail) {
+        (Some(p), Some(f))
+            if f <= p.saturating_add(1) || precision.satisfied(f64::from(p), f64::from(f)) =>
+        {
+            return Err(SearchStatus::Converged);
+        }
+        (Some(p), Some(f)) => p + (f - p) / 2,
+        (None, None) => start.clamp(1, cap),
+        (Some(p), None) if p >= cap => return Err(SearchStatus::NoFailingRate),
+        (Some(p), None) => p.saturating_mul(2).min(cap),
+        (None, Some(f)) if f <= 1 => return Err(SearchStatus::NoPassingRate),
+        (None, Some(f)) => f / 2,
+    };
+    if probes >= max_probes {
+        return Err(SearchStatus::OutOfProbes);
+    }
+    Ok(next)
+}
+
 /// The closed-loop level that bounds the search.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ThroughputProbe {
@@ -240,14 +334,59 @@ pub struct ThroughputProbe {
     pub request_throughput: Option<f64>,
 }
 
-/// One rate probe of the bisection.
+/// Where a probe ran: at a request rate (the rate search) or a concurrency (the concurrency
+/// search). In results.json its key is `request_rate` or `concurrency`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ProbeAt {
+    Rate { request_rate: f64 },
+    Concurrency { concurrency: u32 },
+}
+
+impl ProbeAt {
+    /// `21.3 req/s` or `C=8`.
+    pub fn describe(self) -> String {
+        match self {
+            ProbeAt::Rate { request_rate } => format!("{} req/s", fmt_rate(request_rate)),
+            ProbeAt::Concurrency { concurrency } => format!("C={concurrency}"),
+        }
+    }
+
+    /// The rate or the concurrency, as a number (a chart's x).
+    pub fn value(self) -> f64 {
+        match self {
+            ProbeAt::Rate { request_rate } => request_rate,
+            ProbeAt::Concurrency { concurrency } => f64::from(concurrency),
+        }
+    }
+
+    /// The request rate of a rate probe.
+    pub fn rate(self) -> Option<f64> {
+        match self {
+            ProbeAt::Rate { request_rate } => Some(request_rate),
+            ProbeAt::Concurrency { .. } => None,
+        }
+    }
+
+    /// The concurrency of a concurrency probe.
+    pub fn concurrency(self) -> Option<u32> {
+        match self {
+            ProbeAt::Concurrency { concurrency } => Some(concurrency),
+            ProbeAt::Rate { .. } => None,
+        }
+    }
+}
+
+/// One probe of the bisection.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RateProbe {
-    /// Its level index (its full statistics are with the rate levels).
+pub struct Probe {
+    /// Its level index (its full statistics are with the rate levels, or the sweep's or
+    /// session levels for the concurrency search).
     pub level: u32,
-    /// 1 for the first rate probe.
+    /// 1 for the first probe.
     pub step: u32,
-    pub request_rate: f64,
+    #[serde(flatten)]
+    pub at: ProbeAt,
     pub requests: u32,
     /// Filled in when the probe's level ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -264,7 +403,22 @@ pub struct RateProbe {
     pub interrupted: bool,
 }
 
-impl RateProbe {
+impl Probe {
+    /// A probe about to run.
+    pub fn new(level: u32, step: u32, at: ProbeAt, requests: u32) -> Self {
+        Self {
+            level,
+            step,
+            at,
+            requests,
+            achieved_request_rate: None,
+            request_throughput: None,
+            goodput: None,
+            check: None,
+            interrupted: false,
+        }
+    }
+
     /// `pass`, `fail`, `pass?`, `fail?`, `running` or `interrupted`.
     pub fn verdict(&self) -> &'static str {
         if self.interrupted {
@@ -283,12 +437,22 @@ pub struct SearchSummary {
     pub probe_seconds: f64,
     pub min_requests: u32,
     pub throughput_probe: Option<ThroughputProbe>,
-    pub probes: Vec<RateProbe>,
+    pub probes: Vec<Probe>,
     pub status: SearchStatus,
-    /// The highest rate that met the SLO: the answer.
+    /// The highest rate that met the SLO: the rate search's answer.
     pub pass_rate: Option<f64>,
     /// The lowest rate that did not.
     pub fail_rate: Option<f64>,
+    /// The most concurrent requests (users, with `--sessions`) that met the SLO: the
+    /// concurrency search's answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass_concurrency: Option<u32>,
+    /// The fewest that did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fail_concurrency: Option<u32>,
+    /// The concurrency search probed session levels (users running `--sessions`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sessions: bool,
     /// The rate to beat, when the search was asked to stop early below it (`servetop tune`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub beat: Option<f64>,
@@ -305,9 +469,15 @@ impl SearchSummary {
             min_requests: cfg.min_requests,
             throughput_probe: None,
             probes: Vec::new(),
-            status: SearchStatus::Probing,
+            status: match cfg.target {
+                SearchTarget::Rate => SearchStatus::Probing,
+                SearchTarget::Concurrency => SearchStatus::Searching,
+            },
             pass_rate: None,
             fail_rate: None,
+            pass_concurrency: None,
+            fail_concurrency: None,
+            sessions: false,
             beat: cfg.beat,
         }
     }
@@ -318,16 +488,24 @@ impl SearchSummary {
         let Some(c) = p.check.as_ref().filter(|_| !p.interrupted) else {
             return;
         };
-        let r = p.request_rate;
-        if c.meets {
-            self.pass_rate = Some(self.pass_rate.map_or(r, |x| x.max(r)));
-        } else {
-            self.fail_rate = Some(self.fail_rate.map_or(r, |x| x.min(r)));
+        match (p.at, c.meets) {
+            (ProbeAt::Rate { request_rate: r }, true) => {
+                self.pass_rate = Some(self.pass_rate.map_or(r, |x| x.max(r)));
+            }
+            (ProbeAt::Rate { request_rate: r }, false) => {
+                self.fail_rate = Some(self.fail_rate.map_or(r, |x| x.min(r)));
+            }
+            (ProbeAt::Concurrency { concurrency: n }, true) => {
+                self.pass_concurrency = Some(self.pass_concurrency.map_or(n, |x| x.max(n)));
+            }
+            (ProbeAt::Concurrency { concurrency: n }, false) => {
+                self.fail_concurrency = Some(self.fail_concurrency.map_or(n, |x| x.min(n)));
+            }
         }
     }
 
     /// The probe of level `index`, if that level is a search probe.
-    pub fn probe_of(&self, index: u32) -> Option<&RateProbe> {
+    pub fn probe_of(&self, index: u32) -> Option<&Probe> {
         self.probes.iter().find(|p| p.level == index)
     }
 
@@ -339,48 +517,82 @@ impl SearchSummary {
     }
 
     /// Probes whose verdict is not certain at the confidence level.
-    pub fn uncertain(&self) -> impl Iterator<Item = &RateProbe> {
+    pub fn uncertain(&self) -> impl Iterator<Item = &Probe> {
         self.probes
             .iter()
             .filter(|p| !p.interrupted && p.check.as_ref().is_some_and(|c| !c.certain))
     }
 
+    /// The bracket `[pass, fail]` in the search's unit: `[21.3, 22.1] req/s`, `[8, 9] concurrent`.
+    pub fn bracket(&self) -> String {
+        let (pass, fail, unit) = match self.target {
+            SearchTarget::Rate => (
+                self.pass_rate.map(fmt_rate),
+                self.fail_rate.map(fmt_rate),
+                "req/s",
+            ),
+            SearchTarget::Concurrency => (
+                self.pass_concurrency.map(|c| c.to_string()),
+                self.fail_concurrency.map(|c| c.to_string()),
+                self.unit(),
+            ),
+        };
+        format!(
+            "[{}, {}] {unit}",
+            pass.unwrap_or_else(|| "-".into()),
+            fail.unwrap_or_else(|| "-".into())
+        )
+    }
+
+    /// What the concurrency search counts: `concurrent` requests, or `users`.
+    fn unit(&self) -> &'static str {
+        if self.sessions { "users" } else { "concurrent" }
+    }
+
+    /// The answer in words, when there is one: `21.3 req/s`, `8 concurrent requests`, `8 users`.
+    pub fn answer(&self) -> Option<String> {
+        match self.target {
+            SearchTarget::Rate => self.pass_rate.map(|p| format!("{} req/s", fmt_rate(p))),
+            SearchTarget::Concurrency => self.pass_concurrency.map(|c| {
+                if self.sessions {
+                    format!("{c} user{}", if c == 1 { "" } else { "s" })
+                } else {
+                    format!("{c} concurrent request{}", if c == 1 { "" } else { "s" })
+                }
+            }),
+        }
+    }
+
     /// One line: the answer with its bracket and precision, or where the search stands.
     pub fn headline(&self) -> String {
-        let bracket = format!(
-            "[{}, {}] req/s",
-            self.pass_rate.map_or("-".into(), fmt_rate),
-            self.fail_rate.map_or("-".into(), fmt_rate)
-        );
-        match (self.status, self.pass_rate) {
+        let bracket = self.bracket();
+        let one = self.target == SearchTarget::Rate || self.pass_concurrency.is_none_or(|c| c == 1);
+        let meets = match (one, self.sessions) {
+            (true, false) => "meets",
+            (false, false) => "meet",
+            (true, true) => "meets, over all its turns,",
+            (false, true) => "meet, over all their turns,",
+        };
+        let precision = self.precision.describe(self.target);
+        let status = self.status.describe(self.target);
+        match (self.status, self.answer()) {
             (SearchStatus::StoppedEarly, _) => format!(
                 "stopped early: below {} req/s for {} (it fails at the rate to beat)",
                 self.fail_rate.map_or("-".into(), fmt_rate),
                 self.slo.describe()
             ),
-            (SearchStatus::Converged, Some(p)) => format!(
-                "{} req/s meets {} (bracket {bracket}, precision {})",
-                fmt_rate(p),
+            (SearchStatus::Converged, Some(a)) => format!(
+                "{a} {meets} {} (bracket {bracket}, precision {precision})",
                 self.slo.describe(),
-                self.precision.describe()
             ),
-            (s, Some(p)) if s.finished() => format!(
-                "{} req/s meets {} — {} (bracket {bracket}, precision {} not reached)",
-                fmt_rate(p),
+            (s, Some(a)) if s.finished() => format!(
+                "{a} {meets} {} — {status} (bracket {bracket}, precision {precision} not reached)",
                 self.slo.describe(),
-                s.describe(),
-                self.precision.describe()
             ),
-            (s, _) if s.finished() => format!(
-                "{}: {} (bracket {bracket})",
-                s.describe(),
-                self.slo.describe()
-            ),
-            (s, _) => format!(
-                "{} for {} · bracket {bracket}",
-                s.describe(),
-                self.slo.describe()
-            ),
+            (s, _) if s.finished() => {
+                format!("{status}: {} (bracket {bracket})", self.slo.describe())
+            }
+            (_, _) => format!("{status} for {} · bracket {bracket}", self.slo.describe()),
         }
     }
 }
@@ -515,6 +727,104 @@ mod tests {
         }
     }
 
+    /// Runs the concurrency rule against a server whose truth is `truth` (a probe passes
+    /// exactly when its concurrency is at or below it).
+    fn search_concurrency(
+        truth: u32,
+        (start, cap): (u32, u32),
+        precision: Precision,
+    ) -> (Vec<u32>, Option<u32>, Option<u32>, SearchStatus) {
+        let (mut pass, mut fail) = (None, None);
+        let mut tried = Vec::new();
+        loop {
+            match next_concurrency(
+                (start, cap),
+                (pass, fail),
+                precision,
+                (tried.len() as u32, 40),
+            ) {
+                Ok(c) => {
+                    tried.push(c);
+                    if c <= truth {
+                        pass = Some(c);
+                    } else {
+                        fail = Some(c);
+                    }
+                }
+                Err(s) => return (tried, pass, fail, s),
+            }
+        }
+    }
+
+    #[test]
+    fn concurrency_bisection_halves_doubles_and_stops_at_neighbours() {
+        // Truth 4 from 64: halve to a pass, then close in on whole numbers.
+        let (tried, pass, fail, s) = search_concurrency(4, (64, 512), Precision::Relative(0.05));
+        assert_eq!(tried, vec![64, 32, 16, 8, 4, 6, 5]);
+        assert_eq!((pass, fail, s), (Some(4), Some(5), SearchStatus::Converged));
+        // A pass at the start doubles up to the cap.
+        let (tried, _, _, s) = search_concurrency(1000, (64, 100), Precision::Relative(0.05));
+        assert_eq!(tried, vec![64, 100]);
+        assert_eq!(s, SearchStatus::NoFailingRate);
+        // One stream fails: nothing passes.
+        let (tried, _, _, s) = search_concurrency(0, (4, 32), Precision::Relative(0.05));
+        assert_eq!((tried, s), (vec![4, 2, 1], SearchStatus::NoPassingRate));
+        // 10 % of 40 is 4: a bracket 4 wide is enough.
+        let (_, pass, fail, s) = search_concurrency(41, (64, 512), Precision::Relative(0.1));
+        assert_eq!(s, SearchStatus::Converged);
+        assert!(fail.unwrap() - pass.unwrap() <= 4, "{pass:?} {fail:?}");
+    }
+
+    proptest::proptest! {
+        /// For any truth, start, cap and precision the concurrency search stops with the truth
+        /// in its bracket, within the precision or at neighbours, or says truly why not.
+        #[test]
+        fn concurrency_bisection_brackets_the_truth(
+            truth in 0u32..2000,
+            start in 1u32..600,
+            cap in 1u32..1200,
+            rel in proptest::option::of(0.005f64..0.3),
+            abs in 0.5f64..8.0,
+        ) {
+            let precision = rel.map_or(Precision::Absolute(abs), Precision::Relative);
+            let (tried, pass, fail, s) = search_concurrency(truth, (start, cap), precision);
+            proptest::prop_assert!(tried.iter().all(|c| (1..=cap.max(1)).contains(c)), "{tried:?}");
+            match s {
+                SearchStatus::Converged => {
+                    let (p, f) = (pass.unwrap(), fail.unwrap());
+                    proptest::prop_assert!(p <= truth && truth < f, "{p} {truth} {f}");
+                    proptest::prop_assert!(f == p + 1 || precision.satisfied(f64::from(p), f64::from(f)));
+                }
+                SearchStatus::NoPassingRate => proptest::prop_assert!(truth == 0),
+                SearchStatus::NoFailingRate => proptest::prop_assert!(truth >= cap.max(1)),
+                other => proptest::prop_assert!(false, "stopped {:?} after {:?}", other, tried),
+            }
+            proptest::prop_assert!(tried.len() <= 30, "{tried:?}");
+        }
+    }
+
+    #[test]
+    fn a_probe_says_where_it_ran_under_its_own_key() {
+        let rate = Probe::new(3, 1, ProbeAt::Rate { request_rate: 2.5 }, 100);
+        let conc = Probe::new(4, 2, ProbeAt::Concurrency { concurrency: 8 }, 100);
+        let (r, c) = (
+            serde_json::to_value(&rate).unwrap(),
+            serde_json::to_value(&conc).unwrap(),
+        );
+        assert_eq!(
+            (r["request_rate"].as_f64(), r.get("concurrency")),
+            (Some(2.5), None)
+        );
+        assert_eq!(
+            (c["concurrency"].as_u64(), c.get("request_rate")),
+            (Some(8), None)
+        );
+        let back: Probe = serde_json::from_value(c).unwrap();
+        assert_eq!(back, conc);
+        let back: Probe = serde_json::from_value(r).unwrap();
+        assert_eq!(back, rate);
+    }
+
     #[test]
     fn precision_parses_and_checks_the_bracket() {
         assert_eq!(Precision::parse("5%").unwrap(), Precision::Relative(0.05));
@@ -525,7 +835,10 @@ mod tests {
         assert!(Precision::Relative(0.05).satisfied(20.0, 21.0));
         assert!(!Precision::Relative(0.05).satisfied(20.0, 21.01));
         assert!(Precision::Absolute(0.5).satisfied(20.0, 20.5));
-        assert_eq!(Precision::Relative(0.05).describe(), "5 %");
+        assert_eq!(
+            Precision::Relative(0.05).describe(SearchTarget::Rate),
+            "5 %"
+        );
         let c = SearchConfig::rate();
         assert_eq!((c.requests_at(1.0), c.requests_at(10.0)), (100, 300));
     }
