@@ -138,6 +138,39 @@ pub async fn probe(http: &reqwest::Client, base: &str, api_key: Option<&str>) ->
     }
 }
 
+/// The engine, from its model card's owner, the `Server` header of its answer and which probes it
+/// answered.
+fn engine_of(p: &Probes, owned_by: &str, server_header: &str) -> Engine {
+    // vLLM in its development mode (VLLM_SERVER_DEV_MODE=1) serves a /server_info of its own,
+    // with its `vllm_config`: that is not SGLang's.
+    let vllm_info = p
+        .server_info
+        .as_ref()
+        .is_some_and(|v| v.get("vllm_config").is_some());
+    if owned_by == "servetop-sim" {
+        Engine::Sim
+    } else if owned_by == "vllm" || vllm_info {
+        Engine::Vllm
+    } else if owned_by == "sglang" || p.server_info.is_some() {
+        Engine::Sglang
+    } else if owned_by == "llamacpp"
+        || server_header.starts_with("llama.cpp")
+        || p.props
+            .as_ref()
+            .is_some_and(|v| v.get("default_generation_settings").is_some())
+    {
+        Engine::Llamacpp
+    } else if p
+        .tgi_info
+        .as_ref()
+        .is_some_and(|v| v.get("model_id").is_some())
+    {
+        Engine::Tgi
+    } else {
+        Engine::Unknown
+    }
+}
+
 /// Decides engine, model and context limit from the probes (pure, fixture-tested).
 pub fn identify(
     base_url: &str,
@@ -161,28 +194,7 @@ pub fn identify(
         .as_ref()
         .and_then(|(_, h)| h.as_deref())
         .unwrap_or("");
-    let engine = if owned_by == "servetop-sim" {
-        Engine::Sim
-    } else if owned_by == "sglang" || p.server_info.is_some() {
-        Engine::Sglang
-    } else if owned_by == "vllm" {
-        Engine::Vllm
-    } else if owned_by == "llamacpp"
-        || server_header.starts_with("llama.cpp")
-        || p.props
-            .as_ref()
-            .is_some_and(|v| v.get("default_generation_settings").is_some())
-    {
-        Engine::Llamacpp
-    } else if p
-        .tgi_info
-        .as_ref()
-        .is_some_and(|v| v.get("model_id").is_some())
-    {
-        Engine::Tgi
-    } else {
-        Engine::Unknown
-    };
+    let engine = engine_of(p, owned_by, server_header);
 
     let mut models: Vec<String> = cards
         .iter()
@@ -315,6 +327,26 @@ mod tests {
         assert_eq!(s.model, "Qwen/Qwen3-8B");
         assert_eq!(s.context_limit, Some(40960));
         assert!(!s.simulated);
+    }
+
+    /// vLLM started with `VLLM_SERVER_DEV_MODE=1` answers /`server_info` too (its config, its
+    /// environment): still vLLM, by its card and by that answer's shape.
+    #[test]
+    fn vllm_in_development_mode_is_not_sglang() {
+        let mut p = probes_models(
+            json!({"object":"list","data":[{"id":"tiny","object":"model","created":1,"owned_by":"vllm","root":"tiny","max_model_len":4096}]}),
+        );
+        p.server_info = Some(json!({"vllm_config":"model='tiny'","vllm_env":{},"system_env":{}}));
+        let s = identify("http://h", &p, None).unwrap();
+        assert_eq!(s.engine, Engine::Vllm);
+        assert_eq!(s.context_limit, Some(4096));
+        assert_eq!(s.reasoning_parser, None);
+        // Behind a proxy that renames the card's owner, the answer's shape still says vLLM.
+        p.models = Some((
+            json!({"object":"list","data":[{"id":"tiny","object":"model","owned_by":"proxy"}]}),
+            None,
+        ));
+        assert_eq!(identify("http://h", &p, None).unwrap().engine, Engine::Vllm);
     }
 
     #[test]
