@@ -99,6 +99,12 @@ pub enum Event {
     },
     /// The server servetop started exited during level `index`: how, with its last log lines.
     ServerCrashed { index: u32, message: String },
+    /// What asking the server to clear its prefix cache before level `level` came to
+    /// (`--reset-cache`).
+    CacheReset {
+        level: u32,
+        outcome: crate::client::CacheReset,
+    },
     /// Lines the server servetop started wrote to server.log since the last of these.
     ServerLog(Vec<String>),
     /// The server's clock against this machine's, read from its `Date` headers before a

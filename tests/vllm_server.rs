@@ -276,7 +276,13 @@ async fn a_capped_server_queues_and_the_findings_say_where() {
         return;
     }
     let _turn = SERIAL.lock().await;
-    let srv = VllmServer::start("capped", &["--max-num-seqs", "2"]);
+    // Dev mode serves POST /reset_prefix_cache, and usage says each prompt's cached tokens:
+    // `a_reset_cache_starts_each_level_cold` below uses both.
+    let srv = VllmServer::start_with_env(
+        "capped",
+        &["--max-num-seqs", "2", "--enable-prompt-tokens-details"],
+        &[("VLLM_SERVER_DEV_MODE", "1")],
+    );
     let dir = temp_run_dir("capped");
     let mut cfg = run_config(&srv.url());
     cfg.concurrency = vec![1, 2, 8];
@@ -314,6 +320,76 @@ async fn a_capped_server_queues_and_the_findings_say_where() {
         .find(|f| f.id == "saturation")
         .unwrap();
     eprintln!("{}", sat.text);
+    a_reset_cache_starts_each_level_cold(&srv).await;
+}
+
+/// Two levels whose prompts share a 256-token prefix, run twice. Without `--reset-cache` the
+/// second level's first request finds the prefix the first level left in vLLM's cache; with it,
+/// every level's first request finds nothing (vLLM's own `cached_tokens` in its usage), and each
+/// level says vLLM cleared it. Over each run, the cached tokens vLLM reported request by request
+/// add up to the growth of its prefix-cache hit counter.
+async fn a_reset_cache_starts_each_level_cold(srv: &VllmServer) {
+    let hits = "vllm:prefix_cache_hits_total";
+    let mut first_cached = Vec::new();
+    for reset in [false, true] {
+        let dir = temp_run_dir(if reset { "reset" } else { "warm" });
+        let mut cfg = run_config(&srv.url());
+        cfg.concurrency = vec![1, 2];
+        cfg.input_len = 400;
+        cfg.output_len = 8;
+        cfg.shared_prefix_len = 256;
+        cfg.requests_per_level = RequestCount::Fixed(4);
+        cfg.reset_cache = reset;
+        let before = srv.counters();
+        let s = run(cfg, &dir).await;
+        let after = srv.counters();
+        let recs = real_server::records(&dir);
+        let reported: u64 = recs.iter().filter_map(|r| r.cached_tokens).sum();
+        assert!(
+            recs.iter().all(|r| !r.is_ok() || r.cached_tokens.is_some()),
+            "vLLM with --enable-prompt-tokens-details reports cached tokens on every request"
+        );
+        assert_eq!(
+            reported as f64,
+            after.delta(&before, hits),
+            "reset {reset}: the cached tokens vLLM reported, against its hit counter"
+        );
+        let mut firsts = Vec::new();
+        for l in &s.summary.sweep {
+            // The first of the level's requests sent (at C=2 the two go together: both).
+            let level: Vec<&RequestRecord> = recs
+                .iter()
+                .filter(|r| r.level == l.index && !r.warmup)
+                .collect();
+            let first_send = level.iter().map(|r| r.send_at_us).min().unwrap();
+            let cached = level
+                .iter()
+                .filter(|r| r.send_at_us < first_send + 5_000)
+                .map(|r| r.cached_tokens.unwrap())
+                .min()
+                .unwrap();
+            firsts.push(cached);
+            match (&l.cache_reset, reset) {
+                (None, false) => {}
+                (Some(servetop::client::CacheReset::Cleared { endpoint, .. }), true) => {
+                    assert_eq!(endpoint, "/reset_prefix_cache");
+                }
+                (other, _) => panic!("{}: reset {reset}, cache_reset {other:?}", l.label()),
+            }
+        }
+        eprintln!("reset {reset}: first requests' cached tokens {firsts:?}, {reported} in all");
+        first_cached.push(firsts);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    assert!(
+        first_cached[0][1] > 0,
+        "without a reset, the second level finds the first level's prefix: {first_cached:?}"
+    );
+    assert_eq!(
+        first_cached[1],
+        [0, 0],
+        "with --reset-cache every level starts cold"
+    );
 }
 
 /// One request as a client timed it: when it was sent (`CLOCK_MONOTONIC`, s), its TTFT and E2E

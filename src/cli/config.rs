@@ -82,6 +82,7 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         no_gpu: tel.no_gpu,
         gpu_interval_s: tel.gpu_interval,
         server_wait_s: server.server_wait,
+        reset_cache: server.reset_cache,
         serve: serve_config(server),
         search,
         chat,

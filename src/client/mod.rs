@@ -6,6 +6,7 @@
 //! one event per token, the events of one speculative step are grouped into one chunk per step.
 
 pub mod bursts;
+mod cache_reset;
 pub mod detect;
 pub mod dialect;
 mod h1;
@@ -25,6 +26,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::json;
 
+pub use cache_reset::CacheReset;
 pub use detect::{Engine, ServerInfo};
 pub use dialect::{Dialect, is_context_error};
 pub use h1::STREAM_READ_BUF;

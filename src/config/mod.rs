@@ -25,6 +25,8 @@ pub enum BackendChoice {
 }
 
 /// Everything that shapes a run's measurements.
+// Its switches are independent flags of the command line, each its own bool in results.json.
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunConfig {
     /// Server root, without `/v1`.
@@ -111,6 +113,9 @@ pub struct RunConfig {
     /// Seconds to wait for a server that stopped accepting connections before aborting.
     #[serde(default = "sixty_seconds")]
     pub server_wait_s: f64,
+    /// Clear the server's prefix cache before each level (`--reset-cache`).
+    #[serde(default)]
+    pub reset_cache: bool,
     /// The SLO capacity search, run after the planned levels (none by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search: Option<SearchConfig>,
@@ -378,6 +383,7 @@ impl RunConfig {
             no_gpu: true,
             gpu_interval_s: 1.0,
             server_wait_s: 60.0,
+            reset_cache: false,
             search: None,
             serve: None,
             chat: ChatExtras::default(),

@@ -50,6 +50,17 @@ fn notice(ev: &Event) -> Notice {
             c.offset_ms, c.uncertainty_ms, c.probes
         )),
         Event::ServerCrashed { message, .. } => Notice::Warning(message.clone()),
+        Event::CacheReset { outcome, .. } => match outcome {
+            crate::client::CacheReset::Cleared { endpoint, .. } => {
+                Notice::Phase(format!("prefix cache cleared ({endpoint})"))
+            }
+            crate::client::CacheReset::NotOffered(why) => {
+                Notice::Warning(format!("--reset-cache: not cleared: {why}"))
+            }
+            crate::client::CacheReset::Failed(why) => {
+                Notice::Warning(format!("--reset-cache: failed: {why}"))
+            }
+        },
         Event::ServerStarted { launch, .. } => Notice::ServerStarted(format!(
             "[server] restarted with context {} · ready after {:.1} s: {}",
             launch.context_len.map_or("-".into(), |c| c.to_string()),

@@ -202,6 +202,7 @@ impl Session {
                     l.server_crash = Some(message);
                 }
             }
+            Event::CacheReset { level, outcome } => self.summary.note_cache_reset(level, outcome),
             Event::Sent { level, slot } => return self.sent(level, slot),
             Event::Request(r) => return self.request(r),
             Event::Outage {

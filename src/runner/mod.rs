@@ -96,6 +96,9 @@ pub struct Runner {
     /// The tokens a chat message costs beside its content on this server, measured before
     /// session levels (`warmup::prime_sessions`); None: not measured.
     template_tokens: Option<u64>,
+    /// Clear the server's prefix cache before each level (`--reset-cache`); off once the server
+    /// said it offers no way to.
+    reset_cache: std::sync::atomic::AtomicBool,
 }
 
 /// The offered request rate of an open-loop level: a rate level's, a trace's mean.
@@ -179,6 +182,7 @@ impl Runner {
             gpus: crate::telemetry::GpuProbe::of(cfg),
             clock: cfg.clock,
             template_tokens: None,
+            reset_cache: cfg.reset_cache.into(),
         }
     }
 
@@ -515,6 +519,7 @@ impl Runner {
         let level_cancel = self.cancel.child_token();
         let skip_watch = self.watch_for_skip(&level_cancel);
         tracing::info!(level = spec.index, label = %spec.label(), requests = spec.requests, "level started");
+        self.reset_cache(spec.index).await;
         self.prepared
             .client
             .prewarm(prewarm_connections(spec))

@@ -184,3 +184,20 @@ impl Runner {
         })
     }
 }
+
+impl Runner {
+    /// With `--reset-cache`, asks the server to clear its prefix cache before level `level` and
+    /// says what came of it; once the server offers no way to, it is not asked again.
+    pub(super) async fn reset_cache(&self, level: u32) {
+        use std::sync::atomic::Ordering;
+        if !self.reset_cache.load(Ordering::Relaxed) {
+            return;
+        }
+        self.emit(Event::Phase("clearing the server's prefix cache".into()));
+        let outcome = self.prepared.client.reset_prefix_cache().await;
+        if matches!(outcome, crate::client::CacheReset::NotOffered(_)) {
+            self.reset_cache.store(false, Ordering::Relaxed);
+        }
+        self.emit(Event::CacheReset { level, outcome });
+    }
+}

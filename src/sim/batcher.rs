@@ -151,6 +151,9 @@ pub struct SimLog {
     /// When `/metrics` was read, on the Unix clock (µs; the most recent `LOG_CAP`), so a
     /// test knows which moments the engine's gauges were seen at.
     pub metrics_reads: VecDeque<u64>,
+    /// When its prefix cache was flushed (`/flush_cache`), on the Unix clock (µs; the most
+    /// recent `LOG_CAP`).
+    pub cache_flushes: VecDeque<u64>,
 }
 
 impl SimLog {

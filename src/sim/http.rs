@@ -40,7 +40,7 @@ pub struct SimState {
     pub cache: Option<Arc<Mutex<PrefixCache>>>,
 }
 
-type Shared = Arc<SimState>;
+pub(super) type Shared = Arc<SimState>;
 
 /// All routes.
 pub fn router(state: Shared) -> Router {
@@ -55,7 +55,11 @@ pub fn router(state: Shared) -> Router {
         .route("/server_info", get(server_info))
         .route("/get_server_info", get(server_info))
         .route("/dcgm/metrics", get(dcgm_metrics))
-        .route("/sim/requests", get(sim_requests))
+        .route("/sim/requests", get(super::side::sim_requests))
+        .route(
+            "/flush_cache",
+            get(super::side::flush_cache).post(super::side::flush_cache),
+        )
         // Requests with images are megabytes of base64 (a 1024x1024 PNG of noise: 4 MB);
         // axum's 2 MB default would refuse them where an engine does not.
         .layer(axum::extract::DefaultBodyLimit::max(1 << 30))
@@ -95,7 +99,7 @@ async fn require_key(
     next.run(req).await
 }
 
-fn error(status: StatusCode, message: &str) -> Response {
+pub(super) fn error(status: StatusCode, message: &str) -> Response {
     // vLLM's error body shape.
     let body = json!({"object": "error", "message": message, "type": "BadRequestError", "param": null, "code": status.as_u16()});
     (status, Json(body)).into_response()
@@ -442,13 +446,6 @@ fn request_id(headers: &HeaderMap) -> Option<String> {
 }
 
 /// The simulator's record of every request it streamed ([`super::truth`]).
-async fn sim_requests(State(s): State<Shared>) -> Response {
-    match s.log.lock() {
-        Ok(l) => Json(super::truth::SimTruth::of(&l)).into_response(),
-        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "simulator log poisoned"),
-    }
-}
-
 /// The whole answer of an injected fault that answers at once (500, 429, a context error);
 /// `None` for the faults that happen mid-stream.
 fn fault_response(s: &Shared, f: FaultKind, ask: &Ask) -> Option<Response> {

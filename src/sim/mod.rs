@@ -20,6 +20,7 @@ mod http;
 pub mod images;
 mod metrics;
 pub mod prefix_cache;
+mod side;
 mod stream;
 pub mod structured;
 pub mod tokenizer;

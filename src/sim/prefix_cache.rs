@@ -87,6 +87,12 @@ impl PrefixCache {
         n
     }
 
+    /// Drops every block (SGLang's `/flush_cache`); what was finished stays finished.
+    pub fn clear(&mut self) {
+        self.used.clear();
+        self.by_age.clear();
+    }
+
     /// Holds every block of `hashes`, evicting the least recently used beyond capacity.
     pub fn insert(&mut self, hashes: &[u64]) {
         for &h in hashes {

@@ -103,6 +103,10 @@ pub struct SimTruth {
     /// a client saw its running and waiting gauges.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub metrics_reads_unix_us: Vec<u64>,
+    /// When its prefix cache was flushed (`/flush_cache`; µs since the Unix epoch), oldest
+    /// first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cache_flushes_unix_us: Vec<u64>,
 }
 
 impl SimTruth {
@@ -114,6 +118,7 @@ impl SimTruth {
             started_unix_us: log.started.map_or(0, unix_of),
             requests: log.traces.iter().cloned().collect(),
             metrics_reads_unix_us: log.metrics_reads.iter().copied().collect(),
+            cache_flushes_unix_us: log.cache_flushes.iter().copied().collect(),
         }
     }
 

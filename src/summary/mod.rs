@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 pub mod baseline;
+mod cache_reset;
 pub mod eta;
 pub mod findings;
 pub mod merge;
@@ -138,6 +139,9 @@ pub struct LevelSummary {
     /// (`server exited with code 137; last log lines: …`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_crash: Option<String>,
+    /// What clearing the server's prefix cache before this level came to (`--reset-cache`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_reset: Option<crate::client::CacheReset>,
     /// The client's tokens per chunk above 1 are delivery bursts, not speculative drafts (the
     /// server reports no speculation, or tokens per step that disagree):
     /// `accept_length_client` is then not shown as an accept length.
@@ -212,6 +216,7 @@ impl LevelSummary {
             status: LevelStatus::Waiting,
             reason: None,
             server_crash: None,
+            cache_reset: None,
             energy: crate::telemetry::energy::LevelEnergy::default(),
             client: crate::telemetry::per_level::ClientLevelStats::default(),
             raise_flag: None,

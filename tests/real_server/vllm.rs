@@ -64,6 +64,8 @@ pub fn kill_group(pid: u32, signal: &str) {
 pub struct VllmServer {
     pub name: String,
     pub args: Vec<String>,
+    /// Environment set for it besides the script's (`VLLM_SERVER_DEV_MODE=1`).
+    pub env: Vec<(String, String)>,
     pub port: u16,
     pub child: Child,
     pub watchdog: Option<Child>,
@@ -72,15 +74,25 @@ pub struct VllmServer {
 
 impl VllmServer {
     pub fn start(name: &str, args: &[&str]) -> Self {
+        Self::start_with_env(name, args, &[])
+    }
+
+    /// [`Self::start`] with `env` set for the server.
+    pub fn start_with_env(name: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
         pin_client();
         let args: Vec<String> = args.iter().map(|a| (*a).to_string()).collect();
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect();
         let port = super::free_port();
         let log =
             std::env::temp_dir().join(format!("servetop-vllm-{}-{name}.log", std::process::id()));
-        let (child, watchdog) = Self::spawn(port, &args, &log);
+        let (child, watchdog) = Self::spawn(port, &args, &env, &log);
         let s = Self {
             name: name.to_string(),
             args,
+            env,
             port,
             child,
             watchdog,
@@ -89,7 +101,12 @@ impl VllmServer {
         s.wait_healthy()
     }
 
-    pub fn spawn(port: u16, args: &[String], log: &Path) -> (Child, Option<Child>) {
+    pub fn spawn(
+        port: u16,
+        args: &[String],
+        env: &[(String, String)],
+        log: &Path,
+    ) -> (Child, Option<Child>) {
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -104,6 +121,7 @@ impl VllmServer {
             ])
             .args(args)
             .env("SERVETOP_VLLM_DIR", cache_dir())
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .process_group(0)
             .stdin(Stdio::null())
             .stdout(file.try_clone().unwrap())
@@ -170,7 +188,7 @@ impl VllmServer {
 
     /// Starts it again on the same port, without waiting for it to be healthy.
     pub fn respawn(&mut self) {
-        let (child, watchdog) = Self::spawn(self.port, &self.args, &self.log);
+        let (child, watchdog) = Self::spawn(self.port, &self.args, &self.env, &self.log);
         self.child = child;
         self.watchdog = watchdog;
     }

@@ -76,6 +76,14 @@ pub struct ServerArgs {
     /// the rest of the run is aborted.
     #[arg(long, value_name = "S", default_value = "60", hide_short_help = true)]
     pub server_wait: f64,
+    /// Clear the server's prefix cache before each level, so none starts warm.
+    ///
+    /// vLLM: POST /reset_prefix_cache (only with VLLM_SERVER_DEV_MODE=1 set for the server);
+    /// SGLang: POST /flush_cache; llama.cpp: each slot's erase (only with --slot-save-path).
+    /// Where the server offers none, the run says so and goes on.
+    #[allow(clippy::doc_markdown)] // Help text: shown as typed, not as Markdown.
+    #[arg(long, hide_short_help = true)]
+    pub reset_cache: bool,
     /// Environment variable holding the API key (sent as a Bearer token, never written).
     #[arg(
         long,
