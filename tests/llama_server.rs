@@ -753,3 +753,129 @@ async fn speculative_decoding_known_answers() {
     assert!(high_server > low_server + 1.0);
     assert!(high_client > low_client + 0.8);
 }
+
+/// `--reset-cache` on llama-server: started with `--slot-save-path` (which its slot erase needs)
+/// and `--cache-ram 0` (no host-memory copy to restore a prefix from), two session levels whose
+/// chats share a 256-token system prompt, run twice. Without the flag the second level's first
+/// turn finds the shared prompt in a slot; with it, every slot is erased before each level and
+/// each level's first turn finds nothing, by llama-server's own `cached_tokens`. Over each run
+/// those add up to the growth of its `prompt_tokens_cached_total`. Without `--slot-save-path`
+/// the run says the server offers no reset, and goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_cache_erases_every_slot() {
+    use servetop::client::CacheReset;
+    let Some(p) = paths("a_reset_cache_erases_every_slot") else {
+        return;
+    };
+    let _turn = SERIAL.lock().await;
+    let slots = temp_run_dir("slots");
+    std::fs::create_dir_all(&slots).unwrap();
+    let save = slots.to_string_lossy().to_string();
+    let srv = LlamaServer::start(
+        &p,
+        "erase",
+        &[
+            "-c",
+            "8192",
+            "-np",
+            "2",
+            "--slot-save-path",
+            &save,
+            "--cache-ram",
+            "0",
+        ],
+    );
+    let mut first_turns = Vec::new();
+    for reset in [false, true] {
+        let dir = temp_run_dir(if reset { "erased" } else { "kept" });
+        let before = Counters::read(&srv).await;
+        let s = run(erase_config(&srv.url, reset), Some(dir.clone())).await;
+        let after = Counters::read(&srv).await;
+        let recs = real_server::records(&dir);
+        let reported: u64 = recs.iter().filter_map(|r| r.cached_tokens).sum();
+        assert_eq!(
+            reported,
+            after.delta(&before, "prompt_tokens_cached_total").round() as u64,
+            "reset {reset}: the cached tokens llama-server reported, against its counter"
+        );
+        let mut firsts = Vec::new();
+        for l in &s.summary.sessions {
+            let first = recs
+                .iter()
+                .filter(|r| r.level == l.index && !r.warmup && r.turn == Some(1))
+                .min_by_key(|r| r.send_at_us)
+                .unwrap();
+            firsts.push(first.cached_tokens.unwrap());
+            match (&l.cache_reset, reset) {
+                (None, false) => {}
+                (Some(CacheReset::Cleared { endpoint, note }), true) => {
+                    assert_eq!(endpoint, "/slots/{id}?action=erase");
+                    assert!(note.as_deref().unwrap().contains("--cache-ram"), "{note:?}");
+                }
+                (other, _) => panic!("{}: reset {reset}, cache_reset {other:?}", l.label()),
+            }
+        }
+        eprintln!("reset {reset}: first turns' cached tokens {firsts:?}, {reported} in all");
+        first_turns.push(firsts);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    assert!(
+        first_turns[0][1] >= 256,
+        "without a reset, the second level finds the shared prompt: {first_turns:?}"
+    );
+    assert_eq!(
+        first_turns[1],
+        [0, 0],
+        "with --reset-cache every level starts cold"
+    );
+    drop(srv);
+
+    not_offered_without_a_slot_save_path(&p).await;
+    let _ = std::fs::remove_dir_all(&slots);
+}
+
+/// Two session levels sharing a 256-token system prompt, with or without `--reset-cache`.
+fn erase_config(url: &str, reset: bool) -> RunConfig {
+    use servetop::workload::sessions::{Sessions, ToolWait, ToolWaitDist};
+    RunConfig {
+        concurrency: vec![],
+        input_len: 400,
+        output_len: 8,
+        shared_prefix_len: 256,
+        sessions: Some(Sessions {
+            levels: vec![1, 2],
+            per_level: RequestCount::Fixed(2),
+            turns: 2,
+            tool_wait: ToolWait {
+                dist: ToolWaitDist::Fixed { s: 0.0 },
+                cap_s: None,
+            },
+            tool_result_len: 32,
+        }),
+        reset_cache: reset,
+        ..run_config(url)
+    }
+}
+
+/// Without `--slot-save-path`, llama-server answers 501: not offered, said once, not asked
+/// again, and the run goes on.
+async fn not_offered_without_a_slot_save_path(p: &Paths) {
+    use servetop::client::CacheReset;
+    let srv = LlamaServer::start(p, "no-erase", &["-c", "8192", "-np", "2"]);
+    let s = run(erase_config(&srv.url, true), None).await;
+    let l = &s.summary.sessions[0];
+    assert!(
+        matches!(&l.cache_reset, Some(CacheReset::NotOffered(why)) if why.contains("--slot-save-path")),
+        "{:?}",
+        l.cache_reset
+    );
+    assert!(s.summary.sessions[1].cache_reset.is_none());
+    assert!(
+        s.summary
+            .warnings
+            .iter()
+            .any(|w| w.contains("--reset-cache") && w.contains("--slot-save-path")),
+        "{:?}",
+        s.summary.warnings
+    );
+}
