@@ -127,6 +127,40 @@ fn ceiling_by_hand(
     before.prompt_tokens + 4 + before.tokens()
 }
 
+/// sessions.csv: a row per level and turn, its sums those of the turn's own records.
+fn csv_sums_each_turn(dir: &Path, all: &HashMap<(u32, u32), (&RequestRecord, &SimRequestTrace)>) {
+    let rows = run_files::csv(dir, "sessions.csv");
+    assert_eq!(rows.len() as u64, 2 * TURNS);
+    for row in &rows {
+        let level: u32 = row["level"].parse().unwrap();
+        let turn: u32 = row["turn"].parse().unwrap();
+        let mine: Vec<&RequestRecord> = all
+            .iter()
+            .filter(|(k, _)| k.0 / 1000 == level && k.1 == turn)
+            .map(|(_, (r, _))| *r)
+            .collect();
+        assert_eq!(mine.len() as u64, SESSIONS, "{row:?}");
+        let sum = |f: &dyn Fn(&RequestRecord) -> u64| mine.iter().map(|r| f(r)).sum::<u64>();
+        assert_eq!(row["completed"], SESSIONS.to_string(), "{row:?}");
+        assert_eq!(
+            row["cached_tokens"],
+            sum(&|r| r.cached_tokens.unwrap()).to_string()
+        );
+        assert_eq!(
+            row["cache_ceiling_tokens"],
+            sum(&|r| r.cache_ceiling_tokens.unwrap()).to_string()
+        );
+        let mean_input = sum(&|r| r.input_tokens) as f64 / SESSIONS as f64;
+        run_files::close(
+            "mean input tokens",
+            run_files::cell_f64(row, "mean_input_tokens"),
+            mean_input,
+            1e-9,
+            1e-9,
+        );
+    }
+}
+
 #[test]
 fn every_turn_is_held_to_the_simulators_record() {
     let (dir, truth, recs) = ran(&[], "large");
@@ -205,6 +239,14 @@ fn every_turn_is_held_to_the_simulators_record() {
             "{by_turn:?}"
         );
     }
+
+    csv_sums_each_turn(&dir, &all);
+    let chart = std::fs::metadata(dir.join("charts/sessions.png")).unwrap();
+    assert!(
+        chart.len() > 10_000,
+        "charts/sessions.png: {} bytes",
+        chart.len()
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

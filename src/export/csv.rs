@@ -1,5 +1,5 @@
 //! The CSV tables of a run (or of several, one column naming each): `sweep.csv`, `rates.csv`,
-//! `long_context.csv`, `turns.csv`, `trace.csv`, `trace_timeline.csv`, `repeats.csv`. A run's
+//! `long_context.csv`, `turns.csv`, `sessions.csv`, `trace.csv`, `trace_timeline.csv`, `repeats.csv`. A run's
 //! levels are listed as every table lists them (docs/outputs.md "Passes"): the headline pass's
 //! first, the last column of `sweep.csv`, `rates.csv` and `long_context.csv` naming each
 //! level's pass (empty in a run of one pass).
@@ -123,6 +123,49 @@ pub fn turns_csv(runs: &[(String, &RunSummary)]) -> String {
                     f(t.p90_ttft_ms),
                     f(t.p99_ttft_ms),
                     f(t.mean_tpot_ms),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// `sessions.csv`: one row per turn of each session level (and run): the users, the session's
+/// shape, then the turn's prompt (its context), TTFT, and the cached tokens against the ceiling.
+pub fn sessions_csv(runs: &[(String, &RunSummary)]) -> String {
+    let mut out = String::from(
+        "run,simulated,level,users,turns,first_turn_input_len,shared_prefix_len,tool_result_len,output_len,tool_wait,sessions_completed,turn,completed,failed,mean_input_tokens,median_ttft_ms,p90_ttft_ms,p99_ttft_ms,mean_tpot_ms,cached_tokens,cache_ceiling_tokens\n",
+    );
+    let n = |v: Option<u64>| v.map_or_else(String::new, |v| v.to_string());
+    for (label, s) in runs {
+        for l in &s.sessions {
+            let c = l.conversation;
+            let Some(st) = &l.stats else { continue };
+            for t in &st.scalars.turns {
+                let _ = writeln!(
+                    out,
+                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                    csv_text(label),
+                    s.simulated,
+                    l.index,
+                    l.concurrency,
+                    c.map_or(0, |c| c.turns),
+                    l.input_len,
+                    l.shared_prefix_tokens,
+                    c.map_or(0, |c| c.followup_tokens),
+                    l.output_len,
+                    csv_text(&l.tool_wait.map_or_else(String::new, |w| w.describe())),
+                    n(st.scalars.session.as_ref().map(|x| x.sessions_completed)),
+                    t.turn,
+                    t.completed,
+                    t.failed,
+                    f(t.mean_input_tokens),
+                    f(t.median_ttft_ms),
+                    f(t.p90_ttft_ms),
+                    f(t.p99_ttft_ms),
+                    f(t.mean_tpot_ms),
+                    n(t.cached_tokens),
+                    n(t.cache_ceiling_tokens),
                 );
             }
         }

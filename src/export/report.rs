@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use super::charts::{ChartRun, render_all};
 use super::csv::{
-    long_context_csv, rates_csv, repeats_csv, sweep_csv, trace_csv, trace_timeline_csv, turns_csv,
+    long_context_csv, rates_csv, repeats_csv, sessions_csv, sweep_csv, trace_csv,
+    trace_timeline_csv, turns_csv,
 };
 use super::markdown::summary_md;
 use super::write_atomic;
@@ -112,6 +113,9 @@ pub fn export_run(
     }
     if !summary.multi_turn.is_empty() {
         tables.push(("turns.csv", turns_csv(&labelled)));
+    }
+    if !summary.sessions.is_empty() {
+        tables.push(("sessions.csv", sessions_csv(&labelled)));
     }
     if !summary.traces.is_empty() {
         tables.push(("trace.csv", trace_csv(&labelled)));

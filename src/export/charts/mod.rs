@@ -12,6 +12,7 @@ mod panel;
 mod pareto;
 mod rates;
 mod search;
+mod sessions;
 mod sweep;
 mod timeline;
 mod title;
@@ -176,7 +177,7 @@ pub fn render_described(
         whole
     };
     let any = |f: fn(&RunSummary) -> bool| runs.iter().any(|r| f(r.summary));
-    let figures: [(&str, Draw, bool); 11] = [
+    let figures: [(&str, Draw, bool); 12] = [
         ("throughput.png", sweep::throughput, true),
         ("latency.png", sweep::latency, true),
         (
@@ -209,6 +210,11 @@ pub fn render_described(
             "turns.png",
             turns::turns_figure,
             any(|s| !s.multi_turn.is_empty()),
+        ),
+        (
+            "sessions.png",
+            sessions::sessions_figure,
+            any(|s| !s.sessions.is_empty()),
         ),
         (
             "trace.png",

@@ -184,6 +184,8 @@ fn x_label(x: XKind, v: f64) -> String {
                 String::new()
             }
         }
+        // Below 10K, halves and tenths are ticks worth naming (0.5K, not 0K).
+        XKind::ContextK if v.abs() < 10.0 && (v - v.round()).abs() > 0.01 => format!("{v:.1}K"),
         XKind::ContextK => format!("{v:.0}K"),
         XKind::Seconds => format!("{v:.0}"),
         XKind::TraceSeconds | XKind::Rate | XKind::PerUser => fmt_num(v),
