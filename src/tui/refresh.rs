@@ -325,7 +325,7 @@ impl App {
         let sweep_tab = |l: &&crate::summary::LevelSummary| {
             matches!(
                 l.kind,
-                LevelKind::Sweep | LevelKind::Rate | LevelKind::Trace
+                LevelKind::Sweep | LevelKind::Rate | LevelKind::Trace | LevelKind::Sessions
             )
         };
         // The level in progress; once it has ended (its last requests may have come in the

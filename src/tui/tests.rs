@@ -64,6 +64,7 @@ fn no_panel_title_is_cut_at_80x24() {
         ("trace", fixtures::mid_trace()),
         ("twins", fixtures::finished_twins()),
         ("budgets", fixtures::mid_budgets()),
+        ("sessions", fixtures::mid_sessions()),
     ];
     for (name, mut app) in apps {
         for tab in Tab::ALL {
@@ -348,6 +349,11 @@ fn long_context_after_a_server_restart() {
         "{text}"
     );
     assert!(!text.contains("too long"), "{text}");
+}
+
+#[test]
+fn sweep_tab_with_sessions() {
+    snap("sessions", &mut fixtures::mid_sessions(), Tab::Sweep);
 }
 
 #[test]

@@ -10,6 +10,7 @@ pub mod log;
 pub mod long_context;
 mod rates;
 mod scrolled;
+mod sessions;
 pub mod sweep;
 pub mod telemetry;
 mod trace;

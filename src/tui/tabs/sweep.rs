@@ -37,8 +37,16 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         (n_sweep, n_rates)
     };
     let tune_h = super::tune::height(app);
+    // Session levels get their table below the others (alone, when there are no others).
+    let sessions_h = if n_traces > 0 {
+        0
+    } else {
+        super::sessions::height(app)
+    };
     let wanted_table = tune_h
+        + sessions_h
         + match (n_sweep, n_rates) {
+            (0, 0) if sessions_h > 0 => 0,
             (_, 0) => n_sweep + 3,
             (0, _) => n_rates + 3,
             _ => n_sweep + n_rates + 6,
@@ -77,6 +85,20 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
             rest
         }
         _ => table,
+    };
+    let table = match (sessions_h, n_sweep + n_rates) {
+        (0, _) => table,
+        (_, 0) => {
+            super::sessions::render(app, table, buf, th);
+            render_progress(app, bottom, buf, th);
+            return;
+        }
+        (h, n) => {
+            let [rest, s] =
+                Layout::vertical([Constraint::Fill(n + 3), Constraint::Fill(h)]).areas(table);
+            super::sessions::render(app, s, buf, th);
+            rest
+        }
     };
     // The wide table (p90s, TPOT, E2E, server accept, KV%) needs about 145 columns.
     let wide = area.width >= 148;

@@ -1,0 +1,185 @@
+//! The session levels' table (`--sessions`), in the Sweep tab: per level of users, its sessions
+//! and turns done, how many of its users have a request in flight and how many are waiting
+//! (on a tool, or between turns), TTFT by turn, and the prefix cache's served tokens against
+//! the ceiling.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::widgets::{Cell, Row};
+
+use crate::fmt::num;
+use crate::summary::LevelSummary;
+use crate::tui::app::App;
+use crate::tui::theme::Theme;
+
+use super::cells::{finish_row, row_basics};
+
+/// Rows the table wants: a header, a row per level, borders.
+pub fn height(app: &App) -> u16 {
+    match app.session.summary.sessions.len() {
+        0 => 0,
+        n => n.min(40) as u16 + 3,
+    }
+}
+
+/// `sessions done/planned`, `turns done` of a level (live while it runs).
+fn progress_cells(app: &App, l: &LevelSummary, done: String) -> [String; 2] {
+    let turns = l.conversation.map_or(1, |c| c.turns.max(1));
+    let planned = l.requests / turns;
+    let sessions = app
+        .level_stats(l.index)
+        .and_then(|s| s.scalars.session.as_ref())
+        .map_or(0, |s| s.sessions_completed);
+    [format!("{sessions}/{planned}"), done]
+}
+
+/// In flight and waiting: of the running level's users, those with a request out and the
+/// rest (on a tool's wait, or between one turn's end and the next's send); `-` for the others.
+fn live_cells(app: &App, l: &LevelSummary, running: bool) -> [String; 2] {
+    if !running {
+        return ["-".into(), "-".into()];
+    }
+    let out = app.session.in_flight(l.index);
+    [
+        out.to_string(),
+        u64::from(l.concurrency).saturating_sub(out).to_string(),
+    ]
+}
+
+fn row(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'static> {
+    let b = row_basics(app, l);
+    let [sessions, turns] = progress_cells(app, l, b.done.clone());
+    let [out, waiting] = live_cells(app, l, b.running);
+    let s = b.stats.and_then(|s| s.scalars.session.as_ref());
+    let by_turn = s.map_or_else(
+        || "-".to_string(),
+        |s| {
+            s.ttft_by_turn_ms
+                .iter()
+                .map(|t| num(*t))
+                .collect::<Vec<_>>()
+                .join(" ")
+        },
+    );
+    let cache = match s.map(|s| (s.cached_tokens, s.cache_ceiling_tokens)) {
+        Some((Some(c), Some(x))) if x > 0 && wide => {
+            format!("{c}/{x} ({:.0} %)", c as f64 / x as f64 * 100.0)
+        }
+        Some((Some(c), Some(x))) if x > 0 => format!("{:.0} %", c as f64 / x as f64 * 100.0),
+        Some((Some(c), _)) if wide => format!("{c}/-"),
+        _ => "-".into(),
+    };
+    let mut cells = vec![
+        Cell::from(l.concurrency.to_string()),
+        Cell::from(b.status_text),
+        Cell::from(sessions),
+        Cell::from(turns),
+        Cell::from(out),
+        Cell::from(waiting),
+    ];
+    if wide {
+        cells.push(Cell::from(num(b
+            .stats
+            .map(|s| s.scalars.output_throughput))));
+    }
+    cells.extend([Cell::from(by_turn), Cell::from(cache)]);
+    let selected = app.ui.selected == Some(l.index);
+    finish_row(
+        cells,
+        l,
+        b.stats.is_some(),
+        b.failed,
+        b.running,
+        selected,
+        th,
+    )
+}
+
+/// Draws the table into `area`.
+pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
+    let levels = &app.session.summary.sessions;
+    let Some(first) = levels.first() else {
+        return;
+    };
+    let c = first
+        .conversation
+        .map_or((0, 0), |c| (c.turns, c.followup_tokens));
+    let wait = first
+        .tool_wait
+        .map_or_else(|| "none".into(), |w| w.describe());
+    // Shorter forms before a cut word (80 columns).
+    let title = crate::tui::text::first_fitting(
+        &[
+            format!(
+                " agent sessions · {} turns · tool results {} tokens · tool waits {wait} · ms unless noted ",
+                c.0, c.1
+            ),
+            format!(
+                " agent sessions · {} turns · tool results {} tokens · tool waits {wait} ",
+                c.0, c.1
+            ),
+            format!(" agent sessions · {} turns · tool waits {wait} ", c.0),
+            " agent sessions ".to_string(),
+        ],
+        usize::from(area.width.saturating_sub(2)),
+    );
+    // Wide: every column at its full name; narrow (80 columns): short names, the cache as a share.
+    let wide = area.width >= 120;
+    let (header, widths) = if wide {
+        (
+            vec![
+                "users",
+                "status",
+                "sessions",
+                "turns",
+                "sending",
+                "waiting",
+                "out tok/s",
+                "TTFT p50 by turn",
+                "cached/ceiling tok",
+                "fail",
+            ],
+            vec![6, 8, 9, 8, 8, 8, 10, 0, 24, 4],
+        )
+    } else {
+        (
+            vec![
+                "users",
+                "status",
+                "sessions",
+                "turns",
+                "out",
+                "wait",
+                "TTFT p50 by turn",
+                "cached",
+                "fail",
+            ],
+            vec![5, 8, 8, 7, 4, 4, 0, 7, 4],
+        )
+    };
+    let header = Row::new(header);
+    // 0: the column that takes what is left.
+    let widths: Vec<Constraint> = widths
+        .into_iter()
+        .map(|w| {
+            if w == 0 {
+                Constraint::Min(16)
+            } else {
+                Constraint::Length(w)
+            }
+        })
+        .collect();
+    let visible = area.height.saturating_sub(3) as usize;
+    let current_pos = levels
+        .iter()
+        .position(|l| app.session.current == Some(l.index))
+        .unwrap_or(0);
+    let skip = (current_pos + 1).saturating_sub(visible);
+    let rows: Vec<Row> = levels
+        .iter()
+        .skip(skip)
+        .take(visible)
+        .map(|l| row(app, l, wide, th))
+        .collect();
+    super::cells::level_table(rows, widths, header, title, th, area, buf);
+}
