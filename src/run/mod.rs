@@ -47,7 +47,7 @@ pub fn start(cfg: &RunConfig, prepared: Prepared, cancel: &CancellationToken) ->
     let to_run = tx.clone();
     let reports =
         crate::telemetry::Reports::new(move |r| to_run.send(event::Event::Telemetry(r)).is_ok());
-    crate::telemetry::spawn_all(
+    let probe = crate::telemetry::spawn_all(
         cfg,
         &prepared.client.http(),
         prepared.client.stalls(),
@@ -55,7 +55,8 @@ pub fn start(cfg: &RunConfig, prepared: Prepared, cancel: &CancellationToken) ->
         &telemetry_stop,
     );
     let (control, control_rx) = watch::channel(Control::default());
-    let runner = Runner::new(cfg, prepared, tx, cancel.clone(), control_rx);
+    let runner =
+        Runner::new(cfg, prepared, tx, cancel.clone(), control_rx).with_client_probe(probe);
     Started {
         task: tokio::spawn(runner.run()),
         events,

@@ -99,6 +99,8 @@ pub struct Runner {
     /// Clear the server's prefix cache before each level (`--reset-cache`); off once the server
     /// said it offers no way to.
     reset_cache: std::sync::atomic::AtomicBool,
+    /// servetop's own load probe, stopped (its last part-second reported) before the run ends.
+    client_probe: Option<crate::telemetry::client_load::ClientProbe>,
 }
 
 /// The offered request rate of an open-loop level: a rate level's, a trace's mean.
@@ -183,7 +185,15 @@ impl Runner {
             clock: cfg.clock,
             template_tokens: None,
             reset_cache: cfg.reset_cache.into(),
+            client_probe: None,
         }
+    }
+
+    /// The load probe to stop before `RunFinished`, so its record reaches the run's end.
+    #[must_use]
+    pub fn with_client_probe(mut self, p: crate::telemetry::client_load::ClientProbe) -> Self {
+        self.client_probe = Some(p);
+        self
     }
 
     fn emit(&self, ev: Event) {
@@ -214,6 +224,9 @@ impl Runner {
             Ok(()) => (RunState::Finished, None),
             Err(e) => (RunState::Aborted, Some(e)),
         };
+        if let Some(p) = self.client_probe.take() {
+            p.finish().await;
+        }
         self.emit(Event::RunFinished { state, error });
         state
     }

@@ -80,15 +80,31 @@ impl ClientSample {
     }
 }
 
+/// The running probe: [`ClientProbe::finish`] stops it once its last part-second is reported.
+pub struct ClientProbe {
+    stop: tokio_util::sync::CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ClientProbe {
+    /// Stops the probe and waits for its last sample (the part-second since the one before)
+    /// to be sent: a stall at the run's very end is in its record like any other.
+    pub async fn finish(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
+    }
+}
+
 /// Starts the probe on the current runtime: it reports a [`ClientSample`] every
-/// [`REPORT_EVERY`] until `cancel` fires or nobody listens, and notes each stall it sees in
-/// `stalls`.
+/// [`REPORT_EVERY`] until `cancel` fires (then the part-second since the last one) or nobody
+/// listens, and notes each stall it sees in `stalls`.
 pub fn spawn(
     tx: Reports,
     cancel: tokio_util::sync::CancellationToken,
     stalls: std::sync::Arc<crate::client::held::Stalls>,
-) {
-    tokio::spawn(async move {
+) -> ClientProbe {
+    let stop = cancel.clone();
+    let task = tokio::spawn(async move {
         let mut lags = Vec::with_capacity(1024);
         let mut since = Instant::now();
         let mut cpu = cpu_seconds_of("self");
@@ -99,6 +115,17 @@ pub fn spawn(
             tokio::select! {
                 () = cancel.cancelled() => {
                     stalls.probe_stopped();
+                    // The last part-second's lags too: a stall at the run's end was seen by the
+                    // reads it held, and its record must say so.
+                    if !lags.is_empty() {
+                        let now_cpu = cpu_seconds_of("self");
+                        let _ = tx.send(TelemetryRecord::Client(ClientSample::of(
+                            now_unix_ms(),
+                            since.elapsed().as_secs_f64(),
+                            (now_cpu - cpu).max(0.0),
+                            lags,
+                        )));
+                    }
                     return;
                 }
                 () = tokio::time::sleep_until(due.into()) => {}
@@ -125,6 +152,7 @@ pub fn spawn(
             }
         }
     });
+    ClientProbe { stop, task }
 }
 
 #[cfg(test)]

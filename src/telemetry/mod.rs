@@ -57,15 +57,16 @@ pub fn engine_urls(cfg: &crate::config::RunConfig) -> Option<(String, String)> {
 
 /// Starts the samplers a run asked for: servetop's own load (always; its timer probe notes
 /// stalls in `stalls`), the engine's `/metrics`
-/// (unless `no_metrics`), and GPUs from a DCGM exporter (`dcgm_url`) or NVML (unless `no_gpu`). They stop when `cancel` fires.
+/// (unless `no_metrics`), and GPUs from a DCGM exporter (`dcgm_url`) or NVML (unless `no_gpu`). They stop when `cancel` fires;
+/// the load probe also by [`client_load::ClientProbe::finish`], the handle returned.
 pub fn spawn_all(
     cfg: &crate::config::RunConfig,
     http: &reqwest::Client,
     stalls: std::sync::Arc<crate::client::held::Stalls>,
     tx: &Reports,
     cancel: &tokio_util::sync::CancellationToken,
-) {
-    client_load::spawn(tx.clone(), cancel.clone(), stalls);
+) -> client_load::ClientProbe {
+    let probe = client_load::spawn(tx.clone(), cancel.child_token(), stalls);
     let every = std::time::Duration::from_secs_f64(cfg.gpu_interval_s);
     if let Some((url, info)) = engine_urls(cfg) {
         scrape::spawn_engine(
@@ -77,15 +78,15 @@ pub fn spawn_all(
             cancel.clone(),
         );
     }
-    if cfg.no_gpu {
-        return;
-    }
-    match &cfg.dcgm_url {
-        Some(url) => {
-            scrape::spawn_dcgm(http.clone(), url.clone(), every, tx.clone(), cancel.clone());
+    if !cfg.no_gpu {
+        match &cfg.dcgm_url {
+            Some(url) => {
+                scrape::spawn_dcgm(http.clone(), url.clone(), every, tx.clone(), cancel.clone());
+            }
+            None => gpu::spawn(every, tx.clone(), cancel.clone()),
         }
-        None => gpu::spawn(every, tx.clone(), cancel.clone()),
     }
+    probe
 }
 
 /// Where a run reads its GPUs, for a reading on demand (just before and at the end of each
