@@ -616,6 +616,13 @@ fn check_saturation(c: &Ctx, judged: &mut Judged) {
     }
 }
 
+/// Whether finding `f` says servetop's own timing was disturbed at its levels.
+fn client_doubted(f: &Finding) -> bool {
+    f.caveats
+        .iter()
+        .any(|c| c.starts_with("servetop may have been the limit"))
+}
+
 /// Prefill against the configured speed; decode across lengths against the hand's.
 fn check_long_context(shape: &Shape, s: &RunSummary, t: &SimTruth, judged: &mut Judged) {
     // Long context needs two lengths measured (an injected failure can take one).
@@ -645,11 +652,15 @@ fn check_long_context(shape: &Shape, s: &RunSummary, t: &SimTruth, judged: &mut 
         .collect();
     let server = 1.0 / slope(&points);
     let speed = pf.values["tokens_per_s"];
+    // Within 3 % of the server's record, or the finding says why not to trust it: servetop's
+    // own timing was disturbed at its lengths (a busy machine late to read a first token moves
+    // a two-point slope by as much), the caveat every figure of such a level carries.
     assert!(
-        (speed / server - 1.0).abs() < 0.03,
-        "prefill fitted at {speed:.0} tok/s, the server's record {server:.0} (configured {:.0}): {}",
+        (speed / server - 1.0).abs() < 0.03 || client_doubted(pf),
+        "prefill fitted at {speed:.0} tok/s, the server's record {server:.0} (configured {:.0}), and the finding does not say servetop's timing was disturbed: {} {:?}",
         shape.prefill,
-        pf.text
+        pf.text,
+        pf.caveats
     );
     assert!(
         (server / shape.prefill - 1.0).abs() < 0.1,
@@ -694,12 +705,8 @@ fn check_long_context(shape: &Shape, s: &RunSummary, t: &SimTruth, judged: &mut 
     // of shapes judged "decode: change" at the end. Wider than 30 % only where the finding
     // says why not to trust it: servetop's own timing was disturbed at its lengths (a busy
     // machine), the caveat every figure of such a level carries.
-    let client_doubted = lc
-        .caveats
-        .iter()
-        .any(|c| c.starts_with("servetop may have been the limit"));
     assert!(
-        noise < 30.0 || client_doubted,
+        noise < 30.0 || client_doubted(lc),
         "a noise floor of {noise:.1} % hides any change, and the finding does not say servetop's timing was disturbed: {}",
         lc.text
     );
