@@ -111,6 +111,21 @@ pub(super) fn row_basics<'a>(app: &'a App, l: &LevelSummary) -> RowBasics<'a> {
     }
 }
 
+/// The rows a level table in `area` shows: `(skip, visible)`, so that the level `focus` names
+/// (the one in progress, or the one picked) stays in view when there are more levels than rows.
+pub(super) fn rows_in_view(
+    indices: impl Iterator<Item = u32>,
+    focus: Option<u32>,
+    area: Rect,
+) -> (usize, usize) {
+    let visible = area.height.saturating_sub(3) as usize;
+    let at = indices
+        .into_iter()
+        .position(|i| focus == Some(i))
+        .unwrap_or(0);
+    ((at + 1).saturating_sub(visible), visible)
+}
+
 /// Draws a table of level rows under `header` in a titled panel (the sweep and rate tables).
 pub(super) fn level_table<'a>(
     rows: Vec<Row<'a>>,

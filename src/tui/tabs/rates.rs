@@ -130,12 +130,8 @@ pub(super) fn render_rate_table(app: &App, area: Rect, buf: &mut Buffer, th: &Th
     widths.push(Constraint::Length(4));
     // The headline series' levels first, then each other series' (docs/outputs.md "Passes").
     let levels = crate::tui::views::in_rows(&app.views.sweep.rate_rows, &app.session.summary.rates);
-    let visible = area.height.saturating_sub(3) as usize;
-    let current_pos = levels
-        .iter()
-        .position(|l| app.session.current == Some(l.index))
-        .unwrap_or(0);
-    let skip = (current_pos + 1).saturating_sub(visible);
+    let (skip, visible) =
+        super::cells::rows_in_view(levels.iter().map(|l| l.index), app.session.current, area);
     let ol = &app.session.summary.config.open_loop;
     let mut how = vec![if (ol.burstiness - 1.0).abs() < 1e-12 {
         "Poisson".to_string()

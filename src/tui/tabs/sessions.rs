@@ -169,12 +169,8 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
             }
         })
         .collect();
-    let visible = area.height.saturating_sub(3) as usize;
-    let current_pos = levels
-        .iter()
-        .position(|l| app.session.current == Some(l.index))
-        .unwrap_or(0);
-    let skip = (current_pos + 1).saturating_sub(visible);
+    let (skip, visible) =
+        super::cells::rows_in_view(levels.iter().map(|l| l.index), app.session.current, area);
     let rows: Vec<Row> = levels
         .iter()
         .skip(skip)

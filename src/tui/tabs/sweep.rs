@@ -494,15 +494,14 @@ fn render_table(app: &App, area: Rect, buf: &mut Buffer, th: &Theme, wide: bool)
     widths.push(Constraint::Length(4));
     // Keep the level in progress in view when there are more levels than rows, and format only
     // the rows that fit.
-    let visible = area.height.saturating_sub(3) as usize;
     // The headline series' levels first, then each other series' (docs/outputs.md "Passes").
     let levels =
         crate::tui::views::in_rows(&app.views.sweep.sweep_rows, &app.session.summary.sweep);
-    let current_pos = levels
-        .iter()
-        .position(|l| app.ui.selected.or(app.session.current) == Some(l.index))
-        .unwrap_or(0);
-    let skip = (current_pos + 1).saturating_sub(visible);
+    let (skip, visible) = super::cells::rows_in_view(
+        levels.iter().map(|l| l.index),
+        app.ui.selected.or(app.session.current),
+        area,
+    );
     let repeats = match app.session.summary.config.repeat {
         n if n > 1 => format!(" · each level {n} times, the plan over again (#2, #3…)"),
         _ => String::new(),
