@@ -45,6 +45,17 @@ struct Answer {
     body: String,
 }
 
+impl Answer {
+    /// `what` answered with a status that means the reset did not happen.
+    fn failed(&self, what: &str) -> CacheReset {
+        CacheReset::Failed(format!(
+            "{what}: HTTP {}: {}",
+            self.status,
+            short(&self.body)
+        ))
+    }
+}
+
 impl Client {
     /// Asks the server to clear its prefix cache, by its engine's endpoint.
     pub async fn reset_prefix_cache(&self) -> CacheReset {
@@ -96,12 +107,7 @@ impl Client {
                         }
                     }
                 }
-                s => {
-                    return CacheReset::Failed(format!(
-                        "POST {path}: HTTP {s}: {}",
-                        short(&a.body)
-                    ));
-                }
+                _ => return a.failed(&format!("POST {path}")),
             }
             tokio::time::sleep(RETRY_EVERY).await;
         }
@@ -125,12 +131,7 @@ impl Client {
                 }
                 // SGLang refuses while requests run or wait.
                 400 if started.elapsed() < BUSY_FOR => {}
-                s => {
-                    return CacheReset::Failed(format!(
-                        "POST {path}: HTTP {s}: {}",
-                        short(&a.body)
-                    ));
-                }
+                _ => return a.failed(&format!("POST {path}")),
             }
             tokio::time::sleep(RETRY_EVERY).await;
         }
@@ -145,13 +146,7 @@ impl Client {
                         .into(),
                 );
             }
-            Ok(a) => {
-                return CacheReset::Failed(format!(
-                    "GET /slots: HTTP {}: {}",
-                    a.status,
-                    short(&a.body)
-                ));
-            }
+            Ok(a) => return a.failed("GET /slots"),
             Err(e) => return CacheReset::Failed(format!("GET /slots: {e}")),
         };
         let ids: Vec<u64> = serde_json::from_str::<serde_json::Value>(&slots)
@@ -174,13 +169,7 @@ impl Client {
                             .into(),
                     );
                 }
-                Ok(a) => {
-                    return CacheReset::Failed(format!(
-                        "POST {path}: HTTP {}: {}",
-                        a.status,
-                        short(&a.body)
-                    ));
-                }
+                Ok(a) => return a.failed(&format!("POST {path}")),
                 Err(e) => return CacheReset::Failed(format!("POST {path}: {e}")),
             }
         }
