@@ -56,7 +56,7 @@ pub enum Event {
     /// What the runner is doing between levels ("warming up", "preparing prompts").
     Phase(String),
     /// The plan grew by one level (a search probe), announced before it starts.
-    LevelAdded(LevelSpec),
+    LevelAdded(Box<LevelSpec>),
     /// The SLO search as it stands: sent when a probe is planned and when it is judged.
     Search(Box<crate::workload::search::SearchSummary>),
     /// A level's first request is about to be sent. `origin_unix_us` is the level's time zero

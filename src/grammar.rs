@@ -79,7 +79,8 @@ pub fn parse_list(s: &str) -> Result<Vec<u64>, String> {
 }
 
 /// Parses request rates: `1,2,4,8`, decimals like `0.5,1.5`, or the integer ranges of
-/// [`parse_list`] (`1-8`, `2-16*2`); `none` means no rate levels. Strictly increasing, positive.
+/// [`parse_list`] (`1-8`, `2-16*2`), and `inf` (every request at once, as vLLM's `bench serve`
+/// takes it); `none` means no rate levels. Strictly increasing, positive.
 pub fn parse_rates(s: &str) -> Result<Vec<f64>, String> {
     let t = s.trim();
     if t.is_empty() || t.eq_ignore_ascii_case("none") {
@@ -89,6 +90,10 @@ pub fn parse_rates(s: &str) -> Result<Vec<f64>, String> {
     for item in t.split(',').map(str::trim) {
         if item.is_empty() {
             return Err(format!("'{s}' has an empty item"));
+        }
+        if item.eq_ignore_ascii_case("inf") {
+            out.push(f64::INFINITY);
+            continue;
         }
         if item.contains(['-', '*', '/']) {
             out.extend(parse_list(item)?.into_iter().map(|v| v as f64));
@@ -239,12 +244,15 @@ mod tests {
         assert_eq!(parse_rates("1-8*2").unwrap(), vec![1.0, 2.0, 4.0, 8.0]);
         assert_eq!(parse_rates("0.5,1-3").unwrap(), vec![0.5, 1.0, 2.0, 3.0]);
         assert!(parse_rates("none").unwrap().is_empty());
+        assert_eq!(parse_rates("4,INF").unwrap(), vec![4.0, f64::INFINITY]);
+        assert!(parse_rates("inf,4").is_err(), "inf comes last");
+        assert!(parse_rates("inf,inf").is_err());
         for (bad, why) in [
             ("2,1", "strictly increasing"),
             ("0", "above 0"),
             ("x", "not a request rate"),
             ("1,,2", "empty item"),
-            ("inf", "above 0"),
+            ("-inf", "not a"),
         ] {
             let e = parse_rates(bad).unwrap_err();
             assert!(e.contains(why), "{bad}: {e}");

@@ -970,6 +970,7 @@ fn searched() -> (servetop::summary::RunSummary, Vec<Judged>) {
             meets: metrics.iter().all(|m| m.meets),
             certain: true,
             metrics,
+            turns: Vec::new(),
         }
     };
     let probe = |step: u32, rate: f64, goodput: f64, check: Option<SloCheck>, cut: bool| Probe {

@@ -23,7 +23,7 @@ fn servetop(args: &[&str]) -> (i32, String, Duration) {
 const U: &str = "http://127.0.0.1:9";
 
 /// Bad input, and what its one-line error must say.
-const BAD_INPUTS: [(&[&str], &str); 40] = [
+const BAD_INPUTS: [(&[&str], &str); 42] = [
     (
         &[
             "run",
@@ -284,6 +284,24 @@ const BAD_INPUTS: [(&[&str], &str); 40] = [
             "2,4",
         ],
         "--search concurrency picks the users of each session level: give --sessions one number, its first probe",
+    ),
+    (
+        &["run", "--base-url", U, "--sessions", "2", "--fan-out", "65"],
+        "--fan-out 65: at most 64 sub-agents a session",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--sessions",
+            "2",
+            "--fan-out",
+            "2",
+            "--sub-agent-turns",
+            "0",
+        ],
+        "--sub-agent-turns must be between 1 and 1000",
     ),
     (
         &[

@@ -36,6 +36,8 @@ use servetop::run::run_headless;
 use servetop::run::session::Session;
 use servetop::workload::RequestCount;
 
+mod run_files;
+
 /// How the fixture server counts a prompt, per engine.
 #[derive(Clone, Copy)]
 struct Tokens {
@@ -66,11 +68,12 @@ fn fixture_dir(engine: &str) -> PathBuf {
         .join(engine)
 }
 
-/// One request the fixture server received.
+/// One request the fixture server received (a GET's body is null).
 #[derive(Clone, Debug)]
 struct Seen {
     path: String,
     body: Value,
+    headers: axum::http::HeaderMap,
 }
 
 struct FixtureServer {
@@ -88,6 +91,16 @@ impl Drop for FixtureServer {
 }
 
 impl FixtureServer {
+    fn requests(&self, path: &str) -> Vec<Seen> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.path == path)
+            .cloned()
+            .collect()
+    }
+
     fn posts(&self, path: &str) -> Vec<Value> {
         self.seen
             .lock()
@@ -130,6 +143,14 @@ fn prompt_tokens(path: &str, body: &Value, t: Tokens) -> u64 {
         "/v1/chat/completions" => {
             let msgs = body["messages"].as_array().cloned().unwrap_or_default();
             t.bos + t.chat_overhead + msgs.iter().map(|m| text_words(&m["content"])).sum::<u64>()
+        }
+        // The engine puts `system` first as a chat message.
+        "/v1/messages" => {
+            let msgs = body["messages"].as_array().cloned().unwrap_or_default();
+            t.bos
+                + t.chat_overhead
+                + text_words(&body["system"])
+                + msgs.iter().map(|m| text_words(&m["content"])).sum::<u64>()
         }
         "/generate" => t.bos + text_words(&body["text"]),
         _ => t.bos + text_words(&body["prompt"]),
@@ -235,11 +256,18 @@ fn handle(
     cut_after: &AtomicUsize,
     method: &Method,
     uri: &Uri,
+    headers: &axum::http::HeaderMap,
     body: &Bytes,
 ) -> Response {
     let dir = fixture_dir(engine);
     let path = uri.path().to_string();
     let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
+    let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    seen.lock().unwrap().push(Seen {
+        path: path.clone(),
+        body: body.clone(),
+        headers: headers.clone(),
+    });
     if *method == Method::GET {
         let file = match path.as_str() {
             "/v1/models" => "models.json",
@@ -252,15 +280,11 @@ fn handle(
         };
         return read(file).map_or_else(not_found, |t| json_response(StatusCode::OK, t));
     }
-    let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    seen.lock().unwrap().push(Seen {
-        path: path.clone(),
-        body: body.clone(),
-    });
     let stem = match path.as_str() {
         "/tokenize" => return tokenize(engine, &body),
         "/v1/completions" => "completions",
         "/v1/chat/completions" => "chat",
+        "/v1/messages" => "messages",
         "/generate" => "generate",
         _ => return not_found(),
     };
@@ -283,10 +307,12 @@ async fn serve(engine: &'static str) -> FixtureServer {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let cut_after = Arc::new(AtomicUsize::new(usize::MAX));
     let (s, c) = (seen.clone(), cut_after.clone());
-    let app = axum::Router::new().fallback(move |method: Method, uri: Uri, body: Bytes| {
-        let response = handle(engine, &s, &c, &method, &uri, &body);
-        async move { response }
-    });
+    let app = axum::Router::new().fallback(
+        move |method: Method, uri: Uri, headers: axum::http::HeaderMap, body: Bytes| {
+            let response = handle(engine, &s, &c, &method, &uri, &headers, &body);
+            async move { response }
+        },
+    );
     let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
         .await
         .unwrap();
@@ -356,7 +382,7 @@ fn stats(s: &Session) -> &LevelStats {
 
 #[tokio::test]
 async fn auto_detection_names_each_engine_its_model_and_context_limit() {
-    let http = servetop::client::http_client().unwrap();
+    let http = servetop::client::http_client(&[]).unwrap();
     let cases = [
         (
             "vllm",
@@ -582,6 +608,133 @@ async fn chat_streams_count_reasoning_and_ignore_the_role_chunk() {
     }
 }
 
+/// `--backend anthropic`: vLLM's and llama-server's `/v1/messages` streams, as recorded from
+/// each (see the fixtures' README). Tokens are one a content-block delta (neither engine counts
+/// per delta) and the closing usage's output; the prompt is `input_tokens` plus the cache's
+/// share; every request carries `anthropic-version` and the key both as `x-api-key` and as a
+/// bearer token (vLLM reads only the latter), and no `ignore_eos`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_streams_count_each_engines_usage() {
+    for name in ["vllm", "llamacpp"] {
+        let srv = serve(name).await;
+        let mut cfg = run_config(&srv.url);
+        cfg.backend = BackendChoice::Anthropic;
+        let key = "sk-fixture";
+        let prepared = servetop::runner::prepare(&cfg, Some(key.into()))
+            .await
+            .unwrap();
+        let (state, s) = servetop::run::run_prepared(
+            &cfg,
+            prepared,
+            servetop::summary::RunSummary::new(cfg.clone(), None),
+            servetop::run::sink::Sink::none(),
+            true,
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .await;
+        assert_eq!(state, RunState::Finished, "{name}: {:?}", s.summary.error);
+        let sc = &stats(&s).scalars;
+        assert_eq!(sc.completed, 2, "{name}: {:?}", sc.failures);
+        assert_eq!(sc.total_output_tokens, 2 * 6, "{name}");
+        assert_eq!(
+            sc.chunk_token_sources.get(&CountSource::ChunkEstimate),
+            Some(&2),
+            "{name}"
+        );
+        assert_eq!(sc.mean_input_tokens, Some(64.0), "{name}");
+        let seen = srv.requests("/v1/messages");
+        assert!(seen.len() >= 3, "{name}: warmup and 2 requests");
+        for r in &seen {
+            let h = |k: &str| r.headers.get(k).and_then(|v| v.to_str().ok());
+            assert_eq!(h("anthropic-version"), Some("2023-06-01"), "{name}");
+            assert_eq!(h("x-api-key"), Some(key), "{name}");
+            assert_eq!(h("authorization"), Some(format!("Bearer {key}").as_str()));
+            assert_eq!(r.body["stream"], true);
+            assert_eq!(r.body.get("ignore_eos"), None, "{name}");
+            assert_eq!(r.body["messages"][0]["role"], "user", "{name}");
+        }
+        assert!(srv.posts("/v1/chat/completions").is_empty(), "{name}");
+    }
+}
+
+/// `--header`: a gateway's headers on every request the run sends — detection, `/tokenize`,
+/// the warmup and the measured requests, whichever HTTP client sends them — and in the run's
+/// files only where their names say they are no secret: the key's value is in none of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headers_go_with_every_request_and_a_secret_into_no_file() {
+    let srv = serve("vllm").await;
+    let dir = std::env::temp_dir().join(format!("servetop-headers-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (url, out) = (srv.url.clone(), dir.clone());
+    let ran = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(run_files::bin())
+            .args(["run", "--base-url", &url, "--headless", "--no-gpu"])
+            .args(["--concurrency", "1", "--requests-per-level", "2"])
+            .args([
+                "--input-len",
+                "64",
+                "--output-len",
+                "16",
+                "--long-context",
+                "none",
+            ])
+            .args([
+                "--header",
+                "X-Tenant: team-a",
+                "--header",
+                "X-Gateway-Key:s3cret-k",
+            ])
+            .arg("--out")
+            .arg(&out)
+            .env_remove("SERVETOP_API_KEY")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let seen = srv.seen.lock().unwrap().clone();
+    let paths: std::collections::BTreeSet<&str> = seen.iter().map(|s| s.path.as_str()).collect();
+    for p in ["/v1/models", "/tokenize", "/v1/completions"] {
+        assert!(paths.contains(p), "no request to {p}: {paths:?}");
+    }
+    for r in &seen {
+        let h = |k: &str| r.headers.get(k).and_then(|v| v.to_str().ok());
+        assert_eq!(
+            (h("x-tenant"), h("x-gateway-key")),
+            (Some("team-a"), Some("s3cret-k")),
+            "{}",
+            r.path
+        );
+    }
+    let v = run_files::results(&dir);
+    assert_eq!(
+        v["config"]["headers"],
+        json!([{"name": "X-Tenant", "value": "team-a"}, {"name": "X-Gateway-Key", "value": "***"}])
+    );
+    let mut files = vec![dir.clone()];
+    let mut read = 0;
+    while let Some(p) = files.pop() {
+        if p.is_dir() {
+            files.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        let bytes = std::fs::read(&p).unwrap();
+        assert!(
+            !bytes.windows(8).any(|w| w == b"s3cret-k"),
+            "{} holds the key's value",
+            p.display()
+        );
+        read += 1;
+    }
+    assert!(read >= 5, "only {read} files in the run directory");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sglang_native_generate_counts_from_cumulative_meta_info() {
     let srv = serve("sglang").await;
@@ -643,15 +796,18 @@ fn every_fixture_event_parses_and_finishes_where_the_engine_says() {
         ("llamacpp", "chat.sse", Dialect::Chat),
         ("tgi", "completions.sse", Dialect::Completions),
         ("tgi", "chat.sse", Dialect::Chat),
+        ("vllm", "messages.sse", Dialect::Messages),
+        ("llamacpp", "messages.sse", Dialect::Messages),
     ] {
         let text = fill(
             &std::fs::read_to_string(fixture_dir(engine).join(file)).unwrap(),
             10,
         );
         let events = sse_events(&text);
+        // Each event's `data:` line (a Messages event names itself on an `event:` line first).
         let datas: Vec<&str> = events
             .iter()
-            .map(|(_, e)| e.trim().strip_prefix("data: ").unwrap())
+            .map(|(_, e)| e.lines().find_map(|l| l.strip_prefix("data: ")).unwrap())
             .filter(|d| *d != "[DONE]")
             .collect();
         for data in &datas {
@@ -673,10 +829,22 @@ fn every_fixture_event_parses_and_finishes_where_the_engine_says() {
         for data in &datas[at + 1..] {
             assert_eq!(dialect::parse(d, data).unwrap().text, "", "{engine}/{file}");
         }
-        assert_eq!(
-            events.last().unwrap().1.trim(),
-            "data: [DONE]",
-            "{engine}/{file} ends with [DONE]"
-        );
+        if d == Dialect::Messages {
+            let ends: Vec<bool> = datas
+                .iter()
+                .map(|data| dialect::parse(d, data).unwrap().end)
+                .collect();
+            assert_eq!(
+                ends.iter().position(|e| *e),
+                Some(datas.len() - 1),
+                "{engine}/{file} ends with message_stop, and only there"
+            );
+        } else {
+            assert_eq!(
+                events.last().unwrap().1.trim(),
+                "data: [DONE]",
+                "{engine}/{file} ends with [DONE]"
+            );
+        }
     }
 }

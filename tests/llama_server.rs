@@ -83,7 +83,7 @@ struct Counters(real_server::Prom);
 
 impl Counters {
     async fn read(server: &LlamaServer) -> Self {
-        let text = servetop::client::http_client()
+        let text = servetop::client::http_client(&[])
             .unwrap()
             .get(server.metrics_url())
             .send()
@@ -296,7 +296,7 @@ async fn token_counts_and_times_agree_with_the_servers_own_counters() {
     );
     // servetop's mapping of the page reads the same counters.
     let mapped = servetop::telemetry::scrape::engine_sample(
-        &servetop::client::http_client().unwrap(),
+        &servetop::client::http_client(&[]).unwrap(),
         &srv.metrics_url(),
     )
     .await
@@ -339,7 +339,7 @@ async fn auto_detection_and_the_chat_endpoint() {
     };
     let _turn = SERIAL.lock().await;
     let srv = base_server(&p);
-    let http = servetop::client::http_client().unwrap();
+    let http = servetop::client::http_client(&[]).unwrap();
     let probes = detect::probe(&http, &srv.url, None).await;
     let info = detect::identify(&srv.url, &probes, None).unwrap();
     assert_eq!(info.engine, Engine::Llamacpp);
@@ -451,6 +451,64 @@ async fn multi_turn_chats_hit_the_prompt_cache() {
     // The warmup's prompt asks for no cache: it reuses nothing.
     let reused = after.delta(&before, "prompt_tokens_cached_total");
     assert_eq!(st.scalars.total_cached_tokens, Some(reused as u64));
+}
+
+/// `--backend anthropic` against llama-server's `/v1/messages` (which it turns into a chat
+/// request): a sweep level and agent sessions whose shared prefix goes as the Messages `system`
+/// prompt. A chat-shaped stream would fail under the Messages dialect (no `message_stop`, no
+/// token), so every request completing says each went there. Its usage splits the prompt at the
+/// cache (`input_tokens` + `cache_read_input_tokens`), and the sums are exact against its
+/// counters: the whole prompts against `prompt_tokens_total` + `prompt_tokens_cached_total`, the
+/// cached tokens against `prompt_tokens_cached_total`, the output against
+/// `tokens_predicted_total`. The Messages API has no `ignore_eos`, so answers may end early
+/// (`end_turn`); the counts hold either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_messages_api_counts_what_the_server_counts() {
+    let Some(p) = paths("the_messages_api_counts_what_the_server_counts") else {
+        return;
+    };
+    let _one = SERIAL.lock().await;
+    let server = base_server(&p);
+    let dir = temp_run_dir("messages");
+    let cfg = real_server::messages_plan(run_config(&server.url));
+    let before = Counters::read(server).await;
+    let s = run(cfg, Some(dir.clone())).await;
+    let after = Counters::read(server).await;
+    assert_eq!(s.summary.backend, Some(Backend::Anthropic));
+    let recs = real_server::messages_records(&dir);
+    assert!(
+        recs.iter()
+            .all(|r| r.input_source == CountSource::Usage && r.output_source == CountSource::Usage)
+    );
+    let sum = |f: fn(&servetop::metrics::RequestRecord) -> u64| recs.iter().map(f).sum::<u64>();
+    let (out, inp, cached) = (
+        sum(|r| r.output_tokens),
+        sum(|r| r.input_tokens),
+        sum(|r| r.cached_tokens.unwrap()),
+    );
+    let (prompt, reused) = (
+        after.delta(&before, "prompt_tokens_total"),
+        after.delta(&before, "prompt_tokens_cached_total"),
+    );
+    eprintln!(
+        "Messages on llama-server: {} requests, {inp} prompt tokens ({cached} cached), {out} output",
+        recs.len()
+    );
+    // (Prometheus values are floats; these counters hold whole numbers.)
+    let whole = |v: f64| v.round() as u64;
+    assert_eq!(out, whole(after.delta(&before, "tokens_predicted_total")));
+    assert_eq!(inp, whole(prompt + reused));
+    assert_eq!(cached, whole(reused));
+    let later_turns: u64 = recs
+        .iter()
+        .filter(|r| r.turn.is_some_and(|t| t > 1))
+        .filter_map(|r| r.cached_tokens)
+        .sum();
+    assert!(
+        later_turns > 0,
+        "the later turns found their history in a slot"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `--response-format json-schema` on llama-server (its grammar from the schema, in its own
@@ -858,6 +916,10 @@ fn erase_config(url: &str, reset: bool) -> RunConfig {
                 cap_s: None,
             },
             tool_result_len: 32,
+            fan_out: 0,
+            sub_agent_turns: 0,
+            think_time: None,
+            rates: Vec::new(),
         }),
         reset_cache: reset,
         ..run_config(url)

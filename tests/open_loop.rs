@@ -412,3 +412,48 @@ async fn cancelling_mid_level_leaves_consistent_files() {
     assert_eq!(s.in_flight(l["index"].as_u64().unwrap() as u32), 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--request-rate inf`: every request of the level is due at its start, so all are in the
+/// server at once. By the simulator's record, every one of the 24 reached it before the first
+/// finished (each takes 5 steps of 20 ms), and the level's peak in flight is all 24; the
+/// schedule says 0 for each; results.json writes the rate `"inf"` and reads it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_infinite_rate_sends_every_request_at_once() {
+    let h = start(sim_config(256)).await;
+    let n = 24;
+    let cfg = run_config(&h.url(), f64::INFINITY, n, 21);
+    let dir = temp_dir("inf");
+    let (state, s) = run(&cfg, &dir, None).await;
+    assert_eq!(state, RunState::Finished);
+    let l = rate_level(&s);
+    assert_eq!(l.label(), "inf req/s");
+    let st = l.stats.as_ref().unwrap();
+    assert_eq!(st.scalars.completed, u64::from(n));
+    assert_eq!(st.scalars.max_concurrent_requests, u64::from(n));
+    let recs = records(&dir);
+    assert!(recs.iter().all(|r| r.sched_at_us == 0), "all due at 0");
+    let truth = sim_truth::of(&h);
+    let measured: Vec<&servetop::sim::SimRequestTrace> = sim_truth::of_level(&truth, l.index);
+    assert_eq!(measured.len(), n as usize);
+    let last_arrival = measured.iter().map(|r| r.received_unix_us).max().unwrap();
+    let first_end = measured
+        .iter()
+        .map(|r| r.last_write_unix_us().unwrap())
+        .min()
+        .unwrap();
+    assert!(
+        last_arrival < first_end,
+        "the last request arrived {} µs after the first ended",
+        last_arrival - first_end
+    );
+    let (saved, _) = servetop::export::report::load_run(&dir).unwrap();
+    let a = saved.rates[0].arrival.unwrap();
+    assert!(a.request_rate.is_infinite(), "{a:?}");
+    assert!(saved.config.open_loop.request_rates[0].is_infinite());
+    let text = std::fs::read_to_string(dir.join("results.json")).unwrap();
+    assert!(
+        text.contains(r#""request_rate": "inf""#),
+        "written as \"inf\""
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -53,8 +53,9 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
-/// `servetop run --sessions 2,3` of the plan above against the simulator at `url`.
-fn run(url: &str, dir: &Path) {
+/// `servetop run --sessions 2,3` of the plan above against the simulator at `url`, with
+/// `extra` flags.
+fn run(url: &str, dir: &Path, extra: &[&str]) {
     let out = Command::new(bin())
         .args(["run", "--base-url", url, "--headless", "--no-gpu"])
         .args(["--concurrency", "none", "--long-context", "none"])
@@ -74,6 +75,7 @@ fn run(url: &str, dir: &Path) {
         .args(["--input-len", &INPUT.to_string()])
         .args(["--shared-prefix-len", &PREFIX.to_string()])
         .args(["--output-len", &OUTPUT.to_string()])
+        .args(extra)
         .arg("--out")
         .arg(dir)
         .output()
@@ -88,10 +90,19 @@ fn run(url: &str, dir: &Path) {
 /// The plan run against a simulator started with `sim_args`: the run directory, the
 /// simulator's record and servetop's records.
 fn ran(sim_args: &[&str], name: &str) -> (PathBuf, SimTruth, Vec<RequestRecord>) {
+    ran_with(sim_args, name, &[])
+}
+
+/// [`ran`] with `extra` flags for servetop.
+fn ran_with(
+    sim_args: &[&str],
+    name: &str,
+    extra: &[&str],
+) -> (PathBuf, SimTruth, Vec<RequestRecord>) {
     let (child, url) = sim_child::spawn(sim_args, &[]);
     let _child = sim_child::KillOnDrop(child);
     let dir = scratch(name);
-    run(&url, &dir);
+    run(&url, &dir, extra);
     let truth = sim_truth::fetch(&url);
     let recs = request_records(&dir);
     (dir, truth, recs)
@@ -125,6 +136,58 @@ fn ceiling_by_hand(
     }
     let (_, before) = all[&(key.0, key.1 - 1)];
     before.prompt_tokens + 4 + before.tokens()
+}
+
+/// A level's per-session times against the simulator's clock. Tool time is the plan's: every
+/// session waited `WAIT` before each turn after its first. Server time (Σ its turns' E2E) and
+/// duration (first send to last token) are the client's view of what the simulator records as
+/// each turn's read to last write, and the first turn's read to the last turn's last write: a
+/// turn's client E2E exceeds the simulator's by its read lag and its last token's delivery,
+/// −2 to `READ_TOL_MS` + `TOL_MS` ms (the bounds every request is held to), so the means over
+/// the sessions are too (a session's server time three times that).
+fn per_session_times(
+    l: &serde_json::Value,
+    level: u32,
+    all: &HashMap<(u32, u32), (&RequestRecord, &SimRequestTrace)>,
+) {
+    let sim = |session: u32, turn: u64| all[&(level * 1000 + session, turn as u32)].1;
+    let (mut server_ms, mut duration_ms) = (0.0, 0.0);
+    for session in 0..SESSIONS as u32 {
+        for turn in 1..=TURNS {
+            let s = sim(session, turn);
+            server_ms += (s.last_write_unix_us().unwrap() - s.received_unix_us) as f64 / 1e3;
+        }
+        let (first, last) = (sim(session, 1), sim(session, TURNS));
+        duration_ms += (last.last_write_unix_us().unwrap() - first.received_unix_us) as f64 / 1e3;
+    }
+    let n = SESSIONS as f64;
+    let per_turn = sim_truth::READ_TOL_MS + sim_truth::TOL_MS;
+    for (key, sim_ms, turns) in [
+        ("mean_session_server_s", server_ms / n, TURNS as f64),
+        ("mean_session_s", duration_ms / n, 1.0),
+    ] {
+        let got_ms = l[key].as_f64().unwrap() * 1e3;
+        let d = got_ms - sim_ms;
+        assert!(
+            (-2.0 * turns..=per_turn * turns).contains(&d),
+            "level {level} {key}: {got_ms:.1} ms against the simulator's {sim_ms:.1} ms"
+        );
+    }
+    run_files::close(
+        "mean_session_tool_s",
+        l["mean_session_tool_s"].as_f64().unwrap(),
+        WAIT * (TURNS - 1) as f64,
+        1e-9,
+        1e-9,
+    );
+    let minutes = l["duration_s"].as_f64().unwrap() / 60.0;
+    run_files::close(
+        "sessions_per_minute",
+        l["sessions_per_minute"].as_f64().unwrap(),
+        SESSIONS as f64 / minutes,
+        1e-9,
+        1e-9,
+    );
 }
 
 /// sessions.csv: a row per level and turn, its sums those of the turn's own records.
@@ -161,9 +224,113 @@ fn csv_sums_each_turn(dir: &Path, all: &HashMap<(u32, u32), (&RequestRecord, &Si
     }
 }
 
+/// `ttft_by_wait`: every turn after the first waited `WAIT`, so one bin holds them all, its TTFT
+/// p50 the nearest-rank median of theirs, within the bounds of the simulator's own (each
+/// client TTFT is the simulator's read to first write, plus −2 to `READ_TOL_MS` + `TOL_MS` ms,
+/// and so is their median).
+fn ttft_after_the_waits(
+    l: &serde_json::Value,
+    level: u32,
+    all: &HashMap<(u32, u32), (&RequestRecord, &SimRequestTrace)>,
+) {
+    let bins = l["ttft_by_wait"].as_array().unwrap();
+    assert_eq!(bins.len(), 1, "{bins:?}");
+    let b = &bins[0];
+    assert_eq!(b["turns"], SESSIONS * (TURNS - 1));
+    assert_eq!(
+        (b["up_to_ms"].as_f64(), b["median_wait_ms"].as_f64()),
+        (Some(WAIT * 1e3), Some(WAIT * 1e3))
+    );
+    let sim: Vec<f64> = all
+        .iter()
+        .filter(|(k, _)| k.0 / 1000 == level && k.1 > 1)
+        .map(|(_, (_, s))| sim_truth::server_ttft_ms(s).unwrap())
+        .collect();
+    let sim_ms = sim_truth::nearest_rank(&sim, 50.0);
+    let got_ms = b["median_ttft_ms"].as_f64().unwrap();
+    let d = got_ms - sim_ms;
+    assert!(
+        (-2.0..=sim_truth::READ_TOL_MS + sim_truth::TOL_MS).contains(&d),
+        "level {level}: TTFT p50 after the waits {got_ms:.1} ms against the simulator's {sim_ms:.1} ms"
+    );
+}
+
+/// `session_list.csv`: a row per session, each held to the simulator's record of its turns: its
+/// tokens and cache exactly, its server time and duration within the bounds of
+/// [`per_session_times`], its tool time the plan's.
+fn each_session_is_the_simulators(
+    dir: &Path,
+    all: &HashMap<(u32, u32), (&RequestRecord, &SimRequestTrace)>,
+) {
+    let rows = run_files::csv(dir, "session_list.csv");
+    assert_eq!(rows.len() as u64, 2 * SESSIONS, "a row per session");
+    let per_turn = sim_truth::READ_TOL_MS + sim_truth::TOL_MS;
+    for row in &rows {
+        let level: u32 = row["level"].parse().unwrap();
+        let session: u32 = row["session"].parse().unwrap();
+        let sim = |turn: u64| all[&(level * 1000 + session, turn as u32)].1;
+        let (mut input, mut output, mut cached, mut ceiling, mut server_ms) = (0, 0, 0, 0, 0.0);
+        for turn in 1..=TURNS {
+            let s = sim(turn);
+            input += s.prompt_tokens;
+            output += s.tokens();
+            cached += s.cached_tokens.unwrap();
+            ceiling += s.finished_prefix_tokens.unwrap();
+            server_ms += (s.last_write_unix_us().unwrap() - s.received_unix_us) as f64 / 1e3;
+        }
+        let duration_ms =
+            (sim(TURNS).last_write_unix_us().unwrap() - sim(1).received_unix_us) as f64 / 1e3;
+        let at = format!("level {level} session {session}");
+        assert_eq!(
+            (row["outcome"].as_str(), row["turns"].as_str()),
+            ("completed", TURNS.to_string().as_str()),
+            "{at}"
+        );
+        for (key, want) in [
+            ("input_tokens", input),
+            ("output_tokens", output),
+            ("cached_tokens", cached),
+            ("cache_ceiling_tokens", ceiling),
+        ] {
+            assert_eq!(row[key], want.to_string(), "{at}: {key}");
+        }
+        for (key, sim_ms, turns) in [
+            ("server_s", server_ms, TURNS as f64),
+            ("duration_s", duration_ms, 1.0),
+        ] {
+            let got_ms = run_files::cell_f64(row, key) * 1e3;
+            let d = got_ms - sim_ms;
+            assert!(
+                (-2.0 * turns..=per_turn * turns).contains(&d),
+                "{at} {key}: {got_ms:.1} ms against the simulator's {sim_ms:.1} ms"
+            );
+        }
+        run_files::close(
+            "tool_s",
+            run_files::cell_f64(row, "tool_s"),
+            WAIT * (TURNS - 1) as f64,
+            1e-9,
+            1e-9,
+        );
+    }
+}
+
 #[test]
 fn every_turn_is_held_to_the_simulators_record() {
-    let (dir, truth, recs) = ran(&[], "large");
+    held_to_the_record("large", &[]);
+}
+
+/// The same sessions through the Anthropic Messages API (`/v1/messages`, which the simulator
+/// serves as vLLM does, through its chat endpoint): the shared prefix goes as the `system`
+/// prompt, and every ceiling, cached count and tool wait is the same as over chat.
+#[test]
+fn every_turn_over_the_messages_api_is_held_to_the_simulators_record() {
+    held_to_the_record("messages", &["--backend", "anthropic"]);
+}
+
+/// Every turn of the plan, run with `extra` flags, against the simulator's record.
+fn held_to_the_record(name: &str, extra: &[&str]) {
+    let (dir, truth, recs) = ran_with(&[], name, extra);
     let ids = sim_truth::by_id(&truth);
     let all = turns(&recs, &ids);
     assert_eq!(
@@ -232,6 +399,8 @@ fn every_turn_is_held_to_the_simulators_record() {
             sum(&|r| r.cache_ceiling_tokens.unwrap())
         );
         assert_eq!(l["cached_tokens"], sum(&|r| r.cached_tokens.unwrap()));
+        per_session_times(l, level, &all);
+        ttft_after_the_waits(l, level, &all);
         let by_turn = l["ttft_by_turn_ms"].as_array().unwrap();
         assert_eq!(by_turn.len() as u64, TURNS);
         assert!(
@@ -240,7 +409,25 @@ fn every_turn_is_held_to_the_simulators_record() {
         );
     }
 
+    // A sentence a level on how long sessions took, its values the level's.
+    let timed: Vec<&serde_json::Value> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["id"] == "sessions_time")
+        .collect();
+    assert_eq!(timed.len(), 2, "{timed:?}");
+    for (f, l) in timed.iter().zip(levels) {
+        for key in [
+            "mean_session_s",
+            "mean_session_server_s",
+            "mean_session_tool_s",
+        ] {
+            assert_eq!(f["values"][key], l[key], "{key}");
+        }
+    }
     csv_sums_each_turn(&dir, &all);
+    each_session_is_the_simulators(&dir, &all);
     let chart = std::fs::metadata(dir.join("charts/sessions.png")).unwrap();
     assert!(
         chart.len() > 10_000,
@@ -312,5 +499,203 @@ fn a_cache_too_small_for_the_waiting_sessions_loses_what_they_had() {
             "{text}"
         );
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--think-time`: each user waits its think time after a session before its next one, and not
+/// before its first, by the simulator's clock: per user (servetop's slot), the next session's
+/// first turn reaches the simulator at least the think time after the simulator wrote the last
+/// token of that user's session before; the first sessions start with the level.
+#[test]
+fn a_user_thinks_between_its_sessions() {
+    const THINK: f64 = 0.3;
+    let (child, url) = sim_child::spawn(&[], &[]);
+    let _child = sim_child::KillOnDrop(child);
+    let dir = scratch("think");
+    run_files::succeed(
+        Command::new(bin())
+            .args(["run", "--base-url", &url, "--headless", "--no-gpu"])
+            .args(["--concurrency", "none", "--long-context", "none"])
+            .args(["--sessions", "2", "--sessions-per-level", "6"])
+            .args(["--turns", "2", "--tool-wait", "0.05"])
+            .args(["--think-time", &THINK.to_string()])
+            .args(["--input-len", "200", "--output-len", "8"])
+            .arg("--out")
+            .arg(&dir),
+    );
+    let truth = sim_truth::fetch(&url);
+    let ids = sim_truth::by_id(&truth);
+    let recs: Vec<RequestRecord> = request_records(&dir)
+        .into_iter()
+        .filter(|r| !r.warmup)
+        .collect();
+    assert_eq!(recs.len(), 12, "every turn ran");
+    // Per user, its turns in the order the simulator read them.
+    let mut by_user: HashMap<u32, Vec<(&RequestRecord, &SimRequestTrace)>> = HashMap::new();
+    for r in &recs {
+        let s = ids[sim_truth::id_of(r).as_str()];
+        by_user.entry(r.slot.unwrap()).or_default().push((r, s));
+    }
+    assert_eq!(by_user.len(), 2);
+    let mut thinks = 0;
+    let start = recs
+        .iter()
+        .map(|r| ids[sim_truth::id_of(r).as_str()].received_unix_us)
+        .min()
+        .unwrap();
+    for (user, mut turns) in by_user {
+        turns.sort_by_key(|(_, s)| s.received_unix_us);
+        assert!(
+            turns[0].1.received_unix_us - start < 200_000,
+            "user {user}: its first session waited"
+        );
+        for w in turns.windows(2) {
+            let ((_, before), (r, s)) = (w[0], w[1]);
+            let gap_s = (s.received_unix_us - before.last_write_unix_us().unwrap()) as f64 / 1e6;
+            if r.turn == Some(1) {
+                thinks += 1;
+                assert!(gap_s >= THINK, "user {user}: thought {gap_s:.3} s");
+            }
+        }
+    }
+    assert_eq!(
+        thinks, 4,
+        "six sessions of two users: four came after another"
+    );
+    let v = results(&dir);
+    assert_eq!(v["sessions"][0]["think_time"]["s"], THINK);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--session-rate`: sessions start on the level's seeded schedule whatever the earlier ones are
+/// doing. Each session's first turn goes out at its due time (the schedule, drawn here from the
+/// run's seed by the library's generator) or just after; the sessions, each held over half a
+/// second by its tool wait, overlap as an open loop's do (by the simulator's record: from a
+/// session's first turn read to its last token written); and each level runs its sessions
+/// whole.
+#[test]
+fn sessions_start_at_their_rate_whatever_the_others_do() {
+    const RATE: f64 = 10.0;
+    let (child, url) = sim_child::spawn(&[], &[]);
+    let _child = sim_child::KillOnDrop(child);
+    let dir = scratch("rate");
+    run_files::succeed(
+        Command::new(bin())
+            .args(["run", "--base-url", &url, "--headless", "--no-gpu"])
+            .args(["--concurrency", "none", "--long-context", "none"])
+            .args(["--session-rate", &RATE.to_string()])
+            .args(["--sessions-per-level", "16", "--turns", "2"])
+            .args([
+                "--tool-wait",
+                "0.5",
+                "--input-len",
+                "200",
+                "--output-len",
+                "8",
+            ])
+            .args(["--seed", "7"])
+            .arg("--out")
+            .arg(&dir),
+    );
+    let truth = sim_truth::fetch(&url);
+    let ids = sim_truth::by_id(&truth);
+    let recs: Vec<RequestRecord> = request_records(&dir)
+        .into_iter()
+        .filter(|r| !r.warmup)
+        .collect();
+    assert_eq!(recs.len(), 32, "16 sessions of 2 turns");
+    let v = results(&dir);
+    let level = &v["sessions"][0];
+    assert_eq!(level["sessions_completed"], 16);
+    let index = level["index"].as_u64().unwrap() as u32;
+    let arrival: servetop::workload::Arrival =
+        serde_json::from_value(level["arrival"].clone()).unwrap();
+    let mut due = servetop::workload::Schedule::new(
+        &arrival,
+        servetop::workload::Schedule::level_seed(7, index),
+    );
+    let mut firsts: Vec<&RequestRecord> = recs.iter().filter(|r| r.turn == Some(1)).collect();
+    firsts.sort_by_key(|r| r.index);
+    let mut late_ms = Vec::new();
+    for r in &firsts {
+        let at_ms = due.next().unwrap() * 1e3;
+        let sent_ms = r.send_at_us as f64 / 1e3;
+        assert!(
+            sent_ms >= at_ms - 1.0,
+            "session {} sent at {sent_ms:.1} ms, due at {at_ms:.1}",
+            r.index / 2
+        );
+        late_ms.push(sent_ms - at_ms);
+    }
+    let mean_late = late_ms.iter().sum::<f64>() / late_ms.len() as f64;
+    assert!(
+        mean_late < 20.0,
+        "first turns {mean_late:.1} ms late on average"
+    );
+    // Sessions running at once, by the simulator's clock.
+    let mut spans: HashMap<u32, (u64, u64)> = HashMap::new();
+    for r in &recs {
+        let s = ids[sim_truth::id_of(r).as_str()];
+        let e = spans.entry(r.index / 2).or_insert((u64::MAX, 0));
+        e.0 = e.0.min(s.received_unix_us);
+        e.1 = e.1.max(s.last_write_unix_us().unwrap());
+    }
+    let most = spans
+        .values()
+        .map(|&(from, _)| {
+            spans
+                .values()
+                .filter(|&&(a, b)| a <= from && from < b)
+                .count()
+        })
+        .max()
+        .unwrap();
+    assert!(
+        most >= 3,
+        "at most {most} sessions ran at once: not an open loop"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A session whose context will outgrow the server's is said before its level runs, with the
+/// session flags that shorten it: 300 + 3 × (20 + 100 + 8) + 20 = 704 tokens by the last of
+/// four turns, against a 700-token context.
+#[test]
+fn a_session_that_will_outgrow_the_context_is_said_with_its_flags() {
+    let (child, url) = sim_child::spawn(&["--context-length", "700"], &[]);
+    let _child = sim_child::KillOnDrop(child);
+    let dir = scratch("outgrow");
+    let out = Command::new(bin())
+        .args(["run", "--base-url", &url, "--headless", "--no-gpu"])
+        .args(["--concurrency", "none", "--long-context", "none"])
+        .args([
+            "--sessions",
+            "1",
+            "--sessions-per-level",
+            "1",
+            "--turns",
+            "4",
+        ])
+        .args(["--tool-wait", "0", "--tool-result-len", "100"])
+        .args(["--input-len", "300", "--output-len", "20"])
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.code().is_some(), "the run ended");
+    let v = results(&dir);
+    let warnings: Vec<&str> = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(serde_json::Value::as_str)
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("will reach about 704 tokens")
+                && w.contains("fewer turns (--turns), shorter tool results (--tool-result-len)")),
+        "{warnings:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

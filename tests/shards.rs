@@ -21,6 +21,8 @@ use std::process::{Child, Command, Output};
 use serde_json::Value;
 use servetop::sim::SimTruth;
 
+use run_files::{finished, start_in};
+
 /// A simulator whose prefill is the bottleneck (200-token prompts at 10,000 tokens/s, 20 ms
 /// each, served first): at C=64 a request waits behind the prompts sent before it, so the
 /// shards' requests queue behind each other's only if they really run together. No prefix
@@ -78,24 +80,6 @@ fn servetop(args: &[&str]) -> Output {
         .args(args)
         .output()
         .unwrap()
-}
-
-fn finished(c: Child, what: &str) {
-    let out = c.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{what} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// `@<unix seconds>` this many seconds from now.
-fn start_in(s: u64) -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    format!("@{}", now + s)
 }
 
 fn results(dir: &Path) -> Value {

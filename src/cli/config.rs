@@ -9,12 +9,7 @@ use crate::sim::{AcceptLength, SimConfig};
 
 /// Builds the run configuration from `servetop run` flags.
 pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
-    let mut slo = a.slo.slo.as_deref().map(Slo::parse).transpose()?;
-    let percentile = Slo::parse_percentile(&a.slo.slo_percentile)
-        .map_err(|e| format!("--slo-percentile {e}"))?;
-    if let Some(s) = slo.as_mut() {
-        s.percentile = percentile;
-    }
+    let (slo, slo_tiers) = slo_config(a)?;
     let (server, plan, work, tel) = (&a.server, &a.plan, &a.workload, &a.telemetry);
     let search = search_config(a)?;
     let chat = chat_extras(work)?;
@@ -69,6 +64,7 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         idle_timeout_s: a.timeouts.idle_timeout,
         grace_s: a.timeouts.grace,
         slo,
+        slo_tiers,
         // A new seed per run: the same prompts again would be prefix-cache hits on vLLM, SGLang
         // and llama.cpp, and prefill would measure nothing.
         seed: plan.seed.unwrap_or_else(rand::random),
@@ -88,7 +84,7 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         chat,
         gpu_hour_cost: tel.gpu_hour_cost,
         cost_per_hour: tel.cost_per_hour,
-        trace: a.trace.load()?,
+        trace: trace_config(a)?,
         repeat: plan.repeat,
         thinking_budgets: work
             .thinking_budget
@@ -96,6 +92,11 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
             .map(|b| b.0)
             .unwrap_or_default(),
         extra_body: work.extra_body.as_deref().map(extra_body).transpose()?,
+        headers: server
+            .header
+            .iter()
+            .map(|h| crate::config::header::HttpHeader::parse(h))
+            .collect::<Result<_, _>>()?,
         clock: a.clock.clock(crate::telemetry::now_unix_ms())?,
         shard: a.clock.shard()?,
     };
@@ -178,6 +179,37 @@ fn search_config(a: &RunArgs) -> Result<Option<crate::workload::search::SearchCo
         ));
     }
     Ok(Some(cfg))
+}
+
+/// `--slo` and `--slo-tier`, each at `--slo-percentile`; tier names must differ.
+fn slo_config(
+    a: &RunArgs,
+) -> Result<(Option<Slo>, Vec<crate::metrics::slo_tiers::SloTier>), String> {
+    let mut slo = a.slo.slo.as_deref().map(Slo::parse).transpose()?;
+    let percentile = Slo::parse_percentile(&a.slo.slo_percentile)
+        .map_err(|e| format!("--slo-percentile {e}"))?;
+    if let Some(s) = slo.as_mut() {
+        s.percentile = percentile;
+    }
+    let tiers = a
+        .slo
+        .slo_tier
+        .iter()
+        .map(|t| crate::metrics::slo_tiers::SloTier::parse(t, percentile))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (i, t) in tiers.iter().enumerate() {
+        if tiers[..i].iter().any(|u| u.name == t.name) {
+            return Err(format!("--slo-tier {}: two tiers of one name", t.name));
+        }
+    }
+    Ok((slo, tiers))
+}
+
+/// `--trace`, read and sliced, an agent trace's waits cut at `--tool-wait-cap`.
+fn trace_config(a: &RunArgs) -> Result<Option<crate::workload::trace::TraceConfig>, String> {
+    Ok(a.trace
+        .load()?
+        .map(|t| t.with_wait_cap(a.sessions.tool_wait_cap)))
 }
 
 /// The concurrency search with `--sessions N`: its probes are session levels, the first of N
@@ -481,6 +513,19 @@ mod tests {
             "2",
         ]);
         assert_eq!(only.levels().len(), 1);
+        // `inf`: every request at once, as many as --requests-per-level says.
+        let all = cfg(&[
+            "--concurrency",
+            "none",
+            "--request-rate",
+            "4,inf",
+            "--requests-per-level",
+            "30",
+        ]);
+        let levels = all.levels();
+        assert_eq!(levels[1].label(), "inf req/s");
+        assert_eq!(levels[1].requests, 30);
+        assert!(levels[1].arrival.unwrap().request_rate.is_infinite());
     }
 
     #[test]
@@ -505,6 +550,25 @@ mod tests {
             (
                 &["--request-rate", "4", "--max-concurrency", "0"][..],
                 "--max-concurrency",
+            ),
+            (
+                &["--request-rate", "inf"][..],
+                "say how many with --requests-per-level N",
+            ),
+            (
+                &[
+                    "--request-rate",
+                    "inf",
+                    "--requests-per-level",
+                    "8",
+                    "--ramp-up",
+                    "2",
+                ][..],
+                "nothing to ramp",
+            ),
+            (
+                &["--sessions", "2", "--session-rate", "inf"][..],
+                "--session-rate inf",
             ),
         ] {
             let e = parse(flags).unwrap_err();

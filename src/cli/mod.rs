@@ -367,7 +367,9 @@ pub struct SimArgs {
     /// Memory of each simulated GPU.
     #[arg(long, value_name = "GB")]
     pub gpu_mem_gb: Option<f64>,
-    /// KV-cache capacity in tokens (for the KV usage gauge).
+    /// KV-cache capacity in tokens, shared by the running requests' KV and the prefix cache:
+    /// the cached blocks no request holds are evicted least recently used first when a running
+    /// request or the cache needs room (each eviction recorded on /sim/requests).
     #[arg(long, value_name = "N", value_parser = count)]
     pub kv_capacity_tokens: Option<u64>,
     /// Turn the simulated prefix cache off (on by default, as in vLLM and SGLang): every prompt

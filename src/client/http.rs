@@ -107,13 +107,24 @@ impl Body {
 pub const POOL_IDLE: Duration = Duration::from_secs(4);
 
 /// The HTTP client used for benchmark traffic: pooled keep-alive connections, no proxy (a
-/// proxy would add its own latency to every number), Nagle off.
-pub fn http_client() -> reqwest::Result<reqwest::Client> {
+/// proxy would add its own latency to every number), Nagle off; `headers` (`--header`) on
+/// every request.
+pub fn http_client(headers: &[(String, String)]) -> Result<reqwest::Client, String> {
+    let mut map = reqwest::header::HeaderMap::new();
+    for (name, value) in headers {
+        let n = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|e| format!("--header {name}: {e}"))?;
+        let v = reqwest::header::HeaderValue::from_str(value)
+            .map_err(|e| format!("--header {name}: {e}"))?;
+        map.append(n, v);
+    }
     reqwest::Client::builder()
+        .default_headers(map)
         .no_proxy()
         .tcp_nodelay(true)
         .pool_idle_timeout(POOL_IDLE)
         .connect_timeout(Duration::from_secs(10))
         .user_agent(concat!("servetop/", env!("CARGO_PKG_VERSION")))
         .build()
+        .map_err(|e| format!("HTTP client: {e}"))
 }

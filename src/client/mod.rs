@@ -5,6 +5,7 @@
 //! that reached the client together are one delivery, one chunk ([`bursts`]); on engines that send
 //! one event per token, the events of one speculative step are grouped into one chunk per step.
 
+mod anthropic;
 pub mod bursts;
 mod cache_reset;
 pub mod detect;
@@ -186,7 +187,7 @@ impl Client {
 
     /// The endpoint and stream format of `spec`.
     fn route(&self, spec: &RequestSpec) -> (&str, Dialect) {
-        if spec.messages.is_some() {
+        if spec.messages.is_some() && self.backend != Backend::Anthropic {
             (&self.chat_url, Dialect::Chat)
         } else {
             (&self.url, self.backend.dialect())
@@ -195,12 +196,13 @@ impl Client {
 
     fn body(&self, spec: &RequestSpec) -> serde_json::Value {
         let prompt: &str = &spec.prompt;
-        let backend = if spec.messages.is_some() {
+        let backend = if spec.messages.is_some() && self.backend != Backend::Anthropic {
             Backend::OpenaiChat
         } else {
             self.backend
         };
         let mut body = match backend {
+            Backend::Anthropic => anthropic::body(spec, &self.model, &self.opts),
             Backend::Sglang => json!({
                 "text": prompt,
                 "sampling_params": {
@@ -304,8 +306,14 @@ impl Client {
         let one = |_| async {
             if let Some(plain) = &self.plain {
                 let auth = self.api_key.as_ref().map(|k| format!("Bearer {k}"));
-                let headers: Vec<(&str, &str)> =
+                let mut headers: Vec<(&str, &str)> =
                     auth.iter().map(|a| ("authorization", a.as_str())).collect();
+                headers.extend(
+                    self.opts
+                        .headers
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str())),
+                );
                 if let Ok(r) = plain.send("GET", path, &headers, b"", false).await {
                     // Read to the end so the connection goes back to the pool.
                     let _ = Resp::Own(r).text().await;
@@ -340,6 +348,18 @@ impl Client {
             if let Some(a) = &auth {
                 headers.push(("authorization", a.as_str()));
             }
+            if self.backend == Backend::Anthropic {
+                headers.push(("anthropic-version", anthropic::VERSION));
+                if let Some(k) = &self.api_key {
+                    headers.push(("x-api-key", k.as_str()));
+                }
+            }
+            headers.extend(
+                self.opts
+                    .headers
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str())),
+            );
             return plain
                 .send("POST", path_of(url), &headers, &body, fresh)
                 .await
@@ -357,6 +377,12 @@ impl Client {
             .body(body);
         if let Some(k) = &self.api_key {
             req = req.bearer_auth(k);
+        }
+        if self.backend == Backend::Anthropic {
+            req = req.header("anthropic-version", anthropic::VERSION);
+            if let Some(k) = &self.api_key {
+                req = req.header("x-api-key", k);
+            }
         }
         req.send().await.map(Resp::Reqwest).map_err(|e| SendError {
             message: error_chain(&e),
@@ -465,6 +491,9 @@ fn record_of(
         slot: None,
         cached_tokens: None,
         turn: None,
+        session: None,
+        sub_agent: None,
+        session_turns: None,
         tool_wait_ms: None,
         cache_ceiling_tokens: None,
         ttfc_us: None,

@@ -20,6 +20,9 @@ pub enum Backend {
     OpenaiChat,
     /// SGLang's native `/generate` (exact per-chunk counts from `meta_info`).
     Sglang,
+    /// Anthropic Messages `/v1/messages` (vLLM, llama-server): the prompt goes through the chat
+    /// template, and answers end where the model stops (the API has no `ignore_eos`).
+    Anthropic,
 }
 
 impl Backend {
@@ -29,7 +32,14 @@ impl Backend {
             Backend::Openai => "/v1/completions",
             Backend::OpenaiChat => "/v1/chat/completions",
             Backend::Sglang => "/generate",
+            Backend::Anthropic => "/v1/messages",
         }
+    }
+
+    /// Whether requests go as chat messages (through the chat template), where tools, images
+    /// and thinking budgets can go.
+    pub fn is_chat(self) -> bool {
+        matches!(self, Backend::OpenaiChat | Backend::Anthropic)
     }
 
     pub(super) fn dialect(self) -> Dialect {
@@ -37,6 +47,7 @@ impl Backend {
             Backend::Openai => Dialect::Completions,
             Backend::OpenaiChat => Dialect::Chat,
             Backend::Sglang => Dialect::SglangNative,
+            Backend::Anthropic => Dialect::Messages,
         }
     }
 }
@@ -56,6 +67,9 @@ pub struct ClientOptions {
     pub chat_extras: Arc<serde_json::Map<String, serde_json::Value>>,
     /// Fields added to every request's body (`--extra-body`), over servetop's own.
     pub extra_body: Arc<serde_json::Map<String, serde_json::Value>>,
+    /// Headers every request carries (`--header`; the reqwest client has them as defaults,
+    /// servetop's own HTTP/1.1 client adds them to each request), names in lower case.
+    pub headers: Arc<[(String, String)]>,
     /// How every request's `X-Request-Id` begins: `servetop`, or `servetop-shardIofN` on a
     /// shard, so that the shards of one run never send the same id to one server.
     pub request_id_prefix: Arc<str>,
@@ -78,7 +92,7 @@ pub struct RequestSpec {
     pub counted_input_tokens: Option<(u64, CountSource)>,
     pub max_tokens: u32,
     /// A whole chat history to send instead of `prompt` (a multi-turn conversation's turn): it
-    /// always goes to `/v1/chat/completions`, whatever `--backend` says.
+    /// goes to `/v1/chat/completions`, or to `/v1/messages` with `--backend anthropic`.
     pub messages: Option<Arc<[ChatMessage]>>,
     /// Let the server reuse a cached prefix (multi-turn, shared prefix). Off, servetop asks
     /// servers that would otherwise reuse an earlier run's prompts (llama-server) not to.
@@ -99,6 +113,9 @@ pub struct RequestSpec {
     /// How long to wait before sending it, after the turn before it ended (a session turn's
     /// tool wait).
     pub wait_before: Option<std::time::Duration>,
+    /// A session's first turn: the user's think time before it, where the user ran a session
+    /// before (`--think-time`).
+    pub think_before: Option<std::time::Duration>,
     /// A session turn: what its cache ceiling is worked out from.
     pub session_turn: Option<SessionTurn>,
 }
@@ -113,6 +130,15 @@ pub struct SessionTurn {
     /// The session's first turn: the opening of its newest message is the primer's too, so
     /// finished; on later turns the newest message's opening follows an answer and was not.
     pub first: bool,
+    /// A sub-agent's turn (which of the session's sub-agents, from 0); none for the session's
+    /// own turns.
+    pub sub_agent: Option<u32>,
+    /// The session's number in its level (from 0), for the per-session figures.
+    pub session: u32,
+    /// A sub-agent's: how many of the session's own turns are answered before it starts (1
+    /// with `--fan-out`; an agent trace's sub-agent, after the turn it follows). The session's
+    /// next turn waits for every sub-agent started after the turn before it. 0 on its own turns.
+    pub after_turn: u32,
 }
 
 impl RequestSpec {
@@ -136,6 +162,7 @@ impl RequestSpec {
             images: Vec::new(),
             images_label: None,
             wait_before: None,
+            think_before: None,
             session_turn: None,
         }
     }

@@ -28,7 +28,7 @@ struct StreamFold {
     usage_cached: Option<u64>,
     finished: bool,
     length_stop: bool,
-    /// `[DONE]` arrived.
+    /// `[DONE]` (Messages: `message_stop`) arrived.
     done: bool,
     /// Reasoning and tool calls, event by event.
     kinds: super::kinds::KindFold,
@@ -286,7 +286,8 @@ impl Client {
         }
     }
 
-    /// Folds one SSE data payload that arrived `at_us` after the send; `true` at `[DONE]`.
+    /// Folds one SSE data payload that arrived `at_us` after the send; `true` at `[DONE]` (or
+    /// Messages' `message_stop`).
     fn fold_event(
         &self,
         fold: &mut StreamFold,
@@ -324,10 +325,14 @@ impl Client {
         }
         fold.finished |= c.finished;
         fold.length_stop |= c.length_stop;
+        if c.end {
+            fold.done = true;
+            return Ok(true);
+        }
         if !c.has_choice {
             return Ok(false);
         }
-        if dialect == Dialect::Chat && !c.content.is_empty() {
+        if matches!(dialect, Dialect::Chat | Dialect::Messages) && !c.content.is_empty() {
             fold.kinds.content(&c.content);
         }
         if let Some(r) = reply {

@@ -355,7 +355,7 @@ async fn simulated_gpus(cfg: &mut RunConfig, server: &crate::client::ServerInfo)
         return;
     }
     let url = format!("{}/dcgm/metrics", cfg.base_url.trim_end_matches('/'));
-    let Ok(http) = crate::client::http_client() else {
+    let Ok(http) = crate::client::http_client(&cfg.header_pairs()) else {
         return;
     };
     if let Ok(sample) = crate::telemetry::scrape::dcgm_sample(&http, &url).await

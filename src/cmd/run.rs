@@ -16,7 +16,7 @@ pub async fn run(a: RunArgs) -> i32 {
         if a.detach {
             return super::detach::detach(super::detach::args_without_detach(), Some(dir));
         }
-        return Box::pin(resume(dir, &a.output)).await;
+        return Box::pin(resume(dir, &a.output, &a.server.header)).await;
     }
     let combos = match crate::cli::config::serve_combinations(&a.server.serve_param) {
         Ok(c) => c,
@@ -148,8 +148,9 @@ fn assumed_plan_line(cfg: &RunConfig) -> String {
     crate::run::estimate::plan_line(cfg, &cfg.levels(), &basis, None, cfg.serve.is_some())
 }
 
-/// `servetop run --resume DIR`: the saved configuration, the levels not yet done.
-async fn resume(dir: &std::path::Path, out: &OutputArgs) -> i32 {
+/// `servetop run --resume DIR`: the saved configuration, the levels not yet done; `headers`
+/// (`--header`) give again the secret headers' values the files did not keep.
+async fn resume(dir: &std::path::Path, out: &OutputArgs, headers: &[String]) -> i32 {
     let (summary, _) = match crate::export::report::load_run(dir) {
         Ok(r) => r,
         Err(e) => return fail(&e),
@@ -169,6 +170,14 @@ async fn resume(dir: &std::path::Path, out: &OutputArgs) -> i32 {
     let mut out = out.clone();
     out.out = Some(dir.to_path_buf());
     let mut cfg = summary.config.clone();
+    let given: Result<Vec<_>, String> = headers
+        .iter()
+        .map(|h| crate::config::header::HttpHeader::parse(h))
+        .collect();
+    match given.and_then(|g| crate::config::header::resumed(&cfg.headers, &g)) {
+        Ok(h) => cfg.headers = h,
+        Err(e) => return fail(&e),
+    }
     // The prompts the first run sent are in the server's prefix cache: the same seed again
     // would measure cache hits, not prefill. Each resume draws a new one.
     let used = [cfg.seed, summary.resumed_with_seed.unwrap_or(cfg.seed)];

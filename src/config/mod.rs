@@ -12,6 +12,7 @@ use crate::workload::search::SearchConfig;
 use crate::workload::shard::Shard;
 use crate::workload::{LevelSpec, OpenLoop, RequestCount};
 
+pub mod header;
 mod validate;
 
 /// Which protocol to speak; `auto` picks from what the server answers.
@@ -22,6 +23,8 @@ pub enum BackendChoice {
     Openai,
     OpenaiChat,
     Sglang,
+    /// Anthropic Messages (`/v1/messages`): the chat template, no `ignore_eos`.
+    Anthropic,
 }
 
 /// Everything that shapes a run's measurements.
@@ -88,6 +91,9 @@ pub struct RunConfig {
     /// Seconds in-flight requests get to finish after quit or skip.
     pub grace_s: f64,
     pub slo: Option<Slo>,
+    /// `--slo-tier`: named objectives each level is judged against too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slo_tiers: Vec<crate::metrics::slo_tiers::SloTier>,
     /// Seed of the prompt text.
     pub seed: u64,
     pub out_dir: PathBuf,
@@ -142,6 +148,10 @@ pub struct RunConfig {
     /// Fields added to every request's body (`--extra-body`), a JSON object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extra_body: Option<serde_json::Value>,
+    /// Headers sent with every request to the server (`--header`), a secret one's value
+    /// written `***` (see [`RunConfig::header_pairs`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<header::HttpHeader>,
     /// Thinking budgets (`--thinking-budget`): the plan once per budget, in this order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub thinking_budgets: Vec<u32>,
@@ -312,6 +322,14 @@ fn one_second() -> f64 {
 }
 
 impl RunConfig {
+    /// `--header`s as the HTTP clients take them: (name in lower case, value).
+    pub fn header_pairs(&self) -> Vec<(String, String)> {
+        self.headers
+            .iter()
+            .map(|h| (h.name.to_ascii_lowercase(), h.value.clone()))
+            .collect()
+    }
+
     /// Whether the run asks for something only chat requests carry: tools, template switches,
     /// a thinking budget.
     pub fn wants_chat(&self) -> bool {
@@ -373,6 +391,7 @@ impl RunConfig {
             idle_timeout_s: 30.0,
             grace_s: 1.0,
             slo: None,
+            slo_tiers: Vec::new(),
             seed: 0,
             out_dir: PathBuf::new(),
             api_key_env: "SERVETOP_API_KEY".into(),
@@ -393,6 +412,7 @@ impl RunConfig {
             repeat: 1,
             thinking_budgets: Vec::new(),
             extra_body: None,
+            headers: Vec::new(),
             clock: LevelClock::default(),
             shard: None,
         }

@@ -45,6 +45,21 @@ impl RunConfig {
         if s.tool_result_len == 0 {
             return Err("--tool-result-len must be at least 1".into());
         }
+        if !s.rates.is_empty() && self.search.is_some() {
+            return Err(
+                "--session-rate with --search: the search picks its own levels of users; leave out --session-rate"
+                    .into(),
+            );
+        }
+        if s.fan_out > 64 {
+            return Err(format!(
+                "--fan-out {}: at most 64 sub-agents a session",
+                s.fan_out
+            ));
+        }
+        if s.fan_out > 0 && (s.sub_agent_turns == 0 || s.sub_agent_turns > 1000) {
+            return Err("--sub-agent-turns must be between 1 and 1000".into());
+        }
         for (flag, set) in [
             ("--trace", self.trace.is_some()),
             ("--dataset", self.dataset.is_some()),
@@ -68,6 +83,12 @@ impl RunConfig {
         {
             return Err(
                 "--tools, --tool-choice, --chat-template-kwargs, --thinking-budget and --images go in chat messages: use --backend openai-chat (or auto)"
+                    .into(),
+            );
+        }
+        if self.backend == BackendChoice::Anthropic && self.response_format.is_some() {
+            return Err(
+                "--response-format with --backend anthropic: not supported yet (the Messages API's output_config is not sent); use --backend openai-chat"
                     .into(),
             );
         }
@@ -124,6 +145,39 @@ impl RunConfig {
         Ok(())
     }
 
+    /// `--request-rate inf` sends a level's requests all at once: their number must be given, and
+    /// there is nothing to ramp up. Sessions start at a rate of sessions, never all at once.
+    fn validate_infinite_rate(&self) -> Result<(), String> {
+        if self.open_loop.request_rates.iter().any(|r| r.is_infinite()) {
+            if !matches!(
+                self.requests_per_level,
+                crate::workload::RequestCount::Fixed(_)
+            ) {
+                return Err(
+                    "--request-rate inf sends each level's requests all at once: say how many with --requests-per-level N (a number, not Fx)"
+                        .into(),
+                );
+            }
+            if self.open_loop.ramp_up_s > 0.0 {
+                return Err(
+                    "--request-rate inf with --ramp-up: every request is due at once, so there is nothing to ramp; leave out --ramp-up"
+                        .into(),
+                );
+            }
+        }
+        if self
+            .sessions
+            .as_ref()
+            .is_some_and(|s| s.rates.iter().any(|r| r.is_infinite()))
+        {
+            return Err(
+                "--session-rate inf: sessions start at a rate of sessions a second; give a number"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
     /// A trace replays alone: flags that would add levels or shape its prompts are refused.
     fn validate_trace(&self) -> Result<(), String> {
         if self.trace.is_none() {
@@ -142,6 +196,17 @@ impl RunConfig {
                     "--trace replays the trace alone (its requests set their own times, lengths and shared prefixes); leave out {flag}, or run it separately"
                 ));
             }
+        }
+        let agents = self
+            .trace
+            .as_ref()
+            .and_then(|t| t.loaded.as_ref())
+            .is_some_and(|t| t.is_sessions());
+        if agents && self.shard.is_some() {
+            return Err(
+                "--shard with an agent trace (lines with session_id): not supported yet; replay it from one process"
+                    .into(),
+            );
         }
         Ok(())
     }
@@ -244,6 +309,7 @@ impl RunConfig {
             }
         }
         self.validate_chat()?;
+        self.validate_infinite_rate()?;
         if let Some(s) = &self.search {
             s.validate()?;
             if self.slo.is_none() {
@@ -284,8 +350,11 @@ impl RunConfig {
         self.validate_range_ratio(uses_input)?;
         self.validate_response_format()?;
         self.validate_images()?;
-        if rates.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
-            return Err("--request-rate values must be positive numbers of requests/s".into());
+        // `inf` (every request at once) is a rate too; NaN and 0 or less are not.
+        if rates.iter().any(|r| r.is_nan() || *r <= 0.0) {
+            return Err(
+                "--request-rate values must be positive numbers of requests/s, or inf".into(),
+            );
         }
         let ol = &self.open_loop;
         if !(ol.burstiness.is_finite() && ol.burstiness > 0.0 && ol.burstiness <= 1000.0) {

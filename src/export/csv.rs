@@ -1,5 +1,5 @@
 //! The CSV tables of a run (or of several, one column naming each): `sweep.csv`, `rates.csv`,
-//! `long_context.csv`, `turns.csv`, `sessions.csv`, `trace.csv`, `trace_timeline.csv`, `repeats.csv`. A run's
+//! `long_context.csv`, `turns.csv`, `sessions.csv`, `session_list.csv`, `trace.csv`, `trace_timeline.csv`, `repeats.csv`. A run's
 //! levels are listed as every table lists them (docs/outputs.md "Passes"): the headline pass's
 //! first, the last column of `sweep.csv`, `rates.csv` and `long_context.csv` naming each
 //! level's pass (empty in a run of one pass).
@@ -132,19 +132,28 @@ pub fn turns_csv(runs: &[(String, &RunSummary)]) -> String {
 
 /// `sessions.csv`: one row per turn of each session level (and run): the users, the session's
 /// shape, then the turn's prompt (its context), TTFT, and the cached tokens against the ceiling.
+/// With sub-agents, their turns follow the session's own (`of` says whose), each row over all of
+/// the level's sub-agents at that turn.
 pub fn sessions_csv(runs: &[(String, &RunSummary)]) -> String {
     let mut out = String::from(
-        "run,simulated,level,users,turns,first_turn_input_len,shared_prefix_len,tool_result_len,output_len,tool_wait,sessions_completed,turn,completed,failed,mean_input_tokens,median_ttft_ms,p90_ttft_ms,p99_ttft_ms,mean_tpot_ms,cached_tokens,cache_ceiling_tokens\n",
+        "run,simulated,level,users,turns,first_turn_input_len,shared_prefix_len,tool_result_len,output_len,tool_wait,sessions_completed,turn,completed,failed,mean_input_tokens,median_ttft_ms,p90_ttft_ms,p99_ttft_ms,mean_tpot_ms,cached_tokens,cache_ceiling_tokens,fan_out,of\n",
     );
     let n = |v: Option<u64>| v.map_or_else(String::new, |v| v.to_string());
     for (label, s) in runs {
         for l in &s.sessions {
             let c = l.conversation;
             let Some(st) = &l.stats else { continue };
-            for t in &st.scalars.turns {
+            let own = st.scalars.turns.iter().map(|t| (t, "session"));
+            let sub = st
+                .scalars
+                .session
+                .iter()
+                .flat_map(|x| x.sub_agent_turns.iter())
+                .map(|t| (t, "sub_agent"));
+            for (t, of) in own.chain(sub) {
                 let _ = writeln!(
                     out,
-                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                     csv_text(label),
                     s.simulated,
                     l.index,
@@ -166,6 +175,51 @@ pub fn sessions_csv(runs: &[(String, &RunSummary)]) -> String {
                     f(t.mean_tpot_ms),
                     n(t.cached_tokens),
                     n(t.cache_ceiling_tokens),
+                    c.map_or(0, |c| c.fan_out),
+                    of,
+                );
+            }
+        }
+    }
+    out
+}
+
+/// `session_list.csv`: one row per session of each session level (and run): how it ended, its
+/// turns, when it started and how long it took, split into the server's time and its tools',
+/// its tokens (its sub-agents' included), its cache against the ceiling, its slowest TTFT and,
+/// with `--slo`, whether its every turn met it.
+pub fn session_list_csv(runs: &[(String, &RunSummary)]) -> String {
+    let mut out = String::from(
+        "run,simulated,level,users,session,outcome,turns,sub_agent_turns,start_s,duration_s,server_s,tool_s,input_tokens,output_tokens,cached_tokens,cache_ceiling_tokens,max_ttft_ms,met_slo\n",
+    );
+    let n = |v: Option<u64>| v.map_or_else(String::new, |v| v.to_string());
+    for (label, s) in runs {
+        for l in &s.sessions {
+            let Some(st) = l.stats.as_ref().and_then(|st| st.scalars.session.as_ref()) else {
+                continue;
+            };
+            for r in &st.session_list {
+                let _ = writeln!(
+                    out,
+                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                    csv_text(label),
+                    s.simulated,
+                    l.index,
+                    l.concurrency,
+                    r.session,
+                    r.end.name(),
+                    r.turns,
+                    r.sub_agent_turns,
+                    r.start_s,
+                    r.duration_s,
+                    r.server_s,
+                    r.tool_s,
+                    r.input_tokens,
+                    r.output_tokens,
+                    n(r.cached_tokens),
+                    n(r.cache_ceiling_tokens),
+                    f(r.max_ttft_ms),
+                    r.met_slo.map_or_else(String::new, |m| m.to_string()),
                 );
             }
         }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::charts::{ChartRun, render_all};
 use super::csv::{
-    long_context_csv, rates_csv, repeats_csv, sessions_csv, sweep_csv, trace_csv,
+    long_context_csv, rates_csv, repeats_csv, session_list_csv, sessions_csv, sweep_csv, trace_csv,
     trace_timeline_csv, turns_csv,
 };
 use super::markdown::summary_md;
@@ -116,6 +116,7 @@ pub fn export_run(
     }
     if !summary.sessions.is_empty() {
         tables.push(("sessions.csv", sessions_csv(&labelled)));
+        tables.push(("session_list.csv", session_list_csv(&labelled)));
     }
     if !summary.traces.is_empty() {
         tables.push(("trace.csv", trace_csv(&labelled)));

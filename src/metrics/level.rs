@@ -65,13 +65,17 @@ pub struct LevelAccumulator {
     busy_us: u64,
     slo: Option<Slo>,
     slo_met: u64,
+    /// `--slo-tier`: each level is judged against every tier too.
+    tiers: Vec<super::slo_tiers::SloTier>,
     output_sources: BTreeMap<CountSource, u64>,
     chunk_sources: BTreeMap<CountSource, u64>,
     /// Cached prompt tokens the server reported, and a multi-turn level's turns.
     cache: super::turns::CacheFold,
     turns: super::turns::TurnsFold,
+    /// A session level's sub-agents' turns (`--fan-out`).
+    sub_agent_turns: Option<super::turns::TurnsFold>,
     /// A session level's sessions and cache ceiling.
-    sessions: Option<super::turns::SessionFold>,
+    sessions: Option<super::sessions::SessionFold>,
     reasoning: super::reasoning::ReasoningFold,
     /// Latency over the level's timeline (a trace level's).
     timeline: Option<super::timeline::TimelineFold>,
@@ -97,10 +101,13 @@ impl LevelAccumulator {
         }
     }
 
-    /// A session level of sessions of `turns` turns: also folds its sessions and cache ceiling.
+    /// A session level of sessions of `turns` turns, each `per_session` requests where one
+    /// session can fail more than once (with sub-agents; 0 otherwise): also folds its sessions
+    /// and cache ceiling.
     #[must_use]
-    pub fn with_sessions(mut self, turns: u32) -> Self {
-        self.sessions = Some(super::turns::SessionFold::new(turns));
+    pub fn with_sessions(mut self, turns: u32, per_session: u32) -> Self {
+        self.sessions = Some(super::sessions::SessionFold::new(turns, per_session));
+        self.sub_agent_turns = Some(super::turns::TurnsFold::of_sub_agents());
         self
     }
 
@@ -151,21 +158,18 @@ impl LevelAccumulator {
             t.add(r);
         }
 
-        self.turns.add(r);
+        self.fold_turns(r);
         self.lora.add(r);
         if let Outcome::Failed { kind, message, .. } = &r.outcome {
-            let e = self.failures.entry(*kind).or_insert_with(|| FailureCount {
-                count: 0,
-                first_message: message.clone(),
-            });
-            e.count += 1;
+            self.fold_failure(r, *kind, message);
             return;
         }
 
         self.completed += 1;
         self.steady.add(r, end);
         self.cache.add(r);
-        self.sessions.iter_mut().for_each(|s| s.add(r));
+        let met = self.slo.map(|s| s.met_by(r));
+        self.sessions.iter_mut().for_each(|s| s.add(r, met));
         self.reasoning.add(r);
         self.input_tokens += r.input_tokens;
         self.output_tokens += r.output_tokens;
@@ -245,18 +249,47 @@ impl LevelAccumulator {
 
     /// The level judged against its SLO at the SLO's percentile (None without an SLO).
     pub fn slo_check(&self) -> Option<SloCheck> {
-        let slo = self.slo?;
-        Some(super::slo::check(
-            &slo,
-            &LevelSamples {
-                ttft: &self.ttft,
-                tpot: &self.tpot,
-                itl: &self.itl,
-                e2el: &self.e2el,
-                completed: self.completed,
-                failed: self.failed(),
-            },
-        ))
+        Some(self.judge(&self.slo?))
+    }
+
+    /// The level against `slo`: a session level on every turn too
+    /// ([`super::slo::check_every_turn`]).
+    fn judge(&self, slo: &Slo) -> SloCheck {
+        let all = self.samples();
+        if self.sessions.is_some() {
+            super::slo::check_every_turn(slo, &all, &self.turns.samples())
+        } else {
+            super::slo::check(slo, &all)
+        }
+    }
+
+    /// Also judges the level against each of `tiers`.
+    #[must_use]
+    pub fn with_tiers(mut self, tiers: Vec<super::slo_tiers::SloTier>) -> Self {
+        self.tiers = tiers;
+        self
+    }
+
+    /// The level judged against each SLO tier, in the order given.
+    pub fn tier_checks(&self) -> Vec<super::slo_tiers::TierCheck> {
+        self.tiers
+            .iter()
+            .map(|t| super::slo_tiers::TierCheck {
+                tier: t.name.clone(),
+                check: self.judge(&t.slo),
+            })
+            .collect()
+    }
+
+    fn samples(&self) -> LevelSamples<'_> {
+        LevelSamples {
+            ttft: &self.ttft,
+            tpot: &self.tpot,
+            itl: &self.itl,
+            e2el: &self.e2el,
+            completed: self.completed,
+            failed: self.failed(),
+        }
     }
 
     /// Requests that ended (completed or failed), excluding cancelled ones.
@@ -339,6 +372,26 @@ impl LevelAccumulator {
         }
     }
 
+    /// A failed record: counted by kind, and at a session level, the session it ended.
+    fn fold_failure(&mut self, r: &RequestRecord, kind: FailureKind, message: &str) {
+        if let Some(s) = &mut self.sessions {
+            s.failed(r, kind);
+        }
+        let e = self.failures.entry(kind).or_insert_with(|| FailureCount {
+            count: 0,
+            first_message: message.to_string(),
+        });
+        e.count += 1;
+    }
+
+    /// A record's turn: the conversations' own, or a sub-agent's.
+    fn fold_turns(&mut self, r: &RequestRecord) {
+        self.turns.add(r);
+        if let Some(t) = &mut self.sub_agent_turns {
+            t.add(r);
+        }
+    }
+
     /// The share of checked answers that complied with `--response-format`.
     fn schema_valid_share(&self) -> Option<f64> {
         (self.schema_checked > 0).then(|| self.schema_valid as f64 / self.schema_checked as f64)
@@ -417,7 +470,13 @@ impl LevelAccumulator {
             total_cached_tokens: self.cache.cached_tokens(),
             prefix_cache_hit_rate: self.cache.hit_rate(),
             cache_reports: self.cache.reported(),
-            session: self.sessions.as_ref().map(|s| s.stats(&turns)),
+            session: self.sessions.as_ref().map(|s| {
+                let sub = self
+                    .sub_agent_turns
+                    .as_ref()
+                    .map(super::turns::TurnsFold::stats);
+                s.stats(&turns, sub.unwrap_or_default(), window_s)
+            }),
             turns,
             mean_reasoning_tokens: reasoning.mean_reasoning_tokens,
             mean_content_tokens: reasoning.mean_content_tokens,

@@ -100,7 +100,7 @@ pub struct LevelScalars {
     pub turns: Vec<super::turns::TurnStats>,
     /// A session level's sessions and cache ceiling.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
-    pub session: Option<super::turns::SessionStats>,
+    pub session: Option<super::sessions::SessionStats>,
     /// Mean thinking and answer tokens per completed request (docs/metrics.md "Reasoning and
     /// tool calls"); their share of the output.
     #[serde(default)]

@@ -189,13 +189,25 @@ pub struct RequestRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot: Option<u32>,
     /// Prompt tokens the server says it served from its prefix cache (`usage.
-    /// prompt_tokens_details.cached_tokens`, SGLang `meta_info.cached_tokens`); `None` when it
-    /// does not say.
+    /// prompt_tokens_details.cached_tokens`, SGLang `meta_info.cached_tokens`, Messages
+    /// `cache_read_input_tokens`); `None` when it does not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_tokens: Option<u64>,
     /// The turn of its conversation (1 = first) at a multi-turn or session level.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u32>,
+    /// A session level's turn: its session's number in the level (from 0; the plan's number
+    /// across shards), whether its own turn or a sub-agent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<u32>,
+    /// A sub-agent's turn (`--fan-out`): which of its session's sub-agents sent it (1 = the
+    /// first); `turn` is then the sub-agent's own turn. None for a session's own turns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_agent: Option<u32>,
+    /// On a session's own turns: how many it has (an agent trace's sessions differ in
+    /// length), so the one with `turn` equal to it is its last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_turns: Option<u32>,
     /// The tool wait before it was sent, after the turn before it ended (a session turn after
     /// the first), in ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -447,6 +459,9 @@ pub(crate) mod tests {
             slot: None,
             cached_tokens: None,
             turn: None,
+            session: None,
+            sub_agent: None,
+            session_turns: None,
             tool_wait_ms: None,
             cache_ceiling_tokens: None,
             ttfc_us: None,

@@ -208,6 +208,20 @@ pub struct SloCheck {
     /// Whether the verdict stands at the confidence level: a pass needs every metric certain;
     /// a fail needs one metric (or the failure count) certainly over.
     pub certain: bool,
+    /// A session level: each turn judged on its own ([`check_every_turn`]); `metrics`,
+    /// `requests` and `failed` are then over all its turns together, and `meets` and `certain`
+    /// the verdict on every turn. Empty for other levels.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<TurnSloCheck>,
+}
+
+/// One turn of a session level (over that turn of every session) against the SLO.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TurnSloCheck {
+    /// 1 for the first turn.
+    pub turn: u32,
+    #[serde(flatten)]
+    pub check: SloCheck,
 }
 
 impl SloCheck {
@@ -223,6 +237,22 @@ impl SloCheck {
                 "{} of {} requests failed",
                 self.failed, self.requests
             ));
+        }
+        for t in self.turns.iter().filter(|t| !t.check.meets) {
+            let mut missed: Vec<String> = t
+                .check
+                .metrics
+                .iter()
+                .filter(|m| !m.meets)
+                .map(|m| m.describe(self.percentile))
+                .collect();
+            if missed.is_empty() {
+                missed.push(format!(
+                    "{} of {} requests failed",
+                    t.check.failed, t.check.requests
+                ));
+            }
+            parts.push(format!("turn {}: {}", t.turn, missed.join(", ")));
         }
         parts.join("; ")
     }
@@ -391,7 +421,41 @@ pub fn check(slo: &Slo, s: &LevelSamples<'_>) -> SloCheck {
         metrics,
         meets,
         certain,
+        turns: Vec::new(),
     }
+}
+
+/// Judges a session level: it meets the SLO when all its requests together do (its sub-agents'
+/// among them) and so does each turn on its own, over that turn of every session — a user
+/// waits on every turn, and the later turns' longer prompts and lost cache must not hide among
+/// the earlier ones. The verdict stands when every check it rests on does (a pass), or when one
+/// certainly failing check does (a fail).
+pub fn check_every_turn(
+    slo: &Slo,
+    all: &LevelSamples<'_>,
+    turns: &[(u32, LevelSamples<'_>)],
+) -> SloCheck {
+    let mut c = check(slo, all);
+    c.turns = turns
+        .iter()
+        .map(|(turn, s)| TurnSloCheck {
+            turn: *turn,
+            check: check(slo, s),
+        })
+        .collect();
+    let checks = || {
+        std::iter::once((c.meets, c.certain))
+            .chain(c.turns.iter().map(|t| (t.check.meets, t.check.certain)))
+    };
+    let meets = checks().all(|(m, _)| m);
+    let certain = if meets {
+        checks().all(|(_, sure)| sure)
+    } else {
+        checks().any(|(m, sure)| !m && sure)
+    };
+    c.meets = meets;
+    c.certain = certain;
+    c
 }
 
 /// Whether `failed` of `n` requests shows, at the confidence level, that more than `1 − p` of
@@ -584,5 +648,65 @@ mod tests {
             ..s
         };
         assert!(check(&itl, &s).meets);
+    }
+
+    /// TTFT p50 ≤ 200 ms on sessions of four turns whose TTFTs grow 25, 125, 225, 325 ms: all
+    /// turns together pass (their p50 is 125 ms), turns 3 and 4 each certainly fail, so the
+    /// level fails, certainly, naming both.
+    #[test]
+    fn a_session_level_meets_the_slo_only_on_every_turn() {
+        let slo = Slo {
+            ttft_ms: Some(200.0),
+            percentile: 50.0,
+            ..Slo::default()
+        };
+        let empty = Dist::new();
+        let n = 20;
+        let turns: Vec<Dist> = [25.0, 125.0, 225.0, 325.0]
+            .iter()
+            .map(|&ms| dist_ms(&vec![ms; n]))
+            .collect();
+        let all = dist_ms(
+            &[25.0, 125.0, 225.0, 325.0]
+                .iter()
+                .flat_map(|&ms| vec![ms; n])
+                .collect::<Vec<_>>(),
+        );
+        let pooled = samples(&all, &empty, 4 * n as u64, 0);
+        let by_turn: Vec<(u32, LevelSamples<'_>)> = turns
+            .iter()
+            .zip(1u32..)
+            .map(|(d, t)| (t, samples(d, &empty, n as u64, 0)))
+            .collect();
+        assert!(check(&slo, &pooled).meets, "together they pass");
+        let c = check_every_turn(&slo, &pooled, &by_turn);
+        assert!(!c.meets && c.certain, "{c:?}");
+        assert_eq!(
+            c.turns.iter().map(|t| t.check.meets).collect::<Vec<_>>(),
+            [true, true, false, false]
+        );
+        let text = c.describe();
+        assert!(
+            text.contains("turn 3: TTFT p50 225.0 ms")
+                && text.contains("turn 4: TTFT p50 325.0 ms"),
+            "{text}"
+        );
+        assert!(!text.contains("turn 2:"), "{text}");
+        // A looser limit holds on every turn: a certain pass.
+        let loose = Slo {
+            ttft_ms: Some(400.0),
+            ..slo
+        };
+        let c = check_every_turn(&loose, &pooled, &by_turn);
+        assert!(c.meets && c.certain, "{c:?}");
+        // A turn that fails on two requests alone: failed, but not certainly.
+        let few = dist_ms(&[210.0, 250.0]);
+        let by_turn = vec![
+            (1, samples(&all, &empty, 4 * n as u64, 0)),
+            (2, samples(&few, &empty, 2, 0)),
+        ];
+        let c = check_every_turn(&slo, &pooled, &by_turn);
+        assert!(!c.meets && !c.certain, "{c:?}");
+        assert_eq!(c.verdict(), "fail?");
     }
 }

@@ -82,6 +82,9 @@ struct TurnFold {
     input_tokens: u64,
     ttft: Dist,
     tpot: Dist,
+    /// One value per token, as the level's (for the SLO on every turn).
+    itl: Dist,
+    e2el: Dist,
     cache: CacheFold,
     ceiling: CeilingFold,
 }
@@ -115,18 +118,31 @@ impl CeilingFold {
     }
 }
 
-/// Per-turn folds of a multi-turn level (records without a turn are ignored).
+/// Per-turn folds of a multi-turn level (records without a turn are ignored): of the
+/// conversations' own turns, or of their sub-agents' (by each sub-agent's own turn).
 #[derive(Clone, Debug, Default)]
 pub struct TurnsFold {
     turns: Vec<TurnFold>,
+    sub_agents: bool,
 }
 
 impl TurnsFold {
+    /// The sub-agents' turns (`--fan-out`), over all of a level's sub-agents.
+    pub fn of_sub_agents() -> Self {
+        Self {
+            sub_agents: true,
+            ..Self::default()
+        }
+    }
+
     /// Folds a finished (completed or failed, not cancelled) record.
     pub fn add(&mut self, r: &RequestRecord) {
         let Some(turn) = r.turn.filter(|t| *t >= 1) else {
             return;
         };
+        if r.sub_agent.is_some() != self.sub_agents {
+            return;
+        }
         let i = (turn - 1) as usize;
         if self.turns.len() <= i {
             self.turns.resize_with(i + 1, TurnFold::default);
@@ -144,8 +160,38 @@ impl TurnsFold {
         if let Some(v) = r.tpot_us() {
             t.tpot.record(v.round() as u64);
         }
+        if let Some(v) = r.e2e_us {
+            t.e2el.record(v);
+        }
+        super::record::for_each_gap(&r.chunks, |gap, n| {
+            if n > 0 {
+                t.itl
+                    .record_n((gap as f64 / f64::from(n)).round() as u64, u64::from(n));
+            }
+        });
         t.cache.add(r);
         t.ceiling.add(r);
+    }
+
+    /// Each turn's samples, as a level's, for judging the SLO on every turn (first turn first).
+    pub fn samples(&self) -> Vec<(u32, super::slo::LevelSamples<'_>)> {
+        self.turns
+            .iter()
+            .zip(1u32..)
+            .map(|(t, turn)| {
+                (
+                    turn,
+                    super::slo::LevelSamples {
+                        ttft: &t.ttft,
+                        tpot: &t.tpot,
+                        itl: &t.itl,
+                        e2el: &t.e2el,
+                        completed: t.completed,
+                        failed: t.failed,
+                    },
+                )
+            })
+            .collect()
     }
 
     /// The statistics of every turn seen so far, first turn first.
@@ -176,68 +222,18 @@ impl TurnsFold {
     }
 }
 
-/// A session level's sessions: those that completed every turn, and the level's cache ceiling.
-#[derive(Clone, Debug, Default)]
-pub struct SessionFold {
-    turns: u32,
-    completed: u64,
-    ceiling: CeilingFold,
-}
-
-/// What a session level adds to its statistics (docs/outputs.md, `sessions`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SessionStats {
-    pub sessions_completed: u64,
-    #[serde(default)]
-    pub cached_tokens: Option<u64>,
-    #[serde(default)]
-    pub cache_ceiling_tokens: Option<u64>,
-    /// TTFT p50 per turn, first turn first (None: no turn of that index completed).
-    #[serde(default)]
-    pub ttft_by_turn_ms: Vec<Option<f64>>,
-}
-
-impl SessionFold {
-    /// A level of sessions of `turns` turns.
-    pub fn new(turns: u32) -> Self {
-        Self {
-            turns,
-            ..Self::default()
-        }
-    }
-
-    /// Folds a successful request.
-    pub fn add(&mut self, r: &RequestRecord) {
-        if r.turn == Some(self.turns) {
-            self.completed += 1;
-        }
-        self.ceiling.add(r);
-    }
-
-    /// The statistics, with the per-turn ones of the same level.
-    pub fn stats(&self, turns: &[TurnStats]) -> SessionStats {
-        SessionStats {
-            sessions_completed: self.completed,
-            cached_tokens: self.ceiling.cached(),
-            cache_ceiling_tokens: self.ceiling.ceiling(),
-            ttft_by_turn_ms: (1..=self.turns)
-                .map(|k| {
-                    turns
-                        .iter()
-                        .find(|t| t.turn == k)
-                        .and_then(|t| t.median_ttft_ms)
-                })
-                .collect(),
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::metrics::record::Outcome;
+    use crate::metrics::sessions::SessionFold;
 
-    fn rec(turn: u32, input: u64, cached: Option<u64>, ttft_us: u64) -> RequestRecord {
+    pub(in crate::metrics) fn rec(
+        turn: u32,
+        input: u64,
+        cached: Option<u64>,
+        ttft_us: u64,
+    ) -> RequestRecord {
         RequestRecord {
             level: 0,
             index: 0,
@@ -259,6 +255,9 @@ mod tests {
             slot: None,
             cached_tokens: cached,
             turn: Some(turn),
+            session: None,
+            sub_agent: None,
+            session_turns: None,
             tool_wait_ms: None,
             cache_ceiling_tokens: None,
             ttfc_us: None,
@@ -302,5 +301,43 @@ mod tests {
         assert!((s[1].mean_ttft_ms.unwrap() - 11.0).abs() < 0.1);
         assert_eq!((s[2].completed, s[2].failed), (0, 1));
         assert_eq!(s[2].cache_hit_rate, None);
+    }
+
+    #[test]
+    fn sub_agents_turns_are_folded_apart_and_do_not_complete_a_session() {
+        let mut own = TurnsFold::default();
+        let mut sub = TurnsFold::of_sub_agents();
+        let mut sessions = SessionFold::new(2, 0);
+        let mut child = rec(2, 500, Some(256), 30_000);
+        child.sub_agent = Some(1);
+        for r in [
+            rec(1, 1000, Some(0), 50_000),
+            child.clone(),
+            rec(2, 1200, Some(1000), 20_000),
+        ] {
+            own.add(&r);
+            sub.add(&r);
+            sessions.add(&r, None);
+        }
+        let (o, s) = (own.stats(), sub.stats());
+        assert_eq!(o.iter().map(|t| t.completed).collect::<Vec<_>>(), [1, 1]);
+        assert_eq!(o[1].mean_input_tokens, Some(1200.0));
+        // The sub-agent's second turn: its own index, in its own fold.
+        assert_eq!(s.len(), 2);
+        assert_eq!((s[0].completed, s[1].completed), (0, 1));
+        assert_eq!(s[1].mean_input_tokens, Some(500.0));
+        // Only the session's own last turn completes it.
+        assert_eq!(sessions.stats(&o, s.clone(), 0.0).sessions_completed, 1);
+        // A failed turn ends its session, counted once with its first failure's kind.
+        let kind = crate::metrics::FailureKind::ContextTooLong;
+        let mut failed = rec(2, 0, None, 0);
+        failed.index = 3;
+        sessions.failed(&failed, kind);
+        failed.turn = Some(1);
+        failed.sub_agent = Some(2);
+        sessions.failed(&failed, crate::metrics::FailureKind::HttpStatus);
+        let st = sessions.stats(&o, s, 0.0);
+        assert_eq!(st.sessions_failed, 1);
+        assert_eq!(st.sessions_failed_by_kind.get(&kind), Some(&1));
     }
 }

@@ -95,7 +95,7 @@ pub async fn basis(cfg: &RunConfig, server: &ServerInfo) -> Basis {
         return b;
     }
     if let Some((metrics, _)) = crate::telemetry::engine_urls(cfg)
-        && let Ok(http) = crate::client::http_client()
+        && let Ok(http) = crate::client::http_client(&cfg.header_pairs())
         && let Ok(sample) = crate::telemetry::scrape::engine_sample(&http, &metrics).await
         && let Some(s) = Speeds::of_server(&sample)
     {

@@ -556,6 +556,10 @@ pub fn final_tables(s: &Session) -> String {
         out.push_str("\nAgent sessions\n\n");
         out.push_str(&markdown::sessions_table(&s.summary));
     }
+    if !s.summary.slo_tiers.is_empty() {
+        out.push_str("\nSLO tiers\n\n");
+        out.push_str(&markdown::tiers_table(&s.summary));
+    }
     if let Some(b) = &s.summary.baseline {
         let _ = write!(out, "\nAgainst the baseline {} ({})\n\n", b.source, b.label);
         out.push_str(&markdown::baseline_table(&s.summary));
@@ -609,9 +613,14 @@ fn cache_lines(sc: &crate::metrics::LevelScalars) -> Vec<String> {
             sc.cache_reports
         ));
     }
-    for t in &sc.turns {
+    let sub = sc
+        .session
+        .iter()
+        .flat_map(|x| x.sub_agent_turns.iter())
+        .map(|t| (t, "sub-agents' turn"));
+    for (t, name) in sc.turns.iter().map(|t| (t, "turn")).chain(sub) {
         out.push(format!(
-            "    turn {}: {} ok{} · input {} tok · cached {} · TTFT p50 {} ms, p90 {} ms",
+            "    {name} {}: {} ok{} · input {} tok · cached {} · TTFT p50 {} ms, p90 {} ms",
             t.turn,
             t.completed,
             if t.failed > 0 {

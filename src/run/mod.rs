@@ -117,7 +117,16 @@ pub fn initial_summary(
     basis: &crate::summary::eta::basis::Basis,
 ) -> RunSummary {
     let mut s = match previous {
-        None => RunSummary::new(cfg.clone(), simulator),
+        None => {
+            let mut s = RunSummary::new(cfg.clone(), simulator);
+            if prepared.backend == crate::client::Backend::Anthropic {
+                s.warnings.push(
+                    "--backend anthropic: the Messages API has no ignore_eos, so answers end where the model stops: an output may be shorter than asked for, and each request's rates use its own count"
+                        .into(),
+                );
+            }
+            s
+        }
         Some(mut s) => {
             let settled = |i: u32| {
                 s.level(i)

@@ -167,7 +167,7 @@ impl Session {
                 prompts,
                 levels,
             } => self.run_started(server, backend, prompts, levels),
-            Event::LevelAdded(spec) => return self.add_level(spec),
+            Event::LevelAdded(spec) => return self.add_level(*spec),
             Event::Search(s) => self.summary.search = Some(*s),
             Event::Phase(p) => {
                 // The runner's first phase (warming up, or preparing the first level's
@@ -327,21 +327,11 @@ impl Session {
         self.current = Some(index);
         // Closed loop: one slot per worker. A rate level's slots come from a pool that
         // grows as needed; each is announced by its `Sent` event.
-        let spec = self.specs.iter().find(|s| s.index == index);
-        let slots = spec.map_or(0, LevelSpec::workers);
-        let mut acc = LevelAccumulator::new(self.slo).with_slots(slots);
-        if let Some(c) = spec
-            .filter(|s| s.tool_wait.is_some())
-            .and_then(|s| s.conversation)
-        {
-            acc = acc.with_sessions(c.turns);
-        }
-        // A trace's latency over its timeline, about 60 bins of it.
-        if let Some(t) = spec.and_then(|s| s.trace.as_ref()) {
-            acc = acc.with_timeline(crate::metrics::timeline::TimelineFold::width_for(
-                t.duration_s,
-            ));
-        }
+        let tiers = self.summary.config.slo_tiers.clone();
+        let acc = match self.specs.iter().find(|s| s.index == index) {
+            Some(spec) => spec.accumulator(self.slo, tiers),
+            None => LevelAccumulator::new(self.slo).with_tiers(tiers),
+        };
         self.accs.insert(index, acc);
         self.level_telemetry.insert(
             index,
@@ -449,6 +439,11 @@ impl Session {
         let stats = self.accs.get(&index).map(LevelAccumulator::stats);
         self.level_energy(index, tel.as_ref(), stats.as_ref());
         let slo_check = self.accs.get(&index).and_then(LevelAccumulator::slo_check);
+        let tier_checks = self
+            .accs
+            .get(&index)
+            .map(LevelAccumulator::tier_checks)
+            .unwrap_or_default();
         if let (Some(l), Some(st)) = (self.summary.level(index), &stats) {
             // Tokens per step (steps without a draft included) is what the client's tokens per
             // chunk measure; the accept length counts drafted steps only.
@@ -509,6 +504,7 @@ impl Session {
         }
         l.stats = stats;
         l.slo = slo_check;
+        l.slo_tiers = tier_checks;
     }
 }
 
@@ -547,6 +543,9 @@ mod tests {
             slot: Some(0),
             cached_tokens: None,
             turn: None,
+            session: None,
+            sub_agent: None,
+            session_turns: None,
             tool_wait_ms: None,
             cache_ceiling_tokens: None,
             ttfc_us: None,
@@ -572,11 +571,11 @@ mod tests {
     fn the_fold_hands_back_what_to_write() {
         let mut s = Session::new(RunSummary::new(RunConfig::minimal("http://x"), None));
         assert!(matches!(
-            s.apply(Event::LevelAdded(spec())),
+            s.apply(Event::LevelAdded(Box::new(spec()))),
             Persist::Summary
         ));
         assert!(matches!(
-            s.apply(Event::LevelAdded(spec())),
+            s.apply(Event::LevelAdded(Box::new(spec()))),
             Persist::Nothing
         ));
         assert!(matches!(
@@ -618,7 +617,7 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
         let mut sink = super::super::sink::Sink::new(Some(files));
         let mut s = Session::new(RunSummary::new(RunConfig::minimal("http://x"), None));
-        sink.apply(&mut s, Event::LevelAdded(spec()));
+        sink.apply(&mut s, Event::LevelAdded(Box::new(spec())));
         sink.save(&mut s);
         let msg = s.io_error.clone().expect("the failed save is kept");
         assert!(msg.starts_with("writing results failed: "), "{msg}");

@@ -240,7 +240,7 @@ impl Runner {
                 .iter()
                 .filter(|l| l.kind != LevelKind::LongContext)
                 .map(|l| match l.conversation {
-                    Some(c) => u64::from(l.requests / c.turns.max(1)),
+                    Some(c) => u64::from(l.requests / c.requests()),
                     None => u64::from(l.requests),
                 })
                 .max()
@@ -301,7 +301,7 @@ impl Runner {
                 ""
             }
         )));
-        let mut jobs = Jobs::new(spec);
+        let mut jobs = Jobs::new(spec, self.prepared.factory.trace().map(AsRef::as_ref));
         // Capacity for every job of the prompts made ahead: sending them never waits.
         let (ptx, prx) = async_channel::bounded(jobs.count(ahead).max(1));
         for i in 0..ahead {
@@ -395,24 +395,6 @@ impl Runner {
     }
 
     /// A reason to skip a long-context length the server says it cannot hold.
-    /// A multi-turn level's first turn fits, but its history grows each turn: say before it runs
-    /// when the last turns will not fit (they will fail with the server's context error, and the
-    /// conversation stops there).
-    fn chat_growth_warning(&self, spec: &LevelSpec) -> Option<String> {
-        let limit = self.prepared.server.context_limit?;
-        if self.prepared.factory.dataset().is_some() {
-            return None;
-        }
-        let need = chat::last_turn_tokens(spec)?;
-        (need > limit).then(|| {
-            format!(
-                "{}: the last turns' history will reach about {need} tokens (prompt + output), above the server's context limit of {limit}; those turns will fail as too long. Use fewer turns (--multi-turn), shorter messages, or raise {} to at least {need}",
-                spec.label(),
-                self.prepared.server.engine.context_flag(),
-            )
-        })
-    }
-
     fn context_precheck(&self, spec: &LevelSpec) -> Option<String> {
         let limit = self.prepared.server.context_limit?;
         let need = spec.context_needed();
@@ -494,6 +476,11 @@ impl Runner {
                     chat::ChatWorker {
                         lane: lane(slot),
                         template_tokens: self.template_tokens,
+                        sub_agent_slots: {
+                            let k = spec.conversation.map_or(0, |c| c.fan_out);
+                            let first = spec.concurrency + slot * k;
+                            (first..first + k).collect()
+                        },
                     }
                     .run(),
                 ),
@@ -521,6 +508,10 @@ impl Runner {
         }
         spec.trace.as_ref()?;
         let trace = self.prepared.factory.trace()?.clone();
+        if spec.kind == LevelKind::Sessions {
+            // An agent trace: its sessions start at their recorded times.
+            return Some(Box::new(trace.session_starts_s().into_iter()));
+        }
         let spec = spec.clone();
         Some(Box::new((0..spec.requests).map_while(move |i| {
             let r = trace.requests.get(spec.global_index(i) as usize)?;

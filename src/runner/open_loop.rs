@@ -30,18 +30,11 @@ impl Runner {
         ctx: Arc<OpenLoopCtx>,
     ) {
         let cap = spec.max_in_flight().map_or(usize::MAX, |c| c as usize);
-        let mut free: VecDeque<u32> = VecDeque::new();
-        let mut next_slot = 0u32;
-        let mut running: tokio::task::JoinSet<u32> = tokio::task::JoinSet::new();
+        let mut tasks = Tasks::default();
         // Time spent paused or waiting for the server: the rest of the schedule moves by it.
         let mut held = Duration::ZERO;
         let mut control = self.control.clone();
         let cancel = ctx.cancel.clone();
-        let give_back = |free: &mut VecDeque<u32>, r: Result<u32, tokio::task::JoinError>| {
-            if let Ok(slot) = r {
-                free.push_back(slot);
-            }
-        };
         'requests: for _ in 0..spec.requests {
             let Some(t) = schedule.next() else { break };
             let offset = Duration::from_secs_f64(t);
@@ -56,7 +49,7 @@ impl Runner {
                         _ = control.changed() => {}
                         () = tokio::time::sleep(Duration::from_millis(100)) => {}
                         () = cancel.cancelled() => {}
-                        Some(r) = running.join_next() => give_back(&mut free, r),
+                        Some(r) = tasks.running.join_next() => tasks.pool.give_back(r),
                     }
                     held += start.elapsed();
                     continue;
@@ -71,7 +64,7 @@ impl Runner {
                 }
                 tokio::select! {
                     () = tokio::time::sleep_until(due.into()) => {}
-                    Some(r) = running.join_next() => give_back(&mut free, r),
+                    Some(r) = tasks.running.join_next() => tasks.pool.give_back(r),
                     _ = control.changed() => {}
                     () = cancel.cancelled() => {}
                 }
@@ -86,38 +79,140 @@ impl Runner {
                 }
             };
             // Over the cap it waits for a slot: that wait is client queue time.
-            while running.len() >= cap {
+            while tasks.running.len() >= cap {
                 tokio::select! {
-                    Some(r) = running.join_next() => give_back(&mut free, r),
+                    Some(r) = tasks.running.join_next() => tasks.pool.give_back(r),
                     () = cancel.cancelled() => break 'requests,
                     () = time_up() => break 'requests,
                 }
             }
-            while let Some(r) = running.try_join_next() {
-                give_back(&mut free, r);
+            while let Some(r) = tasks.running.try_join_next() {
+                tasks.pool.give_back(r);
             }
             let next = tokio::select! {
-                // Jobs of one request (an open-loop level has no conversations).
-                n = queue.recv() => n.ok().and_then(|job| job.into_iter().next()),
+                n = queue.recv() => n.ok(),
                 () = cancel.cancelled() => None,
                 () = time_up() => None,
             };
-            let Some((i, req)) = next else { break };
+            let Some(job) = next else { break };
             if until.is_some_and(|t| Instant::now() >= t) {
                 break;
             }
-            let slot = free.pop_front().unwrap_or_else(|| {
-                next_slot += 1;
-                next_slot - 1
-            });
-            // Announced before the request goes out (the peak-in-flight fold relies on it).
-            let _ = ctx.tx.send(Event::Sent {
-                level: ctx.level,
-                slot,
-            });
-            running.spawn(open_loop_request(ctx.clone(), slot, i, req, sched));
+            if !self.start_job(spec, job, &mut tasks, &queue, &ctx, sched) {
+                break;
+            }
         }
-        while running.join_next().await.is_some() {}
+        while tasks.running.join_next().await.is_some() {}
+    }
+}
+
+/// An open-loop level's tasks in flight, and the slots they hold: each task hands back its
+/// slot, and a session's sub-agents' slots, when it ends.
+#[derive(Default)]
+struct Tasks {
+    running: tokio::task::JoinSet<(u32, Vec<u32>)>,
+    pool: SlotPool,
+}
+
+/// An open-loop level's slots: the one freed longest ago first, a new one only when none is
+/// free.
+#[derive(Default)]
+struct SlotPool {
+    free: VecDeque<u32>,
+    next: u32,
+}
+
+impl SlotPool {
+    fn take(&mut self) -> u32 {
+        self.free.pop_front().unwrap_or_else(|| {
+            self.next += 1;
+            self.next - 1
+        })
+    }
+
+    fn give_back(&mut self, ended: Result<(u32, Vec<u32>), tokio::task::JoinError>) {
+        if let Ok((slot, more)) = ended {
+            self.free.push_back(slot);
+            self.free.extend(more);
+        }
+    }
+}
+
+impl Runner {
+    /// Starts `job` in a task of its own on slots from the pool: a session (started at a rate, or
+    /// an agent trace's) runs its turns one after another on its slot and its sub-agents' each
+    /// on a slot of their own; otherwise the job is one request. False when it held nothing.
+    fn start_job(
+        &self,
+        spec: &LevelSpec,
+        mut job: crate::workload::requests::Job,
+        tasks: &mut Tasks,
+        queue: &Queue,
+        ctx: &Arc<OpenLoopCtx>,
+        sched: Instant,
+    ) -> bool {
+        let slot = tasks.pool.take();
+        if let Some(c) = spec.conversation {
+            // Its sub-agents: `--fan-out`'s, or as many as an agent trace's session starts.
+            let k = job
+                .iter()
+                .filter_map(|(_, r)| r.session_turn?.sub_agent)
+                .max()
+                .map_or(0, |k| k + 1)
+                .max(c.fan_out);
+            let sub_agent_slots: Vec<u32> = (0..k).map(|_| tasks.pool.take()).collect();
+            let worker = super::chat::ChatWorker {
+                lane: self.lane_of(spec, slot, queue, ctx),
+                template_tokens: self.template_tokens,
+                sub_agent_slots: sub_agent_slots.clone(),
+            };
+            tasks.running.spawn(async move {
+                worker.conversation(job).await;
+                (slot, sub_agent_slots)
+            });
+            return true;
+        }
+        let Some((i, req)) = job.pop() else {
+            tasks.pool.give_back(Ok((slot, Vec::new())));
+            return false;
+        };
+        // Announced before the request goes out (the peak-in-flight fold relies on it).
+        let _ = ctx.tx.send(Event::Sent {
+            level: ctx.level,
+            slot,
+        });
+        let ctx = ctx.clone();
+        tasks.running.spawn(async move {
+            (
+                open_loop_request(ctx, slot, i, req, sched).await,
+                Vec::new(),
+            )
+        });
+        true
+    }
+
+    /// A lane on `slot` of an open-loop level, for a session's turns.
+    fn lane_of(
+        &self,
+        spec: &LevelSpec,
+        slot: u32,
+        queue: &Queue,
+        ctx: &OpenLoopCtx,
+    ) -> super::worker::Lane {
+        super::worker::Lane {
+            slot,
+            client: ctx.client.clone(),
+            queue: queue.clone(),
+            stop: ctx.stop.clone(),
+            watch: ctx.watch.clone(),
+            level: spec.index,
+            origin: ctx.origin,
+            tx: ctx.tx.clone(),
+            cancel: ctx.cancel.clone(),
+            control: self.control.clone(),
+            grace: ctx.grace,
+            send_until: ctx.send_until,
+        }
     }
 }
 

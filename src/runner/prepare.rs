@@ -54,7 +54,18 @@ impl Prepared {
 /// Identifies the server, picks the protocol and the prompt counter, and builds the plan.
 /// Every error is one line a user can act on.
 pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepared, String> {
-    let http = client::http_client().map_err(|e| format!("HTTP client: {e}"))?;
+    if let (Some(_), Some(h)) = (
+        &api_key,
+        cfg.headers.iter().find(|h| {
+            ["authorization", "x-api-key"].contains(&h.name.to_ascii_lowercase().as_str())
+        }),
+    ) {
+        return Err(format!(
+            "--header {} and the key in {}: both would go as the key; use one",
+            h.name, cfg.api_key_env
+        ));
+    }
+    let http = client::http_client(&cfg.header_pairs())?;
     let base = cfg.base_url.trim_end_matches('/').to_string();
     let tokenizer = match &cfg.tokenizer {
         Some(path) => Some(Arc::new(
@@ -105,6 +116,7 @@ pub async fn prepare(cfg: &RunConfig, api_key: Option<String>) -> Result<Prepare
         BackendChoice::Auto | BackendChoice::Openai => Backend::Openai,
         BackendChoice::OpenaiChat => Backend::OpenaiChat,
         BackendChoice::Sglang => Backend::Sglang,
+        BackendChoice::Anthropic => Backend::Anthropic,
     };
     let opts = client_options(cfg, tokenizer.clone());
     let client = Client::new(http.clone(), &server, backend, api_key.clone(), opts);
@@ -250,6 +262,7 @@ fn client_options(
                 .cloned()
                 .unwrap_or_default(),
         ),
+        headers: cfg.header_pairs().into(),
         request_id_prefix: cfg.shard.map_or_else(
             || "servetop".into(),
             |s| format!("servetop-shard{}of{}", s.index, s.count).into(),

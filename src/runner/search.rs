@@ -100,7 +100,7 @@ impl Runner {
             at,
             spec.requests,
         ));
-        self.emit(Event::LevelAdded(spec.clone()));
+        self.emit(Event::LevelAdded(Box::new(spec.clone())));
         self.emit_search(s);
         self.emit(Event::Phase(format!(
             "SLO search: probe {} at {}, bracket {}",
@@ -144,7 +144,7 @@ impl Runner {
             concurrency: spec.concurrency,
             request_throughput: None,
         });
-        self.emit(Event::LevelAdded(spec.clone()));
+        self.emit(Event::LevelAdded(Box::new(spec.clone())));
         self.emit_search(&s);
         let seen = match self.run_observed(&spec, plan.slo).await {
             Ok(o) => o,
@@ -204,9 +204,11 @@ impl Runner {
         let real = std::mem::replace(&mut self.tx, tee_tx);
         let forward = real.clone();
         let level = spec.index;
+        // The probe's own fold: a session probe judged on every turn, as the run judges it.
+        let acc = spec.accumulator(Some(slo), Vec::new());
         let tee = tokio::spawn(async move {
             let mut seen = Observed {
-                acc: LevelAccumulator::new(Some(slo)),
+                acc,
                 finished: None,
             };
             // Ends when the last sender (the runner's, then its workers') is dropped.

@@ -116,12 +116,7 @@ impl Lane {
     }
 
     pub(super) async fn wait_while_paused(&mut self) {
-        while self.control.borrow().paused && !self.cancel.is_cancelled() {
-            tokio::select! {
-                r = self.control.changed() => if r.is_err() { break },
-                () = self.cancel.cancelled() => break,
-            }
-        }
+        pause_gate(&mut self.control, &self.cancel).await;
     }
 
     /// Announces request `index` on this lane's slot and sends it now: in a closed loop the slot
@@ -129,6 +124,17 @@ impl Lane {
     /// to finish, then ends as cancelled. `reply` keeps the generated text when given.
     pub(super) async fn send(
         &self,
+        index: u32,
+        spec: &RequestSpec,
+        reply: Option<&mut String>,
+    ) -> crate::metrics::RequestRecord {
+        self.send_on(self.slot, index, spec, reply).await
+    }
+
+    /// [`Lane::send`] on `slot`: a sub-agent's own slot beside its session's.
+    pub(super) async fn send_on(
+        &self,
+        slot: u32,
         index: u32,
         spec: &RequestSpec,
         reply: Option<&mut String>,
@@ -143,7 +149,7 @@ impl Lane {
         };
         let _ = self.tx.send(Event::Sent {
             level: self.level,
-            slot: self.slot,
+            slot,
         });
         let grace = self.grace;
         let cancel = self.cancel.clone();
@@ -153,13 +159,23 @@ impl Lane {
                 client::cancelled_record(spec, tag, sched)
             }
         };
-        rec.slot = Some(self.slot);
+        rec.slot = Some(slot);
         rec
     }
 
     /// [`deliver`] through this lane.
     pub(super) async fn deliver(&self, rec: crate::metrics::RequestRecord) {
         deliver(rec, &self.tx, &self.watch, &self.stop, &self.cancel).await;
+    }
+}
+
+/// Holds while the run is paused, until it resumes or `cancel` fires.
+pub(super) async fn pause_gate(control: &mut watch::Receiver<Control>, cancel: &CancellationToken) {
+    while control.borrow().paused && !cancel.is_cancelled() {
+        tokio::select! {
+            r = control.changed() => if r.is_err() { break },
+            () = cancel.cancelled() => break,
+        }
     }
 }
 

@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::SimConfig;
+use super::log::{RECENT_ACCEPT, SimLog, SimRequestLog};
 use super::prefix_cache::PrefixCache;
 
 /// What the engine sends back to a request's HTTP stream.
@@ -26,6 +27,12 @@ pub struct Emit {
     pub cached: u64,
     /// When the engine admitted the request (set on the first emit).
     pub admitted: Option<Instant>,
+    /// The first block of its prompt the cache did not hold had been evicted then (µs since
+    /// the Unix epoch; set on the first emit).
+    pub prefix_evicted_unix_us: Option<u64>,
+    /// The engine let go of the request's KV blocks then (µs since the Unix epoch; set on the
+    /// last emit).
+    pub released_unix_us: Option<u64>,
 }
 
 /// A request handed to the engine.
@@ -56,204 +63,16 @@ struct Active {
     steps: u32,
     /// When its prefill began.
     admitted: Option<Instant>,
+    /// Its prompt's leading blocks it pins in the cache, and the KV blocks it holds outside it.
+    pinned: usize,
+    private: u64,
+    /// What the cache said of its first missing block.
+    prefix_evicted_unix_us: Option<u64>,
 }
 
-/// Ground truth of one request as the simulator served it.
-#[derive(Clone, Debug)]
-pub struct SimRequestLog {
-    /// When the request reached the simulator (its HTTP request read).
-    pub arrived: Instant,
-    pub input_tokens: u64,
-    /// Prompt tokens served from the prefix cache.
-    pub cached_tokens: u64,
-    pub output_tokens: u64,
-    /// Arrival to first emitted token.
-    pub ttft: Duration,
-    /// Arrival to last emitted token.
-    pub e2e: Duration,
-    /// Decode steps (chunks after the first).
-    pub decode_steps: u32,
-    pub completed: bool,
-}
-
-/// Ground truth of one chat stream's answer as the simulator streamed it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SimStreamLog {
-    pub reasoning_tokens: u64,
-    /// Tokens after the thinking: the answer, or the tool calls' names and arguments.
-    pub answer_tokens: u64,
-    pub tool_calls: u32,
-    /// From the request's arrival to its first token of any kind, to the first answer token,
-    /// and to the first tool-call delta.
-    pub first_token: Option<Duration>,
-    pub first_content: Option<Duration>,
-    pub first_tool_call: Option<Duration>,
-}
-
-/// The simulator's own counters and a bounded log of finished requests.
-#[derive(Clone, Debug, Default)]
-pub struct SimLog {
-    pub requests: VecDeque<SimRequestLog>,
-    pub total_prompt_tokens: u64,
-    /// Prompt tokens of admitted requests found in the prefix cache.
-    pub total_cached_tokens: u64,
-    /// Prompt tokens looked up in the prefix cache (admitted requests' prompts).
-    pub total_cache_queries: u64,
-    /// (cached, prompt) tokens of recent admissions (SGLang's recent-window hit rate).
-    pub recent_cache: VecDeque<(u64, u64)>,
-    pub total_generated_tokens: u64,
-    /// The engine's TTFT histogram, as SGLang and vLLM keep one: arrival to first token,
-    /// summed, and how many requests reached their first token.
-    pub ttft_sum: Duration,
-    pub ttft_count: u64,
-    pub peak_running: usize,
-    pub peak_waiting: usize,
-    /// Time the engine fell behind its own step schedule and did not make up (the machine woke
-    /// it more than 2 ms late): its steps took that much longer than configured, in all.
-    pub schedule_slip: Duration,
-    /// Requests refused for a missing or wrong API key.
-    pub unauthorized: u64,
-    /// Requests admitted (prefilling or decoding) and waiting, now.
-    pub running: usize,
-    pub waiting: usize,
-    /// Tokens of context held by admitted requests, now.
-    pub kv_tokens: u64,
-    /// Speculative decoding counters, vLLM-style: one draft per request per decode step.
-    pub spec_drafts: u64,
-    pub spec_draft_tokens: u64,
-    pub spec_accepted: u64,
-    pub spec_accepted_per_pos: Vec<u64>,
-    /// Tokens per step of recent decode steps (the engine's own recent-window accept length).
-    pub recent_accept: VecDeque<u32>,
-    /// Start and end of recent engine steps (utilization over the last second).
-    pub recent_busy: VecDeque<(Instant, Instant)>,
-    /// Time the engine spent stepping since it started, and when it started (the simulated
-    /// GPUs' energy counter integrates over them).
-    pub busy_total: Duration,
-    pub started: Option<Instant>,
-    /// When the step the engine is in now began (`None` between steps): a GPU draws its
-    /// busy power through a long prefill chunk, not only once the chunk is done.
-    pub step_started: Option<Instant>,
-    /// Generated tokens with their times, last few seconds (generation throughput gauge).
-    pub recent_tokens: VecDeque<(Instant, u32)>,
-    /// Faults injected so far, by kind.
-    pub injected: std::collections::BTreeMap<super::faults::FaultKind, u64>,
-    /// Chat streams' answers (bounded, as `requests`).
-    pub streams: VecDeque<SimStreamLog>,
-    /// The assistant messages chat requests sent back in their history (bounded).
-    pub received_assistant: VecDeque<String>,
-    /// Every request's own record, on the Unix clock: the most recent, at most `LOG_CAP`
-    /// requests and `TRACE_FRAMES` frames between them (about 16 MB), so a simulator serving
-    /// for hours stays bounded.
-    pub traces: VecDeque<super::truth::SimRequestTrace>,
-    /// Frames held in `traces`.
-    pub trace_frames: usize,
-    /// When `/metrics` was read, on the Unix clock (µs; the most recent `LOG_CAP`), so a
-    /// test knows which moments the engine's gauges were seen at.
-    pub metrics_reads: VecDeque<u64>,
-    /// When its prefix cache was flushed (`/flush_cache`), on the Unix clock (µs; the most
-    /// recent `LOG_CAP`).
-    pub cache_flushes: VecDeque<u64>,
-}
-
-impl SimLog {
-    /// Fraction of the last second the engine was stepping.
-    pub fn busy_fraction(&self, now: Instant) -> f64 {
-        let from = now.checked_sub(Duration::from_secs(1)).unwrap_or(now);
-        let busy: f64 = self
-            .recent_busy
-            .iter()
-            .copied()
-            .chain(self.step_started.map(|s| (s, now)))
-            .map(|(a, b)| {
-                b.min(now)
-                    .saturating_duration_since(a.max(from))
-                    .as_secs_f64()
-            })
-            .sum();
-        busy.clamp(0.0, 1.0)
-    }
-
-    /// Tokens generated over the last second.
-    pub fn tokens_last_second(&self, now: Instant) -> u64 {
-        let from = now.checked_sub(Duration::from_secs(1)).unwrap_or(now);
-        self.recent_tokens
-            .iter()
-            .filter(|(t, _)| *t >= from)
-            .map(|(_, n)| u64::from(*n))
-            .sum()
-    }
-
-    /// Energy of one simulated GPU since the simulator started, in millijoules: `idle_w` the
-    /// whole time plus `busy_w − idle_w` while the engine stepped.
-    pub fn energy_mj(&self, now: Instant, idle_w: f64, busy_w: f64) -> u64 {
-        let up = self
-            .started
-            .map_or(0.0, |s| now.saturating_duration_since(s).as_secs_f64());
-        let stepping = self
-            .step_started
-            .map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
-        let busy = (self.busy_total + stepping).as_secs_f64().min(up);
-        ((idle_w * up + (busy_w - idle_w) * busy) * 1000.0).round() as u64
-    }
-
-    fn record_step(&mut self, start: Instant, end: Instant, tokens: u32) {
-        self.step_started = None;
-        self.busy_total += end.saturating_duration_since(start);
-        self.recent_busy.push_back((start, end));
-        self.recent_tokens.push_back((end, tokens));
-        let keep = end.checked_sub(Duration::from_secs(2)).unwrap_or(end);
-        while self.recent_busy.front().is_some_and(|(_, e)| *e < keep) {
-            self.recent_busy.pop_front();
-        }
-        while self.recent_tokens.front().is_some_and(|(t, _)| *t < keep) {
-            self.recent_tokens.pop_front();
-        }
-    }
-}
-
-const RECENT_ACCEPT: usize = 256;
-
-pub(super) const LOG_CAP: usize = 100_000;
-
-/// Token frames kept in [`SimLog::traces`], over all its requests (16 bytes each).
-const TRACE_FRAMES: usize = 1_000_000;
-
-impl SimLog {
-    fn push(&mut self, r: SimRequestLog) {
-        if self.requests.len() >= LOG_CAP {
-            self.requests.pop_front();
-        }
-        self.requests.push_back(r);
-    }
-
-    /// Notes a chat stream's answer.
-    pub fn push_stream(&mut self, s: SimStreamLog) {
-        if self.streams.len() >= LOG_CAP {
-            self.streams.pop_front();
-        }
-        self.streams.push_back(s);
-    }
-
-    /// Notes what the simulator did with one request.
-    pub fn push_trace(&mut self, t: super::truth::SimRequestTrace) {
-        self.trace_frames += t.writes.len();
-        self.traces.push_back(t);
-        while self.traces.len() > LOG_CAP || self.trace_frames > TRACE_FRAMES {
-            let Some(old) = self.traces.pop_front() else {
-                break;
-            };
-            self.trace_frames -= old.writes.len();
-        }
-    }
-
-    /// Notes an assistant message a chat request sent back.
-    pub fn push_received_assistant(&mut self, text: String) {
-        if self.received_assistant.len() >= LOG_CAP {
-            self.received_assistant.pop_front();
-        }
-        self.received_assistant.push_back(text);
-    }
+/// KV blocks `tokens` tokens take.
+fn blocks_of(tokens: u64) -> u64 {
+    tokens.div_ceil(super::prefix_cache::BLOCK as u64)
 }
 
 /// Starts the engine task; requests go in through the returned sender.
@@ -273,7 +92,16 @@ pub fn spawn(
     tx
 }
 
-fn finish(a: &Active, now: Instant, completed: bool, log: &Mutex<SimLog>) {
+fn finish(
+    a: &Active,
+    now: Instant,
+    completed: bool,
+    log: &Mutex<SimLog>,
+    cache: Option<&Mutex<PrefixCache>>,
+) {
+    if let Some(Ok(mut c)) = cache.map(Mutex::lock) {
+        c.release(&a.req.blocks[..a.pinned], a.private);
+    }
     if let Ok(mut l) = log.lock() {
         l.push(SimRequestLog {
             arrived: a.req.arrived,
@@ -306,7 +134,13 @@ async fn run(
         while let Ok(r) = rx.try_recv() {
             waiting.push_back(new_active(r, &log));
         }
-        drop_gone(&mut waiting, &mut prefilling, &mut running, &log);
+        drop_gone(
+            &mut waiting,
+            &mut prefilling,
+            &mut running,
+            &log,
+            cache.as_deref(),
+        );
         if waiting.is_empty() && prefilling.is_empty() && running.is_empty() {
             // Idle: the gauges read zero until the next request arrives.
             if let Ok(mut l) = log.lock() {
@@ -363,9 +197,8 @@ async fn run(
             decode_step(
                 &cfg,
                 &mut running,
-                &mut deadline,
-                step_start,
-                &log,
+                (&mut deadline, step_start),
+                (&log, cache.as_deref()),
                 &mut rng,
             )
             .await;
@@ -379,13 +212,14 @@ fn drop_gone(
     prefilling: &mut VecDeque<Active>,
     running: &mut Vec<Active>,
     log: &Mutex<SimLog>,
+    cache: Option<&Mutex<PrefixCache>>,
 ) {
     let now = Instant::now();
     for q in [waiting, prefilling] {
         q.retain(|a| {
             let open = !a.req.tx.is_closed();
             if !open {
-                finish(a, now, false, log);
+                finish(a, now, false, log, cache);
             }
             open
         });
@@ -393,7 +227,7 @@ fn drop_gone(
     running.retain(|a| {
         let open = !a.req.tx.is_closed();
         if !open {
-            finish(a, now, false, log);
+            finish(a, now, false, log, cache);
         }
         open
     });
@@ -446,8 +280,13 @@ async fn prefill_step(
     }
     if done && let Some(mut a) = prefilling.pop_front() {
         if let Some(Ok(mut c)) = cache.map(Mutex::lock) {
-            c.insert(&a.req.blocks);
+            c.prefilled(&a.req.blocks, a.pinned);
             c.finished.insert(&a.req.marks);
+            let full = a.req.blocks.len();
+            a.private = a
+                .private
+                .saturating_sub((full.saturating_sub(a.pinned)) as u64);
+            a.pinned = full;
         }
         let now = Instant::now();
         a.first_token_at = Some(now);
@@ -462,9 +301,11 @@ async fn prefill_step(
             last,
             cached: a.cached,
             admitted: a.admitted,
+            prefix_evicted_unix_us: a.prefix_evicted_unix_us,
+            released_unix_us: last.then(crate::metrics::unix_us),
         });
         if last {
-            finish(&a, now, true, log);
+            finish(&a, now, true, log, cache);
         } else {
             running.push(a);
         }
@@ -475,9 +316,8 @@ async fn prefill_step(
 async fn decode_step(
     cfg: &SimConfig,
     running: &mut Vec<Active>,
-    deadline: &mut Instant,
-    step_start: Instant,
-    log: &Mutex<SimLog>,
+    (deadline, step_start): (&mut Instant, Instant),
+    (log, cache): (&Mutex<SimLog>, Option<&Mutex<PrefixCache>>),
     rng: &mut SmallRng,
 ) {
     let context: u64 = running
@@ -508,6 +348,15 @@ async fn decode_step(
         };
         let k = u64::from(drawn).min(a.req.max_tokens - a.generated);
         a.generated += k;
+        // Its KV grows into new blocks as its output does.
+        let held = a.pinned as u64 + a.private;
+        let need = blocks_of(a.req.input_tokens + a.generated);
+        if need > held
+            && let Some(Ok(mut c)) = cache.map(Mutex::lock)
+        {
+            c.grow(need - held);
+            a.private += need - held;
+        }
         a.steps += 1;
         step_tokens += k as u32;
         if width > 0 {
@@ -527,9 +376,11 @@ async fn decode_step(
             last,
             cached: 0,
             admitted: None,
+            prefix_evicted_unix_us: None,
+            released_unix_us: last.then(crate::metrics::unix_us),
         });
         if last {
-            finish(a, now, true, log);
+            finish(a, now, true, log, cache);
             false
         } else {
             true
@@ -563,7 +414,14 @@ const RECENT_CACHE: usize = 256;
 /// vLLM does when a whole prompt is cached.
 fn admit(a: &mut Active, cache: Option<&Mutex<PrefixCache>>, log: &Mutex<SimLog>) {
     let blocks = match cache.map(Mutex::lock) {
-        Some(Ok(mut c)) => c.lookup(&a.req.blocks),
+        Some(Ok(mut c)) => {
+            let all = blocks_of(a.req.input_tokens);
+            let adm = c.admit(&a.req.blocks, all);
+            a.pinned = adm.cached_blocks;
+            a.private = all.saturating_sub(adm.cached_blocks as u64);
+            a.prefix_evicted_unix_us = adm.first_missing_evicted_unix_us;
+            adm.cached_blocks
+        }
         _ => 0,
     };
     let cached = (blocks as u64 * super::prefix_cache::BLOCK as u64)
@@ -593,53 +451,68 @@ fn new_active(req: SimRequest, log: &Mutex<SimLog>) -> Active {
         first_token_at: None,
         steps: 0,
         admitted: None,
+        pinned: 0,
+        private: 0,
+        prefix_evicted_unix_us: None,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::truth::SimRequestTrace;
+    use crate::sim::prefix_cache::{BLOCK, EvictedFor, block_hashes};
 
-    #[test]
-    fn a_step_in_progress_draws_busy_power_and_counts_in_the_energy() {
-        // One long step (a prefill chunk) began at t0 and has not ended 1.5 s later: the power
-        // gauge reads busy, and the counter holds 1.5 s at busy power, as a GPU's would.
-        let t0 = Instant::now();
-        let log = SimLog {
-            started: Some(t0),
-            step_started: Some(t0),
-            ..SimLog::default()
-        };
-        let now = t0 + Duration::from_millis(1500);
-        assert!((log.busy_fraction(now) - 1.0).abs() < 1e-9);
-        assert_eq!(log.energy_mj(now, 80.0, 350.0), 525_000);
-        // Between steps, idle power only.
-        let idle = SimLog {
-            started: Some(t0),
-            ..SimLog::default()
-        };
-        assert!(idle.busy_fraction(now).abs() < 1e-12);
-        assert_eq!(idle.energy_mj(now, 80.0, 350.0), 120_000);
+    /// Sends a request of `ids` for `max_tokens` and reads it to its end: what its first emit
+    /// said of the cache.
+    async fn serve(
+        engine: &mpsc::UnboundedSender<SimRequest>,
+        ids: &[u32],
+        max_tokens: u64,
+    ) -> (u64, Option<u64>) {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        engine
+            .send(SimRequest {
+                input_tokens: ids.len() as u64,
+                max_tokens,
+                tx,
+                arrived: Instant::now(),
+                blocks: block_hashes(ids),
+                marks: Vec::new(),
+                extra_prefill: Duration::ZERO,
+                constrained: false,
+            })
+            .unwrap();
+        let first = rx.recv().await.unwrap();
+        let mut last = first.last;
+        while !last {
+            last = rx.recv().await.unwrap().last;
+        }
+        (first.cached, first.prefix_evicted_unix_us)
     }
 
-    #[test]
-    fn the_request_record_keeps_the_newest_within_its_frame_bound() {
-        let mut log = SimLog::default();
-        // 2,500 requests of 1,000 frames: 2.5 million frames offered, a million kept.
-        for i in 0..2_500u64 {
-            log.push_trace(SimRequestTrace {
-                received_unix_us: i,
-                writes: vec![(i, 1); 1_000],
-                ..SimRequestTrace::default()
-            });
-        }
-        assert_eq!(log.trace_frames, TRACE_FRAMES);
-        assert_eq!(log.traces.len(), TRACE_FRAMES / 1_000);
-        assert_eq!(log.traces.back().map(|t| t.received_unix_us), Some(2_499));
+    #[tokio::test]
+    async fn a_running_requests_output_evicts_the_idle_prefix_tail_first() {
+        // A pool of 8 blocks. A's 64-token prompt (4 blocks) is served and stays cached. B, a
+        // 32-token prompt generating 48 tokens, ends holding 80 tokens: 5 blocks, one more
+        // than the 4 left, so exactly one of A's goes, its last. A again finds its first 3.
+        let mut cfg = super::super::SimConfig::preset("fast").unwrap();
+        cfg.accept_length = super::super::AcceptLength::Mean(1.0);
+        let log = Arc::new(Mutex::new(SimLog::default()));
+        let cache = Arc::new(Mutex::new(PrefixCache::new(8 * BLOCK as u64)));
+        let stop = CancellationToken::new();
+        let engine = spawn(cfg, log, Some(cache.clone()), stop.clone());
+        let a: Vec<u32> = (0..64).collect();
+        let b: Vec<u32> = (1000..1032).collect();
+        assert_eq!(serve(&engine, &a, 1).await, (0, None));
+        assert_eq!(serve(&engine, &b, 48).await.0, 0);
+        let evictions: Vec<_> = cache.lock().unwrap().evictions.iter().copied().collect();
+        assert_eq!(evictions.len(), 1, "{evictions:?}");
+        assert_eq!(evictions[0].tokens, BLOCK as u64);
+        assert_eq!(evictions[0].evicted_for, EvictedFor::Running);
         assert_eq!(
-            log.trace_frames,
-            log.traces.iter().map(|t| t.writes.len()).sum::<usize>()
+            serve(&engine, &a, 1).await,
+            (3 * BLOCK as u64, Some(evictions[0].unix_us))
         );
+        stop.cancel();
     }
 }

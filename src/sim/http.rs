@@ -1,5 +1,6 @@
 //! The simulator's HTTP surface: OpenAI-compatible completions and chat (vLLM-style streams),
-//! SGLang-native `/generate`, `/v1/models`, `/tokenize` and `/health`.
+//! Anthropic Messages (as vLLM serves it), SGLang-native `/generate`, `/v1/models`, `/tokenize`
+//! and `/health`.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -13,14 +14,17 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use futures_util::StreamExt;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::SimConfig;
-use super::batcher::{SimLog, SimRequest};
+use super::ask::{Ask, answer_plan, parse_ask};
+use super::batcher::SimRequest;
 use super::faults::FaultKind;
+use super::log::SimLog;
 use super::metrics;
 use super::prefix_cache::{PrefixCache, block_hashes};
 use super::tokenizer;
@@ -50,6 +54,7 @@ pub fn router(state: Shared) -> Router {
         .route("/tokenize", post(tokenize))
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat))
+        .route("/v1/messages", post(messages))
         .route("/generate", post(generate))
         .route("/metrics", get(engine_metrics))
         .route("/server_info", get(server_info))
@@ -150,7 +155,7 @@ async fn engine_metrics(State(s): State<Shared>) -> Response {
     let page = match s.log.lock() {
         Ok(mut l) => {
             l.metrics_reads.push_back(crate::metrics::unix_us());
-            if l.metrics_reads.len() > super::batcher::LOG_CAP {
+            if l.metrics_reads.len() > super::log::LOG_CAP {
                 l.metrics_reads.pop_front();
             }
             metrics::engine_page(&s.config, &l, flavor, Instant::now())
@@ -203,221 +208,6 @@ async fn tokenize(State(s): State<Shared>, Json(body): Json<Value>) -> Response 
     }
 }
 
-/// What a request asks for.
-struct Ask {
-    input_tokens: u64,
-    /// The prompt's token ids as the engine sees them (empty when the prefix cache is off).
-    prompt_ids: Vec<u32>,
-    max_tokens: u64,
-    stream: bool,
-    include_usage: bool,
-    continuous_usage: bool,
-    /// The names of the tools a chat request offers (none when `tool_choice` is "none").
-    tools: Vec<String>,
-    /// vLLM's `thinking_token_budget`: thinking stops after this many tokens.
-    thinking_budget: Option<u64>,
-    /// The LoRA adapter it names.
-    lora: Option<super::SimLora>,
-    /// Its structured-output constraint.
-    structured: Option<super::structured::SimConstraint>,
-    /// The sizes of the images in its messages.
-    images: Vec<(u32, u32)>,
-}
-
-/// The adapter a request names: its `model` (vLLM), or `lora_path` (SGLang, on any endpoint);
-/// an unknown name is vLLM's 404.
-fn adapter_of<'a>(
-    s: &'a SimState,
-    kind: Kind,
-    body: &Value,
-) -> Result<Option<&'a super::SimLora>, Box<Response>> {
-    let unknown = |m: &str| {
-        Box::new(error(
-            StatusCode::NOT_FOUND,
-            &format!("The model `{m}` does not exist."),
-        ))
-    };
-    let find = |m: &str| s.config.lora.iter().find(|a| a.name == m);
-    if let Some(p) = body.get("lora_path").and_then(Value::as_str) {
-        return find(p).map(Some).ok_or_else(|| unknown(p));
-    }
-    match body.get("model").and_then(Value::as_str) {
-        Some(m) if kind != Kind::Native && m != s.config.model => {
-            find(m).map(Some).ok_or_else(|| unknown(m))
-        }
-        _ => Ok(None),
-    }
-}
-
-fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, Box<Response>> {
-    let lora = adapter_of(s, kind, body)?.cloned();
-    let caching = s.cache.is_some();
-    let mut prompt_ids = Vec::new();
-    let mut images: Vec<(u32, u32)> = Vec::new();
-    let input_tokens = match kind {
-        Kind::Completions | Kind::Native => {
-            let field = if kind == Kind::Native {
-                "text"
-            } else {
-                "prompt"
-            };
-            let text = body.get(field).and_then(Value::as_str).ok_or_else(|| {
-                Box::new(error(
-                    StatusCode::BAD_REQUEST,
-                    &format!("'{field}' must be a string"),
-                ))
-            })?;
-            if caching {
-                prompt_ids = tokenizer::ids(text);
-            }
-            tokenizer::count(text)
-        }
-        Kind::Chat => {
-            let msgs = body
-                .get("messages")
-                .and_then(Value::as_array)
-                .ok_or_else(|| {
-                    Box::new(error(StatusCode::BAD_REQUEST, "'messages' must be a list"))
-                })?;
-            note_assistant_messages(s, msgs);
-            let texts: Vec<(&str, String)> = msgs
-                .iter()
-                .map(|m| {
-                    let role = m.get("role").and_then(Value::as_str).unwrap_or("user");
-                    (role, super::images::content_text(m.get("content")))
-                })
-                .collect();
-            if caching {
-                prompt_ids = tokenizer::chat_ids(texts.iter().map(|(r, t)| (*r, t.as_str())));
-            }
-            images = super::images::of_messages(msgs)
-                .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, &e)))?;
-            tokenizer::CHAT_TOKENS_PER_CONVERSATION
-                + texts
-                    .iter()
-                    .map(|(_, t)| tokenizer::CHAT_TOKENS_PER_MESSAGE + tokenizer::count(t))
-                    .sum::<u64>()
-                + images
-                    .iter()
-                    .map(|&(w, h)| super::images::tokens(w, h))
-                    .sum::<u64>()
-        }
-    };
-    let max_tokens = if kind == Kind::Native {
-        body.pointer("/sampling_params/max_new_tokens")
-            .and_then(Value::as_u64)
-    } else {
-        body.get("max_tokens")
-            .or_else(|| body.get("max_completion_tokens"))
-            .and_then(Value::as_u64)
-    }
-    .unwrap_or(16)
-    .max(1);
-    if input_tokens + max_tokens > s.config.context_length {
-        return Err(Box::new(too_long(s, kind, input_tokens, max_tokens)));
-    }
-    let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
-    let include_usage = body
-        .pointer("/stream_options/include_usage")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let continuous_usage = s.config.continuous_usage
-        && body
-            .pointer("/stream_options/continuous_usage_stats")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-    let tools = offered_tools(body);
-    let thinking_budget = body.get("thinking_token_budget").and_then(Value::as_u64);
-    Ok(Ask {
-        input_tokens,
-        prompt_ids,
-        max_tokens,
-        stream,
-        include_usage,
-        continuous_usage,
-        tools,
-        thinking_budget,
-        lora,
-        structured: super::structured::of(body, kind == Kind::Native),
-        images,
-    })
-}
-
-/// vLLM's (or SGLang's, on `/generate`) 400 for a request beyond the context length.
-fn too_long(s: &SimState, kind: Kind, input_tokens: u64, max_tokens: u64) -> Response {
-    let total = input_tokens + max_tokens;
-    let msg = if kind == Kind::Native {
-        format!(
-            "Requested token count exceeds the model's maximum context length of {} tokens. You requested a total of {total} tokens: {input_tokens} tokens from the input messages and {max_tokens} tokens for the completion. Please reduce the number of tokens in the input messages or the completion to fit within the limit.",
-            s.config.context_length
-        )
-    } else {
-        format!(
-            "This model's maximum context length is {} tokens. However, you requested {total} tokens ({input_tokens} in the messages, {max_tokens} in the completion). Please reduce the length of the messages or completion.",
-            s.config.context_length
-        )
-    };
-    error(StatusCode::BAD_REQUEST, &msg)
-}
-
-/// Keeps the assistant messages a chat request sent back, for tests to read.
-fn note_assistant_messages(s: &SimState, msgs: &[Value]) {
-    if let Ok(mut l) = s.log.lock() {
-        for m in msgs
-            .iter()
-            .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
-        {
-            let text = m.get("content").and_then(Value::as_str).unwrap_or_default();
-            l.push_received_assistant(text.to_string());
-        }
-    }
-}
-
-/// The names of the tools a chat request offers (none when `tool_choice` is "none").
-fn offered_tools(body: &Value) -> Vec<String> {
-    if body.get("tool_choice").and_then(Value::as_str) == Some("none") {
-        return Vec::new();
-    }
-    body.get("tools")
-        .and_then(Value::as_array)
-        .map(|t| {
-            t.iter()
-                .filter_map(|t| t.pointer("/function/name").and_then(Value::as_str))
-                .map(String::from)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// How a chat answer is made up under `cfg` for `ask` (nothing but content elsewhere).
-fn answer_plan(cfg: &super::SimConfig, kind: Kind, ask: &Ask) -> AnswerPlan {
-    if kind != Kind::Chat {
-        return AnswerPlan::default();
-    }
-    let think = cfg
-        .reasoning_tokens
-        .min(ask.thinking_budget.unwrap_or(u64::MAX))
-        .min(ask.max_tokens);
-    let vllm = cfg.metrics == Some(super::MetricsFlavor::Vllm);
-    AnswerPlan {
-        think,
-        reasoning_field: if vllm {
-            "reasoning"
-        } else {
-            "reasoning_content"
-        },
-        reasoning_usage: vllm,
-        calls: if ask.tools.is_empty() {
-            0
-        } else {
-            cfg.tool_calls
-        },
-        tools: ask.tools.clone(),
-        answer: ask.max_tokens - think,
-        ..AnswerPlan::default()
-    }
-}
-
 async fn completions(
     State(s): State<Shared>,
     headers: HeaderMap,
@@ -428,6 +218,45 @@ async fn completions(
 
 async fn chat(State(s): State<Shared>, headers: HeaderMap, Json(body): Json<Value>) -> Response {
     serve(&s, Kind::Chat, &body, request_id(&headers))
+}
+
+/// `/v1/messages`: served as vLLM serves it, through the chat endpoint ([`super::messages`]).
+async fn messages(
+    State(s): State<Shared>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    let chat = match super::messages::chat_body(&body) {
+        Ok(c) => c,
+        Err(e) => {
+            let v = json!({"message": e, "type": "BadRequestError"});
+            return (
+                StatusCode::BAD_REQUEST,
+                Json(super::messages::error_body(&v)),
+            )
+                .into_response();
+        }
+    };
+    let stream = chat["stream"].as_bool().unwrap_or(false);
+    let (parts, body) = serve(&s, Kind::Chat, &chat, request_id(&headers)).into_parts();
+    if parts.status.is_success() && stream {
+        let mut conv = super::messages::Converter::default();
+        let events = body
+            .into_data_stream()
+            .map(move |r| r.map(|b| conv.write(&b)));
+        return Response::from_parts(parts, Body::from_stream(events));
+    }
+    let whole = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .unwrap_or_default();
+    let v: Value = serde_json::from_slice(&whole).unwrap_or(Value::Null);
+    let out = if parts.status.is_success() {
+        super::messages::whole(&v)
+    } else {
+        super::messages::error_body(&v)
+    };
+    // The status and headers (a 429's Retry-After) are the chat answer's.
+    Response::from_parts(parts, Body::from(out.to_string()))
 }
 
 async fn generate(
@@ -445,7 +274,6 @@ fn request_id(headers: &HeaderMap) -> Option<String> {
         .map(str::to_string)
 }
 
-/// The simulator's record of every request it streamed ([`super::truth`]).
 /// The whole answer of an injected fault that answers at once (500, 429, a context error);
 /// `None` for the faults that happen mid-stream.
 fn fault_response(s: &Shared, f: FaultKind, ask: &Ask) -> Option<Response> {

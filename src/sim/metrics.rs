@@ -6,7 +6,7 @@
 use std::fmt::Write;
 use std::time::Instant;
 
-use super::batcher::SimLog;
+use super::log::SimLog;
 use super::{MetricsFlavor, SimConfig};
 
 fn esc(s: &str) -> String {

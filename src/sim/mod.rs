@@ -12,12 +12,15 @@
 //! for `B` running requests with `Σcontext` tokens of KV between them. Each step emits one SSE
 //! chunk per request carrying the speculative accept length's worth of tokens.
 
+mod ask;
 mod batcher;
 pub mod faults;
 pub mod finished;
 pub mod firehose;
 mod http;
 pub mod images;
+mod log;
+mod messages;
 mod metrics;
 pub mod prefix_cache;
 mod side;
@@ -31,7 +34,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-pub use batcher::{SimLog, SimRequestLog, SimStreamLog};
+pub use log::{SimLog, SimRequestLog, SimStreamLog};
 pub use truth::{SimRequestTrace, SimTruth};
 
 /// Tokens emitted per decode step.

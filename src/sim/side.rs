@@ -21,7 +21,7 @@ pub(super) async fn flush_cache(State(s): State<Shared>) -> Response {
         .clear();
     if let Ok(mut l) = s.log.lock() {
         l.cache_flushes.push_back(crate::metrics::unix_us());
-        if l.cache_flushes.len() > super::batcher::LOG_CAP {
+        if l.cache_flushes.len() > super::log::LOG_CAP {
             l.cache_flushes.pop_front();
         }
     }
@@ -29,8 +29,18 @@ pub(super) async fn flush_cache(State(s): State<Shared>) -> Response {
 }
 
 pub(super) async fn sim_requests(State(s): State<Shared>) -> Response {
-    match s.log.lock() {
-        Ok(l) => Json(super::truth::SimTruth::of(&l)).into_response(),
-        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "simulator log poisoned"),
+    let truth = match s.log.lock() {
+        Ok(l) => super::truth::SimTruth::of(&l),
+        Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "simulator log poisoned"),
+    };
+    match &s.cache {
+        Some(c) => match c.lock() {
+            Ok(c) => Json(truth.with_cache(&c)).into_response(),
+            Err(_) => error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "simulator cache poisoned",
+            ),
+        },
+        None => Json(truth).into_response(),
     }
 }

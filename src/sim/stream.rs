@@ -71,7 +71,7 @@ pub(super) struct StreamState {
     pub(super) doc: Option<Vec<char>>,
     pub(super) doc_at: usize,
     /// Where the simulator keeps its ground truth of each stream.
-    pub(super) log: Arc<Mutex<super::batcher::SimLog>>,
+    pub(super) log: Arc<Mutex<super::log::SimLog>>,
     pub(super) arrived: std::time::Instant,
     /// What was done with the request, kept in the log when the stream is dropped.
     pub(super) trace: super::truth::SimRequestTrace,
@@ -253,9 +253,15 @@ impl StreamState {
             last,
             cached,
             admitted,
+            prefix_evicted_unix_us,
+            released_unix_us,
         } = emit;
+        if released_unix_us.is_some() {
+            self.trace.released_unix_us = released_unix_us;
+        }
         if let Some(t) = admitted {
             self.trace.admitted_unix_us = Some(super::truth::unix_of(t));
+            self.trace.prefix_evicted_unix_us = prefix_evicted_unix_us;
         }
         self.note_cached(cached);
         if self.kind != Kind::Chat {
@@ -316,7 +322,7 @@ impl StreamState {
             if self.kind == Kind::Chat
                 && let Ok(mut l) = self.log.lock()
             {
-                l.push_stream(super::batcher::SimStreamLog {
+                l.push_stream(super::log::SimStreamLog {
                     reasoning_tokens: self.answer.thought,
                     answer_tokens: self.answer.answered,
                     tool_calls: self.answer.opened,
@@ -409,9 +415,13 @@ impl StreamState {
                 Phase::Start => {
                     self.phase = Phase::Tokens;
                     if self.kind == Kind::Chat {
-                        // vLLM opens a chat stream with the role and empty content.
-                        let v = json!({"id": self.id, "object": "chat.completion.chunk", "created": 0, "model": self.model,
+                        // vLLM opens a chat stream with the role and empty content, and with
+                        // continuous usage stats the prompt's count and no output yet.
+                        let mut v = json!({"id": self.id, "object": "chat.completion.chunk", "created": 0, "model": self.model,
                             "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null}]});
+                        if self.continuous_usage {
+                            v["usage"] = json!({"prompt_tokens": self.prompt_tokens, "completion_tokens": 0, "total_tokens": self.prompt_tokens});
+                        }
                         return Some(sse(&v));
                     }
                 }

@@ -68,6 +68,15 @@ pub struct SimRequestTrace {
     /// `cached_tokens` does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_prefix_tokens: Option<u64>,
+    /// When its prefill began, the first block of its prompt the cache did not hold had been
+    /// evicted at this instant (µs since the Unix epoch): what it lost, and when. None when that
+    /// block was never cached (or the cache is off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_evicted_unix_us: Option<u64>,
+    /// The engine let go of its KV blocks (its last token generated; µs since the Unix epoch):
+    /// from then on they can be evicted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released_unix_us: Option<u64>,
 }
 
 impl SimRequestTrace {
@@ -107,6 +116,14 @@ pub struct SimTruth {
     /// first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cache_flushes_unix_us: Vec<u64>,
+    /// Its KV cache's evictions (the most recent), oldest first: when, how many tokens, and
+    /// for what (`running`: a running request's KV; `cache`: blocks handed to the cache).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evictions: Vec<super::prefix_cache::Eviction>,
+    /// The most tokens its running requests held beyond `--kv-capacity-tokens` (vLLM would
+    /// have preempted; 0: never).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub kv_overcommit_peak_tokens: u64,
 }
 
 impl SimTruth {
@@ -119,7 +136,18 @@ impl SimTruth {
             requests: log.traces.iter().cloned().collect(),
             metrics_reads_unix_us: log.metrics_reads.iter().copied().collect(),
             cache_flushes_unix_us: log.cache_flushes.iter().copied().collect(),
+            evictions: Vec::new(),
+            kv_overcommit_peak_tokens: 0,
         }
+    }
+
+    /// With the record of its KV cache.
+    #[must_use]
+    pub fn with_cache(mut self, cache: &super::prefix_cache::PrefixCache) -> Self {
+        self.evictions = cache.evictions.iter().copied().collect();
+        self.kv_overcommit_peak_tokens =
+            cache.overcommit_peak_blocks * super::prefix_cache::BLOCK as u64;
+        self
     }
 
     /// The request sent with this `X-Request-Id`.

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{LevelSummary, RunSummary};
+use super::{LevelStatus, LevelSummary, RunSummary};
 use crate::metrics::LevelStats;
 use crate::metrics::curves::{self, at};
 use crate::workload::LevelKind;
@@ -424,6 +424,81 @@ pub fn fmt_pct(d: f64) -> String {
         format!("{r:+.1}%")
     } else {
         format!("{r:+.0}%")
+    }
+}
+
+impl RunSummary {
+    /// This run as a baseline for another: its levels with results (`source`: where it was
+    /// read from).
+    pub fn as_baseline(&self, source: String) -> Baseline {
+        let label = format!(
+            "{} · {} · {}",
+            self.server
+                .as_ref()
+                .map_or("unknown model", |s| s.model.as_str()),
+            self.server
+                .as_ref()
+                .map_or("unknown engine", |s| s.engine.name()),
+            self.started_at
+        );
+        Baseline {
+            source,
+            label,
+            simulated: self.simulated,
+            fail_on_regression_pct: None,
+            levels: self
+                .levels()
+                .filter_map(|l| BaselineLevel::new(l.key(), l.label(), l.stats.as_ref()))
+                .collect(),
+            comparisons: Vec::new(),
+        }
+    }
+
+    /// The baseline's level that measured what `l` measures.
+    pub fn baseline_for(&self, l: &LevelSummary) -> Option<&BaselineLevel> {
+        let key = l.key();
+        self.baseline
+            .as_ref()?
+            .levels
+            .iter()
+            .find(|b| b.matches(&key))
+    }
+
+    /// Compares every ended level that has a baseline match (called as levels end; the
+    /// comparisons are what results.json and the exit code read).
+    pub fn compare_to_baseline(&mut self) {
+        let Some(limit) = self.baseline.as_ref().map(|b| b.fail_on_regression_pct) else {
+            return;
+        };
+        let ended =
+            |l: &LevelSummary| !matches!(l.status, LevelStatus::Waiting | LevelStatus::Running);
+        let comparisons: Vec<LevelComparison> = self
+            .levels()
+            .filter(|l| ended(l))
+            .filter_map(|l| {
+                let base = self.baseline_for(l)?;
+                Some(crate::summary::baseline::compare(
+                    l.index,
+                    l.label(),
+                    base,
+                    l.stats.as_ref(),
+                    limit,
+                ))
+            })
+            .collect();
+        if let Some(b) = self.baseline.as_mut() {
+            b.comparisons = comparisons;
+        }
+    }
+
+    /// The levels worse than the baseline by more than `--fail-on-regression`, each with why.
+    pub fn regressions(&self) -> Vec<&str> {
+        self.baseline.as_ref().map_or_else(Vec::new, |b| {
+            b.comparisons
+                .iter()
+                .filter_map(|c| c.regression.as_deref())
+                .collect()
+        })
     }
 }
 

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::{LevelAccumulator, RequestRecord};
+use crate::metrics::RequestRecord;
 use crate::summary::{LevelStatus, LevelSummary, RunSummary};
 
 /// One shard's run as read from its directory.
@@ -119,7 +119,8 @@ pub fn merge(mut runs: Vec<ShardRun>) -> Result<(RunSummary, Vec<RequestRecord>)
     let indices: Vec<u32> = out.levels().map(|l| l.index).collect();
     let mut records = Vec::new();
     for index in indices {
-        let merged = merge_level(&runs, index, out.config.slo, &mut records);
+        let slo = (out.config.slo, out.config.slo_tiers.as_slice());
+        let merged = merge_level(&runs, index, slo, &mut records);
         if let (Some(l), Some(m)) = (out.level_mut(index), merged) {
             *l = m;
         }
@@ -254,7 +255,10 @@ fn merged_warnings(runs: &[ShardRun], info: &MergeInfo) -> Vec<String> {
 fn merge_level(
     runs: &[ShardRun],
     index: u32,
-    slo: Option<crate::metrics::Slo>,
+    (slo, tiers): (
+        Option<crate::metrics::Slo>,
+        &[crate::metrics::slo_tiers::SloTier],
+    ),
     records: &mut Vec<RequestRecord>,
 ) -> Option<LevelSummary> {
     let parts: Vec<(&ShardRun, &LevelSummary)> = runs
@@ -269,28 +273,36 @@ fn merge_level(
     let Some(origin) = ran.iter().filter_map(|(_, l)| l.origin_unix_us).min() else {
         return Some(out);
     };
-    let mut acc = LevelAccumulator::new(slo);
-    if let (Some(_), Some(c)) = (out.tool_wait, out.conversation) {
-        acc = acc.with_sessions(c.turns);
-    }
-    if let Some(t) = &out.trace {
-        acc = acc.with_timeline(crate::metrics::timeline::TimelineFold::width_for(
-            t.duration_s,
-        ));
-    }
+    let mut acc = crate::workload::accumulator(
+        out.kind,
+        out.conversation,
+        out.trace.as_ref().map(|t| t.duration_s),
+        slo,
+        tiers.to_vec(),
+    );
     let mut mine: Vec<RequestRecord> = Vec::new();
     for (run, l) in &ran {
         let shift = l.origin_unix_us.unwrap_or(origin) - origin;
         let turns = l.conversation.map(|c| c.turns);
+        let per_session = l.conversation.map_or(0, |c| c.requests());
         mine.extend(
             run.records
                 .iter()
                 .filter(|r| r.level == index && !r.warmup)
-                .map(|r| RequestRecord {
-                    // The plan's number of the request, unique across the shards.
-                    index: l
+                .map(|r| {
+                    // The plan's number of the request, unique across the shards, and of its
+                    // session (whole sessions are dealt).
+                    let global = l
                         .shard
-                        .map_or(r.index, |s| s.global_request(r.index, turns)),
+                        .map_or(r.index, |s| s.global_request(r.index, turns));
+                    (r, global)
+                })
+                .map(|(r, global)| RequestRecord {
+                    index: global,
+                    session: r.session.map(|s| match l.shard {
+                        Some(_) if per_session > 0 => global / per_session,
+                        _ => s,
+                    }),
                     sched_at_us: r.sched_at_us + shift,
                     send_at_us: r.send_at_us + shift,
                     end_at_us: r.end_at_us + shift,
@@ -321,6 +333,7 @@ fn merge_level(
     out.delivery_bursts = crate::metrics::chunk_verdict(&stats.scalars, server).delivery_bursts;
     out.energy = rescaled_energy(parts[0].1, &stats);
     out.slo = acc.slo_check();
+    out.slo_tiers = acc.tier_checks();
     out.origin_unix_us = Some(origin);
     if out.seconds.is_some() {
         let sc = &stats.scalars;

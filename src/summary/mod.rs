@@ -10,6 +10,7 @@ pub mod merge;
 pub mod passes;
 pub mod reasoning;
 pub mod repeats;
+pub mod slo_tiers;
 pub mod structured;
 pub mod tune;
 
@@ -23,7 +24,7 @@ use crate::telemetry::per_level::{GpuLevelStats, ServerLevelStats, SpecLevelStat
 use crate::workload::prompt::PromptMethod;
 use crate::workload::search::SearchSummary;
 use crate::workload::{Arrival, LevelKind, LevelSpec};
-use baseline::{Baseline, BaselineLevel, LevelComparison, LevelKey};
+use baseline::{Baseline, LevelKey};
 pub use passes::{Pass, Passes};
 
 /// Where a level stands.
@@ -93,6 +94,9 @@ pub struct LevelSummary {
     /// A session level's tool waits between turns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_wait: Option<crate::workload::sessions::ToolWait>,
+    /// A session level's think time before a user's next session (`--think-time`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_time: Option<crate::workload::sessions::ToolWait>,
     /// The trace a trace level replays: file, format, speedup, duration, offered rate and the
     /// prefix-cache hit rate its `hash_ids` imply (`input_len`/`output_len` are its means).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -162,6 +166,9 @@ pub struct LevelSummary {
     /// The level against the SLO at its percentile (with `--slo`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo: Option<SloCheck>,
+    /// The level against each `--slo-tier`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slo_tiers: Vec<crate::metrics::slo_tiers::TierCheck>,
     /// Seconds the level sent requests for (`--level-seconds`); `requests` is then what it
     /// sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -207,6 +214,7 @@ impl LevelSummary {
             structured_overhead: None,
             conversation: spec.conversation,
             tool_wait: spec.tool_wait,
+            think_time: spec.think_time,
             trace: spec.trace.clone(),
             repeat: spec.repeat,
             thinking_budget: spec.thinking_budget,
@@ -230,10 +238,21 @@ impl LevelSummary {
             server_metrics: None,
             gpus: Vec::new(),
             slo: None,
+            slo_tiers: Vec::new(),
             seconds: spec.seconds,
             shard: spec.shard,
             start_late_ms: None,
             stats: None,
+        }
+    }
+
+    /// A session level's users as a table's first column says them: its concurrent users,
+    /// `0.5/s` for sessions started at a rate, `trace` for an agent trace's.
+    pub fn users_cell(&self) -> String {
+        match (&self.trace, self.arrival) {
+            (Some(_), _) => "trace".into(),
+            (None, Some(a)) => format!("{}/s", crate::fmt::fmt_rate(a.request_rate)),
+            (None, None) => self.concurrency.to_string(),
         }
     }
 
@@ -370,6 +389,10 @@ pub struct RunSummary {
     /// ([`findings::of`]; docs/metrics.md "Findings").
     #[serde(default)]
     pub findings: Vec<findings::Finding>,
+    /// With `--slo-tier`: the most users or concurrent requests each tier holds
+    /// ([`slo_tiers::answers`]), recomputed with the findings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slo_tiers: Vec<slo_tiers::TierAnswer>,
     /// A configuration's run of a `servetop tune`: the tune's configurations so far.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tune_progress: Option<tune::progress::TuneProgress>,
@@ -431,6 +454,7 @@ impl RunSummary {
             baseline: None,
             resumed_with_seed: None,
             findings: Vec::new(),
+            slo_tiers: Vec::new(),
             tune_progress: None,
         }
     }
@@ -452,81 +476,9 @@ impl RunSummary {
         self.levels().find(|l| l.index == index)
     }
 
-    /// This run as a baseline for another: its levels with results (`source`: where it was
-    /// read from).
-    pub fn as_baseline(&self, source: String) -> Baseline {
-        let label = format!(
-            "{} · {} · {}",
-            self.server
-                .as_ref()
-                .map_or("unknown model", |s| s.model.as_str()),
-            self.server
-                .as_ref()
-                .map_or("unknown engine", |s| s.engine.name()),
-            self.started_at
-        );
-        Baseline {
-            source,
-            label,
-            simulated: self.simulated,
-            fail_on_regression_pct: None,
-            levels: self
-                .levels()
-                .filter_map(|l| BaselineLevel::new(l.key(), l.label(), l.stats.as_ref()))
-                .collect(),
-            comparisons: Vec::new(),
-        }
-    }
-
-    /// The baseline's level that measured what `l` measures.
-    pub fn baseline_for(&self, l: &LevelSummary) -> Option<&BaselineLevel> {
-        let key = l.key();
-        self.baseline
-            .as_ref()?
-            .levels
-            .iter()
-            .find(|b| b.matches(&key))
-    }
-
-    /// Compares every ended level that has a baseline match (called as levels end; the
-    /// comparisons are what results.json and the exit code read).
-    pub fn compare_to_baseline(&mut self) {
-        let Some(limit) = self.baseline.as_ref().map(|b| b.fail_on_regression_pct) else {
-            return;
-        };
-        let ended =
-            |l: &LevelSummary| !matches!(l.status, LevelStatus::Waiting | LevelStatus::Running);
-        let comparisons: Vec<LevelComparison> = self
-            .levels()
-            .filter(|l| ended(l))
-            .filter_map(|l| {
-                let base = self.baseline_for(l)?;
-                Some(crate::summary::baseline::compare(
-                    l.index,
-                    l.label(),
-                    base,
-                    l.stats.as_ref(),
-                    limit,
-                ))
-            })
-            .collect();
-        if let Some(b) = self.baseline.as_mut() {
-            b.comparisons = comparisons;
-        }
-    }
-
-    /// The levels worse than the baseline by more than `--fail-on-regression`, each with why.
-    pub fn regressions(&self) -> Vec<&str> {
-        self.baseline.as_ref().map_or_else(Vec::new, |b| {
-            b.comparisons
-                .iter()
-                .filter_map(|c| c.regression.as_deref())
-                .collect()
-        })
-    }
-
     /// Recomputes the findings from the summary as it stands.
     pub fn refresh_findings(&mut self) {
+        self.slo_tiers = slo_tiers::answers(self);
         self.findings = findings::of(self);
     }
 
@@ -542,7 +494,7 @@ impl RunSummary {
                 .server
                 .as_ref()
                 .and_then(|s| s.reasoning_parser.as_deref()),
-            chat: self.backend == Some(crate::client::Backend::OpenaiChat),
+            chat: self.backend.is_some_and(crate::client::Backend::is_chat),
         };
         let Some(l) = self.levels().find(|l| l.index == index) else {
             return;

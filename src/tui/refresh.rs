@@ -218,7 +218,8 @@ impl App {
             .summary
             .rates
             .iter()
-            .filter(|l| l.request_rate().is_some())
+            // A level of every request at once (`inf`) has no place on a rate axis.
+            .filter(|l| l.request_rate().is_some_and(f64::is_finite))
             .collect();
         for x in rated.iter().filter_map(|l| l.request_rate()) {
             sv.rate_max = sv.rate_max.max(x);

@@ -25,7 +25,9 @@ use serde::{Deserialize, Serialize};
 /// How requests of a request-rate level arrive.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Arrival {
-    /// Target requests per second (after the ramp-up).
+    /// Target requests per second (after the ramp-up); infinite: every request at once
+    /// (written `"inf"`, see [`rate_serde`]).
+    #[serde(with = "rate_serde")]
     pub request_rate: f64,
     /// Gamma shape of the gaps: 1 is Poisson, below 1 burstier.
     pub burstiness: f64,
@@ -34,6 +36,68 @@ pub struct Arrival {
     /// Most requests in flight at once; requests due beyond it wait in the client queue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_concurrency: Option<u32>,
+}
+
+/// A request rate in JSON: a number, or `"inf"` for every request at once (JSON has no
+/// infinity; serde would write null and fail to read it back).
+pub mod rate_serde {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(r: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if r.is_finite() {
+            s.serialize_f64(*r)
+        } else {
+            s.serialize_str("inf")
+        }
+    }
+
+    /// A rate as written: a number or `"inf"`.
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    pub(super) enum Written {
+        Number(f64),
+        Text(String),
+    }
+
+    impl Written {
+        pub(super) fn rate<E: serde::de::Error>(self) -> Result<f64, E> {
+            match self {
+                Self::Number(v) => Ok(v),
+                Self::Text(t) if t.eq_ignore_ascii_case("inf") => Ok(f64::INFINITY),
+                Self::Text(t) => Err(E::custom(format!(
+                    "request rate {t:?}: a number or \"inf\""
+                ))),
+            }
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        Written::deserialize(d)?.rate()
+    }
+}
+
+/// A list of request rates in JSON, each as [`rate_serde`] writes it.
+pub mod rates_serde {
+    use serde::{Deserialize, Deserializer, Serializer, ser::SerializeSeq};
+
+    pub fn serialize<S: Serializer>(v: &[f64], s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(v.len()))?;
+        for r in v {
+            if r.is_finite() {
+                seq.serialize_element(r)?;
+            } else {
+                seq.serialize_element("inf")?;
+            }
+        }
+        seq.end()
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+        Vec::<super::rate_serde::Written>::deserialize(d)?
+            .into_iter()
+            .map(super::rate_serde::Written::rate)
+            .collect()
+    }
 }
 
 /// The absolute send times (seconds from the level's origin) of an open-loop level.
@@ -78,6 +142,10 @@ impl Schedule {
     /// Wall time (s) of operational time `u`: the inverse of `Λ`.
     fn wall(&self, u: f64) -> f64 {
         let (r, s) = (self.rate, self.ramp_up_s);
+        if r.is_infinite() {
+            // `--request-rate inf`: every request is due at the level's start.
+            return 0.0;
+        }
         let ramp_area = r * s / 2.0;
         if s > 0.0 && u <= ramp_area {
             (2.0 * s * u / r).sqrt()
@@ -130,6 +198,31 @@ fn gamma(rng: &mut SmallRng, shape: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `inf`: every request due at 0; written `"inf"` and read back, as a list too.
+    #[test]
+    fn an_infinite_rate_sends_everything_at_once_and_survives_json() {
+        let a = arrival(f64::INFINITY, 1.0, 0.0);
+        assert!(Schedule::new(&a, 7).take(100).all(|t| t == 0.0));
+        let json = serde_json::to_value(a).unwrap();
+        assert_eq!(json["request_rate"], "inf");
+        let back: Arrival = serde_json::from_value(json).unwrap();
+        assert_eq!(back, a);
+        let finite = serde_json::to_value(arrival(2.5, 1.0, 0.0)).unwrap();
+        assert_eq!(finite["request_rate"], 2.5);
+        let open = crate::workload::OpenLoop {
+            request_rates: vec![1.0, f64::INFINITY],
+            ..crate::workload::OpenLoop::default()
+        };
+        let json = serde_json::to_value(&open).unwrap();
+        assert_eq!(json["request_rates"], serde_json::json!([1.0, "inf"]));
+        let back: crate::workload::OpenLoop = serde_json::from_value(json).unwrap();
+        assert_eq!(back, open);
+        let bad = serde_json::from_value::<Arrival>(serde_json::json!({
+            "request_rate": "soon", "burstiness": 1.0, "ramp_up_s": 0.0
+        }));
+        assert!(bad.is_err());
+    }
 
     fn arrival(rate: f64, burstiness: f64, ramp_up_s: f64) -> Arrival {
         Arrival {

@@ -83,6 +83,9 @@ pub fn build(d: &Dimensions<'_>) -> Vec<LevelSpec> {
         for &users in &s.levels {
             levels.push(session_level(levels.len() as u32, users, s, d));
         }
+        for &rate in &s.rates {
+            levels.push(session_rate_level(levels.len() as u32, rate, s, d));
+        }
     }
     if let Some(t) = d
         .trace
@@ -129,6 +132,7 @@ impl LevelSpec {
             shared_prefix_tokens: 0,
             conversation: None,
             tool_wait: None,
+            think_time: None,
             trace: None,
             repeat: None,
             thinking_budget: None,
@@ -195,10 +199,7 @@ fn loads(d: &Dimensions<'_>) -> Vec<LevelSpec> {
 fn chats(index: u32, mt: MultiTurn, d: &Dimensions<'_>) -> LevelSpec {
     LevelSpec {
         shared_prefix_tokens: d.shared_prefix_len,
-        conversation: Some(Conversation {
-            turns: mt.turns,
-            followup_tokens: mt.followup_len,
-        }),
+        conversation: Some(Conversation::new(mt.turns, mt.followup_len)),
         ..LevelSpec::new(
             index,
             LevelKind::MultiTurn,
@@ -222,6 +223,37 @@ fn session_level(index: u32, users: u32, s: &Sessions, d: &Dimensions<'_>) -> Le
     )
 }
 
+/// An open-loop session level: sessions started at `rate` a second (the run's burstiness and
+/// `--max-concurrency`, here a cap on sessions running at once), `--sessions-per-level` of
+/// them (`Fx`: F × rate × [`super::sessions::RATE_SESSIONS_SECONDS`]).
+fn session_rate_level(index: u32, rate: f64, s: &Sessions, d: &Dimensions<'_>) -> LevelSpec {
+    let sessions = match s.per_level {
+        RequestCount::Fixed(n) => n,
+        RequestCount::PerConcurrency { factor, min } => {
+            ((factor * rate * super::sessions::RATE_SESSIONS_SECONDS).ceil() as u32)
+                .max(min)
+                .max(1)
+        }
+    };
+    LevelSpec {
+        arrival: Some(super::Arrival {
+            request_rate: rate,
+            burstiness: d.open_loop.burstiness,
+            ramp_up_s: 0.0,
+            max_concurrency: d.open_loop.max_concurrency,
+        }),
+        think_time: None,
+        ..session_level_of(
+            index,
+            d.open_loop.max_concurrency.unwrap_or(0),
+            s,
+            (d.input_len, d.output_len),
+            d.shared_prefix_len,
+            sessions,
+        )
+    }
+}
+
 /// A session level of `sessions` sessions, `users` at once (`s` says their turns, tool results
 /// and waits), each opening with `shared_prefix` tokens every session shares.
 pub fn session_level_of(
@@ -234,17 +266,15 @@ pub fn session_level_of(
 ) -> LevelSpec {
     LevelSpec {
         shared_prefix_tokens: shared_prefix,
-        conversation: Some(Conversation {
-            turns: s.turns,
-            followup_tokens: s.tool_result_len,
-        }),
+        conversation: Some(s.conversation()),
         tool_wait: Some(s.tool_wait),
+        think_time: s.think_time,
         ..LevelSpec::new(
             index,
             LevelKind::Sessions,
             users,
             lengths,
-            sessions.saturating_mul(s.turns),
+            sessions.saturating_mul(s.conversation().requests()),
         )
     }
 }
@@ -378,6 +408,15 @@ impl Place<'_> {
                 self.concurrency
             ),
             LevelKind::Trace => trace_label(self.trace),
+            // An agent trace's sessions: named by the trace.
+            LevelKind::Sessions if self.trace.is_some() => {
+                format!("agent {}", trace_label(self.trace))
+            }
+            LevelKind::Sessions if self.request_rate.is_some() => format!(
+                "{}-turn sessions at {}/s",
+                self.turns.unwrap_or(0),
+                fmt_rate(self.request_rate.unwrap_or(0.0))
+            ),
             LevelKind::Sessions => format!(
                 "{}-turn sessions, C={}",
                 self.turns.unwrap_or(0),
@@ -395,6 +434,10 @@ impl Place<'_> {
             LevelKind::Rate => format!("{}/s", fmt_rate(self.request_rate.unwrap_or(0.0))),
             LevelKind::MultiTurn => "chats".into(),
             LevelKind::Trace => "trace".into(),
+            LevelKind::Sessions if self.trace.is_some() => "agents".into(),
+            LevelKind::Sessions if self.request_rate.is_some() => {
+                format!("{}/s", fmt_rate(self.request_rate.unwrap_or(0.0)))
+            }
             LevelKind::Sessions => format!("S={}", self.concurrency),
         }
     }

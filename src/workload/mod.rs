@@ -1,6 +1,7 @@
 //! What to send: the concurrency sweep, the request-rate sweep, the long-context ladder, and
 //! prompts of exact length.
 
+mod agent_trace;
 pub mod arrivals;
 pub mod clock;
 pub mod dataset;
@@ -81,6 +82,9 @@ pub struct LevelSpec {
     /// The tool waits before a session's turns after the first (a session level).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_wait: Option<sessions::ToolWait>,
+    /// A user's think time before each of its sessions after its first (a session level).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_time: Option<sessions::ToolWait>,
     /// The trace a trace level replays (`input_tokens`, `output_tokens`: its means).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<trace::TraceLevel>,
@@ -130,18 +134,131 @@ pub struct Conversation {
     pub turns: u32,
     /// Tokens of each follow-up user message (turns 2 and later).
     pub followup_tokens: u64,
+    /// A session's sub-agents (`--fan-out`): after the first turn, this many sessions start at
+    /// once, each sharing the parent's system prefix, and the parent's next turn waits for all
+    /// of them. 0: none.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub fan_out: u32,
+    /// Turns of each sub-agent's session (`--sub-agent-turns`).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub sub_agent_turns: u32,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)]
+pub(crate) fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
+}
+
+/// Where a request of a conversation stands in it: the parent's turn, or a sub-agent's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TurnPlace {
+    /// The conversation's own turn (from 0).
+    Parent { turn: u32 },
+    /// Sub-agent `agent`'s turn (both from 0).
+    SubAgent { agent: u32, turn: u32 },
+}
+
+impl Conversation {
+    /// A plain conversation of `turns` turns, its follow-ups `followup_tokens` long.
+    pub fn new(turns: u32, followup_tokens: u64) -> Self {
+        Self {
+            turns,
+            followup_tokens,
+            fan_out: 0,
+            sub_agent_turns: 0,
+        }
+    }
+
+    /// Requests a session sends where one session can fail more than once (with sub-agents,
+    /// which run side by side); 0 where its first failure ends it.
+    pub fn failing_requests(&self) -> u32 {
+        if self.fan_out > 0 { self.requests() } else { 0 }
+    }
+
+    /// Requests one conversation sends: its turns, and its sub-agents' (at least 1).
+    pub fn requests(&self) -> u32 {
+        self.turns
+            .saturating_add(self.fan_out.saturating_mul(self.sub_agent_turns))
+            .max(1)
+    }
+
+    /// Where the `j`-th request of a conversation (from 0) stands: the parent's turns come
+    /// first, then each sub-agent's turns in order.
+    pub fn place(&self, j: u32) -> TurnPlace {
+        let turns = self.turns.max(1);
+        if j < turns || self.fan_out == 0 || self.sub_agent_turns == 0 {
+            return TurnPlace::Parent { turn: j };
+        }
+        let k = j - turns;
+        TurnPlace::SubAgent {
+            agent: k / self.sub_agent_turns,
+            turn: k % self.sub_agent_turns,
+        }
+    }
+}
+
+/// The fold of a level's records, for what the level is: a session level's by session and
+/// turn (its SLO judged on every turn), a trace's over its timeline, each tier judged. The one
+/// place a level's accumulator is made, for the run, the search's probes and a merge of shards.
+pub fn accumulator(
+    kind: LevelKind,
+    conversation: Option<Conversation>,
+    trace_s: Option<f64>,
+    slo: Option<crate::metrics::Slo>,
+    tiers: Vec<crate::metrics::slo_tiers::SloTier>,
+) -> crate::metrics::LevelAccumulator {
+    let mut acc = crate::metrics::LevelAccumulator::new(slo).with_tiers(tiers);
+    if let (LevelKind::Sessions, Some(c)) = (kind, conversation) {
+        acc = acc.with_sessions(c.turns, c.failing_requests());
+    }
+    if let Some(s) = trace_s {
+        acc = acc.with_timeline(crate::metrics::timeline::TimelineFold::width_for(s));
+    }
+    acc
 }
 
 impl LevelSpec {
+    /// [`accumulator`] for this level, knowing its closed-loop workers.
+    pub fn accumulator(
+        &self,
+        slo: Option<crate::metrics::Slo>,
+        tiers: Vec<crate::metrics::slo_tiers::SloTier>,
+    ) -> crate::metrics::LevelAccumulator {
+        accumulator(
+            self.kind,
+            self.conversation,
+            self.trace.as_ref().map(|t| t.duration_s),
+            slo,
+            tiers,
+        )
+        .with_slots(self.workers())
+    }
+
     /// Closed-loop workers that send the level's requests (0 at a rate level: a pool of slots).
     pub fn workers(&self) -> u32 {
         if self.is_open_loop() {
             return 0;
         }
         match self.conversation {
-            Some(c) => self.concurrency.min(self.requests.div_ceil(c.turns.max(1))),
+            Some(c) => self.concurrency.min(self.requests.div_ceil(c.requests())),
             None => self.concurrency.min(self.requests),
         }
+    }
+
+    /// About how many tokens (prompt + output) the last turn of a multi-turn or session
+    /// level's conversations holds with synthetic messages: the first message, then per later
+    /// turn the reply, the new message and two message openings (a few tokens each in common
+    /// templates), plus the last reply. `None` for other levels; dataset conversations and
+    /// agent traces vary and are not estimated.
+    pub fn last_turn_tokens(&self) -> Option<u64> {
+        const TEMPLATE_PER_MESSAGE: u64 = 4;
+        let c = self.conversation.filter(|_| self.trace.is_none())?;
+        let per_turn = u64::from(self.output_tokens) + c.followup_tokens + 2 * TEMPLATE_PER_MESSAGE;
+        Some(
+            self.input_tokens
+                + u64::from(c.turns.saturating_sub(1)) * per_turn
+                + u64::from(self.output_tokens),
+        )
     }
 
     /// Whether requests go out on a schedule (a rate or trace level), not from workers.
@@ -158,17 +275,21 @@ impl LevelSpec {
         }
     }
 
-    /// The conversation and turn (both from 0) of request `i` of a multi-turn level.
-    pub fn turn_of(&self, i: u32) -> Option<(u32, u32)> {
-        let k = self.conversation?.turns.max(1);
-        Some((i / k, i % k))
+    /// The conversation (from 0) of request `i` of a multi-turn or session level, and where
+    /// the request stands in it.
+    pub fn turn_of(&self, i: u32) -> Option<(u32, TurnPlace)> {
+        let c = self.conversation?;
+        let k = c.requests();
+        Some((i / k, c.place(i % k)))
     }
 }
 
 /// The open-loop part of a run: request rates and how requests arrive.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OpenLoop {
-    /// Request rates (requests/s) of the rate levels, run after the concurrency sweep.
+    /// Request rates (requests/s) of the rate levels, run after the concurrency sweep;
+    /// infinite: every request of the level at once (`--request-rate inf`).
+    #[serde(with = "arrivals::rates_serde")]
     pub request_rates: Vec<f64>,
     /// Gamma shape of the gaps between arrivals: 1 is Poisson, below 1 burstier.
     pub burstiness: f64,
@@ -259,6 +380,35 @@ impl RequestCount {
 mod tests {
     use super::*;
     use crate::fmt::fmt_rate;
+
+    #[test]
+    fn a_sessions_requests_are_its_turns_then_each_sub_agents() {
+        let c = Conversation {
+            fan_out: 2,
+            sub_agent_turns: 3,
+            ..Conversation::new(4, 10)
+        };
+        assert_eq!(c.requests(), 4 + 2 * 3);
+        let places: Vec<TurnPlace> = (0..c.requests()).map(|j| c.place(j)).collect();
+        assert_eq!(places[3], TurnPlace::Parent { turn: 3 });
+        assert_eq!(places[4], TurnPlace::SubAgent { agent: 0, turn: 0 });
+        assert_eq!(places[6], TurnPlace::SubAgent { agent: 0, turn: 2 });
+        assert_eq!(places[7], TurnPlace::SubAgent { agent: 1, turn: 0 });
+        assert_eq!(places[9], TurnPlace::SubAgent { agent: 1, turn: 2 });
+        // Without sub-agents, every request is the conversation's own turn.
+        let plain = Conversation::new(3, 10);
+        assert_eq!(plain.requests(), 3);
+        assert_eq!(plain.place(2), TurnPlace::Parent { turn: 2 });
+        let spec = LevelSpec {
+            conversation: Some(c),
+            ..LevelSpec::new(0, LevelKind::Sessions, 2, (100, 10), 30)
+        };
+        assert_eq!(
+            spec.turn_of(17),
+            Some((1, TurnPlace::SubAgent { agent: 1, turn: 0 }))
+        );
+        assert_eq!(spec.workers(), 2);
+    }
 
     #[test]
     fn request_counts() {

@@ -4,7 +4,7 @@
 //! (a length the server's context cannot hold, and what servetop will do about it).
 
 use super::{LevelKind, LevelSpec};
-use crate::fmt::fmt_tokens;
+use crate::fmt::{fmt_rate, fmt_tokens};
 
 /// Plans with more levels than this ask for confirmation on a terminal (`--yes` skips it).
 pub const CONFIRM_LEVELS: usize = 20;
@@ -51,21 +51,52 @@ fn concurrencies(cs: &[u32]) -> String {
 /// The session levels as the plan says them: `sessions C=2, 8 (4 sessions a level of 8 turns,
 /// tool results of 1K tokens after a tool wait of lognormal:2 s,0.8 ≤ 30 s)`.
 fn sessions_part(levels: &[LevelSpec]) -> Option<String> {
-    let sessions = of_kind(levels, LevelKind::Sessions);
+    let all = of_kind(levels, LevelKind::Sessions);
+    // An agent trace's sessions are said on their own.
+    let sessions: Vec<&LevelSpec> = all.iter().copied().filter(|l| l.trace.is_none()).collect();
     let first = sessions.first()?;
     let c = first.conversation?;
-    let users: Vec<u32> = sessions.iter().map(|l| l.concurrency).collect();
-    let counts: Vec<u32> = sessions
+    let users: Vec<u32> = sessions
         .iter()
-        .map(|l| l.requests / c.turns.max(1))
+        .filter(|l| l.arrival.is_none())
+        .map(|l| l.concurrency)
         .collect();
+    let rates: Vec<String> = sessions
+        .iter()
+        .filter_map(|l| l.arrival.map(|a| fmt_rate(a.request_rate)))
+        .collect();
+    let load = match (users.is_empty(), rates.is_empty()) {
+        (false, true) => format!("C={}", concurrencies(&users)),
+        (true, false) => format!("started at {}/s", rates.join(", ")),
+        _ => format!(
+            "C={} and started at {}/s",
+            concurrencies(&users),
+            rates.join(", ")
+        ),
+    };
+    let counts: Vec<u32> = sessions.iter().map(|l| l.requests / c.requests()).collect();
     let (lo, hi) = (
         counts.iter().min().copied().unwrap_or(0),
         counts.iter().max().copied().unwrap_or(0),
     );
+    let fan_out = if c.fan_out > 0 {
+        format!(
+            "; after the first, {} sub-agent{} of {} turns at once, the next turn waiting for the last",
+            c.fan_out,
+            if c.fan_out == 1 { "" } else { "s" },
+            c.sub_agent_turns
+        )
+    } else {
+        String::new()
+    };
+    let think = first.think_time.map_or_else(String::new, |t| {
+        format!(
+            "; a think time of {} before a user's next session",
+            t.describe()
+        )
+    });
     Some(format!(
-        "sessions C={} ({} sessions a level of {} turns, tool results of {} tokens after a tool wait of {})",
-        concurrencies(&users),
+        "sessions {load} ({} sessions a level of {} turns, tool results of {} tokens after a tool wait of {}{fan_out}{think})",
         if lo == hi {
             lo.to_string()
         } else {
@@ -74,6 +105,34 @@ fn sessions_part(levels: &[LevelSpec]) -> Option<String> {
         c.turns,
         fmt_tokens(c.followup_tokens),
         first.tool_wait.map_or_else(String::new, |w| w.describe())
+    ))
+}
+
+/// An agent trace's level as the plan says it: `an agent trace of 5 sessions (14 turns) over
+/// 1 s, each turn after its recorded wait (at most 30 s; 2 cut)`.
+fn agent_trace_part(l: &LevelSpec) -> Option<String> {
+    let t = l.trace.as_ref()?;
+    let cut = if t.waits_capped > 0 {
+        format!("; {} cut", t.waits_capped)
+    } else {
+        String::new()
+    };
+    let subs = if t.sub_agents > 0 {
+        format!(
+            ", {} of them by {} sub-agent{}",
+            t.sub_agent_turns,
+            t.sub_agents,
+            if t.sub_agents == 1 { "" } else { "s" }
+        )
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "an agent trace of {} sessions ({} turns{subs}) starting over {} s, each turn after its recorded wait (at most {} s{cut})",
+        t.sessions.unwrap_or(0),
+        l.requests,
+        crate::fmt::fmt_rate(t.duration_s),
+        crate::fmt::fmt_rate(t.wait_cap_s.unwrap_or(0.0)),
     ))
 }
 
@@ -208,6 +267,11 @@ pub fn plan_text(levels: &[LevelSpec]) -> String {
         }
     }
     parts.extend(sessions_part(levels));
+    parts.extend(
+        of_kind(levels, LevelKind::Sessions)
+            .into_iter()
+            .filter_map(agent_trace_part),
+    );
     if !of_kind(levels, LevelKind::Trace).is_empty() {
         parts.push("a trace replay".into());
     }

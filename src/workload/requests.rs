@@ -8,7 +8,7 @@ use crate::client::{ChatMessage, RequestSpec};
 
 use super::prompt::PromptFactory;
 use super::trace::BLOCK_TOKENS;
-use super::{LevelKind, LevelSpec};
+use super::{LevelKind, LevelSpec, TurnPlace};
 
 /// What one worker takes from a level's queue at a time: one request, or at a multi-turn level
 /// one conversation's turns in order (so no other worker gets one of them).
@@ -18,27 +18,54 @@ pub type Job = Vec<(u32, RequestSpec)>;
 pub struct Jobs {
     per_job: usize,
     partial: Job,
+    /// An agent trace's sessions' lengths, in order: the jobs' sizes (empty: `per_job` each).
+    sizes: std::collections::VecDeque<usize>,
 }
 
 impl Jobs {
-    /// Jobs of `spec`: a conversation's turns at a multi-turn level, one request otherwise.
-    pub fn new(spec: &LevelSpec) -> Self {
-        let per_job = spec.conversation.map_or(1, |c| c.turns.max(1)) as usize;
+    /// Jobs of `spec`: a conversation's turns at a multi-turn level, one request otherwise; at
+    /// an agent trace's level, each session's turns (`trace`'s).
+    pub fn new(spec: &LevelSpec, trace: Option<&super::trace::Trace>) -> Self {
+        let per_job = spec.conversation.map_or(1, |c| c.requests()) as usize;
+        let sizes = match trace {
+            Some(t) if spec.kind == LevelKind::Sessions && spec.trace.is_some() => {
+                t.job_sizes().into_iter().map(|n| n as usize).collect()
+            }
+            _ => std::collections::VecDeque::new(),
+        };
         Self {
             per_job,
             partial: Vec::with_capacity(per_job),
+            sizes,
         }
     }
 
     /// How many jobs `requests` requests make (the last one may be short).
     pub fn count(&self, requests: u32) -> usize {
-        (requests as usize).div_ceil(self.per_job)
+        if self.sizes.is_empty() {
+            return (requests as usize).div_ceil(self.per_job);
+        }
+        let mut left = requests as usize;
+        let mut n = 0;
+        for s in &self.sizes {
+            if left == 0 {
+                break;
+            }
+            left = left.saturating_sub(*s);
+            n += 1;
+        }
+        n
     }
 
     /// Adds request `i`; returns the job it completes.
     pub fn push(&mut self, i: u32, r: RequestSpec) -> Option<Job> {
         self.partial.push((i, r));
-        (self.partial.len() >= self.per_job).then(|| std::mem::take(&mut self.partial))
+        let size = self.sizes.front().copied().unwrap_or(self.per_job);
+        if self.partial.len() < size {
+            return None;
+        }
+        self.sizes.pop_front();
+        Some(std::mem::take(&mut self.partial))
     }
 
     /// The short job left at the end, if any.
@@ -77,8 +104,11 @@ async fn build_request(
 ) -> Result<RequestSpec, String> {
     // A shard's request i is the plan's request g: the same prompt one process would send.
     let i = spec.global_index(i);
-    if let Some((_, turn)) = spec.turn_of(i) {
-        return make_turn(factory, spec, i, turn).await;
+    if spec.kind == LevelKind::Sessions && spec.trace.is_some() {
+        return trace_turn(factory, spec, i).await;
+    }
+    if let Some((_, place)) = spec.turn_of(i) {
+        return make_turn(factory, spec, i, place).await;
     }
     if spec.kind == LevelKind::Trace {
         return trace_request(factory, spec, i).await;
@@ -113,14 +143,37 @@ pub async fn trace_request(
     spec: &LevelSpec,
     i: u32,
 ) -> Result<RequestSpec, String> {
-    let trace = factory
+    let r = trace_row(factory, i)?;
+    let (text, counted) = hashed_text(factory, spec.index, i, &r).await?;
+    let mut req = RequestSpec::prompt(
+        text,
+        r.input_len,
+        Some((counted, factory.counter().source())),
+        r.output_len,
+    );
+    req.cache_prompt = !r.hash_ids.is_empty();
+    Ok(req)
+}
+
+/// Row `i` of the trace the factory replays (a request, or an agent trace's turn).
+fn trace_row(factory: &PromptFactory, i: u32) -> Result<super::trace::TraceRequest, String> {
+    factory
         .trace()
-        .cloned()
-        .ok_or("a trace level without its trace")?;
-    let r = trace
+        .ok_or("a trace level without its trace")?
         .requests
         .get(i as usize)
-        .ok_or_else(|| format!("the trace has no request {}", i + 1))?;
+        .cloned()
+        .ok_or_else(|| format!("the trace has no row {}", i + 1))
+}
+
+/// A prompt of `r.input_len` tokens made of its trace blocks' texts (the same text wherever a
+/// block's hash id recurs), then fresh text for the rest; with the tokens as counted.
+async fn hashed_text(
+    factory: &mut PromptFactory,
+    level: u32,
+    i: u32,
+    r: &super::trace::TraceRequest,
+) -> Result<(Arc<str>, u64), String> {
     let mut parts: Vec<Arc<str>> = Vec::with_capacity(r.hash_ids.len() + 1);
     let (mut covered, mut counted) = (0u64, 0u64);
     for &id in &r.hash_ids {
@@ -135,19 +188,56 @@ pub async fn trace_request(
     }
     if covered < r.input_len {
         // `make` takes the server's own tokens off its target and counts them in.
-        let rest = factory.make(r.input_len - covered, spec.index, i).await?;
+        let rest = factory.make(r.input_len - covered, level, i).await?;
         counted += rest.counted_tokens.unwrap_or(r.input_len - covered);
         parts.push(rest.text);
     } else {
         counted = (counted as i64 + factory.offset_tokens).max(0) as u64;
     }
-    let mut req = RequestSpec::prompt(
-        Arc::from(parts.join(" ")),
-        r.input_len,
-        Some((counted, factory.counter().source())),
-        r.output_len,
-    );
-    req.cache_prompt = !r.hash_ids.is_empty();
+    Ok((Arc::from(parts.join(" ")), counted))
+}
+
+/// Turn `i` of an agent trace (its sessions' turns in order): the turn's new user message, of
+/// its recorded tokens and hash blocks, asking for its recorded output; a later turn waits its
+/// recorded delay (at most the trace's cap) after the turn before ended, and a sub-agent's
+/// first turn after the session's turn that started it.
+async fn trace_turn(
+    factory: &mut PromptFactory,
+    spec: &LevelSpec,
+    i: u32,
+) -> Result<RequestSpec, String> {
+    let r = trace_row(factory, i)?;
+    let (text, counted) = hashed_text(factory, spec.index, i, &r).await?;
+    let mut req = RequestSpec::prompt(text.clone(), r.input_len, None, r.output_len);
+    req.cache_prompt = true;
+    req.session_turn = Some(crate::client::SessionTurn {
+        new_message_tokens: counted,
+        first: r.turn == 0,
+        sub_agent: r.sub_agent,
+        session: r.session.unwrap_or(0),
+        after_turn: r.after_turn,
+    });
+    if r.turn == 0 {
+        req.messages = Some(
+            vec![ChatMessage {
+                role: "user",
+                content: text,
+            }]
+            .into(),
+        );
+    }
+    // A later turn waits after the turn before it; a sub-agent's first, after the session's
+    // turn that started it (the worker waits for that turn, then this).
+    if r.turn > 0 || r.sub_agent.is_some() {
+        let cap = spec
+            .trace
+            .as_ref()
+            .and_then(|t| t.wait_cap_s)
+            .unwrap_or(f64::INFINITY);
+        req.wait_before = Some(std::time::Duration::from_secs_f64(
+            (r.delay_ms / 1e3).min(cap),
+        ));
+    }
     Ok(req)
 }
 
@@ -188,31 +278,41 @@ pub async fn dataset_request(
     Ok(r)
 }
 
-/// Turn `turn` (from 0) of request `i`'s conversation: its new user message. The first turn's
-/// request carries the opening of the chat (the shared prefix as a system message, when there is
-/// one, and the first message of `input_tokens` minus the prefix); later ones a follow-up of
-/// `followup_tokens`. Their planned input counts the new message only: the worker adds the
-/// history's tokens as the server reported them.
+/// Request `i` of a conversation, standing at `place` in it: its new user message. The first
+/// turn's request carries the opening of the chat (the shared prefix as a system message, when
+/// there is one, and the first message of `input_tokens` minus the prefix); later ones a
+/// follow-up of `followup_tokens`. A sub-agent's first turn opens its own chat: the same
+/// system message, then a task of `followup_tokens` (what the parent handed it). Their planned
+/// input counts the new message only: the worker adds the history's tokens as the server
+/// reported them.
 pub async fn make_turn(
     factory: &mut PromptFactory,
     spec: &LevelSpec,
     i: u32,
-    turn: u32,
+    place: TurnPlace,
 ) -> Result<RequestSpec, String> {
     let prefix = spec.shared_prefix_tokens;
-    let tokens = if turn == 0 {
-        spec.input_tokens.saturating_sub(prefix).max(1)
-    } else {
-        spec.conversation.map_or(1, |c| c.followup_tokens)
+    let (turn, sub_agent) = match place {
+        TurnPlace::Parent { turn } => (turn, None),
+        TurnPlace::SubAgent { agent, turn } => (turn, Some(agent)),
+    };
+    let followup = spec.conversation.map_or(1, |c| c.followup_tokens);
+    let tokens = match (turn, sub_agent) {
+        (0, None) => spec.input_tokens.saturating_sub(prefix).max(1),
+        _ => followup,
     };
     // A dataset conversation's user messages, while it has them; random text after.
-    let from_dataset = factory.dataset().cloned().and_then(|d| {
-        let k = spec.conversation.map_or(1, |c| c.turns.max(1));
-        d.pick(factory.seed(), spec.index, i / k)
-            .user_turns
-            .get(turn as usize)
-            .cloned()
-    });
+    let from_dataset = factory
+        .dataset()
+        .cloned()
+        .filter(|_| sub_agent.is_none())
+        .and_then(|d| {
+            let k = spec.conversation.map_or(1, |c| c.requests());
+            d.pick(factory.seed(), spec.index, i / k)
+                .user_turns
+                .get(turn as usize)
+                .cloned()
+        });
     let (text, tokens) = match from_dataset {
         Some(t) => {
             let n = factory.counter().count(&t).await?;
@@ -223,17 +323,28 @@ pub async fn make_turn(
     let mut r = RequestSpec::prompt(text.clone(), tokens, None, spec.output_tokens);
     r.cache_prompt = true;
     if let (Some(w), Some(c)) = (spec.tool_wait, spec.conversation) {
-        let session = i / c.turns.max(1);
+        let k = c.requests();
+        let (session, j) = (i / k, i % k);
+        // The turn after the sub-agents waits for them, not for a tool.
+        let joins = sub_agent.is_none() && turn == 1 && c.fan_out > 0;
         r.wait_before = Some(std::time::Duration::from_secs_f64(w.draw(
             factory.seed(),
             session,
-            turn,
+            j,
         )))
-        .filter(|_| turn > 0);
+        .filter(|_| turn > 0 && !joins);
         r.session_turn = Some(crate::client::SessionTurn {
             new_message_tokens: tokens,
             first: turn == 0,
+            sub_agent,
+            session,
+            after_turn: u32::from(sub_agent.is_some()),
         });
+        if turn == 0 && sub_agent.is_none() {
+            r.think_before = spec
+                .think_time
+                .map(|t| std::time::Duration::from_secs_f64(t.draw_think(factory.seed(), session)));
+        }
     }
     if turn == 0 {
         let mut opening = Vec::with_capacity(2);

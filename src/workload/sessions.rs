@@ -38,40 +38,47 @@ pub struct ToolWait {
 
 /// Seeds the tool waits apart from every other draw of the run.
 const SALT: u64 = 0x7001_3a17_5e55_1035;
+/// Seeds the think times apart from the tool waits.
+const THINK_SALT: u64 = 0x7411_4c0f_fee5_0001;
 
-fn positive(s: &str, what: &str, v: &str) -> Result<f64, String> {
+fn positive(flag: &str, s: &str, what: &str, v: &str) -> Result<f64, String> {
     v.trim()
         .parse::<f64>()
         .ok()
         .filter(|x| x.is_finite() && *x >= 0.0)
-        .ok_or_else(|| format!("--tool-wait '{s}': {what} must be a number of seconds, 0 or more"))
+        .ok_or_else(|| format!("{flag} '{s}': {what} must be a number of seconds, 0 or more"))
 }
 
 impl ToolWaitDist {
-    /// `2` (seconds, fixed), `exp:MEAN` or `lognormal:MEDIAN,SIGMA`.
+    /// `2` (seconds, fixed), `exp:MEAN` or `lognormal:MEDIAN,SIGMA` (`--tool-wait`).
     pub fn parse(s: &str) -> Result<Self, String> {
+        Self::parse_for("--tool-wait", s)
+    }
+
+    /// [`ToolWaitDist::parse`] of `flag`'s value (its errors name the flag).
+    pub fn parse_for(flag: &str, s: &str) -> Result<Self, String> {
         let t = s.trim();
         if let Some(mean) = t.strip_prefix("exp:") {
             return Ok(Self::Exp {
-                mean_s: positive(s, "the mean", mean)?,
+                mean_s: positive(flag, s, "the mean", mean)?,
             });
         }
         if let Some(rest) = t.strip_prefix("lognormal:") {
             let (median, sigma) = rest.split_once(',').ok_or_else(|| {
-                format!("--tool-wait '{s}': lognormal takes MEDIAN,SIGMA (e.g. lognormal:2,0.8)")
+                format!("{flag} '{s}': lognormal takes MEDIAN,SIGMA (e.g. lognormal:2,0.8)")
             })?;
             return Ok(Self::Lognormal {
-                median_s: positive(s, "the median", median)?,
-                sigma: positive(s, "sigma", sigma)?,
+                median_s: positive(flag, s, "the median", median)?,
+                sigma: positive(flag, s, "sigma", sigma)?,
             });
         }
         if t.contains(':') {
             return Err(format!(
-                "--tool-wait '{s}': use S (fixed seconds), exp:MEAN or lognormal:MEDIAN,SIGMA"
+                "{flag} '{s}': use S (fixed seconds), exp:MEAN or lognormal:MEDIAN,SIGMA"
             ));
         }
         Ok(Self::Fixed {
-            s: positive(s, "the wait", t)?,
+            s: positive(flag, s, "the wait", t)?,
         })
     }
 
@@ -86,6 +93,11 @@ impl ToolWaitDist {
 }
 
 impl ToolWait {
+    /// A user's think time before session `session` (drawn apart from its tool waits).
+    pub fn draw_think(self, seed: u64, session: u32) -> f64 {
+        self.draw(seed ^ THINK_SALT, session, u32::MAX)
+    }
+
     /// The wait before turn `turn` (from 0; turn 0 has none) of session `session` (over the
     /// whole plan, so every shard and resume draws the same): the same for a given seed.
     pub fn draw(self, seed: u64, session: u32, turn: u32) -> f64 {
@@ -151,6 +163,44 @@ pub struct Sessions {
     pub tool_wait: ToolWait,
     /// Tokens of each tool result appended after an answer.
     pub tool_result_len: u64,
+    /// Sub-agents each session starts after its first turn (`--fan-out`; 0: none), and the
+    /// turns each of them runs (`--sub-agent-turns`).
+    #[serde(default, skip_serializing_if = "super::is_zero_u32")]
+    pub fan_out: u32,
+    #[serde(default = "default_sub_agent_turns")]
+    pub sub_agent_turns: u32,
+    /// A user's think time before each of its sessions after its first (`--think-time`;
+    /// none: the next session starts at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_time: Option<ToolWait>,
+    /// Open-loop levels: sessions started at these rates (sessions/s, `--session-rate`), one
+    /// level each, after the levels of users.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rates: Vec<f64>,
+}
+
+/// Seconds of starts a rate level's `Fx` counts: `2x` at 0.5 sessions/s is 2 × 0.5 × 10 = 10
+/// sessions.
+pub const RATE_SESSIONS_SECONDS: f64 = 10.0;
+
+fn default_sub_agent_turns() -> u32 {
+    DEFAULT_SUB_AGENT_TURNS
+}
+
+impl Sessions {
+    /// One session's shape: its turns, tool results and sub-agents.
+    pub fn conversation(&self) -> super::Conversation {
+        super::Conversation {
+            turns: self.turns,
+            followup_tokens: self.tool_result_len,
+            fan_out: self.fan_out,
+            sub_agent_turns: if self.fan_out > 0 {
+                self.sub_agent_turns
+            } else {
+                0
+            },
+        }
+    }
 }
 
 /// Defaults that look like a coding agent's session (docs/workloads.md says where they come
@@ -159,6 +209,8 @@ pub const DEFAULT_TURNS: u32 = 8;
 pub const DEFAULT_TOOL_RESULT_LEN: u64 = 1000;
 pub const DEFAULT_TOOL_WAIT: &str = "lognormal:2,0.8";
 pub const DEFAULT_TOOL_WAIT_CAP_S: f64 = 30.0;
+/// A sub-agent's turns: a short search-and-read task.
+pub const DEFAULT_SUB_AGENT_TURNS: u32 = 3;
 
 #[cfg(test)]
 #[allow(clippy::float_cmp)]

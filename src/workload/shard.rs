@@ -164,11 +164,9 @@ mod tests {
             requests: n,
             arrival: None,
             shared_prefix_tokens: 0,
-            conversation: turns.map(|turns| super::super::Conversation {
-                turns,
-                followup_tokens: 8,
-            }),
+            conversation: turns.map(|turns| super::super::Conversation::new(turns, 8)),
             tool_wait: None,
+            think_time: None,
             trace: None,
             repeat: None,
             thinking_budget: None,

@@ -9,6 +9,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::agent_trace::{SessionBook, grouped, number_sessions};
+
 /// Tokens of one Mooncake prefix block (`hash_ids` name blocks of this size).
 pub const BLOCK_TOKENS: u64 = 512;
 
@@ -66,6 +68,20 @@ pub struct TraceLevel {
     /// `--max-concurrency`: most requests in flight; later ones wait in the client.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_concurrency: Option<u32>,
+    /// An agent trace (lines with `session_id`): its sessions, the cap on their recorded
+    /// waits (`--tool-wait-cap`, s), and how many waits it cut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_cap_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "super::is_zero_u32")]
+    pub waits_capped: u32,
+    /// An agent trace's sub-agents (`parent_session_id`), over all its sessions, and the turns
+    /// they send.
+    #[serde(default, skip_serializing_if = "super::is_zero_u32")]
+    pub sub_agents: u32,
+    #[serde(default, skip_serializing_if = "super::is_zero_u32")]
+    pub sub_agent_turns: u32,
 }
 
 /// One recorded request.
@@ -77,12 +93,26 @@ pub struct TraceRequest {
     pub output_len: u32,
     /// Prefix blocks (Mooncake): requests naming the same block share its text.
     pub hash_ids: Vec<u64>,
+    /// In an agent trace (lines with `session_id`): its session (from 0, in the order the
+    /// sessions start) and its turn in it (from 0), and the recorded wait before it, after the
+    /// session's turn before it ended (`delay`, ms; 0 for a first turn).
+    pub session: Option<u32>,
+    pub turn: u32,
+    pub delay_ms: f64,
+    /// A sub-agent's turn (`parent_session_id`): which of its session's sub-agents (from 0, in
+    /// the order they first appear), its `turn` being the sub-agent's own; and how many of the
+    /// session's own turns came before the sub-agent's first line (it starts once they are
+    /// answered). None and 0 for a session's own turns.
+    pub sub_agent: Option<u32>,
+    pub after_turn: u32,
 }
 
 /// A trace read from a file, in time order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Trace {
     pub format: TraceFormat,
+    /// In time order; in an agent trace, session after session (in the order they start), each
+    /// one's turns in order, every turn at its session's start.
     pub requests: Vec<TraceRequest>,
 }
 
@@ -102,6 +132,13 @@ pub struct TraceConfig {
     /// The requests to replay, sliced and sped up; read from `path`, not written to files.
     #[serde(skip)]
     pub loaded: Option<Arc<Trace>>,
+    /// An agent trace's recorded waits are cut to this (`--tool-wait-cap`, s).
+    #[serde(default = "default_wait_cap_s")]
+    pub wait_cap_s: f64,
+}
+
+fn default_wait_cap_s() -> f64 {
+    super::sessions::DEFAULT_TOOL_WAIT_CAP_S
 }
 
 impl TraceConfig {
@@ -151,7 +188,15 @@ impl TraceConfig {
             window_s,
             limit,
             loaded: Some(Arc::new(trace)),
+            wait_cap_s: default_wait_cap_s(),
         })
+    }
+
+    /// With an agent trace's waits cut to `cap_s`.
+    #[must_use]
+    pub fn with_wait_cap(mut self, cap_s: f64) -> Self {
+        self.wait_cap_s = cap_s;
+        self
     }
 
     /// The trace level's plan (None before the trace is read).
@@ -162,6 +207,9 @@ impl TraceConfig {
             || self.path.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
         );
+        if t.is_sessions() {
+            return Some(self.sessions_level(t, index, &name, max_concurrency));
+        }
         Some(super::LevelSpec {
             trace: Some(t.level(&name, self.speedup, max_concurrency)),
             ..super::LevelSpec::new(
@@ -176,12 +224,22 @@ impl TraceConfig {
 }
 
 #[derive(Deserialize)]
-struct MooncakeLine {
-    timestamp: f64,
+pub(super) struct MooncakeLine {
+    #[serde(default)]
+    pub(super) timestamp: Option<f64>,
     input_length: u64,
     output_length: u64,
     #[serde(default)]
     hash_ids: Vec<u64>,
+    /// AIPerf's multi-turn trace: the session a line is a turn of, and the ms to wait after
+    /// the session's turn before it ended.
+    #[serde(default)]
+    pub(super) session_id: Option<serde_json::Value>,
+    #[serde(default)]
+    pub(super) delay: Option<f64>,
+    /// servetop's agent traces: the session that started this one as its sub-agent.
+    #[serde(default)]
+    pub(super) parent_session_id: Option<serde_json::Value>,
 }
 
 /// The format of `text`: JSON lines are Mooncake's, a CSV header naming `TIMESTAMP` is Azure's.
@@ -213,8 +271,10 @@ pub fn parse(text: &str, format: Option<TraceFormat>, source: &str) -> Result<Tr
     if requests.is_empty() {
         return Err(format!("--trace {source}: no request in it"));
     }
-    // Time order (stable: requests recorded at the same moment keep their order), from 0.
+    // Time order (stable: requests recorded at the same moment keep their order, and a
+    // session's turns, all at its start, stay together in order), from 0.
     requests.sort_by(|a, b| a.at_ms.total_cmp(&b.at_ms));
+    number_sessions(&mut requests);
     let t0 = requests[0].at_ms;
     for r in &mut requests {
         r.at_ms -= t0;
@@ -222,7 +282,7 @@ pub fn parse(text: &str, format: Option<TraceFormat>, source: &str) -> Result<Tr
     Ok(Trace { format, requests })
 }
 
-fn output_len(n: u64, source: &str, line: usize) -> Result<u32, String> {
+pub(super) fn output_len(n: u64, source: &str, line: usize) -> Result<u32, String> {
     match u32::try_from(n) {
         Ok(0) | Err(_) => Err(format!(
             "--trace {source} line {line}: {n} output tokens; a request asks for 1 to {}",
@@ -233,7 +293,8 @@ fn output_len(n: u64, source: &str, line: usize) -> Result<u32, String> {
 }
 
 fn mooncake(text: &str, source: &str) -> Result<Vec<TraceRequest>, String> {
-    let mut out = Vec::new();
+    let mut out: Vec<(Option<String>, TraceRequest)> = Vec::new();
+    let mut book = SessionBook::default();
     for (i, l) in text.lines().enumerate() {
         let line = i + 1;
         if l.trim().is_empty() {
@@ -242,25 +303,29 @@ fn mooncake(text: &str, source: &str) -> Result<Vec<TraceRequest>, String> {
         let m: MooncakeLine = serde_json::from_str(l).map_err(|e| {
             format!("--trace {source} line {line}: not a Mooncake record ({e}); each line is {{\"timestamp\": ms, \"input_length\": N, \"output_length\": N, \"hash_ids\": [...]}}")
         })?;
-        if !m.timestamp.is_finite() || m.timestamp < 0.0 {
-            return Err(format!(
-                "--trace {source} line {line}: timestamp {} is not a time in ms",
-                m.timestamp
-            ));
-        }
+        let at = book.place(&m, (source, line))?;
         if m.input_length == 0 {
             return Err(format!(
                 "--trace {source} line {line}: input_length 0; a prompt has at least 1 token"
             ));
         }
-        out.push(TraceRequest {
-            at_ms: m.timestamp,
-            input_len: m.input_length,
-            output_len: output_len(m.output_length, source, line)?,
-            hash_ids: m.hash_ids,
-        });
+        out.push((
+            at.key,
+            TraceRequest {
+                at_ms: at.at_ms,
+                input_len: m.input_length,
+                output_len: output_len(m.output_length, source, line)?,
+                hash_ids: m.hash_ids,
+                session: None,
+                turn: at.turn,
+                delay_ms: at.delay_ms,
+                sub_agent: at.sub_agent,
+                after_turn: at.after_turn,
+            },
+        ));
     }
-    Ok(out)
+    book.finish(source)?;
+    Ok(grouped(out))
 }
 
 fn azure(text: &str, source: &str) -> Result<Vec<TraceRequest>, String> {
@@ -331,6 +396,11 @@ fn azure(text: &str, source: &str) -> Result<Vec<TraceRequest>, String> {
             input_len,
             output_len: output_len(num(output, "GeneratedTokens")?, source, line)?,
             hash_ids: Vec::new(),
+            session: None,
+            turn: 0,
+            delay_ms: 0.0,
+            sub_agent: None,
+            after_turn: 0,
         });
     }
     Ok(out)
@@ -342,13 +412,19 @@ impl Trace {
         if x > 0.0 && x.is_finite() {
             for r in &mut self.requests {
                 r.at_ms /= x;
+                r.delay_ms /= x;
             }
         }
     }
 
-    /// Keeps the first `n` requests.
+    /// Keeps the first `n` requests (of an agent trace, its first `n` sessions).
     pub fn limit(&mut self, n: usize) {
-        self.requests.truncate(n);
+        if self.is_sessions() {
+            self.requests
+                .retain(|r| r.session.is_some_and(|s| (s as usize) < n));
+        } else {
+            self.requests.truncate(n);
+        }
     }
 
     /// Keeps the requests recorded from `from_s` (inclusive) to `to_s` (exclusive) seconds
@@ -361,6 +437,7 @@ impl Trace {
                 r.at_ms -= t0;
             }
         }
+        number_sessions(&mut self.requests);
     }
 
     /// Mean prompt and output lengths, rounded (a level's `input_len` and `output_len`).
@@ -398,6 +475,11 @@ impl Trace {
                 .then(|| self.expected_cache_hit_rate())
                 .flatten(),
             max_concurrency,
+            sessions: None,
+            wait_cap_s: None,
+            waits_capped: 0,
+            sub_agents: 0,
+            sub_agent_turns: 0,
         }
     }
 

@@ -443,3 +443,51 @@ pub fn the_warning<'a>(
     println!("{name}: {}", found[0]);
     found[0]
 }
+
+/// The Messages-API check both suites run (`--backend anthropic`): a sweep level of 6 requests
+/// at C=2, then 4 agent sessions of 3 turns for 2 users, no tool wait, the 128-token shared
+/// prefix going as the `system` prompt; over `base` (the suite's own settings and server).
+pub fn messages_plan(base: servetop::config::RunConfig) -> servetop::config::RunConfig {
+    use servetop::workload::sessions::{Sessions, ToolWait, ToolWaitDist};
+    servetop::config::RunConfig {
+        backend: servetop::config::BackendChoice::Anthropic,
+        concurrency: vec![2],
+        requests_per_level: servetop::workload::RequestCount::Fixed(6),
+        input_len: 200,
+        output_len: 24,
+        shared_prefix_len: 128,
+        sessions: Some(Sessions {
+            levels: vec![2],
+            per_level: servetop::workload::RequestCount::Fixed(4),
+            turns: 3,
+            tool_wait: ToolWait {
+                dist: ToolWaitDist::Fixed { s: 0.0 },
+                cap_s: None,
+            },
+            tool_result_len: 100,
+            fan_out: 0,
+            sub_agent_turns: 0,
+            think_time: None,
+            rates: Vec::new(),
+        }),
+        ..base
+    }
+}
+
+/// The Messages check's records: every one completed, and the sweep's 6 and the sessions' 12
+/// turns measured.
+pub fn messages_records(dir: &std::path::Path) -> Vec<servetop::metrics::RequestRecord> {
+    let recs = records(dir);
+    let failed: Vec<String> = recs
+        .iter()
+        .filter(|r| !r.is_ok())
+        .map(|r| format!("{:?}", r.outcome))
+        .collect();
+    assert!(failed.is_empty(), "every request completed: {failed:?}");
+    assert_eq!(
+        recs.iter().filter(|r| !r.warmup).count(),
+        6 + 4 * 3,
+        "the sweep's requests and the sessions' turns"
+    );
+    recs
+}

@@ -294,3 +294,22 @@ pub fn nearest_rank(xs: &[f64], q: f64) -> f64 {
 pub fn hdr_close(what: &str, got_ms: f64, want_ms: f64) {
     close(what, got_ms, want_ms, 1e-3, 1e-3);
 }
+
+/// Waits for a child servetop and fails, with its stderr, unless it succeeded.
+pub fn finished(c: std::process::Child, what: &str) {
+    let out = c.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `@<unix seconds>` this many seconds from now (`--start-at`).
+pub fn start_in(s: u64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    format!("@{}", now + s)
+}

@@ -19,7 +19,8 @@ pub struct PlanArgs {
     /// Open-loop request rates after the sweep (req/s), or none.
     ///
     /// Requests are sent on a precomputed schedule whether or not earlier ones finished
-    /// (1,2,4,8; 0.5,1.5; 1-16*2). Use `--concurrency none` for a rate sweep alone.
+    /// (1,2,4,8; 0.5,1.5; 1-16*2). `inf` (last) sends a level's requests all at once, as many
+    /// as --requests-per-level N says. Use `--concurrency none` for a rate sweep alone.
     #[arg(long, value_name = "LIST", default_value = "none", value_parser = rates)]
     pub request_rate: Rates,
     /// Gaps between arrivals at a rate level: gamma with this shape and mean 1/rate. 1 is

@@ -62,7 +62,9 @@ pub struct ServerArgs {
     pub serve_param: Vec<String>,
     /// Request protocol (auto: /v1/completions, exact prompt lengths).
     ///
-    /// /v1/completions sends the prompt with no chat template.
+    /// /v1/completions sends the prompt with no chat template. anthropic sends Anthropic Messages
+    /// (`/v1/messages`, served by vLLM and llama-server) with `x-api-key` and
+    /// `anthropic-version`; its answers end where the model stops (no `ignore_eos`).
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: BackendChoice,
     /// Model name to request (default: the server's first).
@@ -84,6 +86,12 @@ pub struct ServerArgs {
     #[allow(clippy::doc_markdown)] // Help text: shown as typed, not as Markdown.
     #[arg(long, hide_short_help = true)]
     pub reset_cache: bool,
+    /// A header sent with every request to the server, NAME:VALUE (repeat it for more), e.g. a
+    /// gateway's tenant. Written to the run's files, except the value of one whose name holds
+    /// key, token, auth, secret, password or cookie: that is written ***, and --resume needs it
+    /// again.
+    #[arg(long, value_name = "NAME:VALUE", hide_short_help = true)]
+    pub header: Vec<String>,
     /// Environment variable holding the API key (sent as a Bearer token, never written).
     #[arg(
         long,

@@ -3,7 +3,7 @@
 
 use clap::Args;
 
-use crate::cli::values::{List, count, list};
+use crate::cli::values::{List, Rates, count, list, rates};
 use crate::workload::sessions;
 
 /// Agent sessions (`--sessions`).
@@ -39,19 +39,46 @@ pub struct SessionArgs {
     /// Tokens of each tool result appended to the context.
     #[arg(long, value_name = "N", default_value_t = sessions::DEFAULT_TOOL_RESULT_LEN, value_parser = count, hide_short_help = true)]
     pub tool_result_len: u64,
+    /// Sub-agents each session starts after its first turn, all at once; the session's next
+    /// turn waits for the last of them (0: none).
+    ///
+    /// Each sub-agent runs its own session: the shared prefix, a task of --tool-result-len
+    /// tokens, then --sub-agent-turns turns with tool results and waits as the parent's.
+    #[arg(long, value_name = "K", default_value_t = 0, hide_short_help = true)]
+    pub fan_out: u32,
+    /// A user's think time before each of its sessions after its first, in seconds: S,
+    /// exp:MEAN or lognormal:MEDIAN,SIGMA (none: the next session starts at once).
+    #[arg(long, value_name = "DIST", hide_short_help = true)]
+    pub think_time: Option<String>,
+    /// Add open-loop session levels: sessions started at these rates (sessions/s, a list like
+    /// --request-rate), whatever the earlier ones are doing.
+    ///
+    /// Each level runs --sessions-per-level sessions (Fx: F × rate × 10 s of starts), their
+    /// starts spaced as --burstiness says; --max-concurrency caps the sessions running at once.
+    #[arg(long, value_name = "LIST", value_parser = rates, hide_short_help = true)]
+    pub session_rate: Option<Rates>,
+    /// Turns each sub-agent runs (with --fan-out).
+    #[arg(long, value_name = "N", default_value_t = sessions::DEFAULT_SUB_AGENT_TURNS, hide_short_help = true)]
+    pub sub_agent_turns: u32,
 }
 
 impl SessionArgs {
     /// The session levels the flags ask for, if any.
     pub fn sessions(&self) -> Result<Option<sessions::Sessions>, String> {
-        let Some(levels) = &self.sessions else {
-            return Ok(None);
-        };
-        if levels.0.is_empty() {
+        let rates = self
+            .session_rate
+            .as_ref()
+            .map(|r| r.0.clone())
+            .unwrap_or_default();
+        let levels = self
+            .sessions
+            .as_ref()
+            .map(|l| l.0.clone())
+            .unwrap_or_default();
+        if levels.is_empty() && rates.is_empty() {
             return Ok(None);
         }
         let levels = levels
-            .0
             .iter()
             .map(|&n| {
                 u32::try_from(n).ok().filter(|n| *n > 0).ok_or_else(|| {
@@ -75,6 +102,17 @@ impl SessionArgs {
                 cap_s: Some(self.tool_wait_cap),
             },
             tool_result_len: self.tool_result_len,
+            fan_out: self.fan_out,
+            sub_agent_turns: self.sub_agent_turns,
+            rates,
+            think_time: self
+                .think_time
+                .as_deref()
+                .map(|t| {
+                    sessions::ToolWaitDist::parse_for("--think-time", t)
+                        .map(|dist| sessions::ToolWait { dist, cap_s: None })
+                })
+                .transpose()?,
         }))
     }
 }

@@ -17,6 +17,13 @@ pub struct SloArgs {
     /// The percentile a level must meet every --slo limit at (90, 99, p99.9).
     #[arg(long, value_name = "P", default_value = "90", hide_short_help = true)]
     pub slo_percentile: String,
+    /// A named SLO tier, e.g. interactive=ttft:2000,tpot:50 (repeat for each tier).
+    ///
+    /// Every level is judged against each tier at --slo-percentile, as against --slo, and the
+    /// run answers the most users (session levels) or concurrent requests (the sweep) each tier
+    /// holds.
+    #[arg(long, value_name = "NAME=SPEC", hide_short_help = true)]
+    pub slo_tier: Vec<String>,
     /// Find the highest rate or concurrency meeting --slo.
     ///
     /// rate: the highest request rate, from a closed-loop throughput probe, then open-loop rate

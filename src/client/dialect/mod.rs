@@ -5,6 +5,7 @@
 //! or counted with a tokenizer when one is configured).
 
 mod fast;
+mod messages;
 pub use fast::RepeatedBytes;
 
 use std::borrow::Cow;
@@ -20,6 +21,9 @@ pub enum Dialect {
     Chat,
     /// SGLang native `/generate`: `text` plus cumulative `meta_info`.
     SglangNative,
+    /// Anthropic Messages `/v1/messages`: typed events (`message_start`, content-block deltas,
+    /// `message_delta`, `message_stop`), usage at the start and the end.
+    Messages,
 }
 
 /// Token usage as reported by the server.
@@ -81,6 +85,8 @@ fn cached<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Erro
 }
 
 /// What one SSE payload says.
+// Independent facts of one payload (a choice, a finish, a length finish, the last event).
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Debug, Default, PartialEq)]
 pub struct ChunkData<'a> {
     /// New generated text in this chunk (content, reasoning and tool-call arguments together:
@@ -105,6 +111,8 @@ pub struct ChunkData<'a> {
     pub cumulative_completion: Option<u64>,
     /// An error object sent inside the stream.
     pub error: Option<String>,
+    /// The stream's last event (Messages' `message_stop`, as `[DONE]` elsewhere).
+    pub end: bool,
 }
 
 /// `Option<Cow<str>>` that borrows from the input when the JSON string has no escapes (serde's
@@ -203,6 +211,9 @@ pub fn parse_in_stream<'a>(
     {
         return Ok(c);
     }
+    if dialect == Dialect::Messages {
+        return messages::parse(data);
+    }
     parse_general(dialect, data)
 }
 
@@ -247,6 +258,8 @@ pub fn parse_general<'a>(dialect: Dialect, data: &'a str) -> Result<ChunkData<'a
                 });
             }
         }
+        // Not reached: [`parse_in_stream`] sends these to [`messages::parse`].
+        Dialect::Messages => return messages::parse(data),
         Dialect::Completions | Dialect::Chat => {
             if let Some(c) = w.choices.into_iter().next() {
                 out.has_choice = true;

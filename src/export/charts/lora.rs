@@ -41,7 +41,7 @@ fn lines(runs: &[ChartRun<'_>], names: &[String], f: fn(&LoraStats) -> Option<f6
                 .iter()
                 .filter_map(|l| {
                     let at = match x {
-                        XKind::Rate => l.request_rate()?,
+                        XKind::Rate => l.request_rate().filter(|r| r.is_finite())?,
                         _ => f64::from(l.concurrency),
                     };
                     Some((at, f(l.stats.as_ref()?.scalars.lora.get(name)?)?))

@@ -115,9 +115,12 @@ fn rate_lines(
     grouped::with_errors(lines, levels, rate, f)
 }
 
-/// A rate level's offered rate, its x (not a number for a level without one: not drawn).
+/// A rate level's offered rate, its x (not a number for a level without one, or with every
+/// request at once: not drawn).
 fn rate(l: &LevelSummary) -> f64 {
-    l.request_rate().unwrap_or(f64::NAN)
+    l.request_rate()
+        .filter(|r| r.is_finite())
+        .unwrap_or(f64::NAN)
 }
 
 /// A curve's value at a saved level (the dashboard reads the same curves live).

@@ -64,6 +64,8 @@ pub(super) enum XKind {
     Turn,
     /// Per-user output tokens/s (a request's median decode speed), linear.
     PerUser,
+    /// The tool wait before a session's turn, in seconds, linear.
+    Wait,
 }
 
 pub(super) struct Panel {
@@ -170,6 +172,7 @@ fn x_desc(x: XKind) -> &'static str {
         XKind::Rate => "offered request rate (req/s)",
         XKind::Turn => "turn of the conversation",
         XKind::PerUser => "per-user output tokens/s (median decode speed of a request)",
+        XKind::Wait => "tool wait before the turn (s; the median of each bin of turns)",
     }
 }
 
@@ -188,7 +191,7 @@ fn x_label(x: XKind, v: f64) -> String {
         XKind::ContextK if v.abs() < 10.0 && (v - v.round()).abs() > 0.01 => format!("{v:.1}K"),
         XKind::ContextK => format!("{v:.0}K"),
         XKind::Seconds => format!("{v:.0}"),
-        XKind::TraceSeconds | XKind::Rate | XKind::PerUser => fmt_num(v),
+        XKind::TraceSeconds | XKind::Rate | XKind::PerUser | XKind::Wait => fmt_num(v),
         XKind::Turn if (v - v.round()).abs() < 0.01 && v >= 0.5 => format!("{}", v.round()),
         XKind::Turn => String::new(),
     }

@@ -47,6 +47,7 @@ pub(super) fn rates_figure(
                 .iter()
                 .filter_map(LevelSummary::request_rate)
         })
+        .filter(|r| r.is_finite())
         .map(|r| (r, r))
         .collect();
     if rate_lines_all.iter().any(|l| !l.points.is_empty()) {
@@ -70,10 +71,19 @@ pub(super) fn rates_figure(
         pct_panel("Client queue (t_send − t_sched)", curves::CLIENT_QUEUE_MS),
     ];
     let s = runs[0].summary;
-    let footer = vec![format!(
+    let mut footer = vec![format!(
         "Arrivals: {}. sent: the rate requests went out at; completed: completions over the level's window. Client queue: time a request waited in servetop past its scheduled send (a full --max-concurrency); the server's own queueing shows up in TTFT.",
         crate::export::markdown::arrival_description(&s.config.open_loop)
     )];
+    let all_at_once = runs.iter().any(|r| {
+        r.summary
+            .rates
+            .iter()
+            .any(|l| l.request_rate().is_some_and(f64::is_infinite))
+    });
+    if all_at_once {
+        footer.push("The inf req/s level (every request at once) has no place on a rate axis and is not drawn: its figures are in the rates table.".into());
+    }
     figure(
         path,
         size,

@@ -1,5 +1,6 @@
-//! `sessions.png`: agent sessions, turn by turn — TTFT by turn and against the context the turn
-//! carried, and the prefix cache's served tokens against the ceiling it could have served.
+//! `sessions.png`: agent sessions, turn by turn — TTFT by turn, against the context the turn
+//! carried and against the tool wait before it, and the prefix cache's served tokens against
+//! the ceiling it could have served.
 
 use super::ChartRun;
 use super::panel::{Line, Panel, XKind, color, figure};
@@ -47,6 +48,25 @@ fn per_level(
     lines
 }
 
+/// A line per session level: its turns after a tool wait, binned by the wait (`ttft_by_wait`),
+/// each bin's median wait (s) against its TTFT p50.
+fn by_wait(runs: &[ChartRun<'_>]) -> Vec<Line> {
+    let mut lines = per_level(runs, "", |_| None, false);
+    let levels = runs.iter().flat_map(|r| r.summary.sessions.iter());
+    for (line, l) in lines.iter_mut().zip(levels) {
+        let bins = l
+            .stats
+            .as_ref()
+            .and_then(|s| s.scalars.session.as_ref())
+            .map_or(&[][..], |x| x.ttft_by_wait.as_slice());
+        line.points = bins
+            .iter()
+            .map(|b| (b.median_wait_ms / 1e3, b.median_ttft_ms))
+            .collect();
+    }
+    lines
+}
+
 fn turns(l: &LevelSummary) -> &[TurnStats] {
     l.stats.as_ref().map_or(&[], |s| s.scalars.turns.as_slice())
 }
@@ -79,6 +99,7 @@ pub(super) fn sessions_figure(
         |t| Some((turn(t), t.cache_ceiling_tokens? as f64)),
         true,
     ));
+    let by_wait = by_wait(runs);
     let panel = |title: &str, x: XKind, y_desc: &str, y_log_ok: bool, lines: Vec<Line>| Panel {
         title: title.into(),
         x,
@@ -101,9 +122,16 @@ pub(super) fn sessions_figure(
             context,
         ),
         panel(
+            "TTFT p50 against the tool wait before the turn",
+            XKind::Wait,
+            "ms",
+            true,
+            by_wait,
+        ),
+        panel(
             "Prefix cache: served and ceiling",
             XKind::Turn,
-            "prompt tokens, summed over the level's sessions",
+            "prompt tokens, Σ over sessions",
             false,
             cache,
         ),
@@ -136,7 +164,7 @@ pub(super) fn sessions_figure(
         "Agent sessions by turn",
         runs,
         &panels,
-        3,
+        2,
         &footer,
     )
 }

@@ -16,6 +16,7 @@ mod sessions;
 mod shards;
 mod steady;
 mod tables;
+mod tiers;
 mod trace;
 
 pub use compare::{Against, against_first, side_by_side};
@@ -24,6 +25,7 @@ pub use mixes::{images_table, lora_table, spread_note, structured_table};
 pub use repeats::{any_repeats, repeats_table};
 pub use sessions::sessions_table;
 pub use tables::*;
+pub use tiers::tiers_table;
 pub use trace::{timeline_table, trace_table};
 /// The whole `summary.md`.
 pub fn summary_md(s: &RunSummary) -> String {
@@ -302,6 +304,7 @@ fn sections(out: &mut String, s: &RunSummary) {
         out.push_str("\nEach turn sends the whole conversation so far (earlier messages and the server's real replies) plus a new message. cached: prompt tokens the server says it served from its prefix cache (usage.prompt_tokens_details.cached_tokens), over the requests that reported it; later turns should prefill little more than the new message.\n");
     }
     out.push_str(&sessions::sessions_section(s));
+    out.push_str(&tiers::tiers_section(s));
     if let Some(b) = &s.baseline {
         let _ = writeln!(
             out,

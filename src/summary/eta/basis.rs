@@ -157,6 +157,16 @@ fn from_speeds(l: &LevelSummary, s: &Speeds) -> Option<(f64, f64)> {
                 return Some((secs, secs));
             }
             let rate = l.request_rate().filter(|r| *r > 0.0)?;
+            if rate.is_infinite() {
+                // Every request at once: waves of them all, or of --max-concurrency.
+                let c = f64::from(if l.concurrency > 0 {
+                    l.concurrency
+                } else {
+                    l.requests.max(1)
+                });
+                let waves = (requests / c).ceil();
+                return Some((waves * fast, waves * slow * c.powf(SLOWDOWN_EXPONENT)));
+            }
             Some((requests / rate + fast, requests / rate + slow))
         }
         LevelKind::LongContext => Some((requests * fast, requests * slow)),

@@ -126,15 +126,25 @@ fn speeds(s: &RunSummary) -> Option<(f64, f64)> {
 }
 
 /// The tool waits one worker of a session level sits through: its sessions' waits between
-/// turns, each at most the capped mean (0 for other levels).
+/// turns, each at most the capped mean (0 for other levels). With sub-agents, the turn after
+/// them waits for them instead, and they wait on their own tools at once: one sub-agent's
+/// waits count, the least the slowest of them waits on average.
 pub fn tool_waits_s(l: &LevelSummary) -> f64 {
     let (Some(w), Some(c)) = (l.tool_wait, l.conversation) else {
         return 0.0;
     };
-    let turns = c.turns.max(1);
-    let sessions = l.requests.div_ceil(turns);
+    let sessions = l.requests.div_ceil(c.requests());
     let per_worker = f64::from(sessions.div_ceil(l.concurrency.max(1)));
-    per_worker * f64::from(turns - 1) * w.capped_mean_s()
+    let turns = c.turns.max(1);
+    let waits = if c.fan_out > 0 {
+        (turns - 1).saturating_sub(1) + c.sub_agent_turns.saturating_sub(1)
+    } else {
+        turns - 1
+    };
+    let think = l
+        .think_time
+        .map_or(0.0, |t| (per_worker - 1.0).max(0.0) * t.capped_mean_s());
+    per_worker * f64::from(waits) * w.capped_mean_s() + think
 }
 
 /// A session level's time from the nearest session level measured (at or below its users):
@@ -149,8 +159,12 @@ fn sessions_s(s: &RunSummary, l: &LevelSummary) -> Option<(f64, f64)> {
         .or_else(|| measured.iter().min_by_key(|m| m.concurrency))?;
     let took_s = (r.finished_at_unix_ms? - r.started_at_unix_ms?) as f64 / 1e3;
     let waves = |x: &LevelSummary| {
-        let turns = x.conversation.map_or(1, |c| c.turns.max(1));
-        f64::from(x.requests.div_ceil(turns).div_ceil(x.concurrency.max(1)))
+        let per_session = x.conversation.map_or(1, |c| c.requests());
+        f64::from(
+            x.requests
+                .div_ceil(per_session)
+                .div_ceil(x.concurrency.max(1)),
+        )
     };
     let t = took_s * waves(l) / waves(r).max(1.0);
     let slower = (f64::from(l.concurrency) / f64::from(r.concurrency.max(1)))
@@ -192,6 +206,17 @@ fn level_s(s: &RunSummary, l: &LevelSummary) -> Option<(f64, f64)> {
                 return exact(secs);
             }
             let rate = l.request_rate().filter(|r| *r > 0.0)?;
+            if rate.is_infinite() {
+                // Every request at once: waves of them all, or of --max-concurrency, each as
+                // long as a request at the nearest concurrency measured.
+                let c = if l.concurrency > 0 {
+                    l.concurrency
+                } else {
+                    l.requests.max(1)
+                };
+                let one = nearest(s, c).and_then(|r| request_s(r, l))?;
+                return exact((requests / f64::from(c)).ceil() * one);
+            }
             let tail = nearest(s, l.concurrency.max(1))
                 .and_then(|r| request_s(r, l))
                 .unwrap_or(0.0);

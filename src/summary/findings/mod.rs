@@ -16,6 +16,7 @@ pub(crate) mod long_context;
 mod mixes;
 mod numbers;
 mod others;
+mod sessions;
 mod structured;
 mod sweep;
 mod validity;

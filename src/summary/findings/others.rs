@@ -1,12 +1,12 @@
 //! The findings that need a part of the run not every run has: failures (over every pass), energy, the
-//! multi-turn cache, reasoning, the baseline.
+//! multi-turn cache, the agent sessions' (in [`super::sessions`]), reasoning, the baseline.
 
 use std::fmt::Write;
 
-use super::words;
 use super::{
     ENERGY_COUNTER_STEP_S, ENERGY_DISAGREEMENT, ENERGY_RESOLUTION, Finding, measured, ms_text, num,
 };
+use super::{Strength, words};
 use crate::summary::{LevelStatus, LevelSummary, RunSummary};
 use crate::workload::LevelKind;
 
@@ -14,7 +14,9 @@ pub(super) fn findings(s: &RunSummary) -> Vec<Finding> {
     let mut out = Vec::new();
     out.extend(energy(s));
     out.extend(multi_turn(s));
-    out.extend(sessions_cache(s));
+    out.extend(super::sessions::cache(s));
+    out.extend(super::sessions::time(s));
+    out.extend(slo_tiers(s));
     out.extend(reasoning(s));
     out.extend(baseline(s));
     out
@@ -196,30 +198,33 @@ fn multi_turn(s: &RunSummary) -> Vec<Finding> {
         .collect()
 }
 
-/// Each session level's prefix cache against its ceiling: what it served of what the sessions
-/// had finished (docs/metrics.md "Agent sessions").
-fn sessions_cache(s: &RunSummary) -> Vec<Finding> {
-    s.sessions
+/// The SLO tiers' answers in one sentence: how many users (or concurrent requests) each holds.
+fn slo_tiers(s: &RunSummary) -> Option<Finding> {
+    let first = s.slo_tiers.first()?;
+    let parts: Vec<String> = s
+        .slo_tiers
         .iter()
-        .filter(|l| measured(l))
-        .filter_map(|l| {
-            let x = l.stats.as_ref()?.scalars.session.as_ref()?;
-            let (cached, ceiling) = (x.cached_tokens?, x.cache_ceiling_tokens?);
-            let share = (ceiling > 0).then(|| cached as f64 / ceiling as f64)?;
-            let text = format!(
-                "{}: the prefix cache served {cached} prompt tokens of the {ceiling} the sessions had finished before each turn ({:.1} %); {} lost to eviction or the cache's blocks.",
-                l.label(),
-                share * 100.0,
-                ceiling.saturating_sub(cached)
-            );
-            Some(
-                Finding::new("sessions_cache", text, &[l])
-                    .value("cached_tokens", Some(cached as f64))
-                    .value("cache_ceiling_tokens", Some(ceiling as f64))
-                    .value("cache_share_of_ceiling", Some(share)),
-            )
-        })
-        .collect()
+        .map(|a| format!("{} ({}) holds {}", a.tier, a.slo.describe(), a.most_text()))
+        .collect();
+    let text = format!("SLO tiers: {}.", parts.join("; "));
+    let levels: Vec<&LevelSummary> = s
+        .sessions
+        .iter()
+        .chain(&s.sweep)
+        .filter(|l| !l.slo_tiers.is_empty() && l.trace.is_none())
+        .filter(|l| (first.of == "users") == (l.kind == LevelKind::Sessions))
+        .collect();
+    let mut f = Finding::new("slo_tiers", text, &levels);
+    for a in &s.slo_tiers {
+        f = f.value(&format!("most_{}", a.tier), a.most.map(f64::from));
+    }
+    if s.slo_tiers.iter().any(|a| !a.certain) {
+        f = f.weakened(
+            Strength::Thin,
+            "a verdict it rests on could go the other way on another run (its confidence interval straddles a limit; marked ?): run more requests a level".into(),
+        );
+    }
+    Some(f)
 }
 
 fn reasoning(s: &RunSummary) -> Option<Finding> {

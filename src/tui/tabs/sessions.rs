@@ -1,7 +1,8 @@
 //! The session levels' table (`--sessions`), in the Sweep tab: per level of users, its sessions
 //! and turns done, how many of its users have a request in flight and how many are waiting
 //! (on a tool, or between turns), TTFT by turn, and the prefix cache's served tokens against
-//! the ceiling.
+//! the ceiling — in all, and (wide) over time: the share kept in each 5-second stretch of the
+//! level, newest at the right.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
@@ -24,8 +25,7 @@ pub fn height(app: &App) -> u16 {
 
 /// `sessions done/planned`, `turns done` of a level (live while it runs).
 fn progress_cells(app: &App, l: &LevelSummary, done: String) -> [String; 2] {
-    let turns = l.conversation.map_or(1, |c| c.turns.max(1));
-    let planned = l.requests / turns;
+    let planned = l.requests / l.conversation.map_or(1, |c| c.requests());
     let sessions = app
         .level_stats(l.index)
         .and_then(|s| s.scalars.session.as_ref())
@@ -35,15 +35,39 @@ fn progress_cells(app: &App, l: &LevelSummary, done: String) -> [String; 2] {
 
 /// In flight and waiting: of the running level's users, those with a request out and the
 /// rest (on a tool's wait, or between one turn's end and the next's send); `-` for the others.
+/// With sub-agents, the requests in flight, theirs included.
 fn live_cells(app: &App, l: &LevelSummary, running: bool) -> [String; 2] {
     if !running {
         return ["-".into(), "-".into()];
     }
     let out = app.session.in_flight(l.index);
+    // With sub-agents the requests in flight are not one a user: how many users wait is not
+    // known from them.
+    if l.conversation.is_some_and(|c| c.fan_out > 0) {
+        return [out.to_string(), "-".into()];
+    }
     [
         out.to_string(),
         u64::from(l.concurrency).saturating_sub(out).to_string(),
     ]
+}
+
+/// Width of the "kept over time" column: its last bins.
+const SPARK_BINS: usize = 14;
+
+/// The share of the ceiling the cache served in each bin, as a bar from `▁` (none) to `█`
+/// (all), blank for a bin without a turn; the last `width` bins.
+fn kept_spark(bins: &[crate::metrics::sessions::CacheBin], width: usize) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let from = bins.len().saturating_sub(width);
+    bins[from..]
+        .iter()
+        .map(|b| {
+            b.kept().map_or(' ', |k| {
+                BARS[((k.clamp(0.0, 1.0) * 7.0).round() as usize).min(7)]
+            })
+        })
+        .collect()
 }
 
 fn row(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'static> {
@@ -70,7 +94,7 @@ fn row(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'static> {
         _ => "-".into(),
     };
     let mut cells = vec![
-        Cell::from(l.concurrency.to_string()),
+        Cell::from(l.users_cell()),
         Cell::from(b.status_text),
         Cell::from(sessions),
         Cell::from(turns),
@@ -83,6 +107,12 @@ fn row(app: &App, l: &LevelSummary, wide: bool, th: &Theme) -> Row<'static> {
             .map(|s| s.scalars.output_throughput))));
     }
     cells.extend([Cell::from(by_turn), Cell::from(cache)]);
+    if wide {
+        cells.push(Cell::from(s.map_or_else(
+            || "-".to_string(),
+            |s| kept_spark(&s.cache_by_time, SPARK_BINS),
+        )));
+    }
     let selected = app.ui.selected == Some(l.index);
     finish_row(
         cells,
@@ -104,6 +134,10 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     let c = first
         .conversation
         .map_or((0, 0), |c| (c.turns, c.followup_tokens));
+    let sub = first
+        .conversation
+        .filter(|c| c.fan_out > 0)
+        .map_or_else(String::new, |c| format!(" · {} sub-agents", c.fan_out));
     let wait = first
         .tool_wait
         .map_or_else(|| "none".into(), |w| w.describe());
@@ -111,14 +145,14 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
     let title = crate::tui::text::first_fitting(
         &[
             format!(
-                " agent sessions · {} turns · tool results {} tokens · tool waits {wait} · ms unless noted ",
+                " agent sessions · {} turns{sub} · tool results {} tokens · tool waits {wait} · ms unless noted ",
                 c.0, c.1
             ),
             format!(
-                " agent sessions · {} turns · tool results {} tokens · tool waits {wait} ",
+                " agent sessions · {} turns{sub} · tool results {} tokens · tool waits {wait} ",
                 c.0, c.1
             ),
-            format!(" agent sessions · {} turns · tool waits {wait} ", c.0),
+            format!(" agent sessions · {} turns{sub} · tool waits {wait} ", c.0),
             " agent sessions ".to_string(),
         ],
         usize::from(area.width.saturating_sub(2)),
@@ -137,9 +171,10 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
                 "out tok/s",
                 "TTFT p50 by turn",
                 "cached/ceiling tok",
+                "kept per 5 s",
                 "fail",
             ],
-            vec![6, 8, 9, 8, 8, 8, 10, 0, 24, 4],
+            vec![6, 8, 9, 8, 8, 8, 10, 0, 20, SPARK_BINS as u16, 4],
         )
     } else {
         (
@@ -178,4 +213,30 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer, th: &Theme) {
         .map(|l| row(app, l, wide, th))
         .collect();
     super::cells::level_table(rows, widths, header, title, th, area, buf);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::sessions::CacheBin;
+
+    #[test]
+    fn the_spark_draws_each_bins_share_and_keeps_the_newest() {
+        let bin = |cached, ceiling| CacheBin {
+            from_s: 0,
+            turns: u64::from(ceiling > 0),
+            cached_tokens: cached,
+            cache_ceiling_tokens: ceiling,
+        };
+        let bins = [
+            bin(100, 100),
+            bin(0, 100),
+            bin(0, 0),
+            bin(50, 100),
+            bin(100, 100),
+        ];
+        assert_eq!(kept_spark(&bins, 14), "█▁ ▅█");
+        assert_eq!(kept_spark(&bins, 2), "▅█");
+        assert_eq!(kept_spark(&[], 14), "");
+    }
 }

@@ -570,8 +570,8 @@ impl SearchSummary {
         let meets = match (one, self.sessions) {
             (true, false) => "meets",
             (false, false) => "meet",
-            (true, true) => "meets, over all its turns,",
-            (false, true) => "meet, over all their turns,",
+            (true, true) => "meets, on every turn,",
+            (false, true) => "meet, on every turn,",
         };
         let precision = self.precision.describe(self.target);
         let status = self.status.describe(self.target);

@@ -73,8 +73,8 @@ impl SearchPlan {
         let lengths = (self.input_tokens, self.output_tokens);
         match &self.sessions {
             Some(s) => {
-                let turns = s.turns.max(1);
-                let sessions = requests.div_ceil(turns).max(s.per_level.at(c));
+                let per_session = s.conversation().requests();
+                let sessions = requests.div_ceil(per_session).max(s.per_level.at(c));
                 levels::session_level_of(index, c, s, lengths, self.shared_prefix_tokens, sessions)
             }
             None => LevelSpec {
