@@ -146,8 +146,9 @@ struct Run {
 }
 
 /// `servetop run` pinned to CPU 0 against `url` at concurrency `c`, into `dir`, read every
-/// [`POLL`] while it runs.
-fn run_pinned(url: &str, c: u32, output_len: u32, dir: &Path) -> Run {
+/// [`POLL`] while it runs: one request a stream, or with `seconds` a level that sends for that
+/// long (`--level-seconds`).
+fn run_pinned(url: &str, c: u32, output_len: u32, seconds: Option<&str>, dir: &Path) -> Run {
     let _ = std::fs::remove_dir_all(dir);
     let (c, requests, out) = (c.to_string(), c.to_string(), output_len.to_string());
     let mut cmd = Command::new("taskset");
@@ -155,7 +156,14 @@ fn run_pinned(url: &str, c: u32, output_len: u32, dir: &Path) -> Run {
         .args(["run", "--base-url", url, "--headless", "--no-gpu"])
         .args(["--concurrency", &c, "--requests-per-level", &requests])
         .args(["--input-len", "16", "--output-len", &out])
-        .args(["--long-context", "none", "--warmup", "0", "--out"])
+        .args(["--long-context", "none", "--warmup", "0"])
+        .args(
+            seconds
+                .map(|s| ["--level-seconds", s])
+                .into_iter()
+                .flatten(),
+        )
+        .arg("--out")
         .arg(dir)
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
@@ -324,12 +332,14 @@ fn can_pin() -> bool {
     cpus >= 2 && taskset
 }
 
-/// A flooded run (64 streams of 4000 tokens, each as fast as the firehose writes): its CPU
-/// figure is the test's own, and where the test saw servetop always busy, the level is named
-/// client-bound, in its findings and in a warning with what to do.
+/// A flooded run (64 streams of 4000 tokens, each as fast as the firehose writes, sent for
+/// 2 s: a level of 64 requests alone once ended in 0.64 s, before the client's first
+/// one-second sample): its CPU figure is the test's own, and where the test saw servetop
+/// always busy, the level is named client-bound, in its findings and in a warning with what to
+/// do.
 fn flooded(what: &str, dir: &Path) {
     let fast = firehose(&[]);
-    let run = run_pinned(&fast.url, 64, 4000, dir);
+    let run = run_pinned(&fast.url, 64, 4000, Some("2"), dir);
     drop(fast);
     let own = own_reading(what, &run);
     if own.busy < FLOODED {
@@ -392,7 +402,7 @@ fn a_full_core_is_named_as_the_limit_and_an_idle_one_is_not() {
 
     // Paced: one write every 20 ms a stream, 4 streams.
     let paced = firehose(&["--decode-step-ms", "20"]);
-    let run = run_pinned(&paced.url, 4, 100, &tmp.join("paced"));
+    let run = run_pinned(&paced.url, 4, 100, None, &tmp.join("paced"));
     drop(paced);
     let own = own_reading("paced", &run);
     if own.waited >= QUIET {

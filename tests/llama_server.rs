@@ -183,13 +183,15 @@ async fn sweep_and_long_context_ladder() {
         ttft(2).p50,
         e2e(2).p50
     );
-    // The server's own gauge never shows more requests in work than it has slots.
+    // The server's own gauge never shows more requests in work than it has slots. (It is
+    // read once a second: a level over in about a second may be read only between its
+    // requests, so a reading of 0 is possible; seen once, at C=8.)
     let running = s.summary.sweep[3]
         .server_metrics
         .as_ref()
         .and_then(|m| m.max_running);
     assert!(
-        running.is_some_and(|r| (1.0..=4.0).contains(&r)),
+        running.is_some_and(|r| (0.0..=4.0).contains(&r)),
         "llamacpp:requests_processing at C=8: {running:?}"
     );
     // The ladder: every length fits a 4096-token slot; prefill time grows with the prompt.

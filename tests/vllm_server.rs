@@ -297,7 +297,9 @@ async fn a_capped_server_queues_and_the_findings_say_where() {
     let mut cfg = run_config(&srv.url());
     cfg.concurrency = vec![1, 2, 8];
     cfg.input_len = 64;
-    cfg.output_len = 96;
+    // Long enough that C=8 queues for seconds on a fast machine too: with 96 tokens C=8 once
+    // queued 2.496 s at a stretch, under the 2.5 s this test calls certain.
+    cfg.output_len = 192;
     cfg.requests_per_level = RequestCount::PerConcurrency {
         factor: 3.0,
         min: 4,
@@ -1146,8 +1148,10 @@ fn sweep_level_agrees_with_vllm(l: &servetop::summary::LevelSummary, c: u64) {
     // No speculation: the server reports none, and no delivery burst passes for a draft.
     assert!(l.accept_length_server.is_none(), "C={c}");
     let m = l.server_metrics.as_ref().expect("vLLM /metrics read");
+    // servetop reads the gauge once a second: a level over in under a second may be read only
+    // before or after its requests (seen: 0 at C=4 of 8 requests in 0.6 s), never above C.
     assert!(
-        m.max_running.is_some_and(|r| (1.0..=c as f64).contains(&r)),
+        m.max_running.is_some_and(|r| (0.0..=c as f64).contains(&r)),
         "C={c}: vllm:num_requests_running peaked at {:?}",
         m.max_running
     );
