@@ -28,6 +28,9 @@
 //! - vLLM's own benchmark runs at the same time as servetop: their token totals together are
 //!   the counters' growth, and servetop's statistics of the benchmark's own saved requests are
 //!   the figures it printed (docs/metrics.md "Against vLLM's own benchmark").
+//! - Natural stops: with `--natural-stop` and a bias on the end-of-sequence token, vLLM ends
+//!   every answer itself; servetop's finish reasons are vLLM's own count of its requests by
+//!   `finished_reason`, with `ignore_eos` and without.
 //! - Speculative decoding: each engine step yields 1 + accepted tokens, so the engine ran about
 //!   `Σ output − Δaccepted` steps (more by up to 3 a request: a last step's drafts past
 //!   `max_tokens` count as accepted but are cut from the output). Each step's tokens go out as one
@@ -260,6 +263,7 @@ async fn plain_server_end_to_end() {
     let mut srv = VllmServer::start("plain", &[]);
     sweep_and_ladder_agree_with_vllms_own_counters(&srv).await;
     vllms_own_benchmark_agrees(&srv).await;
+    natural_stops_end_where_vllm_ends_them(&srv).await;
     context_limits_as_vllm_0_32_behaves(&srv).await;
     chat_streams_with_exact_prompts(&srv).await;
     a_server_that_dies_and_comes_back(&mut srv).await;
@@ -970,6 +974,102 @@ fn vllm_bench(srv: &VllmServer, out: &Path) -> std::process::Child {
 fn bench_log(out: &Path) -> String {
     let read = |name: &str| std::fs::read_to_string(out.join(name)).unwrap_or_default();
     format!("{}{}", read("stdout"), read("stderr"))
+}
+
+/// The test model's end-of-sequence token (its config's `eos_token_id`).
+fn eos_id() -> u64 {
+    let c: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(cache_dir().join("model/config.json")).unwrap())
+            .unwrap();
+    c["eos_token_id"].as_u64().unwrap()
+}
+
+/// The growth of vLLM's `vllm:request_success_total` series whose labels hold `label` (as
+/// `finished_reason="stop"`).
+fn successes(after: &Counters, before: &Counters, label: &str) -> u64 {
+    let of = |c: &Counters| -> f64 {
+        c.0.series("vllm:request_success_total")
+            .iter()
+            .filter(|(l, _)| l.contains(label))
+            .map(|x| x.1)
+            .sum()
+    };
+    (of(after) - of(before)).round() as u64
+}
+
+/// `--natural-stop` on the real vLLM. Its random-weight model would seldom end an answer by
+/// chance, so every request carries `min_tokens` 6 and a logit bias of +100 on the
+/// end-of-sequence token (`--extra-body`): with natural stops vLLM ends each answer as soon as
+/// it may, finish reason `stop`, far short of the 32-token cap. With `ignore_eos` (the
+/// default) the same bias ends nothing: every answer runs to the cap. Each time servetop's
+/// finish reasons are vLLM's own count of its requests by `finished_reason`, its output
+/// tokens the growth of vLLM's generation counter.
+async fn natural_stops_end_where_vllm_ends_them(srv: &VllmServer) {
+    let bias = serde_json::json!({"min_tokens": 6, "logit_bias": {eos_id().to_string(): 100}});
+    for natural in [true, false] {
+        let dir = temp_run_dir(if natural { "natural" } else { "ignore-eos" });
+        let before = srv.counters();
+        let mut cfg = run_config(&srv.url());
+        cfg.concurrency = vec![2];
+        cfg.requests_per_level = RequestCount::Fixed(6);
+        cfg.input_len = 64;
+        cfg.output_len = 32;
+        cfg.warmup_requests = 0;
+        cfg.long_context = vec![];
+        cfg.natural_stop = natural;
+        cfg.extra_body = Some(bias.clone());
+        let s = run(cfg, &dir).await;
+        let after = srv.counters();
+        let recs = real_server::records(&dir);
+        let st = stats(&s.summary.sweep[0]);
+        let of = |f: servetop::metrics::Finish| {
+            recs.iter().filter(|r| r.finish == Some(f)).count() as u64
+        };
+        let (stopped, capped) = (
+            of(servetop::metrics::Finish::Stop),
+            of(servetop::metrics::Finish::Length),
+        );
+        eprintln!(
+            "natural stops {natural}: {stopped} ended by the model, {capped} at the cap; vLLM: {} stop, {} length; output tokens {:?}",
+            successes(&after, &before, "finished_reason=\"stop\""),
+            successes(&after, &before, "finished_reason=\"length\""),
+            recs.iter().map(|r| r.output_tokens).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            stopped,
+            successes(&after, &before, "finished_reason=\"stop\"")
+        );
+        assert_eq!(
+            capped,
+            successes(&after, &before, "finished_reason=\"length\"")
+        );
+        assert_eq!(
+            after.delta(&before, "vllm:generation_tokens_total").round() as u64,
+            st.scalars.total_output_tokens
+        );
+        if natural {
+            assert_eq!((stopped, capped), (6, 0), "vLLM ended every answer");
+            assert!(recs.iter().all(|r| r.output_tokens < 32));
+            assert_eq!(st.scalars.ended_by_model, Some(6));
+            assert_eq!(st.scalars.reached_output_cap, Some(0));
+            let f = s
+                .summary
+                .findings
+                .iter()
+                .find(|f| f.id == "natural_stop")
+                .expect("a natural_stop finding");
+            assert_eq!(f.values["far_short"], 1.0, "{}", f.text);
+        } else {
+            assert_eq!(
+                (stopped, capped),
+                (0, 6),
+                "ignore_eos ran every answer to the cap"
+            );
+            assert_eq!(st.scalars.total_output_tokens, 6 * 32);
+            assert_eq!(st.scalars.reached_output_cap, None);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
 
 /// The ladder: 1K and 2K fit; 8K cannot, and the skip names vLLM's flag.

@@ -27,6 +27,7 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         output_len: plan.output_len,
         shared_prefix_len: work.shared_prefix_len,
         range_ratio: work.range_ratio,
+        natural_stop: work.natural_stop,
         lora_modules: work.lora_modules.0.clone(),
         lora_dist: work.lora_dist,
         images: work.images,
@@ -339,7 +340,8 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, String> {
 }
 
 /// The simulator's costs of what a request mixes in: images, a structured-output constraint
-/// (its step time, its accept length and its share of broken answers), each checked.
+/// (its step time, its accept length and its share of broken answers), and where answers end
+/// on their own, each checked.
 fn workload_costs(a: &SimArgs, c: &mut SimConfig) -> Result<(), String> {
     if let Some(ms) = a.image_ms {
         if !(ms.is_finite() && (0.0..=60_000.0).contains(&ms)) {
@@ -365,6 +367,15 @@ fn workload_costs(a: &SimArgs, c: &mut SimConfig) -> Result<(), String> {
     }
     if let Some(k) = a.structured_invalid_every {
         c.structured_invalid_every = k;
+    }
+    if let Some(n) = a.natural_len {
+        if n > c.context_length {
+            return Err(format!(
+                "--natural-len {n} is beyond the context length {}: no answer could end there",
+                c.context_length
+            ));
+        }
+        c.natural_len = n;
     }
     Ok(())
 }

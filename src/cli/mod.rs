@@ -421,6 +421,11 @@ pub struct SimArgs {
     /// costs MS of engine time at its request's prefill (the vision encoder). Default 0.
     #[arg(long, value_name = "MS")]
     pub image_ms: Option<f64>,
+    /// Answers end on their own: a request without `ignore_eos` (and without a constraint)
+    /// ends at a length drawn around this median (log-normal, σ 0.5), finish reason `stop`, or
+    /// at its `max_tokens` if that comes first. Default 0: the model never ends on its own.
+    #[arg(long, value_name = "TOKENS")]
+    pub natural_len: Option<u64>,
     /// Watts each simulated GPU (--gpus) draws while the engine waits (default 80); the
     /// reported power follows the load, the energy counter integrates it exactly.
     #[arg(long, value_name = "W")]

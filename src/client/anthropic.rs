@@ -147,6 +147,7 @@ mod tests {
             temperature: 0.0,
             chat_extras: Arc::new(extras.as_object().cloned().unwrap_or_default()),
             extra_body: Arc::new(Map::new()),
+            natural_stop: false,
             headers: Arc::from([]),
             request_id_prefix: "servetop".into(),
         }

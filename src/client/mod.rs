@@ -263,9 +263,12 @@ impl Client {
                 b
             }
         };
+        // The answer ends where its constraint does, or where the model ends it
+        // (`--natural-stop`): no EOS to ignore.
         if let Some(c) = &spec.structured {
             c.apply(&mut body, backend, self.engine);
-            // The answer ends where its constraint does: no EOS to ignore.
+        }
+        if spec.structured.is_some() || self.opts.natural_stop {
             if let Some(o) = body.as_object_mut() {
                 o.remove("ignore_eos");
             }

@@ -67,6 +67,8 @@ pub struct ClientOptions {
     pub chat_extras: Arc<serde_json::Map<String, serde_json::Value>>,
     /// Fields added to every request's body (`--extra-body`), over servetop's own.
     pub extra_body: Arc<serde_json::Map<String, serde_json::Value>>,
+    /// Let the model end its answers (`--natural-stop`): no `ignore_eos` in any request.
+    pub natural_stop: bool,
     /// Headers every request carries (`--header`; the reqwest client has them as defaults,
     /// servetop's own HTTP/1.1 client adds them to each request), names in lower case.
     pub headers: Arc<[(String, String)]>,

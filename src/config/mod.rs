@@ -47,6 +47,10 @@ pub struct RunConfig {
     /// `output_len` (`--range-ratio`; none: every request the same).
     #[serde(default)]
     pub range_ratio: Option<f64>,
+    /// Let the model end its answers (`--natural-stop`): no request asks to ignore the end of
+    /// sequence, so `output_len` (and the ladder's) is a cap, not a length.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub natural_stop: bool,
     /// LoRA adapters each request names, one per request (`--lora-modules`; none: the base
     /// model), dealt as `lora_dist` says.
     #[serde(default)]
@@ -371,6 +375,7 @@ impl RunConfig {
             output_len: 64,
             shared_prefix_len: 0,
             range_ratio: None,
+            natural_stop: false,
             lora_modules: Vec::new(),
             lora_dist: crate::workload::mix::LoraDist::Uniform,
             response_format: None,
@@ -495,7 +500,7 @@ impl RunConfig {
     /// `1000 in / 500 out tokens`, or where the prompts come from when a dataset sets them;
     /// with `--images`, what each request carries besides.
     pub fn lengths_label(&self) -> String {
-        match self.image_mix() {
+        let label = match self.image_mix() {
             Some(m) => format!(
                 "{}, {} image{} of {} a request",
                 self.text_lengths_label(),
@@ -504,6 +509,11 @@ impl RunConfig {
                 m.sizes.describe()
             ),
             None => self.text_lengths_label(),
+        };
+        if self.natural_stop {
+            format!("{label}; natural stops: the output length a cap")
+        } else {
+            label
         }
     }
 

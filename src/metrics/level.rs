@@ -90,6 +90,35 @@ pub struct LevelAccumulator {
     schema_valid: u64,
     /// The level's outages (µs from its origin, `[from, to)`), sorted and disjoint.
     outages: Vec<(u64, u64)>,
+    /// How the completed answers ended (`--natural-stop`).
+    endings: Endings,
+}
+
+/// The completed requests that reached their output cap (finish reason `length`) and those
+/// the model ended (any other reason), reported with `--natural-stop`.
+#[derive(Clone, Debug, Default)]
+struct Endings {
+    reported: bool,
+    length: u64,
+    stop: u64,
+}
+
+impl Endings {
+    fn add(&mut self, r: &RequestRecord) {
+        match r.finish {
+            Some(super::record::Finish::Length) => self.length += 1,
+            Some(super::record::Finish::Stop) => self.stop += 1,
+            None => {}
+        }
+    }
+
+    /// `(reached_output_cap, ended_by_model)`, where reported.
+    fn counts(&self) -> (Option<u64>, Option<u64>) {
+        (
+            self.reported.then_some(self.length),
+            self.reported.then_some(self.stop),
+        )
+    }
 }
 
 impl LevelAccumulator {
@@ -108,6 +137,13 @@ impl LevelAccumulator {
     pub fn with_sessions(mut self, turns: u32, per_session: u32) -> Self {
         self.sessions = Some(super::sessions::SessionFold::new(turns, per_session));
         self.sub_agent_turns = Some(super::turns::TurnsFold::of_sub_agents());
+        self
+    }
+
+    /// Reports how the completed answers ended (`--natural-stop`: the model may end them).
+    #[must_use]
+    pub fn with_natural_stop(mut self, on: bool) -> Self {
+        self.endings.reported = on;
         self
     }
 
@@ -166,6 +202,7 @@ impl LevelAccumulator {
         }
 
         self.completed += 1;
+        self.endings.add(r);
         self.steady.add(r, end);
         self.cache.add(r);
         let met = self.slo.map(|s| s.met_by(r));
@@ -398,6 +435,17 @@ impl LevelAccumulator {
     }
 
     /// The summary of everything folded so far (cheap enough to call for a live view).
+    /// The level's outages in seconds from its origin.
+    fn outage_windows(&self) -> Vec<OutageWindow> {
+        self.outages
+            .iter()
+            .map(|&(f, t)| OutageWindow {
+                from_s: f as f64 / 1e6,
+                to_s: t as f64 / 1e6,
+            })
+            .collect()
+    }
+
     pub fn stats(&self) -> LevelStats {
         let start = self.window_start_us.unwrap_or(0);
         let window_s = self.window_end_us.saturating_sub(start) as f64 * 1e-6;
@@ -414,14 +462,7 @@ impl LevelAccumulator {
             cancelled: self.cancelled,
             duration_s: window_s,
             outage_s: self.outages.iter().map(|&(f, t)| t - f).sum::<u64>() as f64 / 1e6,
-            outages: self
-                .outages
-                .iter()
-                .map(|&(f, t)| OutageWindow {
-                    from_s: f as f64 / 1e6,
-                    to_s: t as f64 / 1e6,
-                })
-                .collect(),
+            outages: self.outage_windows(),
             total_input_tokens: self.input_tokens,
             total_output_tokens: self.output_tokens,
             request_throughput: per_s(self.completed as f64),
@@ -459,6 +500,8 @@ impl LevelAccumulator {
                 .then(|| self.input_tokens as f64 / self.completed as f64),
             mean_output_tokens: (self.completed > 0)
                 .then(|| self.output_tokens as f64 / self.completed as f64),
+            reached_output_cap: self.endings.counts().0,
+            ended_by_model: self.endings.counts().1,
             prefill_tokens_per_s: self.prefill_speed.mean().map(|v| v / 1000.0),
             output_token_sources: self.output_sources.clone(),
             chunk_token_sources: self.chunk_sources.clone(),

@@ -79,6 +79,13 @@ pub struct LevelScalars {
     pub held_first_tokens: u64,
     pub mean_input_tokens: Option<f64>,
     pub mean_output_tokens: Option<f64>,
+    /// `--natural-stop`: completed requests whose answer reached its output cap (finish
+    /// reason `length`), and those the model ended itself (any other reason); a request whose
+    /// stream gave no finish reason is in neither.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reached_output_cap: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_by_model: Option<u64>,
     /// Mean over requests of input tokens / TTFT (the long-context prefill speed).
     pub prefill_tokens_per_s: Option<f64>,
     /// How many requests' output totals came from each source.

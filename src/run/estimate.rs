@@ -120,9 +120,25 @@ pub fn estimate(
 }
 
 /// The plan's time as the plan line says it: its `levels` from `basis` and, when `cfg` asks
-/// for one, its SLO search.
+/// for one, its SLO search; with `--natural-stop`, said to be the most it takes.
 #[must_use]
 pub fn time_part(
+    cfg: &RunConfig,
+    levels: &[LevelSpec],
+    basis: &Basis,
+    context_limit: Option<u64>,
+    restarts: bool,
+) -> String {
+    let time = plan_time(cfg, levels, basis, context_limit, restarts);
+    if cfg.natural_stop {
+        format!("natural stops (each output length a cap: the time is the most it takes); {time}")
+    } else {
+        time
+    }
+}
+
+/// [`time_part`]'s estimate.
+fn plan_time(
     cfg: &RunConfig,
     levels: &[LevelSpec],
     basis: &Basis,

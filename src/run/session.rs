@@ -331,7 +331,8 @@ impl Session {
         let acc = match self.specs.iter().find(|s| s.index == index) {
             Some(spec) => spec.accumulator(self.slo, tiers),
             None => LevelAccumulator::new(self.slo).with_tiers(tiers),
-        };
+        }
+        .with_natural_stop(self.summary.config.natural_stop);
         self.accs.insert(index, acc);
         self.level_telemetry.insert(
             index,

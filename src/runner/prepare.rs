@@ -263,6 +263,7 @@ fn client_options(
                 .unwrap_or_default(),
         ),
         headers: cfg.header_pairs().into(),
+        natural_stop: cfg.natural_stop,
         request_id_prefix: cfg.shard.map_or_else(
             || "servetop".into(),
             |s| format!("servetop-shard{}of{}", s.index, s.count).into(),

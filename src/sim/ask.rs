@@ -11,7 +11,8 @@ use super::http::{SimState, error};
 use super::stream::{AnswerPlan, Kind};
 use super::tokenizer;
 
-/// What a request asks for.
+/// What a request asks for (its streaming options and `ignore_eos` are flags of the request).
+#[allow(clippy::struct_excessive_bools)]
 pub(super) struct Ask {
     pub(super) input_tokens: u64,
     /// The prompt's token ids as the engine sees them (empty when the prefix cache is off).
@@ -30,6 +31,8 @@ pub(super) struct Ask {
     pub(super) structured: Option<super::structured::SimConstraint>,
     /// The sizes of the images in its messages.
     pub(super) images: Vec<(u32, u32)>,
+    /// It asks to run to `max_tokens` past any end of sequence (`ignore_eos`).
+    pub(super) ignore_eos: bool,
 }
 
 /// The adapter a request names: its `model` (vLLM), or `lora_path` (SGLang, on any endpoint);
@@ -135,6 +138,13 @@ pub(super) fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, B
             .and_then(Value::as_bool)
             .unwrap_or(false);
     let tools = offered_tools(body);
+    let ignore_eos = if kind == Kind::Native {
+        body.pointer("/sampling_params/ignore_eos")
+    } else {
+        body.get("ignore_eos")
+    }
+    .and_then(Value::as_bool)
+    .unwrap_or(false);
     let thinking_budget = body.get("thinking_token_budget").and_then(Value::as_u64);
     Ok(Ask {
         input_tokens,
@@ -148,7 +158,41 @@ pub(super) fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, B
         lora,
         structured: super::structured::of(body, kind == Kind::Native),
         images,
+        ignore_eos,
     })
+}
+
+/// Where `ask`, the simulator's request number `id`, ends on its own, if before its
+/// `max_tokens`: a length drawn from the log-normal around [`super::SimConfig::natural_len`]
+/// (none where that is 0, or the request ignores the end of sequence or carries a
+/// constraint, which ends where its document does). The engine then generates that many:
+/// `ask.max_tokens` becomes it. Returns the `max_tokens` asked for and the stop, if any.
+pub(super) fn natural_stop(cfg: &super::SimConfig, id: u64, ask: &mut Ask) -> (u64, Option<u64>) {
+    let asked = ask.max_tokens;
+    let stop = natural_length(cfg, id, ask).filter(|&n| n < asked);
+    if let Some(n) = stop {
+        ask.max_tokens = n;
+    }
+    (asked, stop)
+}
+
+/// The length `ask` would end at on its own, if it may end on its own.
+fn natural_length(cfg: &super::SimConfig, id: u64, ask: &Ask) -> Option<u64> {
+    use rand::{Rng, SeedableRng};
+    if cfg.natural_len == 0 || ask.ignore_eos || ask.structured.is_some() {
+        return None;
+    }
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(
+        cfg.seed ^ 0x6E61_7475_7261_6C00 ^ id.wrapping_mul(0xD1B5_4A32_D192_ED03),
+    );
+    // Box-Muller: one standard normal draw from two uniform ones.
+    let (u1, u2): (f64, f64) = (rng.random(), rng.random());
+    let z = (-2.0 * (1.0 - u1).ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+    Some(
+        (cfg.natural_len as f64 * (super::NATURAL_SIGMA * z).exp())
+            .round()
+            .max(1.0) as u64,
+    )
 }
 
 /// vLLM's (or SGLang's, on `/generate`) 400 for a request beyond the context length.

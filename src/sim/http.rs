@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::SimConfig;
-use super::ask::{Ask, answer_plan, parse_ask};
+use super::ask::{Ask, answer_plan, natural_stop, parse_ask};
 use super::batcher::SimRequest;
 use super::faults::FaultKind;
 use super::log::SimLog;
@@ -365,7 +365,7 @@ fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Re
     // while, and that is the engine's time, not the client's lateness).
     let arrived = Instant::now();
     let received_unix_us = crate::metrics::unix_us();
-    let ask = match parse_ask(s, kind, body) {
+    let mut ask = match parse_ask(s, kind, body) {
         Ok(a) => a,
         Err(r) => return *r,
     };
@@ -374,6 +374,7 @@ fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Re
         Ok(f) => f,
         Err(r) => return *r,
     };
+    let (asked_max_tokens, natural_stop_at) = natural_stop(&s.config, id, &mut ask);
     let answer = answer_plan(&s.config, kind, &ask);
     let (marks, finished_prefix_tokens) = finished_of(s, kind, &ask.prompt_ids);
     let (tx, rx) = mpsc::unbounded_channel();
@@ -403,7 +404,8 @@ fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Re
         received_unix_us,
         finished_prefix_tokens,
         prompt_tokens: ask.input_tokens,
-        max_tokens: ask.max_tokens,
+        max_tokens: asked_max_tokens,
+        natural_stop_at,
         lora: ask.lora.as_ref().map(|a| a.name.clone()),
         structured: ask.structured.is_some(),
         structured_invalid: planned.as_ref().is_some_and(|p| p.invalid),
@@ -439,6 +441,7 @@ fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Re
         trailer_delay: std::time::Duration::from_secs_f64(s.config.trailer_delay_ms / 1000.0),
         doc: planned.and_then(|p| p.text),
         doc_at: 0,
+        eos: natural_stop_at.is_some(),
         answer,
         log: s.log.clone(),
         arrived,

@@ -217,7 +217,20 @@ pub struct SimConfig {
     /// (`--image-ms`; 0 by default). Its tokens ([`images::tokens`]) prefill as any other.
     #[serde(default)]
     pub image_ms: f64,
+    /// Where a model's answer ends on its own: a request that does not ask to ignore the end
+    /// of sequence (no `ignore_eos`, and no structured-output constraint) ends at a length
+    /// drawn for it from a log-normal distribution with this median and a spread of
+    /// [`NATURAL_SIGMA`], seeded by the simulator's seed and the request's number; if that is
+    /// below its `max_tokens` it stops there with finish reason `stop`, else at `max_tokens`
+    /// with `length` (`--natural-len`; 0, by default: the model never ends on its own). A
+    /// Messages request has no `ignore_eos` (the API has none), so it may end on its own too.
+    #[serde(default)]
+    pub natural_len: u64,
 }
+
+/// The spread (σ of the log) of the answer lengths a model ends at on its own around
+/// [`SimConfig::natural_len`]: the middle half of them within about ×0.7 to ×1.5 of it.
+pub const NATURAL_SIGMA: f64 = 0.5;
 
 /// One adapter the simulator serves.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -292,6 +305,7 @@ impl SimConfig {
                 structured_accept_length: 0.0,
                 structured_invalid_every: 0,
                 image_ms: 0.0,
+                natural_len: 0,
             }),
             "fast" => Ok(SimConfig {
                 preset: "fast".into(),
@@ -325,6 +339,7 @@ impl SimConfig {
                 structured_accept_length: 0.0,
                 structured_invalid_every: 0,
                 image_ms: 0.0,
+                natural_len: 0,
             }),
             other => Err(format!(
                 "unknown preset '{other}' (known: {})",

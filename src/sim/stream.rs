@@ -70,6 +70,9 @@ pub(super) struct StreamState {
     /// characters a token from `doc_at`.
     pub(super) doc: Option<Vec<char>>,
     pub(super) doc_at: usize,
+    /// The answer ends on its own before `max_tokens` ([`super::SimConfig::natural_len`]): its
+    /// finish reason is `stop`, not `length`.
+    pub(super) eos: bool,
     /// Where the simulator keeps its ground truth of each stream.
     pub(super) log: Arc<Mutex<super::log::SimLog>>,
     pub(super) arrived: std::time::Instant,
@@ -225,6 +228,21 @@ impl StreamState {
         }
     }
 
+    /// The finish reason of the last token: `stop` where the model ended its answer itself,
+    /// else `length` (`max_tokens` cut it).
+    fn finish_word(&self) -> &'static str {
+        if self.eos { "stop" } else { "length" }
+    }
+
+    /// SGLang's finish reason object: its end-of-sequence match, or the length it was cut at.
+    fn native_finish(&self) -> Value {
+        if self.eos {
+            json!({"type": "stop", "matched": super::tokenizer::EOS_ID})
+        } else {
+            json!({"type": "length", "length": self.generated})
+        }
+    }
+
     pub(super) fn chunk(&self, piece: &str, finish: Option<&str>) -> Value {
         match self.kind {
             Kind::Completions => {
@@ -237,7 +255,7 @@ impl StreamState {
             }
             Kind::Chat => self.chat_chunk(&json!({"content": piece}), finish),
             Kind::Native => {
-                let finish = finish.map(|_| json!({"type": "length", "length": self.generated}));
+                let finish = finish.map(|_| self.native_finish());
                 json!({"text": self.text, "meta_info": {"id": self.id, "prompt_tokens": self.prompt_tokens,
                     "completion_tokens": self.generated, "finish_reason": finish, "cached_tokens": self.cached}})
             }
@@ -270,7 +288,8 @@ impl StreamState {
             if self.kind == Kind::Native || self.cache.is_some() {
                 self.text.push_str(&piece);
             }
-            return self.step_end(last, |st| sse(&st.chunk(&piece, last.then_some("length"))));
+            let finish = last.then_some(self.finish_word());
+            return self.step_end(last, |st| sse(&st.chunk(&piece, finish)));
         }
         let mut frame = Vec::new();
         let mut left = u64::from(n);
@@ -303,7 +322,7 @@ impl StreamState {
             let finish = (last && left == 0).then_some(if self.answer.calls > 0 {
                 "tool_calls"
             } else {
-                "length"
+                self.finish_word()
             });
             let delta = self.delta(piece, &text);
             frame.extend_from_slice(&sse(&self.chat_chunk(&delta, finish)));
@@ -498,15 +517,15 @@ impl StreamState {
         let v = match self.kind {
             Kind::Completions => {
                 json!({"id": self.id, "object": "text_completion", "created": 0, "model": self.model,
-                "choices": [{"index": 0, "text": text, "logprobs": null, "finish_reason": "length"}], "usage": self.usage()})
+                "choices": [{"index": 0, "text": text, "logprobs": null, "finish_reason": self.finish_word()}], "usage": self.usage()})
             }
             Kind::Chat => {
                 json!({"id": self.id, "object": "chat.completion", "created": 0, "model": self.model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}], "usage": self.usage()})
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": self.finish_word()}], "usage": self.usage()})
             }
             Kind::Native => {
                 json!({"text": text, "meta_info": {"id": self.id, "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.generated, "finish_reason": {"type": "length", "length": self.generated}}})
+                "completion_tokens": self.generated, "finish_reason": self.native_finish()}})
             }
         };
         Bytes::from(v.to_string())

@@ -37,6 +37,10 @@ const CONVERSATION_OPEN: [u32; 3] = [32_001, 32_002, 32_003];
 /// 32000), so it marks where each message begins in a rendered chat.
 pub const MESSAGE_START: u32 = 32_004;
 
+/// The simulated model's end-of-sequence token (beside the template's own), which SGLang's
+/// finish reason names when an answer ends on its own.
+pub const EOS_ID: u32 = 32_000;
+
 /// The opening tokens of a message from `role` (four, [`CHAT_TOKENS_PER_MESSAGE`]).
 pub fn message_open(role: &str) -> [u32; 4] {
     let r = match role {

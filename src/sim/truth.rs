@@ -25,6 +25,10 @@ pub struct SimRequestTrace {
     pub prompt_tokens: u64,
     #[serde(default)]
     pub max_tokens: u64,
+    /// Where its answer ended on its own, below `max_tokens` (`--natural-len`; absent where it
+    /// ran to `max_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub natural_stop_at: Option<u64>,
     /// Prompt tokens its images took (in `prompt_tokens` too).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub image_tokens: u64,

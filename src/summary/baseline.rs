@@ -21,6 +21,10 @@ pub struct Baseline {
     pub label: String,
     /// The baseline's numbers came from servetop's simulator.
     pub simulated: bool,
+    /// The baseline let the model end its answers (`--natural-stop`): its levels match only a
+    /// run that did too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub natural_stop: bool,
     /// `--fail-on-regression`: the largest change for the worse, in %, a level may show.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fail_on_regression_pct: Option<f64>,
@@ -186,8 +190,8 @@ impl LevelKey {
 /// with both values (`input_len 200 vs 2000`): their [`LevelKey::differences`] (a level of a
 /// `--level-seconds` run, whose `requests` is what it sent, by its seconds instead), then what
 /// else shapes a request: the levels' shared prefix, length spread (`range_ratio`),
-/// `response_format` and `thinking_budget`, and the runs' `backend`, `dataset`, `images` and
-/// LoRA adapters. Empty: the two measured the same thing and their change means something.
+/// `response_format` and `thinking_budget`, and the runs' `backend`, `dataset`, `images`,
+/// LoRA adapters and natural stops. Empty: the two measured the same thing and their change means something.
 pub fn level_differences(
     (ra, a): (&RunSummary, &LevelSummary),
     (rb, b): (&RunSummary, &LevelSummary),
@@ -246,6 +250,11 @@ pub fn level_differences(
             KeyDifference::of("dataset", &dataset(ra), &dataset(rb)),
             KeyDifference::of("images", &images(ra), &images(rb)),
             KeyDifference::of("lora_modules", &lora(ra), &lora(rb)),
+            KeyDifference::of(
+                "natural_stop",
+                &ra.config.natural_stop,
+                &rb.config.natural_stop,
+            ),
         ]
         .into_iter()
         .flatten(),
@@ -445,6 +454,7 @@ impl RunSummary {
             source,
             label,
             simulated: self.simulated,
+            natural_stop: self.config.natural_stop,
             fail_on_regression_pct: None,
             levels: self
                 .levels()
@@ -454,11 +464,13 @@ impl RunSummary {
         }
     }
 
-    /// The baseline's level that measured what `l` measures.
+    /// The baseline's level that measured what `l` measures (none where one of the two runs let
+    /// the model end its answers and the other did not).
     pub fn baseline_for(&self, l: &LevelSummary) -> Option<&BaselineLevel> {
         let key = l.key();
         self.baseline
-            .as_ref()?
+            .as_ref()
+            .filter(|b| b.natural_stop == self.config.natural_stop)?
             .levels
             .iter()
             .find(|b| b.matches(&key))

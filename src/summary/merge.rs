@@ -279,7 +279,8 @@ fn merge_level(
         out.trace.as_ref().map(|t| t.duration_s),
         slo,
         tiers.to_vec(),
-    );
+    )
+    .with_natural_stop(runs.first().is_some_and(|r| r.summary.config.natural_stop));
     let mut mine: Vec<RequestRecord> = Vec::new();
     for (run, l) in &ran {
         let shift = l.origin_unix_us.unwrap_or(origin) - origin;

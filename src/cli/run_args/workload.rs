@@ -24,6 +24,14 @@ pub struct WorkloadArgs {
     /// and multi-turn chats keep their lengths.
     #[arg(long, value_name = "R", value_parser = range_ratio, hide_short_help = true)]
     pub range_ratio: Option<f64>,
+    /// Let the model end its answers: no `ignore_eos`, --output-len (and the ladder's) a cap.
+    ///
+    /// Every request is sent without `ignore_eos`, so the model stops at its end of sequence
+    /// and --output-len is only the most it may write. Each level reports the lengths its
+    /// answers reached and how many reached the cap, and a finding says when they stopped far
+    /// short of it: throughput and TPOT are then of answers that long.
+    #[arg(long, hide_short_help = true)]
+    pub natural_stop: bool,
     /// LoRA adapters to name, one per request (NAME,NAME,…).
     ///
     /// Names as the server knows them (vLLM's --lora-modules names), dealt by --lora-dist and

@@ -10,6 +10,7 @@ use crate::workload::search::SearchTarget;
 
 mod compare;
 mod findings;
+mod lengths;
 mod mixes;
 mod repeats;
 mod sessions;
@@ -266,6 +267,7 @@ fn sections(out: &mut String, s: &RunSummary) {
     structured_section(out, s, &all);
     images_section(out, &all);
     reasoning_section(out, &all);
+    out.push_str(&lengths::answer_lengths_section(&all));
     if !s.rates.is_empty() {
         let _ = writeln!(
             out,

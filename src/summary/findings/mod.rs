@@ -12,6 +12,7 @@ use crate::workload::LevelKind;
 pub use numbers::CaveatNumbers;
 
 pub mod compare;
+mod lengths;
 pub(crate) mod long_context;
 mod mixes;
 mod numbers;
@@ -213,6 +214,7 @@ pub fn of(whole: &RunSummary) -> Vec<Finding> {
     out.extend(long_context::findings(s));
     out.extend(others::failures(full));
     out.extend(others::findings(s));
+    out.extend(lengths::natural_stop(s));
     out.extend(mixes::lora(s));
     out.extend(mixes::images(s));
     out.extend(validity::finding(s));
