@@ -118,6 +118,32 @@ pub fn parse_rates(s: &str) -> Result<Vec<f64>, String> {
     Ok(out)
 }
 
+/// Parses `--metric-percentiles`: percentiles in % above 0 and below 100 (`50,90,99.9`, or
+/// with a `p` each: `p50,p99`), strictly increasing, at most 12.
+pub fn parse_percentiles(s: &str) -> Result<Vec<f64>, String> {
+    let mut out = Vec::new();
+    for item in s.split(',').map(str::trim) {
+        let v: f64 = item
+            .strip_prefix(['p', 'P'])
+            .unwrap_or(item)
+            .parse()
+            .map_err(|_| format!("'{item}' is not a percentile (examples: 50, 99, 99.9)"))?;
+        if !(v.is_finite() && v > 0.0 && v < 100.0) {
+            return Err(format!(
+                "'{item}': a percentile must be above 0 and below 100"
+            ));
+        }
+        out.push(v);
+    }
+    if out.windows(2).any(|w| w[1] <= w[0]) {
+        return Err(format!("'{s}' must be strictly increasing (no repeats)"));
+    }
+    if out.len() > 12 {
+        return Err(format!("'{s}' has more than 12 percentiles"));
+    }
+    Ok(out)
+}
+
 /// Parses `AxB` into two numbers within `range` (`what` names them in errors).
 pub fn parse_pair<T: std::str::FromStr + PartialOrd + Copy + std::fmt::Display>(
     s: &str,
@@ -201,6 +227,27 @@ pub fn parse_start_at(s: &str, now_ms: i64) -> Result<i64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn percentiles_in_order_within_0_and_100() {
+        assert_eq!(
+            parse_percentiles("50,90,95,99,99.9").unwrap(),
+            [50.0, 90.0, 95.0, 99.0, 99.9]
+        );
+        assert_eq!(parse_percentiles("p25, P75").unwrap(), [25.0, 75.0]);
+        for bad in ["", "0", "100", "99,50", "50,50", "x", "-1", "nan"] {
+            assert!(parse_percentiles(bad).is_err(), "{bad}");
+        }
+        let many = (1..=13)
+            .map(|p| p.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        assert!(
+            parse_percentiles(&many)
+                .unwrap_err()
+                .contains("more than 12")
+        );
+    }
 
     #[test]
     fn lists_ranges_and_suffixes() {

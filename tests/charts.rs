@@ -309,6 +309,7 @@ fn set_dist(d: &mut Option<servetop::metrics::DistStats>, p50: f64, p99: f64) {
         p99,
         p999: p99 * 1.02,
         max: p99 * 1.05,
+        extra: Vec::new(),
     });
 }
 

@@ -590,7 +590,7 @@ async fn events_written_together_are_one_delivery() {
     assert_eq!(l.accept_length_client(), None);
     let w = s.summary.warnings.join("\n");
     assert!(w.contains("delivery bursts"), "{w}");
-    let md = servetop::export::markdown::sweep_table(&s.summary.sweep);
+    let md = servetop::export::markdown::sweep_table(&s.summary.sweep, &[]);
     assert!(md.contains("— (bursts: 2.00 tok/chunk)"), "{md}");
 }
 

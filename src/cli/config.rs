@@ -73,6 +73,7 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         api_key_env: server.api_key_env.clone(),
         // A shard keeps its chunks: the merge folds ITL and tokens per chunk from them.
         record_chunks: tel.record_chunks || a.clock.shard.is_some() || a.clock.shards.is_some(),
+        metric_percentiles: tel.metric_percentiles.clone().unwrap_or_default().0,
         metrics_url: tel.metrics_url.clone(),
         no_metrics: tel.no_metrics,
         dcgm_url: tel.dcgm_url.clone(),
@@ -93,11 +94,7 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
             .map(|b| b.0)
             .unwrap_or_default(),
         extra_body: work.extra_body.as_deref().map(extra_body).transpose()?,
-        headers: server
-            .header
-            .iter()
-            .map(|h| crate::config::header::HttpHeader::parse(h))
-            .collect::<Result<_, _>>()?,
+        headers: headers(server)?,
         clock: a.clock.clock(crate::telemetry::now_unix_ms())?,
         shard: a.clock.shard()?,
     };
@@ -113,6 +110,14 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
     };
     cfg.validate()?;
     Ok(cfg)
+}
+
+/// `--header NAME:VALUE`, each parsed.
+fn headers(a: &ServerArgs) -> Result<Vec<crate::config::header::HttpHeader>, String> {
+    a.header
+        .iter()
+        .map(|h| crate::config::header::HttpHeader::parse(h))
+        .collect()
 }
 
 /// The server servetop starts (`--serve`), if any.

@@ -2,7 +2,7 @@
 //! parsed into its type (the grammar itself is [`crate::grammar`]'s) with a one-line error that
 //! says what was wrong.
 
-use crate::grammar::{parse_count, parse_list, parse_pair, parse_rates};
+use crate::grammar::{parse_count, parse_list, parse_pair, parse_percentiles, parse_rates};
 
 /// A parsed LIST flag (one value on the command line, many levels).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +59,16 @@ pub struct Rates(pub Vec<f64>);
 
 pub(super) fn rates(s: &str) -> Result<Rates, String> {
     parse_rates(s).map(Rates)
+}
+
+/// A parsed `--metric-percentiles` (in %, ascending).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Percentiles(pub Vec<f64>);
+
+pub(super) fn percentiles(s: &str) -> Result<Percentiles, String> {
+    parse_percentiles(s)
+        .map(Percentiles)
+        .map_err(|e| format!("--metric-percentiles: {e}"))
 }
 
 /// `--range-ratio`: a spread of 0 or more and below 1 (vLLM's bounds).

@@ -51,6 +51,10 @@ pub struct RunConfig {
     /// sequence, so `output_len` (and the ladder's) is a cap, not a length.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub natural_stop: bool,
+    /// The percentiles (in %) the tables give for TTFT, TPOT, ITL and E2E, and results.json
+    /// besides its own (`--metric-percentiles`; empty: the tables' usual p50 and p99).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metric_percentiles: Vec<f64>,
     /// LoRA adapters each request names, one per request (`--lora-modules`; none: the base
     /// model), dealt as `lora_dist` says.
     #[serde(default)]
@@ -376,6 +380,7 @@ impl RunConfig {
             shared_prefix_len: 0,
             range_ratio: None,
             natural_stop: false,
+            metric_percentiles: Vec::new(),
             lora_modules: Vec::new(),
             lora_dist: crate::workload::mix::LoraDist::Uniform,
             response_format: None,

@@ -136,6 +136,18 @@ impl Dist {
         })
     }
 
+    /// [`Dist::stats`] with the percentiles `extra` (in %) among them where they are not
+    /// [`FIXED_PERCENTILES`] (`--metric-percentiles`).
+    pub fn stats_at(&self, scale: f64, extra: &[f64]) -> Option<DistStats> {
+        let mut s = self.stats(scale)?;
+        s.extra = extra
+            .iter()
+            .filter(|&&p| !is_fixed(p))
+            .map(|&p| (p, self.quantile(p / 100.0) * scale))
+            .collect();
+        Some(s)
+    }
+
     /// Summary statistics multiplied by `scale` (e.g. 1e-3 to turn µs into ms); `None` if empty.
     pub fn stats(&self, scale: f64) -> Option<DistStats> {
         if self.count == 0 {
@@ -155,7 +167,25 @@ impl Dist {
             p99: self.quantile(0.99) * scale,
             p999: self.quantile(0.999) * scale,
             max: self.max as f64 * scale,
+            extra: Vec::new(),
         })
+    }
+}
+
+/// The percentiles (in %) every distribution's statistics carry: [`DistStats`]'s own fields.
+pub const FIXED_PERCENTILES: [f64; 5] = [50.0, 90.0, 95.0, 99.0, 99.9];
+
+/// Whether percentile `p` (in %) is one of [`FIXED_PERCENTILES`].
+pub fn is_fixed(p: f64) -> bool {
+    FIXED_PERCENTILES.iter().any(|&q| (q - p).abs() < 1e-9)
+}
+
+/// A percentile as result keys and tables write it (vLLM's way): `75`, `99.9`.
+pub fn percentile_word(p: f64) -> String {
+    if p.fract() == 0.0 {
+        format!("{p:.0}")
+    } else {
+        format!("{p}")
     }
 }
 
@@ -180,9 +210,37 @@ pub struct DistStats {
     pub p99: f64,
     pub p999: f64,
     pub max: f64,
+    /// Percentiles asked for beyond the fixed ones (`--metric-percentiles`): `(p in %, value)`,
+    /// ascending.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra: Vec<(f64, f64)>,
 }
 
 impl DistStats {
+    /// The value at percentile `p` (in %): a fixed one, or one asked for (`extra`).
+    pub fn percentile(&self, p: f64) -> Option<f64> {
+        let fixed = [self.p50, self.p90, self.p95, self.p99, self.p999];
+        FIXED_PERCENTILES
+            .iter()
+            .zip(fixed)
+            .chain(self.extra.iter().map(|(q, v)| (q, *v)))
+            .find(|(q, _)| (*q - p).abs() < 1e-9)
+            .map(|(_, v)| v)
+    }
+
+    /// [`DistStats::named`] and the percentiles asked for beyond them (`p75`, `p99.99`).
+    pub fn named_all(&self) -> Vec<(String, f64)> {
+        self.named()
+            .iter()
+            .map(|&(k, v)| (k.to_string(), v))
+            .chain(
+                self.extra
+                    .iter()
+                    .map(|&(p, v)| (format!("p{}", percentile_word(p)), v)),
+            )
+            .collect()
+    }
+
     /// The statistic names as they appear in result keys (`mean_ttft_ms`, `p99.9_ttft_ms`, …), with
     /// their values. `median` is vLLM's name for p50.
     pub fn named(&self) -> [(&'static str, f64); 9] {
@@ -212,6 +270,7 @@ impl DistStats {
             p99: get("p99")?,
             p999: get("p99.9")?,
             max: get("max")?,
+            extra: Vec::new(),
         })
     }
 }
@@ -279,6 +338,35 @@ mod tests {
         for (got, want) in [(s.p50, 50_000.0), (s.p90, 90_000.0), (s.p99, 99_000.0)] {
             assert!((got - want).abs() / want < 1.5e-3, "{got} vs {want}");
         }
+    }
+
+    /// Percentiles asked for beyond the fixed ones are the values of their nearest rank (to
+    /// three digits), fixed ones asked for are not repeated, and each is found by its
+    /// percentile: 1..=1000 at p25 is 250, at p99.99 the 1000th value.
+    #[test]
+    fn percentiles_asked_for_are_their_nearest_rank() {
+        let mut d = Dist::new();
+        for v in 1..=1000u64 {
+            d.record(v);
+        }
+        let s = d.stats_at(1.0, &[25.0, 50.0, 75.0, 99.99]).unwrap();
+        assert_eq!(
+            s.extra.iter().map(|e| e.0).collect::<Vec<_>>(),
+            [25.0, 75.0, 99.99]
+        );
+        for (p, want) in [(25.0, 250.0), (50.0, 500.0), (75.0, 750.0), (99.99, 1000.0)] {
+            let got = s.percentile(p).unwrap();
+            assert!((got - want).abs() / want < 1.5e-3, "p{p}: {got} vs {want}");
+        }
+        assert_eq!(s.percentile(99.0), Some(s.p99));
+        assert_eq!(s.percentile(60.0), None);
+        let keys: Vec<String> = s.named_all().into_iter().map(|(k, _)| k).collect();
+        assert!(
+            keys.ends_with(&["p25".into(), "p75".into(), "p99.99".into()]),
+            "{keys:?}"
+        );
+        assert_eq!(percentile_word(99.9), "99.9");
+        assert_eq!(percentile_word(50.0), "50");
     }
 
     #[test]

@@ -92,6 +92,9 @@ pub struct LevelAccumulator {
     outages: Vec<(u64, u64)>,
     /// How the completed answers ended (`--natural-stop`).
     endings: Endings,
+    /// Percentiles of TTFT, TPOT, ITL and E2E asked for beyond the fixed ones
+    /// (`--metric-percentiles`), in %.
+    percentiles: Vec<f64>,
 }
 
 /// The completed requests that reached their output cap (finish reason `length`) and those
@@ -144,6 +147,13 @@ impl LevelAccumulator {
     #[must_use]
     pub fn with_natural_stop(mut self, on: bool) -> Self {
         self.endings.reported = on;
+        self
+    }
+
+    /// Also gives TTFT, TPOT, ITL and E2E at `percentiles` (in %; `--metric-percentiles`).
+    #[must_use]
+    pub fn with_percentiles(mut self, percentiles: &[f64]) -> Self {
+        self.percentiles = percentiles.to_vec();
         self
     }
 
@@ -551,10 +561,10 @@ impl LevelAccumulator {
     ) -> LevelDists {
         let ms = 1e-3;
         LevelDists {
-            ttft_ms: self.ttft.stats(ms),
-            tpot_ms: self.tpot.stats(ms),
-            itl_ms: self.itl.stats(ms),
-            e2el_ms: self.e2el.stats(ms),
+            ttft_ms: self.ttft.stats_at(ms, &self.percentiles),
+            tpot_ms: self.tpot.stats_at(ms, &self.percentiles),
+            itl_ms: self.itl.stats_at(ms, &self.percentiles),
+            e2el_ms: self.e2el.stats_at(ms, &self.percentiles),
             client_queue_ms: self.client_queue.stats(ms),
             chunk_gap_ms: self.chunk_gap.stats(ms),
             tokens_per_chunk: self.tokens_per_chunk.stats(1.0),

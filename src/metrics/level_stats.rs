@@ -269,7 +269,7 @@ impl From<LevelStats> for Map<String, Value> {
         for (metric, d) in s.dists.fields() {
             if let Some(d) = d {
                 m.insert(format!("{metric}_count"), Value::from(d.count));
-                for (stat, v) in d.named() {
+                for (stat, v) in d.named_all() {
                     m.insert(format!("{stat}_{metric}"), json_f64(v));
                 }
             }
@@ -289,12 +289,30 @@ impl TryFrom<Map<String, Value>> for LevelStats {
             *slot = DistStats::from_named(count, |stat| {
                 m.get(&format!("{stat}_{metric}"))
                     .map(|v| v.as_f64().unwrap_or(f64::NAN))
+            })
+            .map(|d| DistStats {
+                extra: extra_percentiles(&m, metric),
+                ..d
             });
         }
         let scalars: LevelScalars =
             serde_json::from_value(Value::Object(m)).map_err(|e| e.to_string())?;
         Ok(LevelStats { scalars, dists })
     }
+}
+
+/// The percentiles of `metric` asked for beyond the fixed ones (`p75_ttft_ms`), ascending.
+fn extra_percentiles(m: &Map<String, Value>, metric: &str) -> Vec<(f64, f64)> {
+    let suffix = format!("_{metric}");
+    let mut out: Vec<(f64, f64)> = m
+        .iter()
+        .filter_map(|(k, v)| {
+            let p: f64 = k.strip_suffix(&suffix)?.strip_prefix('p')?.parse().ok()?;
+            (!super::dist::is_fixed(p)).then(|| (p, v.as_f64().unwrap_or(f64::NAN)))
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.total_cmp(&b.0));
+    out
 }
 
 /// JSON has no NaN: write null for values that are not finite.

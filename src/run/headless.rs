@@ -483,7 +483,7 @@ fn search_sweep_and_rates(out: &mut String, s: &Session, notes: &CaveatNumbers) 
         );
         out.push_str(&markdown::with_caveats(
             notes,
-            &markdown::sweep_table(&s.summary.sweep),
+            &markdown::sweep_table(&s.summary.sweep, &s.summary.config.metric_percentiles),
             &s.summary.sweep,
         ));
         out.push_str(&markdown::spread_note(&s.summary.sweep));
@@ -503,7 +503,7 @@ fn search_sweep_and_rates(out: &mut String, s: &Session, notes: &CaveatNumbers) 
         );
         out.push_str(&markdown::with_caveats(
             notes,
-            &markdown::rate_table(&s.summary.rates),
+            &markdown::rate_table(&s.summary.rates, &s.summary.config.metric_percentiles),
             &s.summary.rates,
         ));
         out.push_str(&markdown::spread_note(&s.summary.rates));

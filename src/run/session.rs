@@ -332,7 +332,8 @@ impl Session {
             Some(spec) => spec.accumulator(self.slo, tiers),
             None => LevelAccumulator::new(self.slo).with_tiers(tiers),
         }
-        .with_natural_stop(self.summary.config.natural_stop);
+        .with_natural_stop(self.summary.config.natural_stop)
+        .with_percentiles(&self.summary.config.metric_percentiles);
         self.accs.insert(index, acc);
         self.level_telemetry.insert(
             index,

@@ -551,6 +551,7 @@ mod tests {
             p99: p50,
             p999: p50,
             max: p50,
+            extra: Vec::new(),
         };
         s.dists.ttft_ms = Some(d(ttft));
         s.dists.tpot_ms = Some(d(per_token));

@@ -280,7 +280,13 @@ fn merge_level(
         slo,
         tiers.to_vec(),
     )
-    .with_natural_stop(runs.first().is_some_and(|r| r.summary.config.natural_stop));
+    .with_natural_stop(runs.first().is_some_and(|r| r.summary.config.natural_stop))
+    .with_percentiles(
+        &runs
+            .first()
+            .map(|r| r.summary.config.metric_percentiles.clone())
+            .unwrap_or_default(),
+    );
     let mut mine: Vec<RequestRecord> = Vec::new();
     for (run, l) in &ran {
         let shift = l.origin_unix_us.unwrap_or(origin) - origin;

@@ -177,6 +177,7 @@ mod tests {
             p99: ttft_mean,
             p999: ttft_mean,
             max: ttft_mean,
+            extra: Vec::new(),
         };
         LevelStats {
             scalars: LevelScalars {

@@ -22,6 +22,14 @@ pub struct TelemetryArgs {
     /// Keep every chunk's arrival time and token count in requests.jsonl.
     #[arg(long, hide_short_help = true)]
     pub record_chunks: bool,
+    /// The percentiles of TTFT, TPOT, ITL and E2E the tables give, e.g. 50,90,95,99,99.9.
+    ///
+    /// As vLLM's bench --metric-percentiles: summary.md's sweep and rate tables give each of
+    /// the four at these percentiles (instead of p50 and p99), and results.json has
+    /// `p75_ttft_ms` and the like beside the percentiles it always has (p50 as `median`, p90,
+    /// p95, p99, p99.9).
+    #[arg(long, value_name = "LIST", value_parser = crate::cli::values::percentiles, hide_short_help = true)]
+    pub metric_percentiles: Option<crate::cli::values::Percentiles>,
     /// The engine's Prometheus endpoint [default: <base-url>/metrics].
     #[arg(long, value_name = "URL", hide_short_help = true)]
     pub metrics_url: Option<String>,

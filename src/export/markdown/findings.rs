@@ -147,7 +147,7 @@ mod tests {
         let n = CaveatNumbers::of(&s);
         let few = format!("{} rests on 3 completed requests", s.sweep[0].label());
         let k = n.list().iter().position(|c| c.starts_with(&few)).unwrap() + 1;
-        let table = with_caveats(&n, &super::super::sweep_table(&s.sweep), &s.sweep);
+        let table = with_caveats(&n, &super::super::sweep_table(&s.sweep, &[]), &s.sweep);
         let lines: Vec<&str> = table.lines().collect();
         assert!(lines[0].ends_with("| caveats |"), "{table}");
         assert!(lines[1].ends_with("|---|"), "{table}");

@@ -256,7 +256,11 @@ fn sections(out: &mut String, s: &RunSummary) {
             sweep_heading(s),
             s.config.lengths_label()
         );
-        out.push_str(&with_caveats(&notes, &sweep_table(&s.sweep), &s.sweep));
+        out.push_str(&with_caveats(
+            &notes,
+            &sweep_table(&s.sweep, &s.config.metric_percentiles),
+            &s.sweep,
+        ));
         out.push_str(&spread_note(&s.sweep));
         out.push_str("\nper-stream tok/s: mean decode speed of one request, (output − 1) / (E2E − TTFT). accept len: mean tokens per chunk after the first, as the client saw them (client / server when the engine reports it).\n");
         out.push_str(&telemetry_table(&s.sweep));
@@ -280,7 +284,11 @@ fn sections(out: &mut String, s: &RunSummary) {
             s.config.lengths_label(),
             arrival_description(&s.config.open_loop)
         );
-        out.push_str(&with_caveats(&notes, &rate_table(&s.rates), &s.rates));
+        out.push_str(&with_caveats(
+            &notes,
+            &rate_table(&s.rates, &s.config.metric_percentiles),
+            &s.rates,
+        ));
         out.push_str(&spread_note(&s.rates));
         out.push_str("\nrate: requests/s the schedule was drawn for; sent req/s: the rate requests actually went out at; done req/s: completions over the level's window. client queue: how long a request waited in servetop past its scheduled time (a full --max-concurrency, or a client that fell behind); the server's own queueing shows up in TTFT.\n");
         out.push_str(&telemetry_table(&s.rates));
@@ -307,17 +315,7 @@ fn sections(out: &mut String, s: &RunSummary) {
     }
     out.push_str(&sessions::sessions_section(s));
     out.push_str(&tiers::tiers_section(s));
-    if let Some(b) = &s.baseline {
-        let _ = writeln!(
-            out,
-            "\n## Against the baseline\n\nBaseline: `{}` ({}{}).\n",
-            b.source,
-            b.label,
-            if b.simulated { ", SIMULATED" } else { "" }
-        );
-        out.push_str(&baseline_table(s));
-        out.push_str("\nΔ: the change in percent of the baseline's value; levels match by kind, concurrency, context or offered rate, input/output lengths and number of requests. Worse is lower out tok/s or higher TTFT and TPOT p50; a level the baseline measured and this run did not counts as worse.\n");
-    }
+    baseline_section(out, s);
     let crashes: Vec<&LevelSummary> = s.levels().filter(|l| l.server_crash.is_some()).collect();
     if !crashes.is_empty() {
         out.push_str("\n## Server crashes\n\n");
@@ -338,6 +336,21 @@ fn sections(out: &mut String, s: &RunSummary) {
     }
     if let Some(e) = &s.error {
         let _ = writeln!(out, "\n**Run stopped:** {e}");
+    }
+}
+
+/// This run against `--baseline`: its source and the comparison table (nothing without one).
+fn baseline_section(out: &mut String, s: &RunSummary) {
+    if let Some(b) = &s.baseline {
+        let _ = writeln!(
+            out,
+            "\n## Against the baseline\n\nBaseline: `{}` ({}{}).\n",
+            b.source,
+            b.label,
+            if b.simulated { ", SIMULATED" } else { "" }
+        );
+        out.push_str(&baseline_table(s));
+        out.push_str("\nΔ: the change in percent of the baseline's value; levels match by kind, concurrency, context or offered rate, input/output lengths and number of requests. Worse is lower out tok/s or higher TTFT and TPOT p50; a level the baseline measured and this run did not counts as worse.\n");
     }
 }
 

@@ -7,6 +7,32 @@ use crate::fmt::{fmt_tokens, num};
 use crate::metrics::DistStats;
 use crate::summary::{LevelStatus, LevelSummary, Passes, RunSummary};
 
+/// A latency column's head: `TTFT p50 / p99 (ms)`, the percentiles `pcts` (in %).
+fn at_head(metric: &str, pcts: &[f64]) -> String {
+    let ps: Vec<String> = pcts
+        .iter()
+        .map(|&p| format!("p{}", crate::metrics::dist::percentile_word(p)))
+        .collect();
+    format!("{metric} {} (ms)", ps.join(" / "))
+}
+
+/// A latency cell: `d` at the percentiles `pcts`, `12.7 / 20.8`; `-` without a distribution.
+fn at_cell(d: Option<&DistStats>, pcts: &[f64]) -> String {
+    match d {
+        Some(d) => pcts
+            .iter()
+            .map(|&p| num(d.percentile(p)))
+            .collect::<Vec<_>>()
+            .join(" / "),
+        None => "-".into(),
+    }
+}
+
+/// The percentiles a latency column gives: `asked` (`--metric-percentiles`), else `usual`.
+fn pcts_of<'a>(asked: &'a [f64], usual: &'a [f64]) -> &'a [f64] {
+    if asked.is_empty() { usual } else { asked }
+}
+
 pub(super) fn pair(
     d: Option<&DistStats>,
     a: fn(&DistStats) -> f64,
@@ -67,12 +93,23 @@ pub fn failures_cell(l: &LevelSummary) -> String {
 }
 
 /// The sweep table.
-pub fn sweep_table(levels: &[LevelSummary]) -> String {
+pub fn sweep_table(levels: &[LevelSummary], asked: &[f64]) -> String {
     let (several, rows) = by_pass(levels);
     let (head, rule) = pass_column(several);
+    let (two, one): (&[f64], &[f64]) = (&[50.0, 99.0], &[50.0]);
+    let (ttft, itl, tpot, e2e) = (
+        pcts_of(asked, two),
+        pcts_of(asked, two),
+        pcts_of(asked, one),
+        pcts_of(asked, one),
+    );
     let mut out = format!(
-        "| C |{head} done | req/s | out tok/s | per-stream tok/s | TTFT p50 / p99 (ms) | ITL p50 / p99 (ms) | TPOT p50 (ms) | E2E p50 (ms) | accept len | failures |\n\
+        "| C |{head} done | req/s | out tok/s | per-stream tok/s | {} | {} | {} | {} | accept len | failures |\n\
          |---:|{rule}---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        at_head("TTFT", ttft),
+        at_head("ITL", itl),
+        at_head("TPOT", tpot),
+        at_head("E2E", e2e),
     );
     for (after, l) in rows {
         let Some(s) = &l.stats else {
@@ -94,10 +131,10 @@ pub fn sweep_table(levels: &[LevelSummary]) -> String {
             num(Some(sc.request_throughput)),
             num(Some(sc.output_throughput)),
             num(d.decode_tokens_per_s.as_ref().map(|d| d.mean)),
-            pair(d.ttft_ms.as_ref(), |d| d.p50, |d| d.p99),
-            pair(d.itl_ms.as_ref(), |d| d.p50, |d| d.p99),
-            num(d.tpot_ms.as_ref().map(|d| d.p50)),
-            num(d.e2el_ms.as_ref().map(|d| d.p50)),
+            at_cell(d.ttft_ms.as_ref(), ttft),
+            at_cell(d.itl_ms.as_ref(), itl),
+            at_cell(d.tpot_ms.as_ref(), tpot),
+            at_cell(d.e2el_ms.as_ref(), e2e),
             accept_cell(l),
             failures_cell(l),
         );
@@ -211,13 +248,22 @@ fn accept_cell(l: &LevelSummary) -> String {
 }
 
 /// The rate table: configured and achieved rate, latency, client queue (wait past the schedule).
-pub fn rate_table(levels: &[LevelSummary]) -> String {
+pub fn rate_table(levels: &[LevelSummary], asked: &[f64]) -> String {
     // With --slo, each level's verdict at the SLO percentile (pass?/fail?: uncertain).
     let slo = levels.iter().any(|l| l.slo.is_some());
     let (several, rows) = by_pass(levels);
     let (head, rule) = pass_column(several);
+    let (two, one): (&[f64], &[f64]) = (&[50.0, 99.0], &[50.0]);
+    let (ttft, tpot, e2e) = (
+        pcts_of(asked, two),
+        pcts_of(asked, two),
+        pcts_of(asked, one),
+    );
     let mut out = format!(
-        "| rate (req/s) |{head} sent req/s | done | done req/s | out tok/s | TTFT p50 / p99 (ms) | TPOT p50 / p99 (ms) | E2E p50 (ms) | client queue p50 / p99 (ms) | peak in flight | failures |",
+        "| rate (req/s) |{head} sent req/s | done | done req/s | out tok/s | {} | {} | {} | client queue p50 / p99 (ms) | peak in flight | failures |",
+        at_head("TTFT", ttft),
+        at_head("TPOT", tpot),
+        at_head("E2E", e2e),
     );
     out.push_str(if slo { " SLO |\n" } else { "\n" });
     let _ = write!(
@@ -249,9 +295,9 @@ pub fn rate_table(levels: &[LevelSummary]) -> String {
             num(sc.achieved_request_rate),
             num(Some(sc.request_throughput)),
             num(Some(sc.output_throughput)),
-            pair(d.ttft_ms.as_ref(), |d| d.p50, |d| d.p99),
-            pair(d.tpot_ms.as_ref(), |d| d.p50, |d| d.p99),
-            num(d.e2el_ms.as_ref().map(|d| d.p50)),
+            at_cell(d.ttft_ms.as_ref(), ttft),
+            at_cell(d.tpot_ms.as_ref(), tpot),
+            at_cell(d.e2el_ms.as_ref(), e2e),
             pair(d.client_queue_ms.as_ref(), |d| d.p50, |d| d.p99),
             sc.max_concurrent_requests,
             failures_cell(l),
@@ -586,6 +632,44 @@ mod tests {
 
     /// Two passes of one concurrency are two rows that say which pass each is, in a column
     /// of its own; one pass keeps its label's ending in the first cell.
+    /// `--metric-percentiles`: each latency column gives the percentiles asked for, a value at
+    /// each, in order; without it the usual p50 / p99 and p50.
+    #[test]
+    fn latency_columns_give_the_percentiles_asked_for() {
+        let s = crate::tui::fixtures::finished_run().session.summary;
+        let usual = sweep_table(&s.sweep, &[]);
+        assert!(
+            usual.starts_with("| C | done | req/s | out tok/s | per-stream tok/s | TTFT p50 / p99 (ms) | ITL p50 / p99 (ms) | TPOT p50 (ms) | E2E p50 (ms) |"),
+            "{usual}"
+        );
+        let t = sweep_table(&s.sweep, &[50.0, 90.0, 99.9]);
+        assert!(
+            t.starts_with("| C | done | req/s | out tok/s | per-stream tok/s | TTFT p50 / p90 / p99.9 (ms) | ITL p50 / p90 / p99.9 (ms) | TPOT p50 / p90 / p99.9 (ms) | E2E p50 / p90 / p99.9 (ms) |"),
+            "{t}"
+        );
+        let d = s.sweep[0]
+            .stats
+            .as_ref()
+            .unwrap()
+            .dists
+            .tpot_ms
+            .clone()
+            .unwrap();
+        let want = format!(
+            "{} / {} / {}",
+            num(Some(d.p50)),
+            num(Some(d.p90)),
+            num(Some(d.p999))
+        );
+        let row = t.lines().nth(2).unwrap();
+        assert_eq!(row.split(" | ").nth(7), Some(want.as_str()), "{row}");
+        let r = rate_table(&s.rates, &[75.0]);
+        assert!(
+            r.contains("| TTFT p75 (ms) | TPOT p75 (ms) | E2E p75 (ms) |"),
+            "{r}"
+        );
+    }
+
     #[test]
     fn each_rows_pass_is_named() {
         let s = crate::tui::fixtures::finished_run().session.summary;
@@ -593,14 +677,14 @@ mod tests {
         a.thinking_budget = Some(16);
         b.thinking_budget = Some(64);
         b.index += 1;
-        let t = sweep_table(&[a.clone(), b]);
+        let t = sweep_table(&[a.clone(), b], &[]);
         let firsts: Vec<String> = t
             .lines()
             .map(|r| r.split(" | ").take(2).collect::<Vec<_>>().join(" | "))
             .collect();
         assert_eq!(firsts[0], "| C | pass", "{t}");
         assert_eq!(firsts[2..], ["| 1 | think 16", "| 1 | think 64"], "{t}");
-        let one = sweep_table(&[a]);
+        let one = sweep_table(&[a], &[]);
         assert!(one.starts_with("| C | done |"), "{one}");
         assert!(
             one.lines().nth(2).unwrap().starts_with("| 1 (think 16) | "),
@@ -614,7 +698,7 @@ mod tests {
     #[test]
     fn a_twin_runs_tables_list_the_plain_pass_first() {
         let mut s = crate::tui::fixtures::finished_twins().session.summary;
-        let t = sweep_table(&s.sweep);
+        let t = sweep_table(&s.sweep, &[]);
         let firsts: Vec<String> = t
             .lines()
             .skip(2)
@@ -647,7 +731,8 @@ mod tests {
         s.sweep[1].stats.as_mut().unwrap().scalars.outage_s = 5.0;
         s.refresh_findings();
         let notes = crate::summary::findings::CaveatNumbers::of(&s);
-        let with = crate::export::markdown::with_caveats(&notes, &sweep_table(&s.sweep), &s.sweep);
+        let with =
+            crate::export::markdown::with_caveats(&notes, &sweep_table(&s.sweep, &[]), &s.sweep);
         let rows: Vec<&str> = with.lines().skip(2).collect();
         let cell = |i: usize| {
             notes
@@ -692,7 +777,7 @@ mod tests {
         with(&mut s.sweep[0], 12.04);
         with(&mut s.sweep[1], 3.0);
         s.sweep[1].status = LevelStatus::Interrupted;
-        let t = sweep_table(&s.sweep);
+        let t = sweep_table(&s.sweep, &[]);
         let rows: Vec<&str> = t.lines().skip(2).collect();
         let done = |row: &str| row.split(" | ").nth(1).unwrap().to_string();
         let n = |i: usize| s.sweep[i].stats.as_ref().unwrap().scalars.completed;

@@ -327,6 +327,38 @@ fn json_keys_are_vllm_names_and_round_trip() {
     assert_eq!(back, s);
 }
 
+/// `--metric-percentiles`: TTFT, TPOT, ITL and E2E carry the percentiles asked for beyond the
+/// fixed ones under vLLM's keys (`p75_ttft_ms`, `p99.99_e2el_ms`), and read back the same.
+#[test]
+fn percentiles_asked_for_are_written_and_read_back() {
+    let mut acc = LevelAccumulator::new(None).with_percentiles(&[25.0, 75.0, 99.0, 99.99]);
+    for i in 0..20u64 {
+        acc.add(&ok_record(i, 40_000 + 1_000 * i, 100));
+    }
+    let s = acc.stats();
+    let v = serde_json::to_value(&s).unwrap();
+    for key in ["p25_ttft_ms", "p75_tpot_ms", "p75_itl_ms", "p99.99_e2el_ms"] {
+        assert!(
+            v.get(key).is_some_and(serde_json::Value::is_f64),
+            "missing {key}"
+        );
+    }
+    // p99 is a fixed key; the others' percentiles are not asked for.
+    assert!(v.get("p25_chunk_gap_ms").is_none() && v.get("p25_steady_ttft_ms").is_none());
+    let back: LevelStats = serde_json::from_value(v).unwrap();
+    assert_eq!(back, s);
+    // TTFTs of 40..59 ms: the 5th (p25) and the 15th (p75) by nearest rank.
+    let ttft = s.dists.ttft_ms.unwrap();
+    assert!(
+        (ttft.percentile(25.0).unwrap() - 44.0).abs() < 0.05,
+        "{ttft:?}"
+    );
+    assert!(
+        (ttft.percentile(75.0).unwrap() - 54.0).abs() < 0.05,
+        "{ttft:?}"
+    );
+}
+
 /// The full sweep over every interval: the definition the online fold must match.
 fn naive_peak(iv: &[(u64, u64)]) -> u64 {
     let mut ev = Vec::new();
