@@ -46,6 +46,8 @@ use servetop::summary::findings::{Finding, Strength};
 use servetop::summary::{LevelSummary, RunSummary};
 use servetop::workload::RequestCount;
 
+mod draw;
+use draw::Draw;
 mod sim_run;
 mod sim_truth;
 
@@ -84,28 +86,6 @@ struct Shape {
     accept_mean: f64,
     /// A constrained request's mean accept length (0: the plain one's).
     constrained_accept: f64,
-}
-
-/// A small seeded generator (splitmix64): the shapes are the same on every machine.
-struct Draw(u64);
-
-impl Draw {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn range(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * self.unit()
-    }
-    fn pick<T: Clone>(&mut self, from: &[T]) -> T {
-        from[(self.next() % from.len() as u64) as usize].clone()
-    }
 }
 
 impl Shape {

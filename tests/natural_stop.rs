@@ -7,9 +7,9 @@
 //!   median length are those of the record.
 //! - The same simulator runs every answer to the cap when servetop sends `ignore_eos` (the
 //!   default): nothing is reported as a natural stop then.
-//! - The `natural_stop` finding, on random shapes (the median answer the simulator draws from
-//!   a fifth of the cap to twice it): its medians, its count at the cap, and its verdict (far
-//!   short, mostly at the cap, or neither) are those the record gives.
+//! - The `natural_stop` finding, on random shapes (the simulator's median answer from 0.15 to 2
+//!   times the cap, in three bands, so every verdict is met): its medians, its count at the
+//!   cap, and its verdict (far short, mostly at the cap, or neither) are those the record gives.
 
 // Integration tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::float_cmp)]
@@ -21,6 +21,9 @@ use servetop::metrics::Finish;
 use servetop::sim::{self, SimHandle, SimRequestTrace};
 use servetop::workload::RequestCount;
 
+use draw::Draw;
+
+mod draw;
 mod sim_run;
 mod sim_truth;
 
@@ -200,19 +203,14 @@ struct Shape {
 
 impl Shape {
     fn draw(seed: u64) -> Self {
-        // splitmix64: the shape's numbers from its seed.
-        let mut x = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut next = || {
-            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = x;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            (z ^ (z >> 31)) as f64 / u64::MAX as f64
-        };
-        let cap = [32u32, 64, 100][(next() * 3.0) as usize % 3];
-        // The median from a fifth of the cap to twice it: far short, neither, mostly capped.
-        let natural_len = (f64::from(cap) * (0.2 + 1.8 * next())).round().max(1.0) as u64;
-        let concurrency = if next() < 0.5 { vec![1, 4] } else { vec![2] };
+        let mut d = Draw(seed);
+        let cap = d.pick(&[32u32, 64, 100]);
+        // The median against the cap from one of three bands in turn, so the shapes meet
+        // every verdict (far short, neither, mostly at the cap); the verdict each gets is
+        // computed from the simulator's record, not from its band.
+        let (lo, hi) = [(0.15, 0.45), (0.55, 0.95), (1.1, 2.0)][(seed % 3) as usize];
+        let natural_len = (f64::from(cap) * d.range(lo, hi)).round().max(1.0) as u64;
+        let concurrency = if d.unit() < 0.5 { vec![1, 4] } else { vec![2] };
         Self {
             natural_len,
             cap,

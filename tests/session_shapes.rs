@@ -23,6 +23,8 @@ use servetop::metrics::RequestRecord;
 use servetop::sim::{SimRequestTrace, SimTruth};
 use servetop::summary::RunSummary;
 
+mod draw;
+use draw::Draw;
 mod run_files;
 mod sim_child;
 mod sim_truth;
@@ -31,22 +33,6 @@ use run_files::{bin, request_records};
 
 const SHAPES: u64 = 8;
 const BLOCK: u64 = 16;
-
-/// A small seeded generator (splitmix64): the shapes are the same on every machine.
-struct Draw(u64);
-
-impl Draw {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn pick<T: Clone>(&mut self, from: &[T]) -> T {
-        from[(self.next() % from.len() as u64) as usize].clone()
-    }
-}
 
 #[derive(Debug)]
 struct Shape {
