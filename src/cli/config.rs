@@ -7,6 +7,30 @@ use crate::config::{MultiTurn, RunConfig};
 use crate::metrics::Slo;
 use crate::sim::{AcceptLength, SimConfig};
 
+/// `--accept-by-content code=4.1,chat=2.6`: each kind's mean accept length, 1 to 64.
+fn accept_by_content(
+    list: &str,
+) -> Result<std::collections::BTreeMap<crate::workload::content::ContentKind, f64>, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for part in list.split(',') {
+        let err = |why: String| format!("--accept-by-content '{}': {why}", part.trim());
+        let (kind, n) = part
+            .split_once('=')
+            .ok_or_else(|| err("write KIND=N, e.g. code=4.1".into()))?;
+        let kind = crate::workload::content::ContentKind::parse(kind).map_err(err)?;
+        let n: f64 = n
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n: &f64| n.is_finite() && (1.0..=64.0).contains(n))
+            .ok_or_else(|| err("the accept length must be a number from 1 to 64".into()))?;
+        if out.insert(kind, n).is_some() {
+            return Err(err(format!("{} is given twice", kind.name())));
+        }
+    }
+    Ok(out)
+}
+
 /// Builds the run configuration from `servetop run` flags.
 pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
     let (slo, slo_tiers) = slo_config(a)?;
@@ -36,6 +60,7 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
             Some(words) => Some(crate::client::structured::ResponseFormat::parse(words)?),
             None => None,
         },
+        content: work.content.clone().unwrap_or_default().0,
         dataset: work.dataset.clone(),
         sessions: a.sessions.sessions()?,
         multi_turn: work.multi_turn.map(|turns| MultiTurn {
@@ -369,6 +394,9 @@ fn workload_costs(a: &SimArgs, c: &mut SimConfig) -> Result<(), String> {
             ));
         }
         c.structured_accept_length = n;
+    }
+    if let Some(list) = &a.accept_by_content {
+        c.accept_by_content = accept_by_content(list)?;
     }
     if let Some(k) = a.structured_invalid_every {
         c.structured_invalid_every = k;

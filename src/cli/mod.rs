@@ -411,6 +411,12 @@ pub struct SimArgs {
     /// rejects drafts), in place of --accept-length's. Default: the same.
     #[arg(long, value_name = "N")]
     pub structured_accept_length: Option<f64>,
+    /// Mean accept length by the kind of a request's prompt (KIND=N,…: code, math, chat,
+    /// summary, json, random), in place of --accept-length's. The kind is told from the marker
+    /// `servetop run --content` prompts open with (`Task (code):`); a prompt without one is
+    /// `random`'s. The draft is as wide as the largest needs.
+    #[arg(long, value_name = "KIND=N,...")]
+    pub accept_by_content: Option<String>,
     /// Simulated non-compliance: every K-th constrained request is answered with one that fails
     /// its constraint (`[]` for a JSON object, a schema's instance less a required property, a
     /// `!` before a regex's plain words), marked `structured_invalid` in /sim/requests.

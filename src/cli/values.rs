@@ -71,6 +71,14 @@ pub(super) fn percentiles(s: &str) -> Result<Percentiles, String> {
         .map_err(|e| format!("--metric-percentiles: {e}"))
 }
 
+/// A parsed `--content` (kinds in the order given).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Contents(pub Vec<crate::workload::content::ContentKind>);
+
+pub(super) fn contents(s: &str) -> Result<Contents, String> {
+    crate::workload::content::ContentKind::parse_list(s).map(Contents)
+}
+
 /// `--range-ratio`: a spread of 0 or more and below 1 (vLLM's bounds).
 pub(super) fn range_ratio(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {

@@ -65,6 +65,10 @@ pub struct RunConfig {
     /// twice, without and then with the constraint.
     #[serde(default)]
     pub response_format: Option<crate::client::structured::ResponseFormat>,
+    /// Kinds of prompt (`--content`): every sweep, rate and long-context level runs once per
+    /// kind, in the order given (empty: the default prompts, once).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub content: Vec<crate::workload::content::ContentKind>,
     /// Images in each sweep, rate and search request (`--images`; 0: text only), of a size
     /// drawn from `image_sizes`; they go through the chat endpoint.
     #[serde(default)]
@@ -384,6 +388,7 @@ impl RunConfig {
             lora_modules: Vec::new(),
             lora_dist: crate::workload::mix::LoraDist::Uniform,
             response_format: None,
+            content: Vec::new(),
             images: 0,
             image_sizes: crate::workload::images::ImageSizes::default(),
             multi_turn: None,
@@ -495,6 +500,7 @@ impl RunConfig {
             sessions: self.sessions.as_ref(),
             trace: self.trace.as_ref(),
             response_format: self.response_format.as_ref(),
+            content: &self.content,
             thinking_budgets: &self.thinking_budgets,
             repeat: self.repeat,
             level_seconds: self.clock.level_seconds,

@@ -3,6 +3,10 @@
 
 use super::{BackendChoice, RunConfig};
 
+/// The fewest tokens a `--content` prompt of a kind other than `random` may have: its head
+/// and foot (the instruction) take up to about 60 in common tokenizers, the rest is its body.
+pub const MIN_CONTENT_TOKENS: u64 = 128;
+
 impl RunConfig {
     /// The multi-turn level's sizes.
     fn validate_multi_turn(&self) -> Result<(), String> {
@@ -268,6 +272,55 @@ impl RunConfig {
         Ok(())
     }
 
+    /// `--content` runs the sweep's, rate and long-context levels once per kind: a run must
+    /// have one; the kinds are the prompts, so no dataset; a search's probes are not passes;
+    /// and each prompt must hold its kind's instruction.
+    fn validate_content(&self) -> Result<(), String> {
+        use crate::workload::content::ContentKind;
+        if self.content.is_empty() {
+            return Ok(());
+        }
+        if self.dataset.is_some() {
+            return Err("--content and --dataset both choose the prompts: use one of them".into());
+        }
+        if self.search.is_some() {
+            return Err(
+                "--content with --search: not supported yet (search apart, with the default prompts)"
+                    .into(),
+            );
+        }
+        if self.concurrency.is_empty()
+            && self.open_loop.request_rates.is_empty()
+            && self.long_context.is_empty()
+        {
+            return Err(
+                "--content runs the sweep's, rate and long-context levels once per kind, and this run has none of them"
+                    .into(),
+            );
+        }
+        if self.content.iter().all(|&k| k == ContentKind::Random) {
+            return Ok(());
+        }
+        let shortest_sweep = (!(self.concurrency.is_empty()
+            && self.open_loop.request_rates.is_empty()))
+        .then(|| {
+            let spread = self.range_ratio.unwrap_or(0.0);
+            ((1.0 - spread) * self.input_len as f64).floor() as u64
+        });
+        let shortest = shortest_sweep
+            .map(|n| n.saturating_sub(self.shared_prefix_len))
+            .into_iter()
+            .chain(self.long_context.iter().copied())
+            .min()
+            .unwrap_or(u64::MAX);
+        if shortest < MIN_CONTENT_TOKENS {
+            return Err(format!(
+                "--content: prompts of {shortest} tokens (after any shared prefix) are too short for a kind's instruction; give at least {MIN_CONTENT_TOKENS}"
+            ));
+        }
+        Ok(())
+    }
+
     /// `--images` go in chat messages of the sweep's, rate and search requests.
     fn validate_images(&self) -> Result<(), String> {
         if self.images == 0 {
@@ -349,6 +402,7 @@ impl RunConfig {
         }
         self.validate_range_ratio(uses_input)?;
         self.validate_response_format()?;
+        self.validate_content()?;
         self.validate_images()?;
         // `inf` (every request at once) is a rate too; NaN and 0 or less are not.
         if rates.iter().any(|r| r.is_nan() || *r <= 0.0) {

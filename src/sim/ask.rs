@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::http::{SimState, error};
 use super::stream::{AnswerPlan, Kind};
 use super::tokenizer;
+use crate::workload::content::ContentKind;
 
 /// What a request asks for (its streaming options and `ignore_eos` are flags of the request).
 #[allow(clippy::struct_excessive_bools)]
@@ -33,6 +34,8 @@ pub(super) struct Ask {
     pub(super) images: Vec<(u32, u32)>,
     /// It asks to run to `max_tokens` past any end of sequence (`ignore_eos`).
     pub(super) ignore_eos: bool,
+    /// The kind its prompt's marker names (`Task (code):`), if it has one.
+    pub(super) content: Option<crate::workload::content::ContentKind>,
 }
 
 /// The adapter a request names: its `model` (vLLM), or `lora_path` (SGLang, on any endpoint);
@@ -60,12 +63,20 @@ fn adapter_of<'a>(
     }
 }
 
-pub(super) fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, Box<Response>> {
-    let lora = adapter_of(s, kind, body)?.cloned();
+/// A request's prompt as the engine reads it: its tokens (a chat's with its template's and its
+/// images'), their ids (for the prefix cache; empty with it off), its images' sizes and the
+/// kind its marker names.
+struct PromptRead {
+    tokens: u64,
+    ids: Vec<u32>,
+    images: Vec<(u32, u32)>,
+    content: Option<ContentKind>,
+}
+
+fn read_prompt(s: &SimState, kind: Kind, body: &Value) -> Result<PromptRead, Box<Response>> {
     let caching = s.cache.is_some();
-    let mut prompt_ids = Vec::new();
-    let mut images: Vec<(u32, u32)> = Vec::new();
-    let input_tokens = match kind {
+    let mut ids = Vec::new();
+    match kind {
         Kind::Completions | Kind::Native => {
             let field = if kind == Kind::Native {
                 "text"
@@ -79,9 +90,14 @@ pub(super) fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, B
                 ))
             })?;
             if caching {
-                prompt_ids = tokenizer::ids(text);
+                ids = tokenizer::ids(text);
             }
-            tokenizer::count(text)
+            Ok(PromptRead {
+                tokens: tokenizer::count(text),
+                ids,
+                images: Vec::new(),
+                content: ContentKind::of_text(text),
+            })
         }
         Kind::Chat => {
             let msgs = body
@@ -99,11 +115,11 @@ pub(super) fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, B
                 })
                 .collect();
             if caching {
-                prompt_ids = tokenizer::chat_ids(texts.iter().map(|(r, t)| (*r, t.as_str())));
+                ids = tokenizer::chat_ids(texts.iter().map(|(r, t)| (*r, t.as_str())));
             }
-            images = super::images::of_messages(msgs)
+            let images = super::images::of_messages(msgs)
                 .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, &e)))?;
-            tokenizer::CHAT_TOKENS_PER_CONVERSATION
+            let tokens = tokenizer::CHAT_TOKENS_PER_CONVERSATION
                 + texts
                     .iter()
                     .map(|(_, t)| tokenizer::CHAT_TOKENS_PER_MESSAGE + tokenizer::count(t))
@@ -111,9 +127,25 @@ pub(super) fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, B
                 + images
                     .iter()
                     .map(|&(w, h)| super::images::tokens(w, h))
-                    .sum::<u64>()
+                    .sum::<u64>();
+            Ok(PromptRead {
+                tokens,
+                ids,
+                images,
+                content: texts.iter().find_map(|(_, t)| ContentKind::of_text(t)),
+            })
         }
-    };
+    }
+}
+
+pub(super) fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, Box<Response>> {
+    let lora = adapter_of(s, kind, body)?.cloned();
+    let PromptRead {
+        tokens: input_tokens,
+        ids: prompt_ids,
+        images,
+        content,
+    } = read_prompt(s, kind, body)?;
     let max_tokens = if kind == Kind::Native {
         body.pointer("/sampling_params/max_new_tokens")
             .and_then(Value::as_u64)
@@ -159,6 +191,7 @@ pub(super) fn parse_ask(s: &SimState, kind: Kind, body: &Value) -> Result<Ask, B
         structured: super::structured::of(body, kind == Kind::Native),
         images,
         ignore_eos,
+        content,
     })
 }
 

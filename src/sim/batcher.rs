@@ -51,6 +51,8 @@ pub struct SimRequest {
     /// It carries a structured-output constraint: every step it is in costs
     /// `structured_step_ms` more.
     pub constrained: bool,
+    /// What its steps' accept lengths are drawn from (its prompt's kind's, else the engine's).
+    pub accept: super::AcceptLength,
 }
 
 struct Active {
@@ -332,7 +334,7 @@ async fn decode_step(
     *deadline += Duration::from_secs_f64((cfg.step_ms(running.len(), context) + mask_ms) / 1000.0);
     tokio::time::sleep_until((*deadline).into()).await;
     let now = Instant::now();
-    let width = cfg.accept_length.draft_width();
+    let width = cfg.draft_width();
     let mut step_tokens = 0u32;
     let (mut drafts, mut draft_tokens, mut accepted) = (0u64, 0u64, 0u64);
     let mut per_pos = vec![0u64; width as usize];
@@ -344,7 +346,7 @@ async fn decode_step(
                 .draw(rng)
                 .min(width + 1)
         } else {
-            cfg.accept_length.draw(rng)
+            a.req.accept.draw(rng).min(width + 1)
         };
         let k = u64::from(drawn).min(a.req.max_tokens - a.generated);
         a.generated += k;
@@ -480,6 +482,7 @@ mod tests {
                 marks: Vec::new(),
                 extra_prefill: Duration::ZERO,
                 constrained: false,
+                accept: super::super::AcceptLength::Fixed(1),
             })
             .unwrap();
         let first = rx.recv().await.unwrap();

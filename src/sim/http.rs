@@ -360,6 +360,15 @@ fn finished_of(s: &SimState, kind: Kind, ids: &[u32]) -> (Vec<super::finished::M
     (marks, finished)
 }
 
+/// Engine time a request's prefill costs beyond its tokens': its adapter swapped in, its
+/// images encoded.
+fn extra_prefill(cfg: &super::SimConfig, ask: &super::ask::Ask) -> std::time::Duration {
+    std::time::Duration::from_secs_f64(
+        (ask.lora.as_ref().map_or(0.0, |a| a.switch_ms) + cfg.image_ms * ask.images.len() as f64)
+            / 1000.0,
+    )
+}
+
 fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Response {
     // Arrival: the request as read, before its prompt is tokenized (a long prompt takes a
     // while, and that is the engine's time, not the client's lateness).
@@ -385,12 +394,9 @@ fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Re
         arrived,
         blocks: block_hashes(&ask.prompt_ids),
         marks,
-        extra_prefill: std::time::Duration::from_secs_f64(
-            (ask.lora.as_ref().map_or(0.0, |a| a.switch_ms)
-                + s.config.image_ms * ask.images.len() as f64)
-                / 1000.0,
-        ),
+        extra_prefill: extra_prefill(&s.config, &ask),
         constrained: ask.structured.is_some(),
+        accept: s.config.accept_for(ask.content),
     };
     if s.engine.send(req).is_err() {
         return error(
@@ -408,6 +414,7 @@ fn serve(s: &Shared, kind: Kind, body: &Value, request_id: Option<String>) -> Re
         natural_stop_at,
         lora: ask.lora.as_ref().map(|a| a.name.clone()),
         structured: ask.structured.is_some(),
+        content: ask.content,
         structured_invalid: planned.as_ref().is_some_and(|p| p.invalid),
         image_tokens: ask
             .images

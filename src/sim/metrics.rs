@@ -83,7 +83,7 @@ fn sglang_page(out: &mut String, cfg: &SimConfig, log: &SimLog, m: &str, kv: f64
             hit as f64 / asked as f64
         },
     );
-    if cfg.accept_length.draft_width() > 0 {
+    if cfg.draft_width() > 0 {
         g(
             out,
             "sglang:spec_accept_length",
@@ -197,7 +197,7 @@ fn vllm_page(out: &mut String, cfg: &SimConfig, log: &SimLog, m: &str, kv: f64) 
         log.total_generated_tokens,
     );
     ttft_histogram(out, "vllm", &l, log);
-    if cfg.accept_length.draft_width() > 0 {
+    if cfg.draft_width() > 0 {
         c(
             out,
             "vllm:spec_decode_num_drafts_total",

@@ -208,6 +208,12 @@ pub struct SimConfig {
     /// plain request's; `--structured-accept-length`).
     #[serde(default)]
     pub structured_accept_length: f64,
+    /// The mean accept length of a request's steps by the kind of its prompt, told from the
+    /// marker servetop's `--content` prompts open with (`Task (code):`; a prompt without one is
+    /// `random`'s), in place of `accept_length` (`--accept-by-content code=4.1,chat=2.6`; none:
+    /// every kind the same). The draft is as wide as the largest of them needs.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub accept_by_content: std::collections::BTreeMap<crate::workload::content::ContentKind, f64>,
     /// Every K-th constrained request it reads is answered with one that fails its constraint,
     /// and its record says so (`structured_invalid`; `--structured-invalid-every`; 0, never, by
     /// default): a known share of non-compliant answers.
@@ -263,6 +269,27 @@ pub enum MetricsFlavor {
 pub const PRESETS: [&str; 2] = ["hybrid-27b-2x48g-mtp", "fast"];
 
 impl SimConfig {
+    /// Draft tokens proposed per step: as many as `accept_length` drafts, or as the largest
+    /// of `accept_by_content` needs (0: no speculative decoding).
+    pub fn draft_width(&self) -> u32 {
+        self.accept_by_content
+            .values()
+            .map(|&m| AcceptLength::Mean(m).draft_width())
+            .fold(self.accept_length.draft_width(), u32::max)
+    }
+
+    /// The accept length a request of prompt kind `content` draws its steps from (a prompt
+    /// without a marker is `random`'s).
+    pub fn accept_for(
+        &self,
+        content: Option<crate::workload::content::ContentKind>,
+    ) -> AcceptLength {
+        let kind = content.unwrap_or(crate::workload::content::ContentKind::Random);
+        self.accept_by_content
+            .get(&kind)
+            .map_or_else(|| self.accept_length.clone(), |&m| AcceptLength::Mean(m))
+    }
+
     /// A preset by name.
     ///
     /// `hybrid-27b-2x48g-mtp` (alias `brief`) reproduces the deployment of the brief: a 27B
@@ -303,6 +330,7 @@ impl SimConfig {
                 lora: Vec::new(),
                 structured_step_ms: 0.0,
                 structured_accept_length: 0.0,
+                accept_by_content: std::collections::BTreeMap::new(),
                 structured_invalid_every: 0,
                 image_ms: 0.0,
                 natural_len: 0,
@@ -337,6 +365,7 @@ impl SimConfig {
                 lora: Vec::new(),
                 structured_step_ms: 0.0,
                 structured_accept_length: 0.0,
+                accept_by_content: std::collections::BTreeMap::new(),
                 structured_invalid_every: 0,
                 image_ms: 0.0,
                 natural_len: 0,

@@ -32,6 +32,9 @@ pub struct SimRequestTrace {
     /// Prompt tokens its images took (in `prompt_tokens` too).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub image_tokens: u64,
+    /// The kind its prompt's marker named (`--content`; none: no marker, `random`'s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<crate::workload::content::ContentKind>,
     /// It carried a structured-output constraint.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub structured: bool,

@@ -11,6 +11,7 @@ use super::{LevelStatus, LevelSummary, RunSummary};
 use crate::metrics::LevelStats;
 use crate::metrics::curves::{self, at};
 use crate::workload::LevelKind;
+use crate::workload::content::ContentKind;
 
 /// The previous run compared against, as results.json records it under `baseline`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -47,6 +48,9 @@ pub struct BaselineLevel {
     pub requests: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_rate: Option<f64>,
+    /// The kind of its prompts (`--content`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<ContentKind>,
     pub output_throughput: Option<f64>,
     pub ttft_p50_ms: Option<f64>,
     pub tpot_p50_ms: Option<f64>,
@@ -67,6 +71,13 @@ pub struct LevelKey {
     /// (the last wave of a closed loop runs part-empty).
     pub requests: u32,
     pub request_rate: Option<f64>,
+    /// The kind of its prompts (`--content`; None: the default, `random`).
+    pub content: Option<ContentKind>,
+}
+
+/// A level's content kind as compared: none is the default prompt, `random`.
+fn content_name(k: Option<ContentKind>) -> &'static str {
+    k.unwrap_or(ContentKind::Random).name()
 }
 
 impl BaselineLevel {
@@ -81,6 +92,7 @@ impl BaselineLevel {
             output_len: key.output_len,
             requests: key.requests,
             request_rate: key.request_rate,
+            content: key.content,
             output_throughput: at(stats, curves::OUTPUT_TOK_S),
             ttft_p50_ms: at(stats, curves::TTFT_MS.p50),
             tpot_p50_ms: at(stats, curves::TPOT_MS.p50),
@@ -99,6 +111,7 @@ impl BaselineLevel {
             output_len: self.output_len,
             requests: self.requests,
             request_rate: self.request_rate,
+            content: self.content,
         }
     }
 
@@ -179,6 +192,11 @@ impl LevelKey {
             KeyDifference::of("input_len", &self.input_len, &other.input_len),
             KeyDifference::of("output_len", &self.output_len, &other.output_len),
             KeyDifference::of("requests", &self.requests, &other.requests),
+            KeyDifference::of(
+                "content",
+                &content_name(self.content),
+                &content_name(other.content),
+            ),
         ]
         .into_iter()
         .flatten()
@@ -527,6 +545,7 @@ mod tests {
             output_len: 500,
             requests: 24,
             request_rate: None,
+            content: None,
             output_throughput: Some(tok_s),
             ttft_p50_ms: Some(ttft),
             tpot_p50_ms: Some(per_token),
@@ -616,8 +635,23 @@ mod tests {
             output_len: 500,
             requests: 24,
             request_rate: None,
+            content: None,
         };
         assert!(base.matches(&key));
+        // The default prompts are random's; another kind is another measurement.
+        assert!(base.matches(&LevelKey {
+            content: Some(ContentKind::Random),
+            ..key
+        }));
+        let code = LevelKey {
+            content: Some(ContentKind::Code),
+            ..key
+        };
+        assert!(!base.matches(&code));
+        assert_eq!(
+            base.key().differences(&code)[0].to_string(),
+            "content random vs code"
+        );
         let fewer = LevelKey {
             requests: 16,
             ..key

@@ -104,6 +104,9 @@ pub struct LevelSummary {
     /// Which of its level's `--repeat` runs this is (`n` of `of`; `first`: the first's index).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat: Option<crate::workload::Repeat>,
+    /// The kind of its prompts (`--content`): the pass of that kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<crate::workload::content::ContentKind>,
     /// The thinking budget its requests carried (`--thinking-budget`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_budget: Option<u32>,
@@ -217,6 +220,7 @@ impl LevelSummary {
             think_time: spec.think_time,
             trace: spec.trace.clone(),
             repeat: spec.repeat,
+            content: spec.content,
             thinking_budget: spec.thinking_budget,
             repeat_mean: std::collections::BTreeMap::new(),
             ci95: std::collections::BTreeMap::new(),
@@ -267,6 +271,7 @@ impl LevelSummary {
             turns: self.conversation.map(|c| c.turns),
             trace: self.trace.as_ref(),
             response_format: self.response_format.as_deref(),
+            content: self.content,
             thinking_budget: self.thinking_budget,
             repeat: self.repeat,
         }
@@ -304,6 +309,7 @@ impl LevelSummary {
             output_len: self.output_len,
             requests: self.requests,
             request_rate: self.request_rate(),
+            content: self.content,
         }
     }
 }

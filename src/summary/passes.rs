@@ -1,23 +1,31 @@
 //! Passes of one plan: which levels are the same plan run again, and which of them every output
 //! shows first (docs/outputs.md "Passes").
 //!
-//! `--response-format` runs each sweep, rate and long-context level twice (plain, then its
-//! constrained twin), `--thinking-budget A,B` the whole plan once per budget, `--repeat N` the
-//! whole plan N times. A *pass* is one of each: one response format (or none), one budget, one
-//! run. A *series* is a pass with its repeats together: the levels of one format and one budget,
+//! `--content A,B` runs each sweep, rate and long-context level once per kind of prompt,
+//! `--response-format` each twice (plain, then its constrained twin), `--thinking-budget A,B`
+//! the whole plan once per budget, `--repeat N` the whole plan N times. A *pass* is one of each:
+//! one content kind (or none), one response format (or none), one budget, one run. A *series* is a pass with its repeats together: the levels of one format and one budget,
 //! one curve on a chart, where a level's runs are one point ([`points`]). The *headline* is the
-//! plain series of the first budget: the findings are about it, and every chart and table shows
+//! plain series of the first content kind and the first budget: the findings are about it, and every chart and table shows
 //! it first. This module is the one place that rule lives, so the findings, the PNG charts, the
 //! dashboard and the tables cannot each pick passes their own way.
 
 use std::collections::BTreeMap;
 
 use super::{LevelSummary, RunSummary};
+use crate::workload::content::ContentKind;
 
-/// One pass of the plan, or (with `repeat: None`) a series: the levels run with one response
-/// format and one thinking budget (and, for a pass of a repeated plan, one run number).
+/// One pass of the plan, or (with `repeat: None`) a series: the levels run with one content
+/// kind, one response format and one thinking budget (and, for a pass of a repeated plan, one
+/// run number).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pass {
+    /// The kind of its prompts (`--content`); `None` in a run without kinds. The first kind's
+    /// series also holds the levels that run once with prompts of their own (chats, sessions,
+    /// traces).
+    pub content: Option<ContentKind>,
+    /// The run's first kind: what a level without one counts as.
+    first_content: Option<ContentKind>,
     /// The constraint its requests carried (`json`, `json-schema`, `regex`); `None`: plain.
     pub response_format: Option<String>,
     /// The thinking budget its requests carried; `None` without `--thinking-budget`.
@@ -25,7 +33,7 @@ pub struct Pass {
     /// Which run of `--repeat` (from 1); `None` for a series, which holds every run.
     pub repeat: Option<u32>,
     /// What tells it from the run's other passes, in the order of the level labels:
-    /// `plain`, `json`, `think 16`, `repeat 2`, `json · think 64 · repeat 2`; empty in a run of
+    /// `plain`, `json`, `code`, `think 16`, `repeat 2`, `json · think 64 · repeat 2`; empty in a run of
     /// one pass (a series of a run whose passes are only repeats is unnamed too).
     pub label: String,
     /// It is the headline series, or one of the headline's runs.
@@ -35,7 +43,8 @@ pub struct Pass {
 impl Pass {
     /// Whether level `l` belongs to this pass (to this series: any of its runs).
     pub fn holds(&self, l: &LevelSummary) -> bool {
-        l.response_format == self.response_format
+        l.content.or(self.first_content) == self.content
+            && l.response_format == self.response_format
             && l.thinking_budget == self.thinking_budget
             && (self.repeat.is_none() || l.repeat.map(|r| r.n) == self.repeat)
     }
@@ -44,14 +53,16 @@ impl Pass {
 /// What identifies a level's pass.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Key {
+    content: Option<ContentKind>,
     format: Option<String>,
     budget: Option<u32>,
     repeat: Option<u32>,
 }
 
 impl Key {
-    fn of(l: &LevelSummary) -> Self {
+    fn of(l: &LevelSummary, first_content: Option<ContentKind>) -> Self {
         Self {
+            content: l.content.or(first_content),
             format: l.response_format.clone(),
             budget: l.thinking_budget,
             repeat: l.repeat.map(|r| r.n),
@@ -62,26 +73,37 @@ impl Key {
 /// The passes of a set of levels (a run's, or one table's), which of them vary, and which
 /// series is the headline.
 #[derive(Clone, Debug, PartialEq)]
+#[allow(clippy::struct_excessive_bools)]
 pub struct Passes {
     /// Every pass, in plan order (by the index of its first level).
     all: Vec<Pass>,
     /// Every series: the headline first, then the others in plan order. Never empty.
     series: Vec<Pass>,
+    contents: bool,
     formats: bool,
     budgets: bool,
     repeats: bool,
     headline_format: Option<String>,
     headline_budget: Option<u32>,
+    /// The kind of the first level that has one: the headline's, and what levels without a
+    /// kind count as.
+    first_content: Option<ContentKind>,
 }
 
 impl Passes {
     /// The passes of `levels`. The headline is the plain series (the constrained twins' format
-    /// when no level is plain) of the first thinking budget (the budget of the level that ran
-    /// first in the plan).
+    /// when no level is plain) of the first content kind and the first thinking budget (those
+    /// of the level that ran first in the plan).
     pub fn of<'a>(levels: impl IntoIterator<Item = &'a LevelSummary>) -> Self {
+        let levels: Vec<&LevelSummary> = levels.into_iter().collect();
+        let first_content = levels
+            .iter()
+            .filter(|l| l.content.is_some())
+            .min_by_key(|l| l.index)
+            .and_then(|l| l.content);
         let mut first: BTreeMap<Key, u32> = BTreeMap::new();
         for l in levels {
-            let at = first.entry(Key::of(l)).or_insert(l.index);
+            let at = first.entry(Key::of(l, first_content)).or_insert(l.index);
             *at = (*at).min(l.index);
         }
         let mut keys: Vec<(u32, Key)> = first.into_iter().map(|(k, i)| (i, k)).collect();
@@ -92,6 +114,7 @@ impl Passes {
             v.dedup();
             v.len() > 1
         };
+        let contents = varies(&|k| format!("{:?}", k.content));
         let formats = varies(&|k| format!("{:?}", k.format));
         let budgets = varies(&|k| format!("{:?}", k.budget));
         let repeats = varies(&|k| format!("{:?}", k.repeat));
@@ -104,11 +127,13 @@ impl Passes {
         let mut p = Self {
             all: Vec::new(),
             series: Vec::new(),
+            contents,
             formats,
             budgets,
             repeats,
             headline_format,
             headline_budget,
+            first_content,
         };
         p.all = keys.iter().map(|(_, k)| p.pass(k)).collect();
         for (_, k) in &keys {
@@ -121,6 +146,7 @@ impl Passes {
             }
         }
         let headline = p.pass(&Key {
+            content: first_content,
             format: p.headline_format.clone(),
             budget: p.headline_budget,
             repeat: None,
@@ -133,6 +159,9 @@ impl Passes {
     /// The pass of `k` (a series when `k.repeat` is `None`), labelled by what varies.
     fn pass(&self, k: &Key) -> Pass {
         let mut parts = Vec::new();
+        if self.contents {
+            parts.push(k.content.map_or("random", ContentKind::name).to_string());
+        }
         if self.formats {
             parts.push(k.format.clone().unwrap_or_else(|| "plain".into()));
         }
@@ -148,11 +177,15 @@ impl Passes {
             parts.push(format!("repeat {n}"));
         }
         Pass {
+            content: k.content,
+            first_content: self.first_content,
             response_format: k.format.clone(),
             thinking_budget: k.budget,
             repeat: k.repeat,
             label: parts.join(" · "),
-            headline: k.format == self.headline_format && k.budget == self.headline_budget,
+            headline: k.content == self.first_content
+                && k.format == self.headline_format
+                && k.budget == self.headline_budget,
         }
     }
 
@@ -178,14 +211,14 @@ impl Passes {
 
     /// The pass level `l` ran in.
     pub fn of_level(&self, l: &LevelSummary) -> Pass {
-        self.pass(&Key::of(l))
+        self.pass(&Key::of(l, self.first_content))
     }
 
     /// The series level `l` is a point of.
     pub fn series_of(&self, l: &LevelSummary) -> Pass {
         self.pass(&Key {
             repeat: None,
-            ..Key::of(l)
+            ..Key::of(l, self.first_content)
         })
     }
 
@@ -229,7 +262,8 @@ impl std::ops::Deref for Passes {
 /// What follows a level's number where a table names it (` · json`, ` (think 16)`, ` #2`):
 /// its pass, as its label ends.
 pub fn suffix(l: &LevelSummary) -> String {
-    crate::workload::format_suffix(l.response_format.as_deref())
+    crate::workload::levels::content_suffix(l.content)
+        + &crate::workload::format_suffix(l.response_format.as_deref())
         + &crate::workload::budget_suffix(l.thinking_budget)
         + &crate::workload::repeat_suffix(l.repeat)
 }
@@ -388,6 +422,61 @@ mod tests {
         assert_eq!(h.headline_run(), h);
         assert_eq!(h.passes().headline().label, "");
         assert_eq!(p.of_level(&s.sweep[1]).label, "json");
+    }
+
+    #[test]
+    fn content_kinds_are_series_the_first_kind_the_headline() {
+        use crate::workload::content::ContentKind::{Chat, Code};
+        let s = planned(cfg(|c| {
+            c.content = vec![Code, Chat];
+            c.multi_turn = Some(crate::config::MultiTurn {
+                turns: 2,
+                conversations: 2,
+                concurrency: 1,
+                followup_len: 10,
+            });
+            c.response_format = Some(ResponseFormat::Json);
+        }));
+        let p = s.passes();
+        assert_eq!(
+            labels(&p),
+            ["code · plain", "code · json", "chat · plain", "chat · json"]
+        );
+        let h = p.headline();
+        assert_eq!((h.content, h.response_format.as_ref()), (Some(Code), None));
+        // Each kind's twin follows it, level by level.
+        let order: Vec<String> = s.sweep.iter().map(LevelSummary::label).collect();
+        assert_eq!(
+            order,
+            [
+                "C=1 · code",
+                "C=1 · code · json",
+                "C=1 · chat",
+                "C=1 · chat · json",
+                "C=8 · code",
+                "C=8 · code · json",
+                "C=8 · chat",
+                "C=8 · chat · json"
+            ]
+        );
+        assert_eq!(sweep_of(&s, &p.series()[2]), ["C=1 · chat", "C=8 · chat"]);
+        // The chats run once, with prompts of their own: no kind, in the headline series.
+        let chats = &s.multi_turn[0];
+        assert_eq!(chats.content, None);
+        assert!(h.holds(chats));
+        assert_eq!(p.series().iter().filter(|x| x.holds(chats)).count(), 1);
+        let hr = s.headline_run();
+        assert_eq!(hr.multi_turn.len(), 1);
+        assert!(hr.sweep.iter().all(|l| l.content == Some(Code)));
+        assert_eq!(hr.long_context.len(), 1);
+        // The constrained twin of each kind is the level before it.
+        for l in s.sweep.iter().filter(|l| l.response_format.is_some()) {
+            let before = s.sweep.iter().find(|b| b.index + 1 == l.index).unwrap();
+            assert_eq!(
+                (before.content, before.concurrency),
+                (l.content, l.concurrency)
+            );
+        }
     }
 
     #[test]

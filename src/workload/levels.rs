@@ -12,6 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::content::ContentKind;
 use super::mix::{LoraMix, RequestMix};
 use super::sessions::Sessions;
 use super::shard::Shard;
@@ -62,6 +63,8 @@ pub struct Dimensions<'a> {
     pub trace: Option<&'a TraceConfig>,
     /// Each sweep, rate and long-context level again, constrained (its twin).
     pub response_format: Option<&'a ResponseFormat>,
+    /// Each sweep, rate and long-context level once per kind of prompt (`--content`).
+    pub content: &'a [ContentKind],
     /// The plan once per budget.
     pub thinking_budgets: &'a [u32],
     /// The plan this many times over.
@@ -72,7 +75,8 @@ pub struct Dimensions<'a> {
 }
 
 /// The planned levels, in the order they run: the concurrency sweep, the rate sweep, the
-/// long-context ladder, the multi-turn level and the trace; each with its twin; the whole plan
+/// long-context ladder, the multi-turn level and the trace; each once per kind of prompt, each
+/// with its twin; the whole plan
 /// once per thinking budget, then again per repeat.
 pub fn build(d: &Dimensions<'_>) -> Vec<LevelSpec> {
     let mut levels = loads(d);
@@ -97,6 +101,7 @@ pub fn build(d: &Dimensions<'_>) -> Vec<LevelSpec> {
     for l in &mut levels {
         l.mix.lora = d.lora.cloned();
     }
+    let levels = contents(levels, d.content);
     let levels = twins(levels, d.response_format);
     let levels = budgets(levels, d.thinking_budgets);
     let mut levels = repeats(levels, d.repeat);
@@ -135,6 +140,7 @@ impl LevelSpec {
             think_time: None,
             trace: None,
             repeat: None,
+            content: None,
             thinking_budget: None,
             shard: None,
             seconds: None,
@@ -305,6 +311,33 @@ pub fn twins(levels: Vec<LevelSpec>, format: Option<&ResponseFormat>) -> Vec<Lev
     out
 }
 
+/// With content kinds (`--content`), each sweep, rate and long-context level once per kind in
+/// a row (before the twins, so each kind's twin follows it), in the order given: `C=1 · code`, `C=1 · chat`, `C=8 · code`, …; the
+/// others once, their prompts their own. Indices follow the new order.
+pub fn contents(levels: Vec<LevelSpec>, kinds: &[ContentKind]) -> Vec<LevelSpec> {
+    if kinds.is_empty() {
+        return levels;
+    }
+    let mut out = Vec::with_capacity(levels.len() * kinds.len());
+    for l in levels {
+        if matches!(
+            l.kind,
+            LevelKind::Sweep | LevelKind::Rate | LevelKind::LongContext
+        ) {
+            out.extend(kinds.iter().map(|&k| LevelSpec {
+                content: Some(k),
+                ..l.clone()
+            }));
+        } else {
+            out.push(l);
+        }
+    }
+    for (i, l) in out.iter_mut().enumerate() {
+        l.index = i as u32;
+    }
+    out
+}
+
 /// The plan once per thinking budget (`--thinking-budget`), in the order given: every level
 /// with the first budget, then every level with the next, each a level of its own.
 pub fn budgets(levels: Vec<LevelSpec>, budgets: &[u32]) -> Vec<LevelSpec> {
@@ -375,6 +408,8 @@ pub struct Place<'a> {
     pub trace: Option<&'a TraceLevel>,
     /// The response format of a constrained twin (`json`).
     pub response_format: Option<&'a str>,
+    /// The kind of its prompts (`--content`).
+    pub content: Option<ContentKind>,
     pub thinking_budget: Option<u32>,
     pub repeat: Option<Repeat>,
 }
@@ -391,9 +426,11 @@ impl Place<'_> {
         self.load_label() + &self.pass_label()
     }
 
-    /// The pass's part of a label: ` · json (think 64)`, or nothing for the plain pass.
+    /// The pass's part of a label: ` · code · json (think 64)`, or nothing for the plain pass.
     pub fn pass_label(&self) -> String {
-        format_suffix(self.response_format) + &budget_suffix(self.thinking_budget)
+        content_suffix(self.content)
+            + &format_suffix(self.response_format)
+            + &budget_suffix(self.thinking_budget)
     }
 
     /// The load's part of a label: `C=8`, `4 req/s`, `30K ctx`, `4-turn chats, C=4`, `trace`.
@@ -454,6 +491,7 @@ impl LevelSpec {
             turns: self.conversation.map(|c| c.turns),
             trace: self.trace.as_ref(),
             response_format: self.mix.response_format.as_ref().map(ResponseFormat::label),
+            content: self.content,
             thinking_budget: self.thinking_budget,
             repeat: self.repeat,
         }
@@ -473,6 +511,11 @@ impl LevelSpec {
 /// ` #2` for the second run of a repeated level, nothing otherwise.
 pub fn repeat_suffix(r: Option<Repeat>) -> String {
     r.map_or(String::new(), |r| format!(" #{}", r.n))
+}
+
+/// ` · code` for a level of a content kind's pass (`--content`), nothing otherwise.
+pub fn content_suffix(k: Option<ContentKind>) -> String {
+    k.map_or(String::new(), |k| format!(" · {}", k.name()))
 }
 
 /// ` · json` for a structured-output level (`--response-format`), nothing otherwise.
@@ -519,6 +562,7 @@ pub(crate) fn plain(
         sessions: None,
         trace: None,
         response_format: None,
+        content: &[],
         thinking_budgets: &[],
         repeat: 1,
         level_seconds: None,

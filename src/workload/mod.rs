@@ -4,6 +4,7 @@
 mod agent_trace;
 pub mod arrivals;
 pub mod clock;
+pub mod content;
 pub mod dataset;
 pub mod images;
 pub mod levels;
@@ -91,6 +92,11 @@ pub struct LevelSpec {
     /// Which run of its level this is (`--repeat N`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat: Option<Repeat>,
+    /// What its prompts are (`--content`): the kind of this level's pass; None where the
+    /// run has no `--content`, or the level runs once with prompts of its own (chats,
+    /// sessions, traces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<content::ContentKind>,
     /// Reasoning tokens each request may think for (`--thinking-budget`), sent the way the
     /// engine takes it; None: no budget sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -3,6 +3,8 @@
 //! the time once a level has measured it) and the limits that can be checked before the sweep
 //! (a length the server's context cannot hold, and what servetop will do about it).
 
+use std::fmt::Write;
+
 use super::{LevelKind, LevelSpec};
 use crate::fmt::{fmt_rate, fmt_tokens};
 
@@ -136,6 +138,34 @@ fn agent_trace_part(l: &LevelSpec) -> Option<String> {
     ))
 }
 
+/// Each value once, in the order first given.
+fn distinct(xs: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for x in xs {
+        if !out.contains(&x) {
+            out.push(x);
+        }
+    }
+    out
+}
+
+/// `, each with code, chat prompts` where `levels` run once per content kind (`--content`).
+fn kinds_part(levels: &[&LevelSpec]) -> String {
+    let kinds = distinct(
+        levels
+            .iter()
+            .filter_map(|l| l.content)
+            .map(|k| k.name().to_string()),
+    );
+    if kinds.len() > 1 {
+        format!(", each with {} prompts", list(kinds))
+    } else if let Some(k) = kinds.first() {
+        format!(", {k} prompts")
+    } else {
+        String::new()
+    }
+}
+
 /// `levels` of one kind, first runs only (with `--repeat`, the repeats are counted apart).
 fn of_kind(levels: &[LevelSpec], kind: LevelKind) -> Vec<&LevelSpec> {
     levels
@@ -215,14 +245,14 @@ pub fn plan_text(levels: &[LevelSpec]) -> String {
                 budgets.push(b);
             }
         }
-        let mut passes = if budgets.len() > 1 {
-            format!(
+        let mut passes = kinds_part(&sweep);
+        if budgets.len() > 1 {
+            let _ = write!(
+                passes,
                 ", each with thinking budget {}",
                 list(budgets.iter().map(ToString::to_string))
-            )
-        } else {
-            String::new()
-        };
+            );
+        }
         if let Some(f) = sweep.iter().find_map(|l| l.mix.response_format.as_ref()) {
             passes.push_str(", each plain then constrained (");
             passes.push_str(f.label());
@@ -238,22 +268,24 @@ pub fn plan_text(levels: &[LevelSpec]) -> String {
     let rates = of_kind(levels, LevelKind::Rate);
     if !rates.is_empty() {
         parts.push(format!(
-            "rates {} req/s",
-            list(
+            "rates {} req/s{}",
+            list(distinct(
                 rates
                     .iter()
                     .filter_map(|l| l.arrival)
                     .map(|a| crate::fmt::fmt_rate(a.request_rate))
-            )
+            )),
+            kinds_part(&rates)
         ));
     }
     let long = of_kind(levels, LevelKind::LongContext);
     if let Some(first) = long.first() {
         parts.push(format!(
-            "long context {} (each + {} output tokens: up to {} tokens of context)",
-            list(long.iter().map(|l| fmt_tokens(l.input_tokens))),
+            "long context {} (each + {} output tokens: up to {} tokens of context{})",
+            list(distinct(long.iter().map(|l| fmt_tokens(l.input_tokens)))),
             first.output_tokens,
-            long.iter().map(|l| need(l)).max().unwrap_or(0)
+            long.iter().map(|l| need(l)).max().unwrap_or(0),
+            kinds_part(&long)
         ));
     }
     for l in of_kind(levels, LevelKind::MultiTurn) {
@@ -386,7 +418,20 @@ mod tests {
             levels,
             Some(&crate::client::structured::ResponseFormat::Json),
         );
-        let line = plan_text(&budgets(levels, &[16, 64]));
+        let line = plan_text(&budgets(levels.clone(), &[16, 64]));
+        let kinds = plan_text(&crate::workload::levels::contents(
+            levels,
+            &[
+                crate::workload::content::ContentKind::Code,
+                crate::workload::content::ContentKind::Chat,
+            ],
+        ));
+        assert!(
+            kinds.contains(
+                "sweep C=1, 4 (100 in / 64 out tokens, 8 requests a level, each with code, chat prompts, each plain then constrained (json))"
+            ),
+            "{kinds}"
+        );
         assert!(
             line.contains(
                 "sweep C=1, 4 (100 in / 64 out tokens, 8 requests a level, each with thinking budget 16, 64, each plain then constrained (json))"

@@ -13,6 +13,7 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::content::{Body, ContentKind};
 use crate::client::{Client, Engine};
 use crate::metrics::CountSource;
 
@@ -343,21 +344,26 @@ impl PromptFactory {
         Ok(p)
     }
 
-    /// [`PromptFactory::make`], its first `prefix_tokens` being the run's shared prefix and the
-    /// rest unique to `(level, index)`.
+    /// [`PromptFactory::make_kind`], its first `prefix_tokens` being the run's shared prefix
+    /// and the rest unique to `(level, index)`.
     pub async fn make_with_prefix(
         &mut self,
-        target: u64,
-        prefix_tokens: u64,
+        (target, prefix_tokens): (u64, u64),
+        kind: ContentKind,
         level: u32,
         index: u32,
     ) -> Result<Prompt, String> {
         if prefix_tokens == 0 {
-            return self.make(target, level, index).await;
+            return self.make_kind(kind, target, level, index).await;
         }
         let prefix = self.shared_prefix(prefix_tokens).await?;
         let rest = self
-            .make(target.saturating_sub(prefix_tokens).max(1), level, index)
+            .make_kind(
+                kind,
+                target.saturating_sub(prefix_tokens).max(1),
+                level,
+                index,
+            )
             .await?;
         Ok(Prompt {
             text: Arc::from(format!("{} {}", prefix.text, rest.text)),
@@ -374,6 +380,118 @@ impl PromptFactory {
             ^ (u64::from(level) << 32)
             ^ u64::from(index).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         self.make_seeded(target, seed).await
+    }
+
+    /// A prompt of `target` tokens as the server will count them, of content `kind`
+    /// ([`super::content`]; `random`: [`PromptFactory::make`]), unique to `(level, index)`.
+    pub async fn make_kind(
+        &mut self,
+        kind: ContentKind,
+        target: u64,
+        level: u32,
+        index: u32,
+    ) -> Result<Prompt, String> {
+        if kind == ContentKind::Random {
+            return self.make(target, level, index).await;
+        }
+        let seed = self.seed
+            ^ (u64::from(level) << 32)
+            ^ u64::from(index).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.make_framed(kind, target, seed).await
+    }
+
+    /// A `kind` prompt: its head, as many of its body's pieces as fit `target`, short common
+    /// words for the last few tokens, its foot. The pieces are found by bracketing (the most
+    /// that stay within the target, the fewest beyond it), then the words by counting.
+    async fn make_framed(
+        &mut self,
+        kind: ContentKind,
+        target: u64,
+        seed: u64,
+    ) -> Result<Prompt, String> {
+        let want = (target as i64 - self.offset_tokens).max(1) as u64;
+        let mut body = Body::new(kind, seed, &self.vocab);
+        let (head, foot) = (body.head().to_string(), body.foot().to_string());
+        let fixed = self.counter.count(&format!("{head}{foot}")).await?;
+        if fixed >= want {
+            return Err(format!(
+                "a {} prompt of {target} tokens cannot hold its instruction ({fixed} tokens): ask for longer prompts",
+                kind.name()
+            ));
+        }
+        let mut drawn: Vec<String> = Vec::new();
+        let text = |drawn: &[String], n: usize, fill: usize| {
+            let mut t = head.clone();
+            for p in &drawn[..n] {
+                t.push_str(p);
+            }
+            for i in 0..fill {
+                t.push(' ');
+                t.push_str(FILLERS[i % FILLERS.len()]);
+            }
+            t.push_str(&foot);
+            t
+        };
+        let mut per_piece = 1.5f64;
+        let mut n = ((want - fixed) as f64 / per_piece) as usize;
+        // The most pieces within the target (and their count), the fewest beyond it.
+        let mut lo: (usize, u64) = (0, fixed);
+        let mut hi: Option<usize> = None;
+        for _ in 0..40 {
+            while drawn.len() < n {
+                drawn.push(body.next_piece());
+            }
+            let got = self.counter.count(&text(&drawn, n, 0)).await?;
+            if got == want || !self.counter.is_exact() {
+                return Ok(self.framed(text(&drawn, n, 0), got));
+            }
+            if n > 0 && got > fixed {
+                per_piece = ((got - fixed) as f64 / n as f64).max(0.25);
+            }
+            if got < want {
+                if n >= lo.0 {
+                    lo = (n, got);
+                }
+            } else {
+                hi = Some(hi.map_or(n, |h| h.min(n)));
+            }
+            let step = |gap: u64| ((gap as f64 / per_piece).ceil() as usize).max(1);
+            n = match hi {
+                Some(h) if h <= lo.0 + 1 => break,
+                Some(h) => (lo.0 + step(want - lo.1)).clamp(lo.0 + 1, h - 1),
+                None => lo.0 + step(want - lo.1),
+            };
+        }
+        // Within a piece of the target: short words make up the rest.
+        let (n, got) = lo;
+        let mut best = (got, text(&drawn, n, 0));
+        let mut fill = usize::try_from(want - got).unwrap_or(0);
+        for _ in 0..12 {
+            let t = text(&drawn, n, fill);
+            let g = self.counter.count(&t).await?;
+            if g.abs_diff(want) < best.0.abs_diff(want) {
+                best = (g, t);
+            }
+            if g == want {
+                break;
+            }
+            let gap = usize::try_from(g.abs_diff(want)).unwrap_or(usize::MAX);
+            fill = if g < want {
+                fill + gap
+            } else if fill == 0 {
+                break;
+            } else {
+                fill.saturating_sub(gap.min(fill)).min(fill - 1)
+            };
+        }
+        Ok(self.framed(best.1, best.0))
+    }
+
+    fn framed(&self, text: String, got: u64) -> Prompt {
+        Prompt {
+            text: Arc::from(text),
+            counted_tokens: Some((got as i64 + self.offset_tokens).max(0) as u64),
+        }
     }
 
     /// [`PromptFactory::make`] with words drawn from `seed`.
@@ -465,8 +583,14 @@ mod tests {
     async fn a_shared_prefix_opens_every_prompt_and_the_rest_differs() {
         let mut f = PromptFactory::new(sim_counter(), 7);
         f.offset_tokens = 1;
-        let a = f.make_with_prefix(300, 100, 0, 1).await.unwrap();
-        let b = f.make_with_prefix(300, 100, 2, 5).await.unwrap();
+        let a = f
+            .make_with_prefix((300, 100), ContentKind::Random, 0, 1)
+            .await
+            .unwrap();
+        let b = f
+            .make_with_prefix((300, 100), ContentKind::Random, 2, 5)
+            .await
+            .unwrap();
         let wa: Vec<&str> = a.text.split_whitespace().collect();
         let wb: Vec<&str> = b.text.split_whitespace().collect();
         // 100 shared words, then 199 unique ones (the server adds one token).
@@ -480,6 +604,37 @@ mod tests {
             prefix.text.split_whitespace().collect::<Vec<_>>(),
             wa[..100]
         );
+    }
+
+    /// An exact counter that splits as many tokenizers pre-tokenize: runs of word characters,
+    /// and runs of punctuation, each one token.
+    fn word_and_punctuation_counter() -> Counter {
+        let json = r#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],
+            "normalizer":null,"pre_tokenizer":{"type":"Whitespace"},"post_processor":null,
+            "decoder":null,"model":{"type":"WordLevel","vocab":{"[UNK]":0},"unk_token":"[UNK]"}}"#;
+        Counter::Local(Arc::new(json.parse().expect("a tokenizer")))
+    }
+
+    #[tokio::test]
+    async fn every_kind_is_exact_in_length_and_opens_with_its_marker() {
+        let mut f = PromptFactory::new(word_and_punctuation_counter(), 11);
+        for kind in ContentKind::ALL {
+            for (i, target) in [120u64, 333, 1000, 4096].into_iter().enumerate() {
+                let p = f.make_kind(kind, target, 3, i as u32).await.unwrap();
+                let counted = f.counter().count(&p.text).await.unwrap();
+                assert_eq!(counted, target, "{kind:?} at {target}: {}", p.text);
+                assert_eq!(p.counted_tokens, Some(target));
+                assert_eq!(ContentKind::of_text(&p.text), kind.marker().map(|_| kind));
+            }
+        }
+        // The server's own tokens are taken off the target, as for every prompt.
+        f.offset_tokens = 5;
+        let p = f.make_kind(ContentKind::Code, 500, 0, 0).await.unwrap();
+        assert_eq!(f.counter().count(&p.text).await.unwrap(), 495);
+        assert_eq!(p.counted_tokens, Some(500));
+        // A prompt too short for its instruction is refused, not sent long.
+        let e = f.make_kind(ContentKind::Json, 20, 0, 0).await.unwrap_err();
+        assert!(e.contains("cannot hold its instruction"), "{e}");
     }
 
     #[tokio::test]

@@ -121,7 +121,12 @@ async fn build_request(
     }
     let (input, output) = spec.request_lengths(factory.seed(), i);
     let prompt = factory
-        .make_with_prefix(input, spec.shared_prefix_tokens, spec.index, i)
+        .make_with_prefix(
+            (input, spec.shared_prefix_tokens),
+            spec.content.unwrap_or(super::content::ContentKind::Random),
+            spec.index,
+            i,
+        )
         .await?;
     let mut r = RequestSpec::prompt(
         prompt.text,

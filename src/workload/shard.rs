@@ -169,6 +169,7 @@ mod tests {
             think_time: None,
             trace: None,
             repeat: None,
+            content: None,
             thinking_budget: None,
             shard: None,
             seconds: None,

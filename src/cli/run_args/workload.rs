@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::cli::values::{Budgets, Names, budgets, count, names, range_ratio};
+use crate::cli::values::{Budgets, Contents, Names, budgets, contents, count, names, range_ratio};
 
 /// The workload: what the requests carry.
 #[derive(Debug, Args, Clone)]
@@ -77,6 +77,16 @@ pub struct WorkloadArgs {
     /// the share of answers that comply.
     #[arg(long, value_name = "KIND [ARG]", num_args = 1..=2, hide_short_help = true)]
     pub response_format: Option<Vec<String>>,
+    /// Prompts of these kinds, each level once per kind: code, math, chat, summary, json, random.
+    ///
+    /// Every sweep, rate and long-context level runs once per kind, in a row (C=1 · code, C=1 ·
+    /// chat, C=8 · code, …), so the server's counters give each kind's figures: its accept
+    /// length (speculative decoding), speed and latency. Each prompt is made by servetop from
+    /// its own seeded templates, exact in length, and asks for an answer of its kind (a Python
+    /// function, worked problems, a chat reply, a summary, a JSON object); `random` is the
+    /// default prompt of common words. The first kind is the headline the findings are about.
+    #[arg(long, value_name = "KINDS", value_parser = contents, hide_short_help = true)]
+    pub content: Option<Contents>,
     /// Prompts from a ShareGPT or JSONL file, not random text.
     ///
     /// ShareGPT conversations (a JSON array or JSON Lines, as `vllm bench serve` reads them), or

@@ -9,6 +9,7 @@ use crate::summary::{LevelSummary, RunSummary};
 use crate::workload::search::SearchTarget;
 
 mod compare;
+mod content;
 mod findings;
 mod lengths;
 mod mixes;
@@ -271,6 +272,7 @@ fn sections(out: &mut String, s: &RunSummary) {
     structured_section(out, s, &all);
     images_section(out, &all);
     reasoning_section(out, &all);
+    out.push_str(&content::content_section(&all));
     out.push_str(&lengths::answer_lengths_section(&all));
     if !s.rates.is_empty() {
         let _ = writeln!(

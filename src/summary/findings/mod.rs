@@ -12,6 +12,7 @@ use crate::workload::LevelKind;
 pub use numbers::CaveatNumbers;
 
 pub mod compare;
+mod content;
 mod lengths;
 pub(crate) mod long_context;
 mod mixes;
@@ -220,6 +221,7 @@ pub fn of(whole: &RunSummary) -> Vec<Finding> {
     out.extend(validity::finding(s));
     out.extend(others::thinking_budgets(whole));
     out.extend(structured::finding(full));
+    out.extend(content::accept_by_content(full));
     let by_level = level_caveats(full);
     let strength: BTreeMap<u32, Vec<(Strength, String)>> = full
         .levels()

@@ -1,0 +1,157 @@
+//! What the content of the prompts did to speculative decoding (`--content`): each kind's
+//! accept length and per-stream speed at one load, side by side (docs/metrics.md "Content kinds
+//! and accept length by content").
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use super::words::num;
+use super::{Finding, measured};
+use crate::metrics::curves::{DECODE_TOK_S, at};
+use crate::summary::{LevelSummary, RunSummary};
+use crate::workload::LevelKind;
+use crate::workload::content::ContentKind;
+
+/// A level's accept length as the finding reads it: the server's where it reports one, else
+/// the client's tokens per chunk (none where those are delivery bursts); and whether it is the
+/// server's.
+pub(crate) fn accept_of(l: &LevelSummary) -> Option<(f64, bool)> {
+    l.accept_length_server
+        .map(|a| (a, true))
+        .or_else(|| l.accept_length_client().map(|a| (a, false)))
+}
+
+/// One kind at the finding's load.
+struct Row<'a> {
+    level: &'a LevelSummary,
+    kind: ContentKind,
+    /// Its accept length, and whether it is the server's ([`accept_of`]).
+    accept: Option<(f64, bool)>,
+    /// Its per-stream decode speed (tok/s).
+    speed: Option<f64>,
+}
+
+/// The load the finding compares the kinds at, and its levels by kind (most accepted first,
+/// a kind without an accept length last): the lowest concurrency of the sweep where the most
+/// kinds measured (the shortest long-context length where the run has no sweep), over `s`'s
+/// plain levels of its headline budget, first runs only. None with fewer than two kinds there.
+fn rows_at_one_load(s: &RunSummary) -> Option<(LevelKind, u64, Vec<Row<'_>>)> {
+    let budget = s.passes().headline().thinking_budget;
+    let of_kind = |kind: LevelKind| -> Vec<&LevelSummary> {
+        s.levels()
+            .filter(|l| l.kind == kind && l.content.is_some() && l.response_format.is_none())
+            .filter(|l| l.thinking_budget == budget && measured(l))
+            .collect()
+    };
+    let (levels, kind) = match of_kind(LevelKind::Sweep) {
+        v if !v.is_empty() => (v, LevelKind::Sweep),
+        _ => (of_kind(LevelKind::LongContext), LevelKind::LongContext),
+    };
+    let mut loads: BTreeMap<u64, Vec<&LevelSummary>> = BTreeMap::new();
+    for l in levels {
+        let load = match kind {
+            LevelKind::Sweep => u64::from(l.concurrency),
+            _ => l.input_len,
+        };
+        let at_load = loads.entry(load).or_default();
+        if !at_load.iter().any(|o| o.content == l.content) {
+            at_load.push(l);
+        }
+    }
+    let most = loads.values().map(Vec::len).max()?;
+    if most < 2 {
+        return None;
+    }
+    let (&load, group) = loads.iter().find(|(_, g)| g.len() == most)?;
+    let mut rows: Vec<Row<'_>> = group
+        .iter()
+        .map(|l| Row {
+            level: l,
+            kind: l.content.unwrap_or(ContentKind::Random),
+            accept: accept_of(l),
+            speed: at(l.stats.as_ref(), DECODE_TOK_S),
+        })
+        .collect();
+    let key = |r: &Row<'_>| r.accept.map_or(f64::NEG_INFINITY, |(v, _)| v);
+    rows.sort_by(|a, b| key(b).total_cmp(&key(a)));
+    Some((kind, load, rows))
+}
+
+/// The `accept_by_content` finding ([`rows_at_one_load`]): each kind's accept length and
+/// per-stream decode speed, the range of that speed, and which kind accepted most and least.
+pub(super) fn accept_by_content(s: &RunSummary) -> Option<Finding> {
+    let (kind, load, rows) = rows_at_one_load(s)?;
+    let where_ = match kind {
+        LevelKind::Sweep if load == 1 => "single stream (C=1)".to_string(),
+        LevelKind::Sweep => format!("C={load}"),
+        _ => format!("{} ctx", crate::fmt::fmt_tokens(load)),
+    };
+    let servers = rows
+        .iter()
+        .filter(|r| r.accept.is_some_and(|(_, s)| s))
+        .count();
+    let clients = rows
+        .iter()
+        .filter(|r| r.accept.is_some_and(|(_, s)| !s))
+        .count();
+    let cell = |r: &Row<'_>| {
+        let accept = match r.accept {
+            Some((a, false)) if servers > 0 => format!("{} (as servetop saw it)", num(a)),
+            Some((a, _)) => num(a),
+            None => "no accept length".into(),
+        };
+        let speed = r
+            .speed
+            .map_or_else(|| "no speed".into(), |v| format!("{} tok/s", num(v)));
+        format!("{} {accept} ({speed})", r.kind.name())
+    };
+    let source = match (servers, clients) {
+        (0, 0) => "no accept length measured (no speculative decoding reported)",
+        (_, 0) => "accept length by the server's counters",
+        (0, _) => "accept length as servetop saw it (tokens per chunk)",
+        _ => "accept length by the server's counters where it reports one",
+    };
+    let mut text = format!(
+        "By content at {where_}, {source}: {}.",
+        rows.iter().map(cell).collect::<Vec<_>>().join(", ")
+    );
+    let speeds: Vec<f64> = rows.iter().filter_map(|r| r.speed).collect();
+    let (lo, hi) = (
+        speeds.iter().copied().reduce(f64::min),
+        speeds.iter().copied().reduce(f64::max),
+    );
+    if let (Some(lo), Some(hi), true) = (lo, hi, speeds.len() >= 2) {
+        let _ = write!(
+            text,
+            " The per-stream speed ranges {}–{} tok/s by content",
+            num(lo),
+            num(hi)
+        );
+        let accepted: Vec<&Row<'_>> = rows.iter().filter(|r| r.accept.is_some()).collect();
+        match (accepted.first(), accepted.last()) {
+            (Some(top), Some(bottom)) if accepted.len() >= 2 => {
+                let _ = write!(
+                    text,
+                    " ({} accepted the most drafts, {} the fewest).",
+                    top.kind.name(),
+                    bottom.kind.name()
+                );
+            }
+            _ => text.push('.'),
+        }
+    }
+    let used: Vec<&LevelSummary> = rows.iter().map(|r| r.level).collect();
+    let mut f = Finding::new("accept_by_content", text, &used)
+        .value("load", Some(load as f64))
+        .value("decode_tok_s_min", lo)
+        .value("decode_tok_s_max", hi);
+    for r in &rows {
+        f = f
+            .value(
+                &format!("accept_length_{}", r.kind.name()),
+                r.accept.map(|(a, _)| a),
+            )
+            .value(&format!("decode_tok_s_{}", r.kind.name()), r.speed);
+    }
+    Some(f)
+}
