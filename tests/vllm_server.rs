@@ -42,6 +42,7 @@
 
 mod real_server;
 
+use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -1562,5 +1563,71 @@ async fn ngram_speculation_accept_length_both_ways() {
     assert!(
         per_pos[0] >= per_pos[1] && per_pos[1] >= per_pos[2],
         "{per_pos:?}"
+    );
+    content_kinds_on(&srv).await;
+}
+
+/// `--content code,chat,json,random` on the n-gram server: each kind's pass a level of its own,
+/// its prompts exact, and its accept length as servetop saw it (tokens per chunk) the engine's
+/// tokens per step over that level by vLLM's own counters, within 5 % as above. No kind is
+/// asserted to accept more than another: the model's weights are random.
+async fn content_kinds_on(srv: &VllmServer) {
+    use servetop::workload::content::ContentKind::{Chat, Code, Json, Random};
+    let dir = temp_run_dir("ngram-content");
+    let mut cfg = run_config(&srv.url());
+    cfg.concurrency = vec![1];
+    cfg.output_len = 256;
+    cfg.requests_per_level = RequestCount::Fixed(8);
+    cfg.content = vec![Code, Chat, Json, Random];
+    let before = srv.counters();
+    let s = run(cfg, &dir).await;
+    let after = srv.counters();
+    eprintln!("{}", servetop::run::headless::final_tables(&s));
+    let recs = real_server::records(&dir);
+    let out: u64 = recs.iter().map(|r| r.output_tokens).sum();
+    assert_eq!(
+        out,
+        after.delta(&before, "vllm:generation_tokens_total").round() as u64,
+        "every kind's output tokens are the engine's"
+    );
+    let mut table = String::from(
+        "| kind | client tokens/chunk | server accept length | server tokens/step | acceptance | per-stream tok/s |\n|---|---:|---:|---:|---:|---:|\n",
+    );
+    let kinds: Vec<_> = s.summary.sweep.iter().map(|l| l.content).collect();
+    assert_eq!(kinds, [Some(Code), Some(Chat), Some(Json), Some(Random)]);
+    for l in &s.summary.sweep {
+        let sc = &stats(l).scalars;
+        let kind = l.content.unwrap().name();
+        assert_eq!(sc.total_output_tokens, 8 * 256, "{kind}");
+        assert_eq!(sc.total_input_tokens, 8 * 200, "{kind}: prompts exact");
+        let spec = l.spec_server.as_ref().expect("the server's accept length");
+        assert_eq!(spec.source, "counters", "{kind}");
+        let client = sc.accept_length_client.unwrap();
+        let per_step = spec.tokens_per_step.expect("tokens per step");
+        let _ = writeln!(
+            table,
+            "| {kind} | {client:.3} | {:.3} | {per_step:.3} | {:.3} | {:.1} |",
+            spec.accept_length,
+            spec.acceptance_rate.unwrap_or(f64::NAN),
+            stats(l)
+                .dists
+                .decode_tokens_per_s
+                .as_ref()
+                .map_or(f64::NAN, |d| d.mean)
+        );
+        assert!(
+            (client - per_step).abs() <= 0.05 * per_step,
+            "{kind}: client {client} vs server {per_step} tokens per step"
+        );
+        assert!(!l.delivery_bursts, "{kind}: speculation taken for bursts");
+    }
+    eprintln!("{table}");
+    assert!(
+        s.summary
+            .findings
+            .iter()
+            .any(|f| f.id == "accept_by_content"),
+        "{:?}",
+        s.summary.findings
     );
 }
