@@ -19,7 +19,7 @@ import sys
 
 # What names a level: its place on each dimension of the plan.
 IDENTITY = ("index", "kind", "concurrency", "input_len", "output_len", "context_tokens", "requests",
-            "request_rate", "repeat", "thinking_budget", "response_format", "turns")
+            "request_rate", "repeat", "content", "thinking_budget", "response_format", "turns")
 # Keys written only when a measurement calls for them (a level with a held read; a twin whose
 # TPOT grew most that is not the first): their presence is measured, so it is not compared.
 MEASURED_PRESENCE = {"held_reads", "held_read_share", "held_first_tokens", "worst_tpot_p50_pct"}

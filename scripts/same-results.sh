@@ -5,8 +5,8 @@
 #   scripts/same-results.sh BINARY OUT_DIR
 #
 # 1. `servetop demo` (the demo's plan against its managed simulator), into OUT_DIR/demo;
-# 2. a plan with every pass dimension: structured twins, two thinking budgets, two LoRA adapters
-#    and two repeats, against `servetop sim` serving reasoning and the adapters, into
+# 2. a plan with every pass dimension: two content kinds, structured twins, two thinking budgets,
+#    two LoRA adapters and two repeats, against `servetop sim` serving reasoning and the adapters, into
 #    OUT_DIR/passes.
 #
 # Compare two binaries' shapes with scripts/same-results.py OUT_A/demo.json OUT_B/demo.json (and
@@ -26,7 +26,7 @@ sim=$!
 trap 'kill $sim 2>/dev/null || true' EXIT
 "$bin" run --base-url "http://127.0.0.1:$port" --headless --yes --no-gpu --seed 7 \
   --concurrency 1,4 --input-len 200 --output-len 48 --requests-per-level 12 --long-context none \
-  --response-format json --thinking-budget 16,64 --lora-modules a,b --repeat 2 \
+  --content code,chat --response-format json --thinking-budget 16,64 --lora-modules a,b --repeat 2 \
   --server-wait 30 --out "$out/passes" >"$out/passes.log" 2>&1
 "$here/same-results.py" "$out/passes/results.json" >"$out/passes.json"
 echo "shapes: $out/demo.json $out/passes.json"
