@@ -385,3 +385,40 @@ fn a_run_without_kinds_has_no_finding_and_one_kind_no_comparison() {
         assert_eq!(unmarked.len(), 6);
     });
 }
+
+/// SGLang reports a recent-window gauge, not counters: it carries the level before's steps, so
+/// the finding takes each kind's accept length as servetop saw it (its tokens per chunk), and
+/// the gauge only where those are delivery bursts.
+#[test]
+fn with_sglangs_gauge_the_finding_takes_the_clients_figure() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut c = sim_config(&[(Code, 4.5), (Chat, 1.5)], 3, true);
+        c.metrics = Some(servetop::sim::MetricsFlavor::Sglang);
+        let h = start(c).await;
+        let cfg = RunConfig {
+            output_len: 64,
+            ..config(&h.url(), &[Code, Chat], vec![1], 8)
+        };
+        let session = sim_run::finished(cfg).await;
+        let f = session
+            .summary
+            .findings
+            .iter()
+            .find(|f| f.id == "accept_by_content")
+            .unwrap();
+        for l in &session.summary.sweep {
+            let k = l.content.unwrap().name();
+            let spec = l.spec_server.as_ref().expect("the gauge");
+            assert_eq!(spec.source, "gauge", "{k}");
+            let want = l.accept_length_client().unwrap_or(spec.accept_length);
+            assert_eq!(f.values[&format!("accept_length_{k}")], want, "{k}");
+        }
+        assert!(
+            session.summary.sweep.iter().any(|l| l.delivery_bursts)
+                || f.text.contains("accept length as servetop saw it: code "),
+            "{}",
+            f.text
+        );
+    });
+}

@@ -34,6 +34,8 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
+use crate::workload::content::ContentKind;
+
 pub use log::{SimLog, SimRequestLog, SimStreamLog};
 pub use truth::{SimRequestTrace, SimTruth};
 
@@ -296,7 +298,7 @@ impl SimConfig {
     /// hybrid-attention model under SGLang on two 48 GB GPUs with MTP speculative decoding —
     /// ~73 tok/s single stream (accept length 4.0 in 54.8 ms steps), aggregate near 500 tok/s at
     /// C=64-100 (64 running, the rest queue), prefill 6.7K tok/s, ~65 tok/s decode at 120K,
-    /// 32K context. `fast` is for tests: tiny steps, fast prefill, wide batches.
+    /// 32K context; by kind of prompt, accept lengths from 4.6 (code) to 3.2 (chat). `fast` is for tests: tiny steps, fast prefill, wide batches.
     pub fn preset(name: &str) -> Result<Self, String> {
         match name {
             "hybrid-27b-2x48g-mtp" | "brief" => Ok(SimConfig {
@@ -330,7 +332,17 @@ impl SimConfig {
                 lora: Vec::new(),
                 structured_step_ms: 0.0,
                 structured_accept_length: 0.0,
-                accept_by_content: std::collections::BTreeMap::new(),
+                // By kind of prompt (`servetop run --content`): predictable text accepts more
+                // drafts than prose; a prompt without a marker keeps the 4.0 above.
+                accept_by_content: [
+                    (ContentKind::Code, 4.6),
+                    (ContentKind::Json, 4.4),
+                    (ContentKind::Math, 4.1),
+                    (ContentKind::Summary, 3.4),
+                    (ContentKind::Chat, 3.2),
+                ]
+                .into_iter()
+                .collect(),
                 structured_invalid_every: 0,
                 image_ms: 0.0,
                 natural_len: 0,

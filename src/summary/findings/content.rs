@@ -12,21 +12,38 @@ use crate::summary::{LevelSummary, RunSummary};
 use crate::workload::LevelKind;
 use crate::workload::content::ContentKind;
 
-/// A level's accept length as the finding reads it: the server's where it reports one, else
-/// the client's tokens per chunk (none where those are delivery bursts); and whether it is the
-/// server's.
-pub(crate) fn accept_of(l: &LevelSummary) -> Option<(f64, bool)> {
-    l.accept_length_server
-        .map(|a| (a, true))
-        .or_else(|| l.accept_length_client().map(|a| (a, false)))
+/// Where a level's accept length came from, as the finding says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AcceptSource {
+    /// The engine's counters over the level's own window (vLLM, llama.cpp).
+    Counters,
+    /// servetop's tokens per chunk.
+    Client,
+    /// SGLang's recent-window gauge (or its cumulative average): it carries steps of the level
+    /// before, so it is used only where the client's figure is delivery bursts.
+    Gauge,
+}
+
+/// A level's accept length as the finding reads it: the server's counters over the level
+/// where it has them, else the client's tokens per chunk (none where those are delivery
+/// bursts), else the server's gauge; and where it came from.
+pub(crate) fn accept_of(l: &LevelSummary) -> Option<(f64, AcceptSource)> {
+    let counters = l
+        .spec_server
+        .as_ref()
+        .filter(|s| s.source == "counters")
+        .map(|s| (s.accept_length, AcceptSource::Counters));
+    counters
+        .or_else(|| l.accept_length_client().map(|a| (a, AcceptSource::Client)))
+        .or_else(|| l.accept_length_server.map(|a| (a, AcceptSource::Gauge)))
 }
 
 /// One kind at the finding's load.
 struct Row<'a> {
     level: &'a LevelSummary,
     kind: ContentKind,
-    /// Its accept length, and whether it is the server's ([`accept_of`]).
-    accept: Option<(f64, bool)>,
+    /// Its accept length, and where it came from ([`accept_of`]).
+    accept: Option<(f64, AcceptSource)>,
     /// Its per-stream decode speed (tok/s).
     speed: Option<f64>,
 }
@@ -86,17 +103,16 @@ pub(super) fn accept_by_content(s: &RunSummary) -> Option<Finding> {
         LevelKind::Sweep => format!("C={load}"),
         _ => format!("{} ctx", crate::fmt::fmt_tokens(load)),
     };
-    let servers = rows
-        .iter()
-        .filter(|r| r.accept.is_some_and(|(_, s)| s))
-        .count();
-    let clients = rows
-        .iter()
-        .filter(|r| r.accept.is_some_and(|(_, s)| !s))
-        .count();
+    let sources: Vec<AcceptSource> = rows.iter().filter_map(|r| r.accept.map(|a| a.1)).collect();
+    let one_source = sources.windows(2).all(|w| w[0] == w[1]);
+    let said = |s: AcceptSource| match s {
+        AcceptSource::Counters => "by the server's counters",
+        AcceptSource::Client => "as servetop saw it",
+        AcceptSource::Gauge => "by the server's recent-window gauge",
+    };
     let cell = |r: &Row<'_>| {
         let accept = match r.accept {
-            Some((a, false)) if servers > 0 => format!("{} (as servetop saw it)", num(a)),
+            Some((a, s)) if !one_source => format!("{} ({})", num(a), said(s)),
             Some((a, _)) => num(a),
             None => "no accept length".into(),
         };
@@ -105,11 +121,10 @@ pub(super) fn accept_by_content(s: &RunSummary) -> Option<Finding> {
             .map_or_else(|| "no speed".into(), |v| format!("{} tok/s", num(v)));
         format!("{} {accept} ({speed})", r.kind.name())
     };
-    let source = match (servers, clients) {
-        (0, 0) => "no accept length measured (no speculative decoding reported)",
-        (_, 0) => "accept length by the server's counters",
-        (0, _) => "accept length as servetop saw it (tokens per chunk)",
-        _ => "accept length by the server's counters where it reports one",
+    let source = match sources.first() {
+        None => "no accept length measured (no speculative decoding reported)".to_string(),
+        Some(&s) if one_source => format!("accept length {}", said(s)),
+        Some(_) => "accept length".to_string(),
     };
     let mut text = format!(
         "By content at {where_}, {source}: {}.",
