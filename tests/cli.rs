@@ -23,7 +23,7 @@ fn servetop(args: &[&str]) -> (i32, String, Duration) {
 const U: &str = "http://127.0.0.1:9";
 
 /// Bad input, and what its one-line error must say.
-const BAD_INPUTS: [(&[&str], &str); 42] = [
+const BAD_INPUTS: [(&[&str], &str); 48] = [
     (
         &[
             "run",
@@ -427,7 +427,72 @@ const BAD_INPUTS: [(&[&str], &str); 42] = [
         &["demo", "--trace", "/nonexistent/trace.csv"],
         "--trace /nonexistent/trace.csv: cannot read it",
     ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--content",
+            "code",
+            "--input-len",
+            "100",
+        ],
+        "--content: prompts of 100 tokens (after any shared prefix) are too short",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--content",
+            "code",
+            "--dataset",
+            SPEC,
+        ],
+        "--content and --dataset both choose the prompts",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--dataset",
+            SPEC,
+            "--categories",
+            "qa,poetry",
+        ],
+        "has no category 'poetry' (it has coding, qa, math_reasoning)",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--dataset",
+            PROMPTS,
+            "--categories",
+            "all",
+        ],
+        "--categories: no entry of",
+    ),
+    (
+        &["sim", "--accept-by-content", "code=70"],
+        "--accept-by-content 'code=70': the accept length must be a number from 1 to 64",
+    ),
+    (
+        &["sim", "--accept-by-content", "poem=2"],
+        "'poem' is not a content kind",
+    ),
 ];
+
+/// A plain prompts file, without categories.
+const PROMPTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/data/prompts.jsonl");
+
+/// A Spec-Bench question file the project wrote.
+const SPEC: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/spec_bench_question.jsonl"
+);
 
 /// The Mooncake sample trace.
 const TRACE: &str = concat!(

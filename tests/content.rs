@@ -422,3 +422,65 @@ fn with_sglangs_gauge_the_finding_takes_the_clients_figure() {
         );
     });
 }
+
+/// `--dataset` in Spec-Bench's format (tests/fixtures/spec_bench_question.jsonl, written by
+/// the project: its coding prompts open with `Task (code):`, its math ones with `Task
+/// (math):`, so the simulator accepts drafts by category) with `--categories all`: a level per
+/// category, every request of a level drawn from that category's entries (the simulator read
+/// their markers), its accept length the one the simulator wrote, and the finding ranking the
+/// categories as configured.
+#[test]
+fn dataset_categories_are_passes_of_their_own() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let h = start(sim_config(&[(Code, 4.5), (Math, 1.5)], 2, true)).await;
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/spec_bench_question.jsonl");
+        let cfg = RunConfig {
+            output_len: 64,
+            content: Vec::new(),
+            dataset: Some(path.clone()),
+            categories: servetop::workload::dataset::Dataset::load(&path)
+                .unwrap()
+                .category_names(),
+            ..config(&h.url(), &[], vec![1], 8)
+        };
+        assert_eq!(cfg.categories, ["coding", "qa", "math_reasoning"]);
+        let session = sim_run::finished(cfg).await;
+        let truth = sim_truth::of(&h);
+        let want = [
+            ("coding", Some(Code)),
+            ("qa", None),
+            ("math_reasoning", Some(Math)),
+        ];
+        for (l, (cat, marker)) in session.summary.sweep.iter().zip(want) {
+            assert_eq!(l.category.as_deref(), Some(cat));
+            assert_eq!(l.label(), format!("C=1 · {cat}"));
+            let server = sim_truth::of_level(&truth, l.index);
+            assert_eq!(server.len(), 8, "{cat}");
+            assert!(server.iter().all(|t| t.content == marker), "{cat}");
+            let written = written_accept(&server);
+            let engine = l.accept_length_server.unwrap();
+            assert!(
+                (engine - written).abs() <= 0.01 * written,
+                "{cat}: {engine} against {written}"
+            );
+        }
+        let f = session
+            .summary
+            .findings
+            .iter()
+            .find(|f| f.id == "accept_by_content")
+            .unwrap();
+        assert!(
+            f.text
+                .contains("(coding accepted the most drafts, math_reasoning the fewest)"),
+            "{}",
+            f.text
+        );
+        assert_eq!(
+            f.values["accept_length_qa"],
+            session.summary.sweep[1].accept_length_server.unwrap()
+        );
+    });
+}

@@ -31,6 +31,40 @@ fn accept_by_content(
     Ok(out)
 }
 
+/// `--categories all|NAMES` against the dataset's own categories: `all` is every one in the
+/// order they first appear; a name it does not hold is refused, naming those it does.
+fn categories(work: &WorkloadArgs) -> Result<Vec<String>, String> {
+    let (Some(asked), Some(path)) = (&work.categories, &work.dataset) else {
+        return Ok(Vec::new());
+    };
+    let d = crate::workload::dataset::Dataset::load(path)?;
+    let have = d.category_names();
+    if have.is_empty() {
+        return Err(format!(
+            "--categories: no entry of {} has a category (a \"category\" or \"subject\" field)",
+            path.display()
+        ));
+    }
+    if asked.trim() == "all" {
+        return Ok(have);
+    }
+    let mut out: Vec<String> = Vec::new();
+    for name in asked.split(',').map(str::trim) {
+        if !have.iter().any(|h| h == name) {
+            return Err(format!(
+                "--categories: {} has no category '{name}' (it has {})",
+                path.display(),
+                have.join(", ")
+            ));
+        }
+        if out.iter().any(|o| o == name) {
+            return Err(format!("--categories: '{name}' is given twice"));
+        }
+        out.push(name.to_string());
+    }
+    Ok(out)
+}
+
 /// Builds the run configuration from `servetop run` flags.
 pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
     let (slo, slo_tiers) = slo_config(a)?;
@@ -61,6 +95,7 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
             None => None,
         },
         content: work.content.clone().unwrap_or_default().0,
+        categories: categories(work)?,
         dataset: work.dataset.clone(),
         sessions: a.sessions.sessions()?,
         multi_turn: work.multi_turn.map(|turns| MultiTurn {

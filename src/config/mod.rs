@@ -69,6 +69,10 @@ pub struct RunConfig {
     /// kind, in the order given (empty: the default prompts, once).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub content: Vec<crate::workload::content::ContentKind>,
+    /// Dataset categories (`--categories`, `all` resolved to the file's): every sweep and rate
+    /// level runs once per category, its requests drawn from that category's entries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub categories: Vec<String>,
     /// Images in each sweep, rate and search request (`--images`; 0: text only), of a size
     /// drawn from `image_sizes`; they go through the chat endpoint.
     #[serde(default)]
@@ -389,6 +393,7 @@ impl RunConfig {
             lora_dist: crate::workload::mix::LoraDist::Uniform,
             response_format: None,
             content: Vec::new(),
+            categories: Vec::new(),
             images: 0,
             image_sizes: crate::workload::images::ImageSizes::default(),
             multi_turn: None,
@@ -501,6 +506,7 @@ impl RunConfig {
             trace: self.trace.as_ref(),
             response_format: self.response_format.as_ref(),
             content: &self.content,
+            categories: &self.categories,
             thinking_budgets: &self.thinking_budgets,
             repeat: self.repeat,
             level_seconds: self.clock.level_seconds,

@@ -321,6 +321,26 @@ impl RunConfig {
         Ok(())
     }
 
+    /// `--categories` runs the sweep's and rate levels once per dataset category.
+    fn validate_categories(&self) -> Result<(), String> {
+        if self.categories.is_empty() {
+            return Ok(());
+        }
+        if self.search.is_some() {
+            return Err(
+                "--categories with --search: not supported yet (search apart, over the whole dataset)"
+                    .into(),
+            );
+        }
+        if self.concurrency.is_empty() && self.open_loop.request_rates.is_empty() {
+            return Err(
+                "--categories runs the sweep's and rate levels once per category, and this run has none of them"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
     /// `--images` go in chat messages of the sweep's, rate and search requests.
     fn validate_images(&self) -> Result<(), String> {
         if self.images == 0 {
@@ -403,6 +423,7 @@ impl RunConfig {
         self.validate_range_ratio(uses_input)?;
         self.validate_response_format()?;
         self.validate_content()?;
+        self.validate_categories()?;
         self.validate_images()?;
         // `inf` (every request at once) is a rate too; NaN and 0 or less are not.
         if rates.iter().any(|r| r.is_nan() || *r <= 0.0) {

@@ -51,6 +51,9 @@ pub struct BaselineLevel {
     /// The kind of its prompts (`--content`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<ContentKind>,
+    /// The dataset category its requests were drawn from (`--categories`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
     pub output_throughput: Option<f64>,
     pub ttft_p50_ms: Option<f64>,
     pub tpot_p50_ms: Option<f64>,
@@ -93,6 +96,7 @@ impl BaselineLevel {
             requests: key.requests,
             request_rate: key.request_rate,
             content: key.content,
+            category: None,
             output_throughput: at(stats, curves::OUTPUT_TOK_S),
             ttft_p50_ms: at(stats, curves::TTFT_MS.p50),
             tpot_p50_ms: at(stats, curves::TPOT_MS.p50),
@@ -259,6 +263,11 @@ pub fn level_differences(
                 &opt(b.range_ratio.map(crate::fmt::fmt_rate)),
             ),
             KeyDifference::of("response_format", &format(a), &format(b)),
+            KeyDifference::of(
+                "category",
+                &opt(a.category.as_ref()),
+                &opt(b.category.as_ref()),
+            ),
             KeyDifference::of(
                 "thinking_budget",
                 &opt(a.thinking_budget),
@@ -476,7 +485,14 @@ impl RunSummary {
             fail_on_regression_pct: None,
             levels: self
                 .levels()
-                .filter_map(|l| BaselineLevel::new(l.key(), l.label(), l.stats.as_ref()))
+                .filter_map(|l| {
+                    BaselineLevel::new(l.key(), l.label(), l.stats.as_ref()).map(|b| {
+                        BaselineLevel {
+                            category: l.category.clone(),
+                            ..b
+                        }
+                    })
+                })
                 .collect(),
             comparisons: Vec::new(),
         }
@@ -491,7 +507,7 @@ impl RunSummary {
             .filter(|b| b.natural_stop == self.config.natural_stop)?
             .levels
             .iter()
-            .find(|b| b.matches(&key))
+            .find(|b| b.matches(&key) && b.category == l.category)
     }
 
     /// Compares every ended level that has a baseline match (called as levels end; the
@@ -546,6 +562,7 @@ mod tests {
             requests: 24,
             request_rate: None,
             content: None,
+            category: None,
             output_throughput: Some(tok_s),
             ttft_p50_ms: Some(ttft),
             tpot_p50_ms: Some(per_token),

@@ -107,6 +107,9 @@ pub struct LevelSummary {
     /// The kind of its prompts (`--content`): the pass of that kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<crate::workload::content::ContentKind>,
+    /// The dataset category its requests were drawn from (`--categories`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
     /// The thinking budget its requests carried (`--thinking-budget`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_budget: Option<u32>,
@@ -196,6 +199,14 @@ impl LevelSummary {
         self.stats.as_ref()?.scalars.accept_length_client
     }
 
+    /// The kind of its prompts as outputs name it: its `--content` kind, or its dataset
+    /// category (`--categories`); none for a level of neither.
+    pub fn content_name(&self) -> Option<&str> {
+        self.content
+            .map(crate::workload::content::ContentKind::name)
+            .or(self.category.as_deref())
+    }
+
     /// A waiting level from its plan.
     pub fn planned(spec: &LevelSpec) -> Self {
         Self {
@@ -221,6 +232,7 @@ impl LevelSummary {
             trace: spec.trace.clone(),
             repeat: spec.repeat,
             content: spec.content,
+            category: spec.category.clone(),
             thinking_budget: spec.thinking_budget,
             repeat_mean: std::collections::BTreeMap::new(),
             ci95: std::collections::BTreeMap::new(),
@@ -272,6 +284,7 @@ impl LevelSummary {
             trace: self.trace.as_ref(),
             response_format: self.response_format.as_deref(),
             content: self.content,
+            category: self.category.as_deref(),
             thinking_budget: self.thinking_budget,
             repeat: self.repeat,
         }

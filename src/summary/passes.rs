@@ -13,19 +13,19 @@
 use std::collections::BTreeMap;
 
 use super::{LevelSummary, RunSummary};
-use crate::workload::content::ContentKind;
 
 /// One pass of the plan, or (with `repeat: None`) a series: the levels run with one content
 /// kind, one response format and one thinking budget (and, for a pass of a repeated plan, one
 /// run number).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pass {
-    /// The kind of its prompts (`--content`); `None` in a run without kinds. The first kind's
+    /// The kind of its prompts: a `--content` kind's name or a `--categories` category
+    /// ([`LevelSummary::content_name`]); `None` in a run without either. The first kind's
     /// series also holds the levels that run once with prompts of their own (chats, sessions,
-    /// traces).
-    pub content: Option<ContentKind>,
+    /// traces, the ladder of a dataset run).
+    pub content: Option<String>,
     /// The run's first kind: what a level without one counts as.
-    first_content: Option<ContentKind>,
+    first_content: Option<String>,
     /// The constraint its requests carried (`json`, `json-schema`, `regex`); `None`: plain.
     pub response_format: Option<String>,
     /// The thinking budget its requests carried; `None` without `--thinking-budget`.
@@ -43,7 +43,7 @@ pub struct Pass {
 impl Pass {
     /// Whether level `l` belongs to this pass (to this series: any of its runs).
     pub fn holds(&self, l: &LevelSummary) -> bool {
-        l.content.or(self.first_content) == self.content
+        l.content_name().or(self.first_content.as_deref()) == self.content.as_deref()
             && l.response_format == self.response_format
             && l.thinking_budget == self.thinking_budget
             && (self.repeat.is_none() || l.repeat.map(|r| r.n) == self.repeat)
@@ -53,16 +53,16 @@ impl Pass {
 /// What identifies a level's pass.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Key {
-    content: Option<ContentKind>,
+    content: Option<String>,
     format: Option<String>,
     budget: Option<u32>,
     repeat: Option<u32>,
 }
 
 impl Key {
-    fn of(l: &LevelSummary, first_content: Option<ContentKind>) -> Self {
+    fn of(l: &LevelSummary, first_content: Option<&str>) -> Self {
         Self {
-            content: l.content.or(first_content),
+            content: l.content_name().or(first_content).map(str::to_string),
             format: l.response_format.clone(),
             budget: l.thinking_budget,
             repeat: l.repeat.map(|r| r.n),
@@ -87,7 +87,7 @@ pub struct Passes {
     headline_budget: Option<u32>,
     /// The kind of the first level that has one: the headline's, and what levels without a
     /// kind count as.
-    first_content: Option<ContentKind>,
+    first_content: Option<String>,
 }
 
 impl Passes {
@@ -98,12 +98,15 @@ impl Passes {
         let levels: Vec<&LevelSummary> = levels.into_iter().collect();
         let first_content = levels
             .iter()
-            .filter(|l| l.content.is_some())
+            .filter(|l| l.content_name().is_some())
             .min_by_key(|l| l.index)
-            .and_then(|l| l.content);
+            .and_then(|l| l.content_name())
+            .map(str::to_string);
         let mut first: BTreeMap<Key, u32> = BTreeMap::new();
         for l in levels {
-            let at = first.entry(Key::of(l, first_content)).or_insert(l.index);
+            let at = first
+                .entry(Key::of(l, first_content.as_deref()))
+                .or_insert(l.index);
             *at = (*at).min(l.index);
         }
         let mut keys: Vec<(u32, Key)> = first.into_iter().map(|(k, i)| (i, k)).collect();
@@ -146,7 +149,7 @@ impl Passes {
             }
         }
         let headline = p.pass(&Key {
-            content: first_content,
+            content: p.first_content.clone(),
             format: p.headline_format.clone(),
             budget: p.headline_budget,
             repeat: None,
@@ -160,7 +163,7 @@ impl Passes {
     fn pass(&self, k: &Key) -> Pass {
         let mut parts = Vec::new();
         if self.contents {
-            parts.push(k.content.map_or("random", ContentKind::name).to_string());
+            parts.push(k.content.clone().unwrap_or_else(|| "random".into()));
         }
         if self.formats {
             parts.push(k.format.clone().unwrap_or_else(|| "plain".into()));
@@ -177,8 +180,8 @@ impl Passes {
             parts.push(format!("repeat {n}"));
         }
         Pass {
-            content: k.content,
-            first_content: self.first_content,
+            content: k.content.clone(),
+            first_content: self.first_content.clone(),
             response_format: k.format.clone(),
             thinking_budget: k.budget,
             repeat: k.repeat,
@@ -211,14 +214,14 @@ impl Passes {
 
     /// The pass level `l` ran in.
     pub fn of_level(&self, l: &LevelSummary) -> Pass {
-        self.pass(&Key::of(l, self.first_content))
+        self.pass(&Key::of(l, self.first_content.as_deref()))
     }
 
     /// The series level `l` is a point of.
     pub fn series_of(&self, l: &LevelSummary) -> Pass {
         self.pass(&Key {
             repeat: None,
-            ..Key::of(l, self.first_content)
+            ..Key::of(l, self.first_content.as_deref())
         })
     }
 
@@ -262,7 +265,7 @@ impl std::ops::Deref for Passes {
 /// What follows a level's number where a table names it (` · json`, ` (think 16)`, ` #2`):
 /// its pass, as its label ends.
 pub fn suffix(l: &LevelSummary) -> String {
-    crate::workload::levels::content_suffix(l.content)
+    crate::workload::levels::content_suffix(l.content_name())
         + &crate::workload::format_suffix(l.response_format.as_deref())
         + &crate::workload::budget_suffix(l.thinking_budget)
         + &crate::workload::repeat_suffix(l.repeat)
@@ -443,7 +446,10 @@ mod tests {
             ["code · plain", "code · json", "chat · plain", "chat · json"]
         );
         let h = p.headline();
-        assert_eq!((h.content, h.response_format.as_ref()), (Some(Code), None));
+        assert_eq!(
+            (h.content.as_deref(), h.response_format.as_ref()),
+            (Some("code"), None)
+        );
         // Each kind's twin follows it, level by level.
         let order: Vec<String> = s.sweep.iter().map(LevelSummary::label).collect();
         assert_eq!(

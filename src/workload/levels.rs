@@ -65,6 +65,8 @@ pub struct Dimensions<'a> {
     pub response_format: Option<&'a ResponseFormat>,
     /// Each sweep, rate and long-context level once per kind of prompt (`--content`).
     pub content: &'a [ContentKind],
+    /// Each sweep and rate level once per dataset category (`--categories`).
+    pub categories: &'a [String],
     /// The plan once per budget.
     pub thinking_budgets: &'a [u32],
     /// The plan this many times over.
@@ -102,6 +104,7 @@ pub fn build(d: &Dimensions<'_>) -> Vec<LevelSpec> {
         l.mix.lora = d.lora.cloned();
     }
     let levels = contents(levels, d.content);
+    let levels = categories(levels, d.categories);
     let levels = twins(levels, d.response_format);
     let levels = budgets(levels, d.thinking_budgets);
     let mut levels = repeats(levels, d.repeat);
@@ -141,6 +144,7 @@ impl LevelSpec {
             trace: None,
             repeat: None,
             content: None,
+            category: None,
             thinking_budget: None,
             shard: None,
             seconds: None,
@@ -338,6 +342,31 @@ pub fn contents(levels: Vec<LevelSpec>, kinds: &[ContentKind]) -> Vec<LevelSpec>
     out
 }
 
+/// With dataset categories (`--categories`), each sweep and rate level once per category in a
+/// row, in the order given, its requests drawn from that category's entries; the others once
+/// (the ladder's prompts are not the dataset's, chats draw from every entry). Indices follow
+/// the new order.
+pub fn categories(levels: Vec<LevelSpec>, names: &[String]) -> Vec<LevelSpec> {
+    if names.is_empty() {
+        return levels;
+    }
+    let mut out = Vec::with_capacity(levels.len() * names.len());
+    for l in levels {
+        if matches!(l.kind, LevelKind::Sweep | LevelKind::Rate) {
+            out.extend(names.iter().map(|c| LevelSpec {
+                category: Some(c.clone()),
+                ..l.clone()
+            }));
+        } else {
+            out.push(l);
+        }
+    }
+    for (i, l) in out.iter_mut().enumerate() {
+        l.index = i as u32;
+    }
+    out
+}
+
 /// The plan once per thinking budget (`--thinking-budget`), in the order given: every level
 /// with the first budget, then every level with the next, each a level of its own.
 pub fn budgets(levels: Vec<LevelSpec>, budgets: &[u32]) -> Vec<LevelSpec> {
@@ -410,6 +439,8 @@ pub struct Place<'a> {
     pub response_format: Option<&'a str>,
     /// The kind of its prompts (`--content`).
     pub content: Option<ContentKind>,
+    /// The dataset category its prompts are drawn from (`--categories`).
+    pub category: Option<&'a str>,
     pub thinking_budget: Option<u32>,
     pub repeat: Option<Repeat>,
 }
@@ -428,7 +459,7 @@ impl Place<'_> {
 
     /// The pass's part of a label: ` · code · json (think 64)`, or nothing for the plain pass.
     pub fn pass_label(&self) -> String {
-        content_suffix(self.content)
+        content_suffix(self.content.map(ContentKind::name).or(self.category))
             + &format_suffix(self.response_format)
             + &budget_suffix(self.thinking_budget)
     }
@@ -492,6 +523,7 @@ impl LevelSpec {
             trace: self.trace.as_ref(),
             response_format: self.mix.response_format.as_ref().map(ResponseFormat::label),
             content: self.content,
+            category: self.category.as_deref(),
             thinking_budget: self.thinking_budget,
             repeat: self.repeat,
         }
@@ -513,9 +545,10 @@ pub fn repeat_suffix(r: Option<Repeat>) -> String {
     r.map_or(String::new(), |r| format!(" #{}", r.n))
 }
 
-/// ` · code` for a level of a content kind's pass (`--content`), nothing otherwise.
-pub fn content_suffix(k: Option<ContentKind>) -> String {
-    k.map_or(String::new(), |k| format!(" · {}", k.name()))
+/// ` · code` for a level of a content kind's pass (`--content`) or a dataset category's
+/// (`--categories`), nothing otherwise.
+pub fn content_suffix(k: Option<&str>) -> String {
+    k.map_or(String::new(), |k| format!(" · {k}"))
 }
 
 /// ` · json` for a structured-output level (`--response-format`), nothing otherwise.
@@ -563,6 +596,7 @@ pub(crate) fn plain(
         trace: None,
         response_format: None,
         content: &[],
+        categories: &[],
         thinking_budgets: &[],
         repeat: 1,
         level_seconds: None,

@@ -97,6 +97,10 @@ pub struct LevelSpec {
     /// sessions, traces).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<content::ContentKind>,
+    /// The dataset category its requests are drawn from (`--categories`): the category of this
+    /// level's pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
     /// Reasoning tokens each request may think for (`--thinking-budget`), sent the way the
     /// engine takes it; None: no budget sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -149,14 +149,14 @@ fn distinct(xs: impl IntoIterator<Item = String>) -> Vec<String> {
     out
 }
 
-/// `, each with code, chat prompts` where `levels` run once per content kind (`--content`).
+/// `, each with code, chat prompts` where `levels` run once per content kind (`--content`) or
+/// dataset category (`--categories`).
 fn kinds_part(levels: &[&LevelSpec]) -> String {
-    let kinds = distinct(
-        levels
-            .iter()
-            .filter_map(|l| l.content)
-            .map(|k| k.name().to_string()),
-    );
+    let kinds = distinct(levels.iter().filter_map(|l| {
+        l.content
+            .map(|k| k.name().to_string())
+            .or(l.category.clone())
+    }));
     if kinds.len() > 1 {
         format!(", each with {} prompts", list(kinds))
     } else if let Some(k) = kinds.first() {

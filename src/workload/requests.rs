@@ -116,7 +116,7 @@ async fn build_request(
     if spec.kind != LevelKind::LongContext
         && let Some(d) = factory.dataset().cloned()
     {
-        let e = d.pick(factory.seed(), spec.index, i);
+        let e = d.pick_in(spec.category.as_deref(), factory.seed(), spec.index, i);
         return dataset_request(factory, spec, e).await;
     }
     let (input, output) = spec.request_lengths(factory.seed(), i);

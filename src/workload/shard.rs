@@ -170,6 +170,7 @@ mod tests {
             trace: None,
             repeat: None,
             content: None,
+            category: None,
             thinking_budget: None,
             shard: None,
             seconds: None,

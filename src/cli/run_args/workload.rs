@@ -87,6 +87,21 @@ pub struct WorkloadArgs {
     /// default prompt of common words. The first kind is the headline the findings are about.
     #[arg(long, value_name = "KINDS", value_parser = contents, hide_short_help = true)]
     pub content: Option<Contents>,
+    /// With --dataset: each sweep and rate level once per category of its entries (all, or
+    /// NAME,NAME,…).
+    ///
+    /// A pass per category, as --content's per kind: each level's requests are drawn from that
+    /// category's entries only, so the server's counters give each category's accept length,
+    /// speed and latency. The category is each entry's `category` field (SPEED-Bench,
+    /// Spec-Bench, MT-Bench, your own JSONL), else its `subject` (MATH-500). `all`: every
+    /// category in the file, in the order they first appear.
+    #[arg(
+        long,
+        value_name = "all|NAMES",
+        requires = "dataset",
+        hide_short_help = true
+    )]
+    pub categories: Option<String>,
     /// Prompts from a ShareGPT or JSONL file, not random text.
     ///
     /// ShareGPT conversations (a JSON array or JSON Lines, as `vllm bench serve` reads them), or

@@ -6,18 +6,22 @@ use crate::fmt::num;
 use crate::metrics::curves::{DECODE_TOK_S, OUTPUT_TOK_S, TPOT_MS, TTFT_MS, at};
 use crate::summary::LevelSummary;
 
-/// One row per level of a content kind, grouped by load (its label without the kind) in plan
+/// One row per level of a content kind (or dataset category), grouped by load (its label without the kind) in plan
 /// order, each load's kinds in the order they ran: completed requests, accept length (client /
 /// server), per-stream decode speed, output throughput, TTFT and TPOT p50. Empty in a run
 /// without `--content`.
 pub fn content_section(levels: &[LevelSummary]) -> String {
-    let kinded: Vec<&LevelSummary> = levels.iter().filter(|l| l.content.is_some()).collect();
+    let kinded: Vec<&LevelSummary> = levels
+        .iter()
+        .filter(|l| l.content_name().is_some())
+        .collect();
     if kinded.is_empty() {
         return String::new();
     }
     let load = |l: &LevelSummary| {
         crate::workload::Place {
             content: None,
+            category: None,
             ..l.place()
         }
         .label()
@@ -41,7 +45,7 @@ pub fn content_section(levels: &[LevelSummary]) -> String {
             let _ = writeln!(
                 rows,
                 "| {at_load} | {} | {} | {accept} | {} | {} | {} | {} |",
-                l.content.map_or("", |k| k.name()),
+                l.content_name().unwrap_or(""),
                 st.map_or(0, |s| s.scalars.completed),
                 num(at(st, DECODE_TOK_S)),
                 num(at(st, OUTPUT_TOK_S)),
@@ -51,7 +55,7 @@ pub fn content_section(levels: &[LevelSummary]) -> String {
         }
     }
     format!(
-        "\n## Accept length by content\n\n| load | content | done | accept len (client / server) | per-stream tok/s | out tok/s | TTFT p50 (ms) | TPOT p50 (ms) |\n|---|---|---:|---:|---:|---:|---:|---:|\n{rows}\nEach level ran once per kind of prompt (--content), so the server's counters over a level are that kind's alone. accept len: output tokens per chunk after the first as servetop saw them / 1 + accepted ÷ drafts by the server's counters (where it reports them); per-stream tok/s: mean decode speed of one request.\n"
+        "\n## Accept length by content\n\n| load | content | done | accept len (client / server) | per-stream tok/s | out tok/s | TTFT p50 (ms) | TPOT p50 (ms) |\n|---|---|---:|---:|---:|---:|---:|---:|\n{rows}\nEach level ran once per kind of prompt (--content, or dataset category with --categories), so the server's counters over a level are that kind's alone. accept len: output tokens per chunk after the first as servetop saw them / 1 + accepted ÷ drafts by the server's counters (where it reports them); per-stream tok/s: mean decode speed of one request.\n"
     )
 }
 

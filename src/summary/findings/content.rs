@@ -10,7 +10,6 @@ use super::{Finding, measured};
 use crate::metrics::curves::{DECODE_TOK_S, at};
 use crate::summary::{LevelSummary, RunSummary};
 use crate::workload::LevelKind;
-use crate::workload::content::ContentKind;
 
 /// Where a level's accept length came from, as the finding says it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,7 +40,8 @@ pub(crate) fn accept_of(l: &LevelSummary) -> Option<(f64, AcceptSource)> {
 /// One kind at the finding's load.
 struct Row<'a> {
     level: &'a LevelSummary,
-    kind: ContentKind,
+    /// Its content kind's name, or its dataset category.
+    kind: &'a str,
     /// Its accept length, and where it came from ([`accept_of`]).
     accept: Option<(f64, AcceptSource)>,
     /// Its per-stream decode speed (tok/s).
@@ -56,7 +56,7 @@ fn rows_at_one_load(s: &RunSummary) -> Option<(LevelKind, u64, Vec<Row<'_>>)> {
     let budget = s.passes().headline().thinking_budget;
     let of_kind = |kind: LevelKind| -> Vec<&LevelSummary> {
         s.levels()
-            .filter(|l| l.kind == kind && l.content.is_some() && l.response_format.is_none())
+            .filter(|l| l.kind == kind && l.content_name().is_some() && l.response_format.is_none())
             .filter(|l| l.thinking_budget == budget && measured(l))
             .collect()
     };
@@ -71,7 +71,7 @@ fn rows_at_one_load(s: &RunSummary) -> Option<(LevelKind, u64, Vec<Row<'_>>)> {
             _ => l.input_len,
         };
         let at_load = loads.entry(load).or_default();
-        if !at_load.iter().any(|o| o.content == l.content) {
+        if !at_load.iter().any(|o| o.content_name() == l.content_name()) {
             at_load.push(l);
         }
     }
@@ -84,7 +84,7 @@ fn rows_at_one_load(s: &RunSummary) -> Option<(LevelKind, u64, Vec<Row<'_>>)> {
         .iter()
         .map(|l| Row {
             level: l,
-            kind: l.content.unwrap_or(ContentKind::Random),
+            kind: l.content_name().unwrap_or("random"),
             accept: accept_of(l),
             speed: at(l.stats.as_ref(), DECODE_TOK_S),
         })
@@ -119,7 +119,7 @@ pub(super) fn accept_by_content(s: &RunSummary) -> Option<Finding> {
         let speed = r
             .speed
             .map_or_else(|| "no speed".into(), |v| format!("{} tok/s", num(v)));
-        format!("{} {accept} ({speed})", r.kind.name())
+        format!("{} {accept} ({speed})", r.kind)
     };
     let source = match sources.first() {
         None => "no accept length measured (no speculative decoding reported)".to_string(),
@@ -148,8 +148,7 @@ pub(super) fn accept_by_content(s: &RunSummary) -> Option<Finding> {
                 let _ = write!(
                     text,
                     " ({} accepted the most drafts, {} the fewest).",
-                    top.kind.name(),
-                    bottom.kind.name()
+                    top.kind, bottom.kind
                 );
             }
             _ => text.push('.'),
@@ -163,10 +162,10 @@ pub(super) fn accept_by_content(s: &RunSummary) -> Option<Finding> {
     for r in &rows {
         f = f
             .value(
-                &format!("accept_length_{}", r.kind.name()),
+                &format!("accept_length_{}", r.kind),
                 r.accept.map(|(a, _)| a),
             )
-            .value(&format!("decode_tok_s_{}", r.kind.name()), r.speed);
+            .value(&format!("decode_tok_s_{}", r.kind), r.speed);
     }
     Some(f)
 }
