@@ -423,7 +423,7 @@ fn with_sglangs_gauge_the_finding_takes_the_clients_figure() {
     });
 }
 
-/// `--dataset` in Spec-Bench's format (tests/fixtures/spec_bench_question.jsonl, written by
+/// `--dataset` in Spec-Bench's format (`tests/fixtures/spec_bench_question.jsonl`, written by
 /// the project: its coding prompts open with `Task (code):`, its math ones with `Task
 /// (math):`, so the simulator accepts drafts by category) with `--categories all`: a level per
 /// category, every request of a level drawn from that category's entries (the simulator read
