@@ -1564,7 +1564,7 @@ async fn ngram_speculation_accept_length_both_ways() {
         per_pos[0] >= per_pos[1] && per_pos[1] >= per_pos[2],
         "{per_pos:?}"
     );
-    content_kinds_on(&srv).await;
+    Box::pin(content_kinds_on(&srv)).await;
 }
 
 /// `--content code,chat,json,random` on the n-gram server: each kind's pass a level of its own,
@@ -1630,4 +1630,56 @@ async fn content_kinds_on(srv: &VllmServer) {
         "{:?}",
         s.summary.findings
     );
+    Box::pin(speed_bench_categories_on(srv)).await;
+}
+
+/// A SPEED-Bench file as NeMo-Skills' prepare.py writes it (the project's fixture, with one row
+/// still holding the placeholder) read by `--dataset` with `--categories all`: a level per
+/// category, each request one of that category's prompts, every token counted by vLLM, and each
+/// category's tokens per chunk vLLM's tokens per step over its level.
+async fn speed_bench_categories_on(srv: &VllmServer) {
+    let dir = temp_run_dir("speed-bench");
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/speed_bench_qualitative.jsonl");
+    let d = servetop::workload::dataset::Dataset::load(&path).unwrap();
+    assert_eq!((d.entries.len(), d.unresolved), (9, 1));
+    let mut cfg = run_config(&srv.url());
+    cfg.concurrency = vec![1];
+    cfg.output_len = 192;
+    cfg.requests_per_level = RequestCount::Fixed(6);
+    cfg.dataset = Some(path);
+    cfg.categories = d.category_names();
+    let before = srv.counters();
+    let s = run(cfg, &dir).await;
+    let after = srv.counters();
+    eprintln!("{}", servetop::run::headless::final_tables(&s));
+    let recs = real_server::records(&dir);
+    let out: u64 = recs.iter().map(|r| r.output_tokens).sum();
+    assert_eq!(
+        out,
+        after.delta(&before, "vllm:generation_tokens_total").round() as u64
+    );
+    let cats: Vec<Option<&str>> = s
+        .summary
+        .sweep
+        .iter()
+        .map(|l| l.category.as_deref())
+        .collect();
+    assert_eq!(cats, [Some("coding"), Some("writing"), Some("math")]);
+    for l in &s.summary.sweep {
+        let sc = &stats(l).scalars;
+        let cat = l.category.as_deref().unwrap();
+        assert_eq!(sc.completed, 6, "{cat}");
+        let spec = l.spec_server.as_ref().expect("the server's accept length");
+        let client = sc.accept_length_client.unwrap();
+        let per_step = spec.tokens_per_step.expect("tokens per step");
+        eprintln!(
+            "{cat}: client {client:.3} tokens per chunk, server accept length {:.3}, {per_step:.3} tokens per step",
+            spec.accept_length
+        );
+        assert!(
+            (client - per_step).abs() <= 0.05 * per_step,
+            "{cat}: client {client} vs server {per_step} tokens per step"
+        );
+    }
 }
