@@ -23,7 +23,7 @@ fn servetop(args: &[&str]) -> (i32, String, Duration) {
 const U: &str = "http://127.0.0.1:9";
 
 /// Bad input, and what its one-line error must say.
-const BAD_INPUTS: [(&[&str], &str); 48] = [
+const BAD_INPUTS: [(&[&str], &str); 51] = [
     (
         &[
             "run",
@@ -482,6 +482,42 @@ const BAD_INPUTS: [(&[&str], &str); 48] = [
     (
         &["sim", "--accept-by-content", "poem=2"],
         "'poem' is not a content kind",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--concurrency",
+            "1",
+            "--shapes",
+            "1000",
+        ],
+        "'1000': a shape is IN/OUT tokens, e.g. 1000/500",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--shapes",
+            "100/10",
+            "--dataset",
+            SPEC,
+        ],
+        "--shapes and --dataset both set the lengths",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--shapes",
+            "4000/10,100/10",
+            "--shared-prefix-len",
+            "500",
+        ],
+        "--shared-prefix-len 500 must be less than every shape's input (100 is the shortest)",
     ),
 ];
 

@@ -95,6 +95,7 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
             None => None,
         },
         content: work.content.clone().unwrap_or_default().0,
+        shapes: plan.shapes.clone().unwrap_or_default().0,
         categories: categories(work)?,
         dataset: work.dataset.clone(),
         sessions: a.sessions.sessions()?,

@@ -71,6 +71,14 @@ pub(super) fn percentiles(s: &str) -> Result<Percentiles, String> {
         .map_err(|e| format!("--metric-percentiles: {e}"))
 }
 
+/// A parsed `--shapes` (input/output pairs in the order given).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Shapes(pub Vec<crate::workload::shapes::Shape>);
+
+pub(super) fn shapes(s: &str) -> Result<Shapes, String> {
+    crate::workload::shapes::Shape::parse_list(s).map(Shapes)
+}
+
 /// A parsed `--content` (kinds in the order given).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Contents(pub Vec<crate::workload::content::ContentKind>);

@@ -73,6 +73,10 @@ pub struct RunConfig {
     /// level runs once per category, its requests drawn from that category's entries.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub categories: Vec<String>,
+    /// Input/output pairs (`--shapes`): the sweep and rate levels run once per pair, in place
+    /// of `input_len` and `output_len` (which chats and sessions keep).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shapes: Vec<crate::workload::shapes::Shape>,
     /// Images in each sweep, rate and search request (`--images`; 0: text only), of a size
     /// drawn from `image_sizes`; they go through the chat endpoint.
     #[serde(default)]
@@ -394,6 +398,7 @@ impl RunConfig {
             response_format: None,
             content: Vec::new(),
             categories: Vec::new(),
+            shapes: Vec::new(),
             images: 0,
             image_sizes: crate::workload::images::ImageSizes::default(),
             multi_turn: None,
@@ -507,6 +512,7 @@ impl RunConfig {
             response_format: self.response_format.as_ref(),
             content: &self.content,
             categories: &self.categories,
+            shapes: &self.shapes,
             thinking_budgets: &self.thinking_budgets,
             repeat: self.repeat,
             level_seconds: self.clock.level_seconds,
@@ -545,6 +551,16 @@ impl RunConfig {
                 Some((i, o)) => format!("trace {name}, mean {i} in / {o} out tokens"),
                 None => format!("trace {name}"),
             };
+        }
+        if !self.shapes.is_empty() {
+            let list: Vec<String> = self.shapes.iter().map(|s| s.label()).collect();
+            let spread = self
+                .request_mix()
+                .range_ratio
+                .map_or_else(String::new, |r| {
+                    format!(" ±{}%", crate::fmt::fmt_rate(r * 100.0))
+                });
+            return format!("shapes {} in/out tokens{spread}", list.join(", "));
         }
         match &self.dataset {
             Some(p) => format!(

@@ -305,7 +305,13 @@ impl RunConfig {
             && self.open_loop.request_rates.is_empty()))
         .then(|| {
             let spread = self.range_ratio.unwrap_or(0.0);
-            ((1.0 - spread) * self.input_len as f64).floor() as u64
+            let input = self
+                .shapes
+                .iter()
+                .map(|s| s.input_len)
+                .min()
+                .unwrap_or(self.input_len);
+            ((1.0 - spread) * input as f64).floor() as u64
         });
         let shortest = shortest_sweep
             .map(|n| n.saturating_sub(self.shared_prefix_len))
@@ -316,6 +322,40 @@ impl RunConfig {
         if shortest < MIN_CONTENT_TOKENS {
             return Err(format!(
                 "--content: prompts of {shortest} tokens (after any shared prefix) are too short for a kind's instruction; give at least {MIN_CONTENT_TOKENS}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// `--shapes` runs the sweep's and rate levels once per input/output pair: a run must have
+    /// one, its lengths are the shapes' (not a dataset's), a search's probes are not passes, and
+    /// a shared prefix must be shorter than every shape's input.
+    fn validate_shapes(&self) -> Result<(), String> {
+        let Some(shortest) = self.shapes.iter().map(|s| s.input_len).min() else {
+            return Ok(());
+        };
+        if self.dataset.is_some() {
+            return Err(
+                "--shapes and --dataset both set the lengths: the dataset's prompts have their own"
+                    .into(),
+            );
+        }
+        if self.search.is_some() {
+            return Err(
+                "--shapes with --search: not supported yet (search one shape at a time with --input-len and --output-len)"
+                    .into(),
+            );
+        }
+        if self.concurrency.is_empty() && self.open_loop.request_rates.is_empty() {
+            return Err(
+                "--shapes runs the sweep's and rate levels once per shape, and this run has none of them"
+                    .into(),
+            );
+        }
+        if self.shared_prefix_len >= shortest {
+            return Err(format!(
+                "--shared-prefix-len {} must be less than every shape's input ({shortest} is the shortest)",
+                self.shared_prefix_len
             ));
         }
         Ok(())
@@ -364,6 +404,15 @@ impl RunConfig {
         Ok(())
     }
 
+    /// The dimensions that run a level again another way, and the images requests carry.
+    fn validate_passes(&self) -> Result<(), String> {
+        self.validate_response_format()?;
+        self.validate_content()?;
+        self.validate_categories()?;
+        self.validate_shapes()?;
+        self.validate_images()
+    }
+
     /// Checks what clap cannot.
     pub fn validate(&self) -> Result<(), String> {
         // A file the run will read is checked before any server is asked anything.
@@ -410,7 +459,9 @@ impl RunConfig {
         self.validate_clock()?;
         self.validate_multi_turn()?;
         self.validate_sessions()?;
-        let uses_input = !(self.concurrency.is_empty() && rates.is_empty())
+        // With --shapes the sweep and rate levels have the shapes' inputs (checked there).
+        let uses_input = (self.shapes.is_empty()
+            && !(self.concurrency.is_empty() && rates.is_empty()))
             || self.multi_turn.is_some()
             || self.sessions.is_some()
             || self.search.is_some();
@@ -421,10 +472,7 @@ impl RunConfig {
             ));
         }
         self.validate_range_ratio(uses_input)?;
-        self.validate_response_format()?;
-        self.validate_content()?;
-        self.validate_categories()?;
-        self.validate_images()?;
+        self.validate_passes()?;
         // `inf` (every request at once) is a rate too; NaN and 0 or less are not.
         if rates.iter().any(|r| r.is_nan() || *r <= 0.0) {
             return Err(

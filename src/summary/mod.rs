@@ -110,6 +110,9 @@ pub struct LevelSummary {
     /// The dataset category its requests were drawn from (`--categories`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub category: Option<String>,
+    /// Its input/output pair (`--shapes`): the shape of its pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<crate::workload::shapes::Shape>,
     /// The thinking budget its requests carried (`--thinking-budget`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_budget: Option<u32>,
@@ -233,6 +236,7 @@ impl LevelSummary {
             repeat: spec.repeat,
             content: spec.content,
             category: spec.category.clone(),
+            shape: spec.shape,
             thinking_budget: spec.thinking_budget,
             repeat_mean: std::collections::BTreeMap::new(),
             ci95: std::collections::BTreeMap::new(),
@@ -285,6 +289,7 @@ impl LevelSummary {
             response_format: self.response_format.as_deref(),
             content: self.content,
             category: self.category.as_deref(),
+            shape: self.shape,
             thinking_budget: self.thinking_budget,
             repeat: self.repeat,
         }

@@ -13,12 +13,18 @@
 use std::collections::BTreeMap;
 
 use super::{LevelSummary, RunSummary};
+use crate::workload::shapes::Shape;
 
 /// One pass of the plan, or (with `repeat: None`) a series: the levels run with one content
 /// kind, one response format and one thinking budget (and, for a pass of a repeated plan, one
 /// run number).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pass {
+    /// Its input/output pair (`--shapes`); `None` in a run without shapes. The first shape's
+    /// series also holds the levels that run once (the ladder, chats, sessions, traces).
+    pub shape: Option<Shape>,
+    /// The run's first shape: what a level without one counts as.
+    first_shape: Option<Shape>,
     /// The kind of its prompts: a `--content` kind's name or a `--categories` category
     /// ([`LevelSummary::content_name`]); `None` in a run without either. The first kind's
     /// series also holds the levels that run once with prompts of their own (chats, sessions,
@@ -43,7 +49,8 @@ pub struct Pass {
 impl Pass {
     /// Whether level `l` belongs to this pass (to this series: any of its runs).
     pub fn holds(&self, l: &LevelSummary) -> bool {
-        l.content_name().or(self.first_content.as_deref()) == self.content.as_deref()
+        l.shape.or(self.first_shape) == self.shape
+            && l.content_name().or(self.first_content.as_deref()) == self.content.as_deref()
             && l.response_format == self.response_format
             && l.thinking_budget == self.thinking_budget
             && (self.repeat.is_none() || l.repeat.map(|r| r.n) == self.repeat)
@@ -53,6 +60,7 @@ impl Pass {
 /// What identifies a level's pass.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Key {
+    shape: Option<Shape>,
     content: Option<String>,
     format: Option<String>,
     budget: Option<u32>,
@@ -60,8 +68,9 @@ struct Key {
 }
 
 impl Key {
-    fn of(l: &LevelSummary, first_content: Option<&str>) -> Self {
+    fn of(l: &LevelSummary, (first_shape, first_content): (Option<Shape>, Option<&str>)) -> Self {
         Self {
+            shape: l.shape.or(first_shape),
             content: l.content_name().or(first_content).map(str::to_string),
             format: l.response_format.clone(),
             budget: l.thinking_budget,
@@ -79,6 +88,7 @@ pub struct Passes {
     all: Vec<Pass>,
     /// Every series: the headline first, then the others in plan order. Never empty.
     series: Vec<Pass>,
+    shapes: bool,
     contents: bool,
     formats: bool,
     budgets: bool,
@@ -88,6 +98,8 @@ pub struct Passes {
     /// The kind of the first level that has one: the headline's, and what levels without a
     /// kind count as.
     first_content: Option<String>,
+    /// The shape of the first level that has one.
+    first_shape: Option<Shape>,
 }
 
 impl Passes {
@@ -102,10 +114,15 @@ impl Passes {
             .min_by_key(|l| l.index)
             .and_then(|l| l.content_name())
             .map(str::to_string);
+        let first_shape = levels
+            .iter()
+            .filter(|l| l.shape.is_some())
+            .min_by_key(|l| l.index)
+            .and_then(|l| l.shape);
         let mut first: BTreeMap<Key, u32> = BTreeMap::new();
         for l in levels {
             let at = first
-                .entry(Key::of(l, first_content.as_deref()))
+                .entry(Key::of(l, (first_shape, first_content.as_deref())))
                 .or_insert(l.index);
             *at = (*at).min(l.index);
         }
@@ -117,6 +134,7 @@ impl Passes {
             v.dedup();
             v.len() > 1
         };
+        let shapes = varies(&|k| format!("{:?}", k.shape));
         let contents = varies(&|k| format!("{:?}", k.content));
         let formats = varies(&|k| format!("{:?}", k.format));
         let budgets = varies(&|k| format!("{:?}", k.budget));
@@ -130,6 +148,7 @@ impl Passes {
         let mut p = Self {
             all: Vec::new(),
             series: Vec::new(),
+            shapes,
             contents,
             formats,
             budgets,
@@ -137,6 +156,7 @@ impl Passes {
             headline_format,
             headline_budget,
             first_content,
+            first_shape,
         };
         p.all = keys.iter().map(|(_, k)| p.pass(k)).collect();
         for (_, k) in &keys {
@@ -149,6 +169,7 @@ impl Passes {
             }
         }
         let headline = p.pass(&Key {
+            shape: p.first_shape,
             content: p.first_content.clone(),
             format: p.headline_format.clone(),
             budget: p.headline_budget,
@@ -162,6 +183,9 @@ impl Passes {
     /// The pass of `k` (a series when `k.repeat` is `None`), labelled by what varies.
     fn pass(&self, k: &Key) -> Pass {
         let mut parts = Vec::new();
+        if self.shapes {
+            parts.push(k.shape.map_or_else(|| "-".into(), Shape::label));
+        }
         if self.contents {
             parts.push(k.content.clone().unwrap_or_else(|| "random".into()));
         }
@@ -180,13 +204,16 @@ impl Passes {
             parts.push(format!("repeat {n}"));
         }
         Pass {
+            shape: k.shape,
+            first_shape: self.first_shape,
             content: k.content.clone(),
             first_content: self.first_content.clone(),
             response_format: k.format.clone(),
             thinking_budget: k.budget,
             repeat: k.repeat,
             label: parts.join(" · "),
-            headline: k.content == self.first_content
+            headline: k.shape == self.first_shape
+                && k.content == self.first_content
                 && k.format == self.headline_format
                 && k.budget == self.headline_budget,
         }
@@ -214,14 +241,17 @@ impl Passes {
 
     /// The pass level `l` ran in.
     pub fn of_level(&self, l: &LevelSummary) -> Pass {
-        self.pass(&Key::of(l, self.first_content.as_deref()))
+        self.pass(&Key::of(
+            l,
+            (self.first_shape, self.first_content.as_deref()),
+        ))
     }
 
     /// The series level `l` is a point of.
     pub fn series_of(&self, l: &LevelSummary) -> Pass {
         self.pass(&Key {
             repeat: None,
-            ..Key::of(l, self.first_content.as_deref())
+            ..Key::of(l, (self.first_shape, self.first_content.as_deref()))
         })
     }
 
@@ -265,7 +295,8 @@ impl std::ops::Deref for Passes {
 /// What follows a level's number where a table names it (` · json`, ` (think 16)`, ` #2`):
 /// its pass, as its label ends.
 pub fn suffix(l: &LevelSummary) -> String {
-    crate::workload::levels::content_suffix(l.content_name())
+    crate::workload::levels::shape_suffix(l.shape)
+        + &crate::workload::levels::content_suffix(l.content_name())
         + &crate::workload::format_suffix(l.response_format.as_deref())
         + &crate::workload::budget_suffix(l.thinking_budget)
         + &crate::workload::repeat_suffix(l.repeat)

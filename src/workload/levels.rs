@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::content::ContentKind;
 use super::mix::{LoraMix, RequestMix};
 use super::sessions::Sessions;
+use super::shapes::Shape;
 use super::shard::Shard;
 use super::trace::{TraceConfig, TraceLevel};
 use super::{Conversation, LevelKind, LevelSpec, OpenLoop, Repeat, RequestCount};
@@ -67,6 +68,8 @@ pub struct Dimensions<'a> {
     pub content: &'a [ContentKind],
     /// Each sweep and rate level once per dataset category (`--categories`).
     pub categories: &'a [String],
+    /// The sweep and rate levels once per input/output pair (`--shapes`).
+    pub shapes: &'a [Shape],
     /// The plan once per budget.
     pub thinking_budgets: &'a [u32],
     /// The plan this many times over.
@@ -103,6 +106,7 @@ pub fn build(d: &Dimensions<'_>) -> Vec<LevelSpec> {
     for l in &mut levels {
         l.mix.lora = d.lora.cloned();
     }
+    let levels = shapes(levels, d.shapes);
     let levels = contents(levels, d.content);
     let levels = categories(levels, d.categories);
     let levels = twins(levels, d.response_format);
@@ -143,6 +147,7 @@ impl LevelSpec {
             think_time: None,
             trace: None,
             repeat: None,
+            shape: None,
             content: None,
             category: None,
             thinking_budget: None,
@@ -342,6 +347,34 @@ pub fn contents(levels: Vec<LevelSpec>, kinds: &[ContentKind]) -> Vec<LevelSpec>
     out
 }
 
+/// With shapes (`--shapes`), the sweep and rate levels once per input/output pair, a shape's
+/// whole sweep (then its rates) before the next's, each with the shape's lengths; the ladder and
+/// the others once, after them. Indices follow the new order.
+pub fn shapes(levels: Vec<LevelSpec>, shapes: &[Shape]) -> Vec<LevelSpec> {
+    if shapes.is_empty() {
+        return levels;
+    }
+    let (loads, rest): (Vec<LevelSpec>, Vec<LevelSpec>) = levels
+        .into_iter()
+        .partition(|l| matches!(l.kind, LevelKind::Sweep | LevelKind::Rate));
+    let mut out: Vec<LevelSpec> = shapes
+        .iter()
+        .flat_map(|&s| {
+            loads.iter().map(move |l| LevelSpec {
+                input_tokens: s.input_len,
+                output_tokens: s.output_len,
+                shape: Some(s),
+                ..l.clone()
+            })
+        })
+        .collect();
+    out.extend(rest);
+    for (i, l) in out.iter_mut().enumerate() {
+        l.index = i as u32;
+    }
+    out
+}
+
 /// With dataset categories (`--categories`), each sweep and rate level once per category in a
 /// row, in the order given, its requests drawn from that category's entries; the others once
 /// (the ladder's prompts are not the dataset's, chats draw from every entry). Indices follow
@@ -441,6 +474,8 @@ pub struct Place<'a> {
     pub content: Option<ContentKind>,
     /// The dataset category its prompts are drawn from (`--categories`).
     pub category: Option<&'a str>,
+    /// Its input/output pair (`--shapes`).
+    pub shape: Option<Shape>,
     pub thinking_budget: Option<u32>,
     pub repeat: Option<Repeat>,
 }
@@ -459,7 +494,8 @@ impl Place<'_> {
 
     /// The pass's part of a label: ` · code · json (think 64)`, or nothing for the plain pass.
     pub fn pass_label(&self) -> String {
-        content_suffix(self.content.map(ContentKind::name).or(self.category))
+        shape_suffix(self.shape)
+            + &content_suffix(self.content.map(ContentKind::name).or(self.category))
             + &format_suffix(self.response_format)
             + &budget_suffix(self.thinking_budget)
     }
@@ -524,6 +560,7 @@ impl LevelSpec {
             response_format: self.mix.response_format.as_ref().map(ResponseFormat::label),
             content: self.content,
             category: self.category.as_deref(),
+            shape: self.shape,
             thinking_budget: self.thinking_budget,
             repeat: self.repeat,
         }
@@ -543,6 +580,11 @@ impl LevelSpec {
 /// ` #2` for the second run of a repeated level, nothing otherwise.
 pub fn repeat_suffix(r: Option<Repeat>) -> String {
     r.map_or(String::new(), |r| format!(" #{}", r.n))
+}
+
+/// ` · 1000/500` for a level of a shape's pass (`--shapes`), nothing otherwise.
+pub fn shape_suffix(s: Option<Shape>) -> String {
+    s.map_or(String::new(), |s| format!(" · {}", s.label()))
 }
 
 /// ` · code` for a level of a content kind's pass (`--content`) or a dataset category's
@@ -597,6 +639,7 @@ pub(crate) fn plain(
         response_format: None,
         content: &[],
         categories: &[],
+        shapes: &[],
         thinking_budgets: &[],
         repeat: 1,
         level_seconds: None,

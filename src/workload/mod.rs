@@ -14,6 +14,7 @@ pub mod prompt;
 pub mod requests;
 pub mod search;
 pub mod sessions;
+pub mod shapes;
 pub mod shard;
 pub mod trace;
 
@@ -97,6 +98,10 @@ pub struct LevelSpec {
     /// sessions, traces).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<content::ContentKind>,
+    /// The input/output pair of its shape's pass (`--shapes`); `input_tokens` and
+    /// `output_tokens` are then its lengths.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<shapes::Shape>,
     /// The dataset category its requests are drawn from (`--categories`): the category of this
     /// level's pass.
     #[serde(default, skip_serializing_if = "Option::is_none")]

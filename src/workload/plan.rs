@@ -5,6 +5,7 @@
 
 use std::fmt::Write;
 
+use super::shapes::Shape;
 use super::{LevelKind, LevelSpec};
 use crate::fmt::{fmt_rate, fmt_tokens};
 
@@ -217,54 +218,66 @@ pub fn search_text(plan: &crate::workload::search::SearchPlan) -> String {
     }
 }
 
+/// The sweep as the plan line says it: `sweep C=1, 4 (1000 in / 500 out tokens, 12 requests a
+/// level, each with code, chat prompts, …)`; none without sweep levels.
+fn sweep_part(levels: &[LevelSpec]) -> Option<String> {
+    let sweep = of_kind(levels, LevelKind::Sweep);
+    let first = sweep.first()?;
+    let (lo, hi) = sweep.iter().fold((u32::MAX, 0), |(lo, hi), l| {
+        (lo.min(l.requests), hi.max(l.requests))
+    });
+    let each = if lo == hi {
+        format!("{lo} request{} a level", if lo == 1 { "" } else { "s" })
+    } else {
+        format!("{lo} to {hi} requests a level")
+    };
+    // Each concurrency once: its passes (a thinking budget each, a constrained twin) are
+    // said after.
+    let mut cs: Vec<u32> = Vec::new();
+    for l in &sweep {
+        if !cs.contains(&l.concurrency) {
+            cs.push(l.concurrency);
+        }
+    }
+    let mut budgets: Vec<u32> = Vec::new();
+    for b in sweep.iter().filter_map(|l| l.thinking_budget) {
+        if !budgets.contains(&b) {
+            budgets.push(b);
+        }
+    }
+    let mut passes = kinds_part(&sweep);
+    if budgets.len() > 1 {
+        let _ = write!(
+            passes,
+            ", each with thinking budget {}",
+            list(budgets.iter().map(ToString::to_string))
+        );
+    }
+    if let Some(f) = sweep.iter().find_map(|l| l.mix.response_format.as_ref()) {
+        passes.push_str(", each plain then constrained (");
+        passes.push_str(f.label());
+        passes.push(')');
+    }
+    let shapes = distinct(sweep.iter().filter_map(|l| l.shape).map(Shape::label));
+    let lengths = if shapes.is_empty() {
+        format!(
+            "{} in / {} out tokens",
+            first.input_tokens, first.output_tokens
+        )
+    } else {
+        format!("each of the shapes {} in/out tokens", list(shapes))
+    };
+    Some(format!(
+        "sweep C={} ({lengths}, {each}{passes})",
+        concurrencies(&cs),
+    ))
+}
+
 /// The plan line without its time: `plan: 11 levels, 235 requests — sweep C=1, 4, 8 (…); …`.
 pub fn plan_text(levels: &[LevelSpec]) -> String {
     let requests: u64 = levels.iter().map(|l| u64::from(l.requests)).sum();
     let mut parts = Vec::new();
-    let sweep = of_kind(levels, LevelKind::Sweep);
-    if let Some(first) = sweep.first() {
-        let (lo, hi) = sweep.iter().fold((u32::MAX, 0), |(lo, hi), l| {
-            (lo.min(l.requests), hi.max(l.requests))
-        });
-        let each = if lo == hi {
-            format!("{lo} request{} a level", if lo == 1 { "" } else { "s" })
-        } else {
-            format!("{lo} to {hi} requests a level")
-        };
-        // Each concurrency once: its passes (a thinking budget each, a constrained twin) are
-        // said after.
-        let mut cs: Vec<u32> = Vec::new();
-        for l in &sweep {
-            if !cs.contains(&l.concurrency) {
-                cs.push(l.concurrency);
-            }
-        }
-        let mut budgets: Vec<u32> = Vec::new();
-        for b in sweep.iter().filter_map(|l| l.thinking_budget) {
-            if !budgets.contains(&b) {
-                budgets.push(b);
-            }
-        }
-        let mut passes = kinds_part(&sweep);
-        if budgets.len() > 1 {
-            let _ = write!(
-                passes,
-                ", each with thinking budget {}",
-                list(budgets.iter().map(ToString::to_string))
-            );
-        }
-        if let Some(f) = sweep.iter().find_map(|l| l.mix.response_format.as_ref()) {
-            passes.push_str(", each plain then constrained (");
-            passes.push_str(f.label());
-            passes.push(')');
-        }
-        parts.push(format!(
-            "sweep C={} ({} in / {} out tokens, {each}{passes})",
-            concurrencies(&cs),
-            first.input_tokens,
-            first.output_tokens
-        ));
-    }
+    parts.extend(sweep_part(levels));
     let rates = of_kind(levels, LevelKind::Rate);
     if !rates.is_empty() {
         parts.push(format!(

@@ -169,6 +169,7 @@ mod tests {
             think_time: None,
             trace: None,
             repeat: None,
+            shape: None,
             content: None,
             category: None,
             thinking_budget: None,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::cli::values::{List, Rates, count, count_u32, list, rates};
+use crate::cli::values::{List, Rates, Shapes, count, count_u32, list, rates, shapes};
 
 /// The plan: which levels run, with what lengths and how many requests.
 #[derive(Debug, Args, Clone)]
@@ -49,6 +49,20 @@ pub struct PlanArgs {
     /// Sent with `ignore_eos`, so every request generates them all.
     #[arg(long, value_name = "N", default_value = "500", value_parser = count_u32)]
     pub output_len: u32,
+    /// Several input/output shapes in one run: the sweep once per IN/OUT pair.
+    ///
+    /// `1000/500,8000/1000,200/2000` runs the concurrency sweep (and the rate levels) for each
+    /// pair in turn, in place of --input-len and --output-len, each request exact in both; the
+    /// long-context ladder runs once. Tables and charts give each shape as a series of its own;
+    /// the first is the headline the findings are about.
+    #[arg(
+        long,
+        value_name = "IN/OUT,...",
+        value_parser = shapes,
+        conflicts_with_all = ["input_len", "output_len"],
+        hide_short_help = true
+    )]
+    pub shapes: Option<Shapes>,
     /// Measured requests a level: N, or Fx for F × C.
     ///
     /// Fx is at least --min-requests; at a rate level it means F seconds' worth (F × rate
