@@ -117,3 +117,79 @@ fn every_level_of_a_shape_has_its_lengths_exactly() {
         let _ = std::fs::remove_dir_all(&dir);
     });
 }
+
+/// `--shape-mix` (each request draws a shape by weight) and `--length-dist lognormal:S`: every
+/// request the simulator read had the lengths servetop drew for it (the plan's own draw for that
+/// request, worked out here), a mix's shapes came in their shares within sampling bounds, and
+/// log-normal lengths stayed within 3σ with their median near the level's.
+#[test]
+fn drawn_lengths_are_the_ones_each_request_had() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let h = servetop::sim::start(
+            sim_run::steady_config(0.2),
+            SocketAddr::from(([127, 0, 0, 1], 0)),
+        )
+        .await
+        .unwrap();
+        let base = RunConfig {
+            api_key_env: "SERVETOP_TEST_NO_KEY".into(),
+            warmup_requests: 0,
+            concurrency: vec![4],
+            requests_per_level: RequestCount::Fixed(200),
+            long_context: vec![],
+            seed: 11,
+            ..RunConfig::minimal(&h.url())
+        };
+        let mixed = RunConfig {
+            shape_mix: servetop::workload::shapes::WeightedShape::parse_list("400/8:3,1600/4:1")
+                .unwrap(),
+            ..base.clone()
+        };
+        let spread = RunConfig {
+            input_len: 600,
+            output_len: 12,
+            lognormal_sigma: Some(0.4),
+            ..base
+        };
+        for cfg in [mixed, spread] {
+            let before = sim_truth::of(&h).requests.len();
+            let spec = cfg.levels().remove(0);
+            let session = sim_run::finished(cfg.clone()).await;
+            let truth = sim_truth::of(&h);
+            let ours = &truth.requests[before..];
+            assert_eq!(ours.len(), 200);
+            let mut inputs = Vec::new();
+            for t in ours {
+                let id = t.request_id.as_deref().unwrap();
+                let i: u32 = id.rsplit('-').next().unwrap().parse().unwrap();
+                let (input, output) = spec.request_lengths(11, i);
+                assert_eq!(t.prompt_tokens, input, "{id}");
+                assert_eq!(t.tokens(), u64::from(output), "{id}");
+                inputs.push(input);
+            }
+            let st = session.summary.sweep[0].stats.as_ref().unwrap();
+            assert_eq!(
+                st.scalars.total_input_tokens,
+                inputs.iter().sum::<u64>(),
+                "the level's tokens are the requests'"
+            );
+            if cfg.shape_mix.is_empty() {
+                let (lo, hi) = servetop::workload::mix::lognormal_bounds(600, 0.4, 1);
+                assert!(inputs.iter().all(|x| (lo..=hi).contains(x)));
+                inputs.sort_unstable();
+                // The median of 200 log-normal draws (σ 0.4) lies within 4 standard errors
+                // (1.2533·0.4·600/√200 ≈ 21 tokens) of the level's 600.
+                assert!((inputs[100] as f64 - 600.0).abs() < 85.0, "{}", inputs[100]);
+                assert!(inputs[0] < 450 && inputs[199] > 800, "{inputs:?}");
+            } else {
+                assert!(inputs.iter().all(|&x| x == 400 || x == 1600));
+                let long = inputs.iter().filter(|&&x| x == 1600).count() as f64;
+                // A binomial count of 200 draws at 1/4: within 4 standard deviations (6.1).
+                assert!((long - 50.0).abs() < 4.0 * 6.13, "{long}");
+                // The level plans the weighted means.
+                assert_eq!((spec.input_tokens, spec.output_tokens), (700, 7));
+            }
+        }
+    });
+}

@@ -65,6 +65,24 @@ fn categories(work: &WorkloadArgs) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
+/// The multi-turn level (`--multi-turn K` and its sizes).
+fn multi_turn(work: &WorkloadArgs) -> Option<MultiTurn> {
+    work.multi_turn.map(|turns| MultiTurn {
+        turns,
+        conversations: work.conversations,
+        concurrency: work.conversation_concurrency,
+        followup_len: work.followup_len,
+    })
+}
+
+/// `--requests-per-level N|Fx` with `--min-requests`.
+fn requests_per_level(
+    plan: &crate::cli::run_args::PlanArgs,
+) -> Result<crate::workload::RequestCount, String> {
+    crate::workload::RequestCount::parse(&plan.requests_per_level, plan.min_requests)
+        .map_err(|e| format!("--requests-per-level {e}"))
+}
+
 /// Builds the run configuration from `servetop run` flags.
 pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
     let (slo, slo_tiers) = slo_config(a)?;
@@ -90,26 +108,20 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         lora_dist: work.lora_dist,
         images: work.images,
         image_sizes: crate::workload::images::parse_sizes(&work.image_size)?,
-        response_format: match &work.response_format {
-            Some(words) => Some(crate::client::structured::ResponseFormat::parse(words)?),
-            None => None,
-        },
+        response_format: work
+            .response_format
+            .as_deref()
+            .map(crate::client::structured::ResponseFormat::parse)
+            .transpose()?,
         content: work.content.clone().unwrap_or_default().0,
         shapes: plan.shapes.clone().unwrap_or_default().0,
+        shape_mix: work.shape_mix.clone().unwrap_or_default().0,
+        lognormal_sigma: work.length_dist,
         categories: categories(work)?,
         dataset: work.dataset.clone(),
         sessions: a.sessions.sessions()?,
-        multi_turn: work.multi_turn.map(|turns| MultiTurn {
-            turns,
-            conversations: work.conversations,
-            concurrency: work.conversation_concurrency,
-            followup_len: work.followup_len,
-        }),
-        requests_per_level: crate::workload::RequestCount::parse(
-            &plan.requests_per_level,
-            plan.min_requests,
-        )
-        .map_err(|e| format!("--requests-per-level {e}"))?,
+        multi_turn: multi_turn(work),
+        requests_per_level: requests_per_level(plan)?,
         open_loop: crate::workload::OpenLoop {
             request_rates: plan.request_rate.0.clone(),
             burstiness: plan.burstiness,

@@ -79,6 +79,27 @@ pub(super) fn shapes(s: &str) -> Result<Shapes, String> {
     crate::workload::shapes::Shape::parse_list(s).map(Shapes)
 }
 
+/// A parsed `--shape-mix` (shapes and weights in the order given).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ShapeMix(pub Vec<crate::workload::shapes::WeightedShape>);
+
+pub(super) fn shape_mix(s: &str) -> Result<ShapeMix, String> {
+    crate::workload::shapes::WeightedShape::parse_list(s).map(ShapeMix)
+}
+
+/// `--length-dist lognormal:S`: the σ of the log, above 0 and at most 2.
+pub(super) fn length_dist(s: &str) -> Result<f64, String> {
+    s.trim()
+        .strip_prefix("lognormal:")
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|v| v.is_finite() && *v > 0.0 && *v <= 2.0)
+        .ok_or_else(|| {
+            format!(
+                "'{s}' is not lognormal:S (S the spread, σ of the log, above 0 and at most 2, e.g. lognormal:0.5)"
+            )
+        })
+}
+
 /// A parsed `--content` (kinds in the order given).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Contents(pub Vec<crate::workload::content::ContentKind>);

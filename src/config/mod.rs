@@ -77,6 +77,14 @@ pub struct RunConfig {
     /// of `input_len` and `output_len` (which chats and sessions keep).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shapes: Vec<crate::workload::shapes::Shape>,
+    /// A weighted mix of input/output pairs inside each sweep and rate level (`--shape-mix`):
+    /// each request draws one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shape_mix: Vec<crate::workload::shapes::WeightedShape>,
+    /// Each sweep and rate request's lengths drawn log-normal around the level's, σ of the log
+    /// (`--length-dist lognormal:S`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lognormal_sigma: Option<f64>,
     /// Images in each sweep, rate and search request (`--images`; 0: text only), of a size
     /// drawn from `image_sizes`; they go through the chat endpoint.
     #[serde(default)]
@@ -399,6 +407,8 @@ impl RunConfig {
             content: Vec::new(),
             categories: Vec::new(),
             shapes: Vec::new(),
+            shape_mix: Vec::new(),
+            lognormal_sigma: None,
             images: 0,
             image_sizes: crate::workload::images::ImageSizes::default(),
             multi_turn: None,
@@ -471,6 +481,8 @@ impl RunConfig {
             // Constrained twins are added to the plan level by level (`levels::twins`).
             response_format: None,
             images: self.image_mix(),
+            shape_mix: self.shape_mix.clone(),
+            lognormal_sigma: self.lognormal_sigma,
         }
     }
 
@@ -540,6 +552,33 @@ impl RunConfig {
         }
     }
 
+    /// ` ±50%` or `, log-normal σ 0.5`: how each drawn shape is spread, if it is.
+    fn spread_label(&self) -> String {
+        match (self.lognormal_sigma, self.request_mix().range_ratio) {
+            (Some(s), _) => format!(", log-normal σ {}", crate::fmt::fmt_rate(s)),
+            (None, Some(r)) => format!(" ±{}%", crate::fmt::fmt_rate(r * 100.0)),
+            (None, None) => String::new(),
+        }
+    }
+
+    /// The fewest input tokens a sweep or rate request may have: the shortest shape (or
+    /// `input_len`), less a spread's lowest draw.
+    pub fn shortest_sweep_input(&self) -> u64 {
+        let base = self
+            .shapes
+            .iter()
+            .copied()
+            .chain(self.shape_mix.iter().map(|w| w.shape))
+            .map(|s| s.input_len)
+            .min()
+            .unwrap_or(self.input_len);
+        match (self.lognormal_sigma, self.request_mix().range_ratio) {
+            (Some(s), _) => crate::workload::mix::lognormal_bounds(base, s, 1).0,
+            (None, Some(r)) => crate::workload::mix::bounds(base, r, 1).0,
+            (None, None) => base,
+        }
+    }
+
     fn text_lengths_label(&self) -> String {
         if let Some(t) = &self.trace {
             let name = t.path.file_name().map_or_else(
@@ -561,6 +600,27 @@ impl RunConfig {
                     format!(" ±{}%", crate::fmt::fmt_rate(r * 100.0))
                 });
             return format!("shapes {} in/out tokens{spread}", list.join(", "));
+        }
+        if !self.shape_mix.is_empty() {
+            let spread = self.spread_label();
+            return format!(
+                "a mix of {} in/out tokens{spread}",
+                crate::workload::shapes::WeightedShape::describe(&self.shape_mix)
+            );
+        }
+        if let Some(s) = self.lognormal_sigma {
+            let (il, ih) = crate::workload::mix::lognormal_bounds(
+                self.input_len,
+                s,
+                self.shared_prefix_len + 1,
+            );
+            let (ol, oh) = crate::workload::mix::lognormal_bounds(u64::from(self.output_len), s, 1);
+            return format!(
+                "{} in / {} out tokens, log-normal σ {}: {il}-{ih} in, {ol}-{oh} out",
+                self.input_len,
+                self.output_len,
+                crate::fmt::fmt_rate(s)
+            );
         }
         match &self.dataset {
             Some(p) => format!(

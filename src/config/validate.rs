@@ -303,16 +303,7 @@ impl RunConfig {
         }
         let shortest_sweep = (!(self.concurrency.is_empty()
             && self.open_loop.request_rates.is_empty()))
-        .then(|| {
-            let spread = self.range_ratio.unwrap_or(0.0);
-            let input = self
-                .shapes
-                .iter()
-                .map(|s| s.input_len)
-                .min()
-                .unwrap_or(self.input_len);
-            ((1.0 - spread) * input as f64).floor() as u64
-        });
+        .then(|| self.shortest_sweep_input());
         let shortest = shortest_sweep
             .map(|n| n.saturating_sub(self.shared_prefix_len))
             .into_iter()
@@ -355,6 +346,31 @@ impl RunConfig {
         if self.shared_prefix_len >= shortest {
             return Err(format!(
                 "--shared-prefix-len {} must be less than every shape's input ({shortest} is the shortest)",
+                self.shared_prefix_len
+            ));
+        }
+        Ok(())
+    }
+
+    /// `--shape-mix` and `--length-dist`: lengths of servetop's own prompts, drawn per request.
+    fn validate_length_draws(&self) -> Result<(), String> {
+        let drawn = !self.shape_mix.is_empty() || self.lognormal_sigma.is_some();
+        if drawn && self.dataset.is_some() {
+            return Err(
+                "--shape-mix and --length-dist draw servetop's own prompt lengths; --dataset's prompts have their own"
+                    .into(),
+            );
+        }
+        if !self.shape_mix.is_empty() && self.search.is_some() {
+            return Err(
+                "--shape-mix with --search: not supported yet (search one shape at a time)".into(),
+            );
+        }
+        if let Some(shortest) = self.shape_mix.iter().map(|w| w.shape.input_len).min()
+            && self.shared_prefix_len >= shortest
+        {
+            return Err(format!(
+                "--shared-prefix-len {} must be less than every mixed shape's input ({shortest} is the shortest)",
                 self.shared_prefix_len
             ));
         }
@@ -410,6 +426,7 @@ impl RunConfig {
         self.validate_content()?;
         self.validate_categories()?;
         self.validate_shapes()?;
+        self.validate_length_draws()?;
         self.validate_images()
     }
 
@@ -461,6 +478,7 @@ impl RunConfig {
         self.validate_sessions()?;
         // With --shapes the sweep and rate levels have the shapes' inputs (checked there).
         let uses_input = (self.shapes.is_empty()
+            && self.shape_mix.is_empty()
             && !(self.concurrency.is_empty() && rates.is_empty()))
             || self.multi_turn.is_some()
             || self.sessions.is_some()

@@ -161,7 +161,8 @@ impl LevelSpec {
 /// The load levels: the concurrency sweep, the request-rate sweep, then the long-context
 /// ladder. The sweep's and rate levels carry the shared prefix and the request mix.
 fn loads(d: &Dimensions<'_>) -> Vec<LevelSpec> {
-    let lengths = (d.input_len, d.output_len);
+    // A level of a shape mix plans its shapes' weighted means (each request draws its own).
+    let lengths = d.mix.mean_lengths().unwrap_or((d.input_len, d.output_len));
     let mut levels = Vec::new();
     for &c in d.concurrency {
         let c = c.min(u64::from(u32::MAX)) as u32;

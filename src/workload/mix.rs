@@ -24,6 +24,15 @@ pub struct RequestMix {
     /// The images each request carries (`--images`, `--image-size`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub images: Option<super::images::ImageMix>,
+    /// A weighted mix of input/output pairs (`--shape-mix`): each request draws one, and its
+    /// lengths are that pair's (spread around it by `range_ratio` or `lognormal_sigma`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shape_mix: Vec<super::shapes::WeightedShape>,
+    /// Each request's input and output lengths drawn apart from a log-normal distribution
+    /// whose median is the level's (or its drawn shape's) and whose σ (of the log) this is,
+    /// cut at 3σ either way (`--length-dist lognormal:S`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lognormal_sigma: Option<f64>,
 }
 
 /// `--lora-modules` with `--lora-dist`: which adapter each request names.
@@ -124,14 +133,49 @@ impl RequestMix {
     pub fn is_plain(&self) -> bool {
         *self == Self::default()
     }
+
+    /// The weighted mean input and output tokens of a shape mix (rounded); none without one.
+    pub fn mean_lengths(&self) -> Option<(u64, u32)> {
+        if self.shape_mix.is_empty() {
+            return None;
+        }
+        let shares = super::shapes::WeightedShape::shares(&self.shape_mix);
+        let (mut i, mut o) = (0.0, 0.0);
+        for (w, s) in self.shape_mix.iter().zip(shares) {
+            i += s * w.shape.input_len as f64;
+            o += s * f64::from(w.shape.output_len);
+        }
+        Some((i.round() as u64, o.round() as u32))
+    }
 }
 
 impl super::LevelSpec {
     /// Request `i`'s input and output tokens (`i` counted over the whole plan, not a shard's
     /// share): the level's, or drawn around them with a range ratio.
     pub fn request_lengths(&self, seed: u64, i: u32) -> (u64, u32) {
+        let (input_tokens, output_tokens) = if self.mix.shape_mix.is_empty() {
+            (self.input_tokens, self.output_tokens)
+        } else {
+            let s = super::shapes::WeightedShape::pick(&self.mix.shape_mix, seed, i);
+            (s.input_len, s.output_len)
+        };
+        if let Some(sigma) = self.mix.lognormal_sigma {
+            let input = lognormal(
+                input_tokens,
+                sigma,
+                self.shared_prefix_tokens + 1,
+                (seed, Length::Input, i),
+            );
+            let output = lognormal(
+                u64::from(output_tokens),
+                sigma,
+                1,
+                (seed, Length::Output, i),
+            );
+            return (input, u32::try_from(output).unwrap_or(u32::MAX));
+        }
         let Some(r) = self.mix.range_ratio else {
-            return (self.input_tokens, self.output_tokens);
+            return (input_tokens, output_tokens);
         };
         // Adapters dealt round-robin each get the same draws: the k-th request of every adapter
         // is drawn as the k-th draw, so the adapters compare like with like.
@@ -142,36 +186,68 @@ impl super::LevelSpec {
             _ => i,
         };
         let input = draw(
-            self.input_tokens,
+            input_tokens,
             r,
             self.shared_prefix_tokens + 1,
             seed,
             Length::Input,
             i,
         );
-        let output = draw(u64::from(self.output_tokens), r, 1, seed, Length::Output, i);
+        let output = draw(u64::from(output_tokens), r, 1, seed, Length::Output, i);
         (input, u32::try_from(output).unwrap_or(u32::MAX))
+    }
+
+    /// The input/output pairs its requests draw around: the mix's, or the level's own.
+    fn base_shapes(&self) -> Vec<(u64, u32)> {
+        if self.mix.shape_mix.is_empty() {
+            vec![(self.input_tokens, self.output_tokens)]
+        } else {
+            self.mix
+                .shape_mix
+                .iter()
+                .map(|w| (w.shape.input_len, w.shape.output_len))
+                .collect()
+        }
+    }
+
+    /// The fewest and most input and output tokens a request drawn around `(input, output)`
+    /// may have.
+    fn spread_of(&self, (input, output): (u64, u32)) -> ((u64, u64), (u64, u64)) {
+        let floor = self.shared_prefix_tokens + 1;
+        match (self.mix.lognormal_sigma, self.mix.range_ratio) {
+            (Some(s), _) => (
+                lognormal_bounds(input, s, floor),
+                lognormal_bounds(u64::from(output), s, 1),
+            ),
+            (None, Some(r)) => (bounds(input, r, floor), bounds(u64::from(output), r, 1)),
+            (None, None) => ((input, input), (u64::from(output), u64::from(output))),
+        }
     }
 
     /// The most input and output tokens one of its requests may have: what must fit the
     /// server's context.
     pub fn longest_request(&self) -> (u64, u32) {
-        let Some(r) = self.mix.range_ratio else {
-            return (self.input_tokens, self.output_tokens);
-        };
-        let (_, input) = bounds(self.input_tokens, r, self.shared_prefix_tokens + 1);
-        let (_, output) = bounds(u64::from(self.output_tokens), r, 1);
+        let (mut input, mut output) = (0u64, 0u64);
+        for base in self.base_shapes() {
+            let ((_, i), (_, o)) = self.spread_of(base);
+            input = input.max(i);
+            output = output.max(o);
+        }
         (input, u32::try_from(output).unwrap_or(u32::MAX))
     }
 
-    /// Its requests' input tokens: `1000`, or `500-1500` when they are spread.
+    /// Its requests' input tokens: `1000`, or `500-1500` when they are spread or mixed.
     pub fn input_span(&self) -> String {
-        match self.mix.range_ratio {
-            Some(r) => {
-                let (lo, hi) = bounds(self.input_tokens, r, self.shared_prefix_tokens + 1);
-                format!("{lo}-{hi}")
-            }
-            None => self.input_tokens.to_string(),
+        let (mut lo, mut hi) = (u64::MAX, 0u64);
+        for base in self.base_shapes() {
+            let ((l, h), _) = self.spread_of(base);
+            lo = lo.min(l);
+            hi = hi.max(h);
+        }
+        if lo == hi {
+            lo.to_string()
+        } else {
+            format!("{lo}-{hi}")
         }
     }
 
@@ -220,9 +296,61 @@ pub fn draw(base: u64, ratio: f64, floor: u64, seed: u64, which: Length, i: u32)
     lo + h % (hi - lo + 1)
 }
 
+/// The lowest and highest lengths a log-normal draw of σ `sigma` around `base` may give: the
+/// draw is cut at 3σ either way, `base·e^(±3σ)`, never below `floor`.
+pub fn lognormal_bounds(base: u64, sigma: f64, floor: u64) -> (u64, u64) {
+    let lo = (base as f64 * (-3.0 * sigma).exp()).round() as u64;
+    let hi = (base as f64 * (3.0 * sigma).exp()).round() as u64;
+    (lo.max(floor), hi.max(floor))
+}
+
+/// Request `i`'s length drawn log-normal with median `base` and σ `sigma` of its log, cut at
+/// 3σ ([`lognormal_bounds`]), the same for a given `seed` and `i` at every level.
+pub fn lognormal(base: u64, sigma: f64, floor: u64, (seed, which, i): (u64, Length, u32)) -> u64 {
+    let salt = match which {
+        Length::Input => 0x106E_0A11_0000_0000,
+        Length::Output => 0x106E_0B22_0000_0000,
+    };
+    let h = splitmix(seed ^ salt ^ u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let h2 = splitmix(h);
+    let u1 = ((h >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+    let u2 = (h2 >> 11) as f64 / (1u64 << 53) as f64;
+    // Box-Muller: one standard normal from two uniforms, cut at 3σ.
+    let z = ((-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()).clamp(-3.0, 3.0);
+    let (lo, hi) = lognormal_bounds(base, sigma, floor);
+    ((base as f64 * (sigma * z).exp()).round() as u64).clamp(lo, hi)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lognormal_lengths_have_their_median_and_stay_within_3_sigma() {
+        let mut v: Vec<u64> = (0..4001)
+            .map(|i| lognormal(1000, 0.5, 1, (9, Length::Input, i)))
+            .collect();
+        let (lo, hi) = lognormal_bounds(1000, 0.5, 1);
+        assert_eq!((lo, hi), (223, 4482));
+        assert!(v.iter().all(|&x| (lo..=hi).contains(&x)));
+        v.sort_unstable();
+        // The sample median of 4001 draws: within 4 standard errors (1.2533·σ·m/√n ≈ 9.9).
+        assert!((v[2000] as f64 - 1000.0).abs() < 40.0, "{}", v[2000]);
+        // The middle half within e^(±0.674σ): about 714 to 1400.
+        assert!((v[1000] as f64 - 714.0).abs() < 40.0, "{}", v[1000]);
+        assert!((v[3000] as f64 - 1400.0).abs() < 70.0, "{}", v[3000]);
+        // The same request draws the same length; its output is drawn apart.
+        let again = lognormal(1000, 0.5, 1, (9, Length::Input, 17));
+        assert_eq!(again, lognormal(1000, 0.5, 1, (9, Length::Input, 17)));
+        assert_ne!(
+            (0..50)
+                .map(|i| lognormal(1000, 0.5, 1, (9, Length::Input, i)))
+                .collect::<Vec<_>>(),
+            (0..50)
+                .map(|i| lognormal(1000, 0.5, 1, (9, Length::Output, i)))
+                .collect::<Vec<_>>()
+        );
+    }
 
     #[test]
     fn bounds_are_vllms() {

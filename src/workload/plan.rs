@@ -259,7 +259,16 @@ fn sweep_part(levels: &[LevelSpec]) -> Option<String> {
         passes.push(')');
     }
     let shapes = distinct(sweep.iter().filter_map(|l| l.shape).map(Shape::label));
-    let lengths = if shapes.is_empty() {
+    let lengths = if let Some(mix) = sweep
+        .iter()
+        .map(|l| &l.mix.shape_mix)
+        .find(|m| !m.is_empty())
+    {
+        format!(
+            "each request one of {} in/out tokens",
+            crate::workload::shapes::WeightedShape::describe(mix)
+        )
+    } else if shapes.is_empty() {
         format!(
             "{} in / {} out tokens",
             first.input_tokens, first.output_tokens

@@ -53,6 +53,84 @@ impl Shape {
     }
 }
 
+/// A shape and its weight in a mix (`--shape-mix 1000/500:3,8000/1000:1`): each request of a
+/// level draws one, with a chance proportional to its weight.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WeightedShape {
+    pub shape: Shape,
+    pub weight: f64,
+}
+
+impl WeightedShape {
+    /// `1000/500:3,8000/1000` (a weight of 1 where none is given): the shapes in the order
+    /// given, each once, two at least, each weight above 0.
+    pub fn parse_list(s: &str) -> Result<Vec<Self>, String> {
+        let mut out: Vec<Self> = Vec::new();
+        for part in s.split(',') {
+            let t = part.trim();
+            let (shape, weight) = match t.split_once(':') {
+                Some((sh, w)) => {
+                    let w: f64 = w
+                        .trim()
+                        .parse()
+                        .ok()
+                        .filter(|w: &f64| w.is_finite() && *w > 0.0)
+                        .ok_or_else(|| format!("'{t}': the weight after ':' must be above 0"))?;
+                    (Shape::parse(sh)?, w)
+                }
+                None => (Shape::parse(t)?, 1.0),
+            };
+            if out.iter().any(|o| o.shape == shape) {
+                return Err(format!("shape {} is given twice", shape.label()));
+            }
+            out.push(Self { shape, weight });
+        }
+        if out.len() < 2 {
+            return Err(
+                "a mix needs two shapes or more (one shape: --input-len and --output-len)".into(),
+            );
+        }
+        Ok(out)
+    }
+
+    /// Each shape's share of the mix (its weight over the sum).
+    pub fn shares(mix: &[Self]) -> Vec<f64> {
+        let total: f64 = mix.iter().map(|w| w.weight).sum();
+        mix.iter().map(|w| w.weight / total).collect()
+    }
+
+    /// The shape request `i` draws, the same for a given `seed` and `i` at every level.
+    pub fn pick(mix: &[Self], seed: u64, i: u32) -> Shape {
+        let h = crate::workload::dataset::splitmix(
+            seed ^ 0x5AA9_E000_0000_0000 ^ u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        );
+        let u = (h >> 11) as f64 / (1u64 << 53) as f64;
+        let mut acc = 0.0;
+        for (w, share) in mix.iter().zip(Self::shares(mix)) {
+            acc += share;
+            if u < acc {
+                return w.shape;
+            }
+        }
+        mix[mix.len() - 1].shape
+    }
+
+    /// `1000/500 (75 %), 8000/1000 (25 %)`.
+    pub fn describe(mix: &[Self]) -> String {
+        mix.iter()
+            .zip(Self::shares(mix))
+            .map(|(w, s)| {
+                format!(
+                    "{} ({} %)",
+                    w.shape.label(),
+                    crate::fmt::fmt_rate((s * 1000.0).round() / 10.0)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
 impl From<Shape> for String {
     fn from(s: Shape) -> Self {
         s.label()
@@ -90,5 +168,33 @@ mod tests {
         let s = Shape::parse("8K/1K").unwrap();
         assert_eq!(serde_json::to_string(&s).unwrap(), "\"8000/1000\"");
         assert_eq!(serde_json::from_str::<Shape>("\"8000/1000\"").unwrap(), s);
+    }
+
+    #[test]
+    fn a_mix_draws_each_shape_its_share() {
+        let mix = WeightedShape::parse_list("1000/500:3, 8000/1000").unwrap();
+        assert_eq!(WeightedShape::shares(&mix), [0.75, 0.25]);
+        assert_eq!(
+            WeightedShape::describe(&mix),
+            "1000/500 (75 %), 8000/1000 (25 %)"
+        );
+        let n = 20_000;
+        let long = (0..n)
+            .filter(|&i| WeightedShape::pick(&mix, 7, i).input_len == 8000)
+            .count();
+        // 4 standard deviations of a binomial count: √(n·p·(1−p)) ≈ 61.
+        assert!((long as f64 - 5000.0).abs() < 4.0 * 61.3, "{long}");
+        assert_eq!(
+            WeightedShape::pick(&mix, 7, 12),
+            WeightedShape::pick(&mix, 7, 12)
+        );
+        for (bad, why) in [
+            ("1000/500", "two shapes or more"),
+            ("1000/500:0,10/1", "above 0"),
+            ("1000/500,1000/500:2", "given twice"),
+        ] {
+            let e = WeightedShape::parse_list(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
     }
 }

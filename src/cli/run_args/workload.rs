@@ -5,7 +5,10 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::cli::values::{Budgets, Contents, Names, budgets, contents, count, names, range_ratio};
+use crate::cli::values::{
+    Budgets, Contents, Names, ShapeMix, budgets, contents, count, length_dist, names, range_ratio,
+    shape_mix,
+};
 
 /// The workload: what the requests carry.
 #[derive(Debug, Args, Clone)]
@@ -24,6 +27,22 @@ pub struct WorkloadArgs {
     /// and multi-turn chats keep their lengths.
     #[arg(long, value_name = "R", value_parser = range_ratio, hide_short_help = true)]
     pub range_ratio: Option<f64>,
+    /// Spread each request's lengths log-normally instead: lognormal:S (σ of the log).
+    ///
+    /// Sweep and rate requests draw their input and output lengths apart, each from a
+    /// log-normal distribution whose median is --input-len and --output-len (or the shape a
+    /// --shape-mix request drew) and whose log has σ S, cut at 3σ either way: a long tail of
+    /// long prompts and answers, as real traffic has. Prompts stay exact.
+    #[arg(long, value_name = "lognormal:S", value_parser = length_dist, conflicts_with = "range_ratio", hide_short_help = true)]
+    pub length_dist: Option<f64>,
+    /// A weighted mix of input/output shapes inside each level: IN/OUT:W,… (W 1 if left out).
+    ///
+    /// Each sweep and rate request draws one shape, with a chance proportional to its weight
+    /// (the same draws at every level for a given --seed), e.g. `1000/500:3,8000/1000:1`; two
+    /// shapes make a bimodal mix. In place of --input-len and --output-len; --range-ratio or
+    /// --length-dist spread each drawn shape. The level plans the weighted means.
+    #[arg(long, value_name = "IN/OUT:W,...", value_parser = shape_mix, conflicts_with_all = ["input_len", "output_len", "shapes"], hide_short_help = true)]
+    pub shape_mix: Option<ShapeMix>,
     /// Let the model end its answers: no `ignore_eos`, --output-len (and the ladder's) a cap.
     ///
     /// Every request is sent without `ignore_eos`, so the model stops at its end of sequence
