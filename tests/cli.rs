@@ -23,7 +23,7 @@ fn servetop(args: &[&str]) -> (i32, String, Duration) {
 const U: &str = "http://127.0.0.1:9";
 
 /// Bad input, and what its one-line error must say.
-const BAD_INPUTS: [(&[&str], &str); 51] = [
+const BAD_INPUTS: [(&[&str], &str); 53] = [
     (
         &[
             "run",
@@ -422,6 +422,30 @@ const BAD_INPUTS: [(&[&str], &str); 51] = [
             "3",
         ],
         "--repeat with --search",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--shape-mix",
+            "100/10:2,300/5",
+            "--dataset",
+            SPEC,
+        ],
+        "--shape-mix and --length-dist draw servetop's own prompt lengths",
+    ),
+    (
+        &[
+            "run",
+            "--base-url",
+            U,
+            "--concurrency",
+            "1",
+            "--length-dist",
+            "lognormal:0",
+        ],
+        "is not lognormal:S",
     ),
     (
         &["demo", "--trace", "/nonexistent/trace.csv"],
