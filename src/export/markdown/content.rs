@@ -42,9 +42,23 @@ pub fn content_section(levels: &[LevelSummary]) -> String {
                 (c, None) => num(c),
                 (c, s) => format!("{} / {}", num(c), num(s)),
             };
+            let per_position = l
+                .spec_server
+                .as_ref()
+                .filter(|s| !s.per_position.is_empty())
+                .map_or_else(
+                    || "-".to_string(),
+                    |s| {
+                        s.per_position
+                            .iter()
+                            .map(|p| format!("{p:.2}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    },
+                );
             let _ = writeln!(
                 rows,
-                "| {at_load} | {} | {} | {accept} | {} | {} | {} | {} |",
+                "| {at_load} | {} | {} | {accept} | {per_position} | {} | {} | {} | {} |",
                 l.content_name().unwrap_or(""),
                 st.map_or(0, |s| s.scalars.completed),
                 num(at(st, DECODE_TOK_S)),
@@ -55,7 +69,7 @@ pub fn content_section(levels: &[LevelSummary]) -> String {
         }
     }
     format!(
-        "\n## Accept length by content\n\n| load | content | done | accept len (client / server) | per-stream tok/s | out tok/s | TTFT p50 (ms) | TPOT p50 (ms) |\n|---|---|---:|---:|---:|---:|---:|---:|\n{rows}\nEach level ran once per kind of prompt (--content, or dataset category with --categories), so the server's counters over a level are that kind's alone. accept len: output tokens per chunk after the first as servetop saw them / 1 + accepted ÷ drafts by the server's counters (where it reports them); per-stream tok/s: mean decode speed of one request.\n"
+        "\n## Accept length by content\n\n| load | content | done | accept len (client / server) | accepted per draft position | per-stream tok/s | out tok/s | TTFT p50 (ms) | TPOT p50 (ms) |\n|---|---|---:|---:|---|---:|---:|---:|---:|\n{rows}\nEach level ran once per kind of prompt (--content, or dataset category with --categories), so the server's counters over a level are that kind's alone. accept len: output tokens per chunk after the first as servetop saw them / 1 + accepted ÷ drafts by the server's counters (where it reports them); accepted per draft position: the share of drafts whose token at each position was accepted, by the server's counters (vLLM's per-position counter); per-stream tok/s: mean decode speed of one request.\n"
     )
 }
 
@@ -75,7 +89,11 @@ mod tests {
         let t = content_section(&levels);
         let rows: Vec<&str> = t.lines().filter(|l| l.starts_with("| C=")).collect();
         assert_eq!(rows.len(), 4, "{t}");
-        assert!(rows[0].starts_with("| C=1 | code | 0 | - |"), "{}", rows[0]);
+        assert!(
+            rows[0].starts_with("| C=1 | code | 0 | - | - |"),
+            "{}",
+            rows[0]
+        );
         assert!(rows[1].starts_with("| C=1 | chat |"), "{}", rows[1]);
         assert!(rows[3].starts_with("| C=8 | chat |"), "{}", rows[3]);
         c.content.clear();
