@@ -69,7 +69,7 @@ pub fn content_section(levels: &[LevelSummary]) -> String {
         }
     }
     format!(
-        "\n## Accept length by content\n\n| load | content | done | accept len (client / server) | accepted per draft position | per-stream tok/s | out tok/s | TTFT p50 (ms) | TPOT p50 (ms) |\n|---|---|---:|---:|---|---:|---:|---:|---:|\n{rows}\nEach level ran once per kind of prompt (--content, or dataset category with --categories), so the server's counters over a level are that kind's alone. accept len: output tokens per chunk after the first as servetop saw them / 1 + accepted ÷ drafts by the server's counters (where it reports them); accepted per draft position: the share of drafts whose token at each position was accepted, by the server's counters (vLLM's per-position counter); per-stream tok/s: mean decode speed of one request.\n"
+        "\n## Accept length by content\n\n| load | content | done | accept len (client / server) | accepted per draft position | per-stream tok/s | out tok/s | TTFT p50 (ms) | TPOT p50 (ms) |\n|---|---|---:|---:|---|---:|---:|---:|---:|\n{rows}\nEach level ran once per kind of prompt (--content, or dataset category with --categories), so the server's counters over a level are that kind's alone. accept len: output tokens per chunk after the first as servetop saw them / the server's: 1 + accepted ÷ drafts by its counters over the level (vLLM, llama.cpp), or SGLang's recent-window gauge, which carries steps of the level before; accepted per draft position: the share of drafts whose token at each position was accepted, by the server's counters (vLLM's per-position counter); per-stream tok/s: mean decode speed of one request.\n"
     )
 }
 
