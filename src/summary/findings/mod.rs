@@ -664,6 +664,51 @@ mod tests {
         );
     }
 
+    /// vLLM's n-gram speculator drafts only at some steps: its accept length (over drafted
+    /// steps) is about twice the tokens a step the client sees, and the client is held to the
+    /// engine's tokens per step where its counters give them.
+    #[test]
+    fn the_clients_tokens_per_chunk_are_held_to_the_engines_tokens_per_step() {
+        let text = |s: &RunSummary| {
+            of(s)
+                .into_iter()
+                .find(|f| f.id == "client_validity")
+                .expect("client_validity")
+                .text
+        };
+        let mut s = fixture();
+        for l in s.levels_mut() {
+            if let Some(st) = l.stats.as_mut() {
+                st.scalars.accept_length_client = Some(1.60);
+            }
+            l.delivery_bursts = false;
+            l.accept_length_server = Some(3.2);
+            l.spec_server = Some(crate::telemetry::per_level::SpecLevelStats {
+                accept_length: 3.2,
+                source: "counters".into(),
+                tokens_per_step: Some(1.62),
+                ..Default::default()
+            });
+        }
+        let t = text(&s);
+        assert!(
+            t.contains("its accept length within 2 % of the engine's"),
+            "{t}"
+        );
+        assert!(t.contains(": 1.60 against 1.62)"), "{t}");
+        // Without the engine's step count, its accept length is all there is to compare.
+        for l in s.levels_mut() {
+            if let Some(sp) = l.spec_server.as_mut() {
+                sp.tokens_per_step = None;
+            }
+        }
+        let t = text(&s);
+        assert!(
+            t.contains("its accept length differs from the engine's by up to 50 %"),
+            "{t}"
+        );
+    }
+
     #[test]
     fn a_run_whose_levels_all_ended_within_a_second_says_so_not_that_it_is_old() {
         let text = |s: &RunSummary| {

@@ -220,13 +220,23 @@ fn ttft_against_engine(levels: &[&LevelSummary], text: &mut String) -> Vec<(&'st
     ]
 }
 
-/// The accept length servetop saw (tokens per chunk) against the engine's, the largest
-/// relative difference over the levels that have both.
+/// What servetop's tokens per chunk are held to at level `l`: the engine's tokens per step
+/// where its counters give them (a speculator that drafts only at some steps, as vLLM's
+/// n-gram, has an accept length over its drafted steps above that), else its accept length.
+fn engine_per_step(l: &LevelSummary) -> Option<f64> {
+    l.spec_server
+        .as_ref()
+        .and_then(|s| s.tokens_per_step)
+        .or(l.accept_length_server)
+}
+
+/// The accept length servetop saw (tokens per chunk) against the engine's tokens per step, the
+/// largest relative difference over the levels that have both.
 fn accept_against_engine(levels: &[&LevelSummary], text: &mut String) -> Vec<(&'static str, f64)> {
     let worst = levels
         .iter()
         .filter_map(|l| {
-            let (c, s) = (l.accept_length_client()?, l.accept_length_server?);
+            let (c, s) = (l.accept_length_client()?, engine_per_step(l)?);
             (s > 0.0).then(|| ((c / s - 1.0) * 100.0, c, s, *l))
         })
         .max_by(|a, b| a.0.abs().total_cmp(&b.0.abs()));
