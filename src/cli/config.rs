@@ -350,6 +350,9 @@ pub fn sim_config(a: &SimArgs) -> Result<SimConfig, String> {
     }
     if let Some(v) = &a.accept_length {
         c.accept_length = AcceptLength::parse(v)?;
+        // The accept length asked for is every request's: a preset's means by kind of prompt
+        // go, unless --accept-by-content sets its own.
+        c.accept_by_content.clear();
     }
     if let Some(v) = a.context_length {
         c.context_length = v;
@@ -677,5 +680,28 @@ mod tests {
             ])
             .is_err()
         );
+    }
+
+    /// `sim --accept-length N` is every request's accept length: the preset's means by kind of
+    /// prompt go, unless `--accept-by-content` sets its own.
+    #[test]
+    fn an_accept_length_given_replaces_the_presets_by_kind() {
+        use crate::workload::content::ContentKind;
+        let sim = |flags: &[&str]| {
+            let mut args = vec!["servetop", "sim"];
+            args.extend_from_slice(flags);
+            match crate::cli::Cli::try_parse_from(args).unwrap().command {
+                crate::cli::Command::Sim(a) => super::sim_config(&a).unwrap(),
+                _ => unreachable!(),
+            }
+        };
+        let preset = sim(&[]);
+        assert_eq!(preset.accept_by_content.get(&ContentKind::Code), Some(&4.6));
+        let one = sim(&["--accept-length", "1"]);
+        assert!(one.accept_by_content.is_empty());
+        assert_eq!(one.draft_width(), 0, "no speculation: no draft counters");
+        let both = sim(&["--accept-length", "2", "--accept-by-content", "code=3"]);
+        assert_eq!(both.accept_by_content.len(), 1);
+        assert_eq!(both.draft_width(), 2);
     }
 }

@@ -232,21 +232,29 @@ impl Runner {
     }
 
     async fn run_inner(&mut self) -> Result<(), String> {
-        if let Some(d) = self.prepared.factory.dataset() {
-            // The most any one level draws (each level starts from its own point in the order).
-            let requests: u64 = self
+        if let Some(d) = self.prepared.factory.dataset().cloned() {
+            // The most any one level draws from its pool (each level starts from its own point
+            // in the order): the whole file, or a category's entries with --categories.
+            let mut most: Vec<(Option<String>, u64)> = Vec::new();
+            for l in self
                 .prepared
                 .levels
                 .iter()
                 .filter(|l| l.kind != LevelKind::LongContext)
-                .map(|l| match l.conversation {
+            {
+                let n = match l.conversation {
                     Some(c) => u64::from(l.requests / c.requests()),
                     None => u64::from(l.requests),
-                })
-                .max()
-                .unwrap_or(0);
-            if let Some(w) = d.repeats_warning(requests) {
-                self.emit(Event::Warning(w));
+                };
+                match most.iter_mut().find(|(c, _)| *c == l.category) {
+                    Some((_, m)) => *m = (*m).max(n),
+                    None => most.push((l.category.clone(), n)),
+                }
+            }
+            for (category, requests) in most {
+                if let Some(w) = d.repeats_warning_in(category.as_deref(), requests) {
+                    self.emit(Event::Warning(w));
+                }
             }
         }
         if self.clock.start_at_unix_ms.is_some() {

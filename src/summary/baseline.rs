@@ -282,11 +282,30 @@ pub fn level_differences(
                 &ra.config.natural_stop,
                 &rb.config.natural_stop,
             ),
+            KeyDifference::of("length_dist", &length_dist(ra), &length_dist(rb)),
+            KeyDifference::of("shape_mix", &shape_mix(ra), &shape_mix(rb)),
         ]
         .into_iter()
         .flatten(),
     );
     out
+}
+
+/// How a run drew its requests' lengths around a level's: `lognormal:0.5`, or `none`.
+fn length_dist(s: &RunSummary) -> String {
+    opt(s
+        .config
+        .lognormal_sigma
+        .map(|v| format!("lognormal:{}", crate::fmt::fmt_rate(v))))
+}
+
+/// A run's mix of shapes inside each level, or `none`.
+fn shape_mix(s: &RunSummary) -> String {
+    if s.config.shape_mix.is_empty() {
+        "none".into()
+    } else {
+        crate::workload::shapes::WeightedShape::describe(&s.config.shape_mix)
+    }
 }
 
 /// A value, or `none`.

@@ -145,14 +145,18 @@ fn shard_index(r: &ShardRun) -> u32 {
     r.summary.config.shard.map_or(0, |s| s.index)
 }
 
-/// Whether two shards ran the same plan: the same levels (kind, lengths) on the same clock.
+/// Whether two shards ran the same plan: the same levels (kind, lengths, and the pass each
+/// level is of: its label) on the same clock, with the same lengths drawn per request.
 fn same_plan(a: &RunSummary, b: &RunSummary) -> bool {
-    let shape = |s: &RunSummary| -> Vec<(u32, crate::workload::LevelKind, u64, u32)> {
+    let shape = |s: &RunSummary| -> Vec<(u32, crate::workload::LevelKind, u64, u32, String)> {
         s.levels()
-            .map(|l| (l.index, l.kind, l.input_len, l.output_len))
+            .map(|l| (l.index, l.kind, l.input_len, l.output_len, l.label()))
             .collect()
     };
-    shape(a) == shape(b) && a.config.clock == b.config.clock
+    shape(a) == shape(b)
+        && a.config.clock == b.config.clock
+        && a.config.shape_mix == b.config.shape_mix
+        && a.config.lognormal_sigma == b.config.lognormal_sigma
 }
 
 fn merge_info(runs: &[ShardRun], count: u32) -> MergeInfo {

@@ -259,6 +259,26 @@ impl Dataset {
         self.categories.iter().map(|(n, _)| n.to_string()).collect()
     }
 
+    /// [`Dataset::repeats_warning`] for a level drawing from `category`'s entries (the whole
+    /// file for `None`).
+    pub fn repeats_warning_in(&self, category: Option<&str>, requests: u64) -> Option<String> {
+        let pool = category.and_then(|c| {
+            self.categories
+                .iter()
+                .find(|(n, _)| n.as_ref() == c)
+                .map(|(_, v)| v.len() as u64)
+        });
+        match (category, pool) {
+            (Some(c), Some(n)) => (requests > n).then(|| {
+                format!(
+                    "--dataset {} has {n} usable entries in category {c} for {requests} requests: prompts repeat, and a server's prefix cache will serve the repeats (see the prefix-cache hit rate)",
+                    self.path
+                )
+            }),
+            _ => self.repeats_warning(requests),
+        }
+    }
+
     /// How many requests of the run will draw from it, against its size: `Some(message)` when
     /// some entry must be sent twice (a prefix cache would then serve the repeat).
     pub fn repeats_warning(&self, requests: u64) -> Option<String> {
@@ -409,6 +429,13 @@ mod tests {
         assert_eq!(
             d.pick_in(Some("qa"), 3, 1, 9).user_turns[0].as_ref(),
             "who?"
+        );
+        // A category of 2 entries repeats at 3 requests, though the file has 3 in all.
+        assert!(d.repeats_warning_in(None, 3).is_none());
+        let w = d.repeats_warning_in(Some("coding"), 3).unwrap();
+        assert!(
+            w.contains("2 usable entries in category coding for 3 requests"),
+            "{w}"
         );
         // SPEED-Bench as prepare.py writes it (every turn the user's), and its placeholder rows.
         let p = write(

@@ -153,6 +153,14 @@ impl super::LevelSpec {
     /// Request `i`'s input and output tokens (`i` counted over the whole plan, not a shard's
     /// share): the level's, or drawn around them with a range ratio.
     pub fn request_lengths(&self, seed: u64, i: u32) -> (u64, u32) {
+        // Adapters dealt round-robin each get the same draws: the k-th request of every adapter
+        // is drawn as the k-th draw, so the adapters compare like with like.
+        let i = match &self.mix.lora {
+            Some(l) if l.dist == LoraDist::RoundRobin && !l.modules.is_empty() => {
+                i / u32::try_from(l.modules.len()).unwrap_or(u32::MAX)
+            }
+            _ => i,
+        };
         let (input_tokens, output_tokens) = if self.mix.shape_mix.is_empty() {
             (self.input_tokens, self.output_tokens)
         } else {
@@ -176,14 +184,6 @@ impl super::LevelSpec {
         }
         let Some(r) = self.mix.range_ratio else {
             return (input_tokens, output_tokens);
-        };
-        // Adapters dealt round-robin each get the same draws: the k-th request of every adapter
-        // is drawn as the k-th draw, so the adapters compare like with like.
-        let i = match &self.mix.lora {
-            Some(l) if l.dist == LoraDist::RoundRobin && !l.modules.is_empty() => {
-                i / u32::try_from(l.modules.len()).unwrap_or(u32::MAX)
-            }
-            _ => i,
         };
         let input = draw(
             input_tokens,

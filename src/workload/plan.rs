@@ -21,8 +21,9 @@ pub struct Limit<'a> {
     pub restart: Option<&'a dyn Fn(u64) -> Option<u64>>,
 }
 
+/// The context a level's longest request needs (its spread or mix of lengths included).
 fn need(l: &LevelSpec) -> u64 {
-    l.input_tokens + u64::from(l.output_tokens)
+    l.context_needed()
 }
 
 fn list<T: ToString>(xs: impl IntoIterator<Item = T>) -> String {

@@ -441,8 +441,10 @@ impl PromptFactory {
             while drawn.len() < n {
                 drawn.push(body.next_piece());
             }
+            // A probe calibration's count is an estimate, but a local one: bracket on it too,
+            // so a kind's prompt is as long as a random one by the same estimate.
             let got = self.counter.count(&text(&drawn, n, 0)).await?;
-            if got == want || !self.counter.is_exact() {
+            if got == want {
                 return Ok(self.framed(text(&drawn, n, 0), got));
             }
             if n > 0 && got > fixed {
@@ -463,13 +465,20 @@ impl PromptFactory {
             };
         }
         // Within a piece of the target: short words make up the rest.
+        // The best kept is the longest at or under the target: a prompt over it could pass the
+        // server's context where the plan said it fits.
         let (n, got) = lo;
         let mut best = (got, text(&drawn, n, 0));
         let mut fill = usize::try_from(want - got).unwrap_or(0);
+        let mut tried: Vec<usize> = Vec::new();
         for _ in 0..12 {
+            if tried.contains(&fill) {
+                break;
+            }
+            tried.push(fill);
             let t = text(&drawn, n, fill);
             let g = self.counter.count(&t).await?;
-            if g.abs_diff(want) < best.0.abs_diff(want) {
+            if g <= want && g > best.0 {
                 best = (g, t);
             }
             if g == want {
@@ -635,6 +644,24 @@ mod tests {
         // A prompt too short for its instruction is refused, not sent long.
         let e = f.make_kind(ContentKind::Json, 20, 0, 0).await.unwrap_err();
         assert!(e.contains("cannot hold its instruction"), "{e}");
+    }
+
+    /// Without a tokenizer (a probe calibration's estimate), a kind's prompt is as long as a
+    /// random one by the same estimate, never over it.
+    #[tokio::test]
+    async fn a_kind_without_a_tokenizer_is_sized_by_the_estimate() {
+        let mut f = PromptFactory::new(
+            Counter::Probe {
+                slope: 1.3,
+                intercept: 0.0,
+            },
+            5,
+        );
+        for kind in ContentKind::ALL {
+            let p = f.make_kind(kind, 1000, 0, 1).await.unwrap();
+            let n = f.counter().count(&p.text).await.unwrap();
+            assert!((997..=1000).contains(&n), "{kind:?}: {n}");
+        }
     }
 
     #[tokio::test]

@@ -53,11 +53,13 @@ struct Row<'a> {
 /// kinds measured (the shortest long-context length where the run has no sweep), over `s`'s
 /// plain levels of its headline budget, first runs only. None with fewer than two kinds there.
 fn rows_at_one_load(s: &RunSummary) -> Option<(LevelKind, u64, Vec<Row<'_>>)> {
-    let budget = s.passes().headline().thinking_budget;
+    let passes = s.passes();
+    let (budget, shape) = (passes.headline().thinking_budget, passes.headline().shape);
     let of_kind = |kind: LevelKind| -> Vec<&LevelSummary> {
         s.levels()
             .filter(|l| l.kind == kind && l.content_name().is_some() && l.response_format.is_none())
             .filter(|l| l.thinking_budget == budget && measured(l))
+            .filter(|l| l.shape.is_none() || l.shape == shape)
             .collect()
     };
     let (levels, kind) = match of_kind(LevelKind::Sweep) {
@@ -142,8 +144,13 @@ pub(super) fn accept_by_content(s: &RunSummary) -> Option<Finding> {
             num(lo),
             num(hi)
         );
+        // Ranked only where every figure is of one source: an engine's accept length over its
+        // drafted steps and a client's tokens per chunk are not the same count.
         let accepted: Vec<&Row<'_>> = rows.iter().filter(|r| r.accept.is_some()).collect();
         match (accepted.first(), accepted.last()) {
+            _ if !one_source => text.push_str(
+                " (their accept lengths come from different sources, so they are not ranked).",
+            ),
             (Some(top), Some(bottom)) if accepted.len() >= 2 => {
                 let _ = write!(
                     text,
