@@ -79,6 +79,14 @@ fn written_accept(requests: &[&SimRequestTrace]) -> f64 {
     f64::from(frames.iter().sum::<u32>()) / frames.len() as f64
 }
 
+/// The run's `accept_by_content` finding.
+fn by_content(s: &servetop::summary::RunSummary) -> &servetop::summary::findings::Finding {
+    s.findings
+        .iter()
+        .find(|f| f.id == "accept_by_content")
+        .expect("the accept_by_content finding")
+}
+
 /// A kind's configured mean accept length in the simulator.
 fn configured(by_kind: &[(ContentKind, f64)], k: ContentKind) -> f64 {
     by_kind.iter().find(|(x, _)| *x == k).map_or_else(
@@ -151,12 +159,7 @@ fn each_kinds_accept_length_is_the_simulators() {
             );
         }
         // The finding: single stream, each kind's server figure, most and fewest.
-        let f = session
-            .summary
-            .findings
-            .iter()
-            .find(|f| f.id == "accept_by_content")
-            .expect("the accept_by_content finding");
+        let f = by_content(&session.summary);
         assert_eq!(f.values["load"], 1.0);
         for l in sweep.iter().filter(|l| l.concurrency == 1) {
             let k = l.content.unwrap().name();
@@ -269,12 +272,7 @@ fn the_finding_ranks_the_kinds_on_random_shapes() {
                 "shape {seed}: {:?} at C={:?}, counters {}",
                 shape.by_kind, shape.concurrency, shape.metrics
             );
-            let f = session
-                .summary
-                .findings
-                .iter()
-                .find(|f| f.id == "accept_by_content")
-                .unwrap_or_else(|| panic!("{what}: no finding"));
+            let f = by_content(&session.summary);
             let load = shape.concurrency[0];
             assert_eq!(f.values["load"], load as f64, "{what}");
             let at_load: Vec<&LevelSummary> = session
@@ -401,12 +399,7 @@ fn with_sglangs_gauge_the_finding_takes_the_clients_figure() {
             ..config(&h.url(), &[Code, Chat], vec![1], 8)
         };
         let session = sim_run::finished(cfg).await;
-        let f = session
-            .summary
-            .findings
-            .iter()
-            .find(|f| f.id == "accept_by_content")
-            .unwrap();
+        let f = by_content(&session.summary);
         for l in &session.summary.sweep {
             let k = l.content.unwrap().name();
             let spec = l.spec_server.as_ref().expect("the gauge");
@@ -466,12 +459,7 @@ fn dataset_categories_are_passes_of_their_own() {
                 "{cat}: {engine} against {written}"
             );
         }
-        let f = session
-            .summary
-            .findings
-            .iter()
-            .find(|f| f.id == "accept_by_content")
-            .unwrap();
+        let f = by_content(&session.summary);
         assert!(
             f.text
                 .contains("(coding accepted the most drafts, math_reasoning the fewest)"),

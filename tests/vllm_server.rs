@@ -1567,6 +1567,25 @@ async fn ngram_speculation_accept_length_both_ways() {
     Box::pin(content_kinds_on(&srv)).await;
 }
 
+/// A run of `cfg` into `dir`, its tables printed, every output token it received counted by
+/// vLLM's generation counter over the run.
+async fn run_counted(srv: &VllmServer, cfg: RunConfig, dir: &Path) -> Session {
+    let before = srv.counters();
+    let s = run(cfg, dir).await;
+    let after = srv.counters();
+    eprintln!("{}", servetop::run::headless::final_tables(&s));
+    let out: u64 = real_server::records(dir)
+        .iter()
+        .map(|r| r.output_tokens)
+        .sum();
+    assert_eq!(
+        out,
+        after.delta(&before, "vllm:generation_tokens_total").round() as u64,
+        "every output token is the engine's"
+    );
+    s
+}
+
 /// `--content code,chat,json,random` on the n-gram server: each kind's pass a level of its own,
 /// its prompts exact, and its accept length as servetop saw it (tokens per chunk) the engine's
 /// tokens per step over that level by vLLM's own counters, within 5 % as above. No kind is
@@ -1579,17 +1598,7 @@ async fn content_kinds_on(srv: &VllmServer) {
     cfg.output_len = 256;
     cfg.requests_per_level = RequestCount::Fixed(8);
     cfg.content = vec![Code, Chat, Json, Random];
-    let before = srv.counters();
-    let s = run(cfg, &dir).await;
-    let after = srv.counters();
-    eprintln!("{}", servetop::run::headless::final_tables(&s));
-    let recs = real_server::records(&dir);
-    let out: u64 = recs.iter().map(|r| r.output_tokens).sum();
-    assert_eq!(
-        out,
-        after.delta(&before, "vllm:generation_tokens_total").round() as u64,
-        "every kind's output tokens are the engine's"
-    );
+    let s = run_counted(srv, cfg, &dir).await;
     let mut table = String::from(
         "| kind | client tokens/chunk | server accept length | server tokens/step | acceptance | per-stream tok/s |\n|---|---:|---:|---:|---:|---:|\n",
     );
@@ -1662,16 +1671,7 @@ async fn speed_bench_categories_on(srv: &VllmServer) {
     cfg.requests_per_level = RequestCount::Fixed(6);
     cfg.dataset = Some(path);
     cfg.categories = d.category_names();
-    let before = srv.counters();
-    let s = run(cfg, &dir).await;
-    let after = srv.counters();
-    eprintln!("{}", servetop::run::headless::final_tables(&s));
-    let recs = real_server::records(&dir);
-    let out: u64 = recs.iter().map(|r| r.output_tokens).sum();
-    assert_eq!(
-        out,
-        after.delta(&before, "vllm:generation_tokens_total").round() as u64
-    );
+    let s = run_counted(srv, cfg, &dir).await;
     let cats: Vec<Option<&str>> = s
         .summary
         .sweep

@@ -301,51 +301,30 @@ pub fn twins(levels: Vec<LevelSpec>, format: Option<&ResponseFormat>) -> Vec<Lev
     let Some(format) = format else {
         return levels;
     };
-    let mut out = Vec::with_capacity(levels.len() * 2);
-    for l in levels {
-        let twin = matches!(
-            l.kind,
-            LevelKind::Sweep | LevelKind::Rate | LevelKind::LongContext
-        );
-        let constrained = twin.then(|| {
-            let mut c = l.clone();
-            c.mix.response_format = Some(format.clone());
-            c
-        });
-        out.push(l);
-        out.extend(constrained);
-    }
-    for (i, l) in out.iter_mut().enumerate() {
-        l.index = i as u32;
-    }
-    out
+    in_a_row(levels, PLAIN_AND_LADDER, |l| {
+        let mut c = l.clone();
+        c.mix.response_format = Some(format.clone());
+        vec![l.clone(), c]
+    })
 }
 
 /// With content kinds (`--content`), each sweep, rate and long-context level once per kind in
-/// a row (before the twins, so each kind's twin follows it), in the order given: `C=1 · code`, `C=1 · chat`, `C=8 · code`, …; the
-/// others once, their prompts their own. Indices follow the new order.
+/// a row (before the twins, so each kind's twin follows it), in the order given: `C=1 · code`,
+/// `C=1 · chat`, `C=8 · code`, …; the others once, their prompts their own. Indices follow the
+/// new order.
 pub fn contents(levels: Vec<LevelSpec>, kinds: &[ContentKind]) -> Vec<LevelSpec> {
     if kinds.is_empty() {
         return levels;
     }
-    let mut out = Vec::with_capacity(levels.len() * kinds.len());
-    for l in levels {
-        if matches!(
-            l.kind,
-            LevelKind::Sweep | LevelKind::Rate | LevelKind::LongContext
-        ) {
-            out.extend(kinds.iter().map(|&k| LevelSpec {
+    in_a_row(levels, PLAIN_AND_LADDER, |l| {
+        kinds
+            .iter()
+            .map(|&k| LevelSpec {
                 content: Some(k),
                 ..l.clone()
-            }));
-        } else {
-            out.push(l);
-        }
-    }
-    for (i, l) in out.iter_mut().enumerate() {
-        l.index = i as u32;
-    }
-    out
+            })
+            .collect()
+    })
 }
 
 /// With shapes (`--shapes`), the sweep and rate levels once per input/output pair, a shape's
@@ -384,13 +363,32 @@ pub fn categories(levels: Vec<LevelSpec>, names: &[String]) -> Vec<LevelSpec> {
     if names.is_empty() {
         return levels;
     }
-    let mut out = Vec::with_capacity(levels.len() * names.len());
-    for l in levels {
-        if matches!(l.kind, LevelKind::Sweep | LevelKind::Rate) {
-            out.extend(names.iter().map(|c| LevelSpec {
+    in_a_row(levels, &[LevelKind::Sweep, LevelKind::Rate], |l| {
+        names
+            .iter()
+            .map(|c| LevelSpec {
                 category: Some(c.clone()),
                 ..l.clone()
-            }));
+            })
+            .collect()
+    })
+}
+
+/// The kinds of level a pass run in a row repeats: the sweep, the rate levels and the ladder.
+const PLAIN_AND_LADDER: &[LevelKind] = &[LevelKind::Sweep, LevelKind::Rate, LevelKind::LongContext];
+
+/// Each level of one of `kinds` replaced where it stands by `variants` of it, in a row; the
+/// others kept once. Indices follow the new order. The twins, content kinds and categories
+/// are each a pass run so, level by level.
+fn in_a_row(
+    levels: Vec<LevelSpec>,
+    kinds: &[LevelKind],
+    variants: impl Fn(&LevelSpec) -> Vec<LevelSpec>,
+) -> Vec<LevelSpec> {
+    let mut out = Vec::with_capacity(levels.len() * 2);
+    for l in levels {
+        if kinds.contains(&l.kind) {
+            out.extend(variants(&l));
         } else {
             out.push(l);
         }

@@ -664,18 +664,21 @@ mod tests {
         );
     }
 
+    /// The `client_validity` finding's sentence for `s`.
+    fn validity_text(s: &RunSummary) -> String {
+        of(s)
+            .into_iter()
+            .find(|f| f.id == "client_validity")
+            .expect("client_validity")
+            .text
+    }
+
     /// vLLM's n-gram speculator drafts only at some steps: its accept length (over drafted
     /// steps) is about twice the tokens a step the client sees, and the client is held to the
     /// engine's tokens per step where its counters give them.
     #[test]
     fn the_clients_tokens_per_chunk_are_held_to_the_engines_tokens_per_step() {
-        let text = |s: &RunSummary| {
-            of(s)
-                .into_iter()
-                .find(|f| f.id == "client_validity")
-                .expect("client_validity")
-                .text
-        };
+        let text = validity_text;
         let mut s = fixture();
         for l in s.levels_mut() {
             if let Some(st) = l.stats.as_mut() {
@@ -711,13 +714,7 @@ mod tests {
 
     #[test]
     fn a_run_whose_levels_all_ended_within_a_second_says_so_not_that_it_is_old() {
-        let text = |s: &RunSummary| {
-            of(s)
-                .into_iter()
-                .find(|f| f.id == "client_validity")
-                .expect("client_validity")
-                .text
-        };
+        let text = validity_text;
         let mut s = fixture();
         for l in s.levels_mut() {
             l.client = crate::telemetry::per_level::ClientLevelStats::default();
