@@ -710,6 +710,20 @@ mod tests {
             t.contains("its accept length differs from the engine's by up to 50 %"),
             "{t}"
         );
+        // SGLang's gauge carries steps from before the level: not held to it, and said so.
+        for l in s.levels_mut() {
+            if let Some(sp) = l.spec_server.as_mut() {
+                sp.source = "gauge".into();
+            }
+        }
+        let t = text(&s);
+        assert!(
+            t.contains(
+                "its accept length is not held to the engine's: the engine's is a recent-window gauge"
+            ),
+            "{t}"
+        );
+        assert!(!t.contains("differs from the engine's"), "{t}");
     }
 
     #[test]

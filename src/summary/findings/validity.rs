@@ -222,12 +222,12 @@ fn ttft_against_engine(levels: &[&LevelSummary], text: &mut String) -> Vec<(&'st
 
 /// What servetop's tokens per chunk are held to at level `l`: the engine's tokens per step
 /// where its counters give them (a speculator that drafts only at some steps, as vLLM's
-/// n-gram, has an accept length over its drafted steps above that), else its accept length.
+/// n-gram, has an accept length over its drafted steps above that), else its accept length
+/// from the counters. None where the engine's figure is SGLang's recent-window gauge or its
+/// cumulative average: those carry steps from before the level, so they are not the level's.
 fn engine_per_step(l: &LevelSummary) -> Option<f64> {
-    l.spec_server
-        .as_ref()
-        .and_then(|s| s.tokens_per_step)
-        .or(l.accept_length_server)
+    let s = l.spec_server.as_ref().filter(|s| s.source == "counters")?;
+    s.tokens_per_step.or(Some(s.accept_length))
 }
 
 /// The accept length servetop saw (tokens per chunk) against the engine's tokens per step, the
@@ -241,6 +241,14 @@ fn accept_against_engine(levels: &[&LevelSummary], text: &mut String) -> Vec<(&'
         })
         .max_by(|a, b| a.0.abs().total_cmp(&b.0.abs()));
     let Some((pct, c, s, l)) = worst else {
+        if levels
+            .iter()
+            .any(|l| l.accept_length_client().is_some() && l.accept_length_server.is_some())
+        {
+            text.push_str(
+                "; its accept length is not held to the engine's: the engine's is a recent-window gauge (SGLang), which carries steps from before each level",
+            );
+        }
         return Vec::new();
     };
     if pct.abs() <= super::ACCEPT_CONFOUND * 100.0 {
