@@ -148,9 +148,10 @@ fn single_stream(levels: &[&LevelSummary]) -> Option<Finding> {
         (Some(c), Some(sv)) => {
             let _ = write!(
                 text,
-                "; accept length {} as servetop saw it, {} by the server's counters",
+                "; accept length {} as servetop saw it, {} {}",
                 num(c),
-                num(sv)
+                num(sv),
+                server_source(l)
             );
         }
         (Some(c), None) if c > 1.05 => {
@@ -161,7 +162,7 @@ fn single_stream(levels: &[&LevelSummary]) -> Option<Finding> {
             );
         }
         (None, Some(sv)) => {
-            let _ = write!(text, "; accept length {} by the server's counters", num(sv));
+            let _ = write!(text, "; accept length {} {}", num(sv), server_source(l));
         }
         _ => {}
     }
@@ -500,6 +501,17 @@ fn per_stream(levels: &[&LevelSummary], peak: &LevelSummary) -> Option<Finding> 
             .value("decode_tokens_per_s_at_peak", Some(b))
             .value("change_pct", Some(pct)),
     )
+}
+
+/// Where a level's server accept length came from, as a sentence says it: the engine's counters
+/// over the level (vLLM, llama.cpp), or SGLang's recent-window gauge or running average, which
+/// carry steps from before the level.
+fn server_source(l: &LevelSummary) -> &'static str {
+    match l.spec_server.as_ref().map(|s| s.source.as_str()) {
+        Some("gauge") => "by the server's recent-window gauge",
+        Some("server_info") => "by the server's running average",
+        _ => "by the server's counters",
+    }
 }
 
 #[cfg(test)]
