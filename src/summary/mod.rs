@@ -9,6 +9,7 @@ pub mod findings;
 pub mod merge;
 pub mod passes;
 pub mod reasoning;
+pub mod redact;
 pub mod repeats;
 pub mod slo_tiers;
 pub mod structured;
