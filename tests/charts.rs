@@ -22,8 +22,9 @@ use chart_pixels::{
     mark_columns, markers, residuals, steps, tick_columns, x_axis_row, y_axis_column,
 };
 
-const NAMES: [&str; 5] = [
+const NAMES: [&str; 6] = [
     "throughput.png",
+    "tradeoff.png",
     "latency.png",
     "long_context.png",
     "spec_decoding.png",
@@ -61,7 +62,7 @@ fn every_chart_is_a_png_of_the_requested_size_with_text_and_colours() {
         telemetry: &[],
     }];
     let files = render_all(&runs, &dir, (1200, 700)).unwrap();
-    assert_eq!(files.len(), 5);
+    assert_eq!(files.len(), 6);
     for name in NAMES {
         let img = image::open(dir.join(name)).unwrap();
         assert_eq!(img.dimensions(), (1200, 700), "{name}");
@@ -1388,7 +1389,10 @@ fn the_pareto_chart_draws_each_load_and_the_front_at_their_places() {
     let dir = tmp("pareto");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("pareto.png");
-    servetop::export::charts::pareto_figure(&path, (1200, 900), &runs, &tune).unwrap();
+    servetop::export::charts::pareto_figure(&runs, &tune)
+        .unwrap()
+        .draw_png(&path, (1200, 900))
+        .unwrap();
     let img = image::open(&path).unwrap().to_rgb8();
     let _ = std::fs::remove_dir_all(&dir);
     let f = frames(&img, 1);

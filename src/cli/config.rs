@@ -159,6 +159,7 @@ pub fn run_config(a: &RunArgs) -> Result<RunConfig, String> {
         chat,
         gpu_hour_cost: tel.gpu_hour_cost,
         cost_per_hour: tel.cost_per_hour,
+        gpus: tel.gpus,
         trace: trace_config(a)?,
         repeat: plan.repeat,
         thinking_budgets: work

@@ -170,6 +170,10 @@ pub struct RunConfig {
     pub gpu_hour_cost: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_per_hour: Option<f64>,
+    /// The deployment's GPU count (`--gpus`): the per-GPU figures' divisor when servetop saw
+    /// no GPU (a GPU it saw counts first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<u32>,
     /// The production trace to replay (`--trace`), alone: the run's one level.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<crate::workload::trace::TraceConfig>,
@@ -352,6 +356,7 @@ impl RunConfig {
             chat: ChatExtras::default(),
             gpu_hour_cost: None,
             cost_per_hour: None,
+            gpus: None,
             trace: None,
             repeat: 1,
             thinking_budgets: Vec::new(),

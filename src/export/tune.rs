@@ -54,12 +54,12 @@ pub fn write(t: &TuneRun, dir: &Path, size: (u32, u32)) -> Result<Vec<PathBuf>, 
             telemetry: &[],
         })
         .collect();
-    if !runs.is_empty() {
+    if let Some(fig) = super::charts::pareto_figure(&runs, &t.tune) {
         let charts = dir.join("charts");
         std::fs::create_dir_all(&charts)
             .map_err(|e| format!("cannot create {}: {e}", charts.display()))?;
         let png = charts.join("pareto.png");
-        super::charts::pareto_figure(&png, size, &runs, &t.tune)?;
+        fig.draw_png(&png, size)?;
         files.push(png);
     }
     Ok(files)

@@ -587,6 +587,16 @@ impl RunSummary {
             .chain(self.traces.iter_mut())
     }
 
+    /// What the per-GPU figures divide by: the most GPUs servetop saw over any level (`true`),
+    /// else `--gpus` (`false`); none when it saw none and none was given.
+    pub fn gpu_count(&self) -> Option<(u32, bool)> {
+        let seen = self.levels().map(|l| l.gpus.len()).max().unwrap_or(0);
+        match u32::try_from(seen) {
+            Ok(n) if n > 0 => Some((n, true)),
+            _ => self.config.gpus.map(|n| (n, false)),
+        }
+    }
+
     /// Every level: the concurrency sweep, the rate levels, the long-context ladder, the
     /// multi-turn level, the session levels, the trace.
     pub fn levels(&self) -> impl Iterator<Item = &LevelSummary> {

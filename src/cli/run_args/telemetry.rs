@@ -19,6 +19,10 @@ pub struct TelemetryArgs {
     /// USD per hour for the whole deployment, instead of per GPU.
     #[arg(long, value_name = "USD", hide_short_help = true)]
     pub cost_per_hour: Option<f64>,
+    /// The deployment's GPU count, for the per-GPU figures (report.html's trade-off chart)
+    /// when servetop sees no GPU (no NVML or DCGM here, or the server is on another host).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), hide_short_help = true)]
+    pub gpus: Option<u32>,
     /// Keep every chunk's arrival time and token count in requests.jsonl.
     #[arg(long, hide_short_help = true)]
     pub record_chunks: bool,

@@ -1,18 +1,14 @@
 //! `long_context.png`: TTFT, prefill and decode speed against input length.
 
-use super::panel::{Line, Panel, XKind, figure_of};
+use super::figure::{Figure, figure_of};
+use super::panel::{Line, Panel, XKind};
 use super::title::Settings;
 use super::{ChartRun, grouped, run_lines, stat};
 use crate::metrics::curves;
 use crate::summary::{LevelStatus, LevelSummary, RunSummary};
-use std::path::Path;
 
 /// `long_context.png`, with skipped lengths marked and their reasons in the footer.
-pub(super) fn draw(
-    path: &Path,
-    size: (u32, u32),
-    runs: &[ChartRun<'_>],
-) -> Result<super::ChartText, String> {
+pub(super) fn draw(runs: &[ChartRun<'_>]) -> Figure {
     let k = |l: &LevelSummary| l.input_len as f64 / 1000.0;
     let ctx_lines = |name: &str, f: fn(&LevelSummary) -> Option<f64>| -> Vec<Line> {
         let points = |s: &RunSummary| grouped::means(&grouped::by_level(&s.long_context, k, f));
@@ -35,14 +31,12 @@ pub(super) fn draw(
         empty: empty.clone(),
     };
     figure_of(
-        path,
-        size,
         (
             "Long context: prefill and decode vs input length",
             Settings::Plan(settings),
         ),
         runs,
-        &[
+        vec![
             panel("Time to first token", "seconds", "TTFT", |l| {
                 stat(l, curves::TTFT_MEAN_S)
             }),
@@ -54,7 +48,7 @@ pub(super) fn draw(
             }),
         ],
         3,
-        &footer,
+        footer,
     )
 }
 

@@ -1,10 +1,9 @@
 //! `lora.png`: each LoRA adapter's TTFT and output throughput over the sweep (or, in a run
 //! without one, over the rate levels), a line an adapter.
 
-use std::path::Path;
-
 use super::ChartRun;
-use super::panel::{Line, Panel, XKind, color, figure};
+use super::figure::{Figure, figure};
+use super::panel::{Line, Panel, XKind, color};
 use crate::metrics::lora::LoraStats;
 use crate::summary::{LevelSummary, RunSummary};
 
@@ -64,11 +63,7 @@ fn lines(runs: &[ChartRun<'_>], names: &[String], f: fn(&LoraStats) -> Option<f6
     out
 }
 
-pub(super) fn lora_figure(
-    path: &Path,
-    size: (u32, u32),
-    runs: &[ChartRun<'_>],
-) -> Result<super::ChartText, String> {
+pub(super) fn lora_figure(runs: &[ChartRun<'_>]) -> Figure {
     let names = adapters(runs);
     let x = levels_of(runs[0].summary).1;
     let empty = "no level with LoRA adapters finished in this run".to_string();
@@ -107,5 +102,5 @@ pub(super) fn lora_figure(
         s.config.lora_modules.join(", "),
         s.config.lora_dist.label()
     )];
-    figure(path, size, "LoRA adapters", runs, &panels, 2, &footer)
+    figure("LoRA adapters", runs, panels.into(), 2, footer)
 }

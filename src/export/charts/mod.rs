@@ -5,6 +5,7 @@
 //! Concurrency axes are log2 (1, 2, 4, … 100 spread evenly); latency axes switch to log10 when the
 //! values span more than 30×. Several runs overlay with one colour each (`servetop report A B`).
 
+mod figure;
 mod grouped;
 mod long_context;
 mod lora;
@@ -13,10 +14,12 @@ mod pareto;
 mod rates;
 mod search;
 mod sessions;
+mod spec;
 mod sweep;
 mod timeline;
 mod title;
 mod trace;
+mod tradeoff;
 mod turns;
 
 use std::path::{Path, PathBuf};
@@ -25,9 +28,11 @@ use std::sync::Once;
 use crate::metrics::curves;
 use crate::summary::{LevelSummary, RunSummary};
 use crate::telemetry::TelemetryRecord;
+pub use figure::Figure;
 use panel::{Line, color};
 pub use pareto::pareto_figure;
 use plotters::style::{FontStyle, register_font};
+pub use timeline::start_ms;
 
 const SANS: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
 
@@ -140,8 +145,8 @@ pub struct ChartText {
     pub legends: Vec<Vec<String>>,
 }
 
-/// Draws one figure of `runs` into a file.
-type Draw = fn(&Path, (u32, u32), &[ChartRun<'_>]) -> Result<ChartText, String>;
+/// Builds one figure of `runs` (none when it has nothing to draw).
+type Build = fn(&[ChartRun<'_>]) -> Option<Figure>;
 
 /// Every chart for `runs` into `dir` (created if missing); returns the files written.
 pub fn render_all(
@@ -165,6 +170,18 @@ pub fn render_described(
         return Err("no run to draw".into());
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut written = Vec::new();
+    for (name, fig) in figures(runs) {
+        let p = dir.join(format!("{name}.png"));
+        let text = fig.draw_png(&p, size)?;
+        written.push((p, text));
+    }
+    Ok(written)
+}
+
+/// Every figure the run has, by name (`throughput` for throughput.png), in the order the
+/// files are written: what the PNGs and the report page both draw.
+pub fn figures(runs: &[ChartRun<'_>]) -> Vec<(&'static str, Figure)> {
     // A run of several passes is drawn as one run per series (docs/outputs.md "Passes"): each
     // its own line, named by its pass, the headline first; but for the GPU timeline, which is
     // the whole run's.
@@ -180,12 +197,17 @@ pub fn render_described(
         whole
     };
     let any = |f: fn(&RunSummary) -> bool| runs.iter().any(|r| f(r.summary));
-    let figures: [(&str, Draw, bool); 12] = [
-        ("throughput.png", sweep::throughput, true),
-        ("latency.png", sweep::latency, true),
+    let figures: [(&str, Build, bool); 13] = [
+        ("throughput", |r| Some(sweep::throughput(r)), true),
         (
-            "energy.png",
-            sweep::energy,
+            "tradeoff",
+            |r| Some(tradeoff::tradeoff_figure(r)),
+            any(|s| !s.sweep.is_empty()),
+        ),
+        ("latency", |r| Some(sweep::latency(r)), true),
+        (
+            "energy",
+            |r| Some(sweep::energy(r)),
             any(|s| {
                 s.sweep.iter().any(|l| {
                     l.energy.output_tokens_per_joule.is_some()
@@ -194,57 +216,52 @@ pub fn render_described(
             }),
         ),
         (
-            "long_context.png",
-            long_context::draw,
+            "long_context",
+            |r| Some(long_context::draw(r)),
             any(|s| !s.long_context.is_empty()),
         ),
-        ("spec_decoding.png", sweep::spec_decoding, true),
+        ("spec_decoding", |r| Some(sweep::spec_decoding(r)), true),
         (
-            "rates.png",
-            rates::rates_figure,
+            "rates",
+            |r| Some(rates::rates_figure(r)),
             any(|s| !s.rates.is_empty()),
         ),
         (
-            "slo_search.png",
+            "slo_search",
             search::slo_search_figure,
             any(|s| s.search.is_some()),
         ),
         (
-            "turns.png",
-            turns::turns_figure,
+            "turns",
+            |r| Some(turns::turns_figure(r)),
             any(|s| !s.multi_turn.is_empty()),
         ),
         (
-            "sessions.png",
-            sessions::sessions_figure,
+            "sessions",
+            |r| Some(sessions::sessions_figure(r)),
             any(|s| !s.sessions.is_empty()),
         ),
         (
-            "trace.png",
-            trace::trace_figure,
+            "trace",
+            |r| Some(trace::trace_figure(r)),
             any(|s| !s.traces.is_empty()),
         ),
         (
-            "lora.png",
-            lora::lora_figure,
+            "lora",
+            |r| Some(lora::lora_figure(r)),
             any(|s| !s.config.lora_modules.is_empty()),
         ),
-        ("gpu_timeline.png", timeline::figure, true),
+        ("gpu_timeline", |r| Some(timeline::figure(r)), true),
     ];
-    let mut written = Vec::new();
-    for (name, draw, wanted) in figures {
-        if wanted {
-            let p = dir.join(name);
-            let runs = if name == "gpu_timeline.png" {
-                whole
-            } else {
-                runs
-            };
-            let text = draw(&p, size, runs)?;
-            written.push((p, text));
-        }
-    }
-    Ok(written)
+    figures
+        .into_iter()
+        .filter(|(_, _, wanted)| *wanted)
+        .filter_map(|(name, build, _)| {
+            // The GPU timeline is the whole run's, not a series'.
+            let runs = if name == "gpu_timeline" { whole } else { runs };
+            build(runs).map(|f| (name, f))
+        })
+        .collect()
 }
 
 /// The series [`per_series`] split off, as runs to draw.

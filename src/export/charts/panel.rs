@@ -1,10 +1,6 @@
-//! One figure of panels: the title band (run, engine, settings, SIMULATED when it was), a grid
-//! of panels each with its axes, lines, marks and legend, and a footer of notes.
+//! A panel of a figure: its axes, lines, marks and legend, and how it is drawn into its area
+//! of a PNG.
 
-use std::path::Path;
-
-use super::title::{Settings, subtitle};
-use super::{ChartRun, ChartText, register_fonts};
 use plotters::coord::Shift;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
@@ -163,7 +159,7 @@ impl Scale {
 }
 
 /// What the x axis says under it.
-fn x_desc(x: XKind) -> &'static str {
+pub(super) fn x_desc(x: XKind) -> &'static str {
     match x {
         XKind::Concurrency => "concurrency (log2 scale)",
         XKind::ContextK => "input tokens (K)",
@@ -222,24 +218,38 @@ fn draw_empty(area: &Area<'_>, p: &Panel) -> Result<(), String> {
     Ok(())
 }
 
-pub(super) fn draw_panel(area: &Area<'_>, p: &Panel) -> Result<(), String> {
-    let all: Vec<(f64, f64)> = p
+/// What a panel's axes must hold: every point drawn and its error bars (a low end below zero
+/// stays off a linear axis's floor); empty when it has no point to draw.
+fn extent(p: &Panel) -> Vec<(f64, f64)> {
+    let mut all: Vec<(f64, f64)> = p
         .lines
         .iter()
         .flat_map(|l| l.points.iter().copied())
         .filter(|(x, y)| x.is_finite() && y.is_finite())
         .collect();
     if all.is_empty() {
-        return draw_empty(area, p);
+        return all;
     }
-    // The axes hold the error bars too (a low end below zero stays off a linear axis's floor).
-    let mut all = all;
     all.extend(p.lines.iter().flat_map(|l| {
         l.errors
             .iter()
             .flat_map(|&(x, lo, hi)| [(x, lo.max(0.0)), (x, hi)])
             .filter(|(x, y)| x.is_finite() && y.is_finite())
     }));
+    all
+}
+
+/// Whether the panel's y axis is drawn log10 (its values span more than 30×, where allowed).
+pub(super) fn log_y(p: &Panel) -> bool {
+    let all = extent(p);
+    !all.is_empty() && Scale::of(p, &all).log_y
+}
+
+pub(super) fn draw_panel(area: &Area<'_>, p: &Panel) -> Result<(), String> {
+    let all = extent(p);
+    if all.is_empty() {
+        return draw_empty(area, p);
+    }
     let title_style = ("sans-serif", 24).into_font().style(FontStyle::Bold);
     let sc = Scale::of(p, &all);
     let (x0, x1, y0, y1, log_y) = (sc.x0, sc.x1, sc.y0, sc.y1, sc.log_y);
@@ -526,91 +536,4 @@ pub(super) fn wrap(s: &str, width: usize) -> Vec<String> {
         out.push(line);
     }
     out
-}
-
-/// Draws a figure: a title band, then `panels` side by side (or in a grid of `cols`).
-pub(super) fn figure(
-    path: &Path,
-    size: (u32, u32),
-    title: &str,
-    runs: &[ChartRun<'_>],
-    panels: &[Panel],
-    cols: usize,
-    footer: &[String],
-) -> Result<ChartText, String> {
-    figure_of(
-        path,
-        size,
-        (title, Settings::Plan(|s| Some(s.config.lengths_label()))),
-        runs,
-        panels,
-        cols,
-        footer,
-    )
-}
-
-/// [`figure`] with the subtitle's settings given; returns what its title band and legends say.
-pub(super) fn figure_of(
-    path: &Path,
-    size: (u32, u32),
-    (title, settings): (&str, Settings<'_>),
-    runs: &[ChartRun<'_>],
-    panels: &[Panel],
-    cols: usize,
-    footer: &[String],
-) -> Result<ChartText, String> {
-    register_fonts();
-    let root = BitMapBackend::new(path, size).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
-    // Wrap footer notes to the figure width (about 10 px per character at 18 px).
-    let max_chars = (size.0 as usize / 10).max(40);
-    let footer: Vec<String> = footer.iter().flat_map(|l| wrap(l, max_chars)).collect();
-    let footer_h = if footer.is_empty() {
-        0
-    } else {
-        14 + 26 * footer.len() as u32
-    };
-    let (head, rest) = root.split_vertically(80);
-    let (body, foot) = rest.split_vertically(size.1.saturating_sub(80 + footer_h));
-    head.draw(&Text::new(
-        title.to_string(),
-        (20, 10),
-        ("sans-serif", 32).into_font().style(FontStyle::Bold),
-    ))
-    .map_err(err)?;
-    // The subtitle in the largest size that fits the width (long settings, a long model name).
-    let sub = subtitle(runs, settings);
-    let sub_text = sub.clone();
-    let width = size.0.saturating_sub(40);
-    let px = [20.0, 18.0, 16.0, 14.0, 12.0]
-        .into_iter()
-        .find(|&px| {
-            head.estimate_text_size(&sub, &("sans-serif", px).into_text_style(&head))
-                .is_ok_and(|(w, _)| w <= width)
-        })
-        .unwrap_or(12.0);
-    head.draw(&Text::new(
-        sub,
-        (20, 50),
-        ("sans-serif", px).into_font().color(&BLACK.mix(0.75)),
-    ))
-    .map_err(err)?;
-    let rows = panels.len().div_ceil(cols.max(1));
-    let areas = body.split_evenly((rows, cols.max(1)));
-    for (a, p) in areas.iter().zip(panels) {
-        draw_panel(a, p)?;
-    }
-    for (i, line) in footer.iter().enumerate() {
-        foot.draw(&Text::new(
-            line.clone(),
-            (20, 8 + 26 * i as i32),
-            ("sans-serif", 18).into_font().color(&BLACK.mix(0.8)),
-        ))
-        .map_err(err)?;
-    }
-    root.present().map_err(err)?;
-    Ok(ChartText {
-        subtitle: sub_text,
-        legends: panels.iter().map(legend).collect(),
-    })
 }

@@ -2,24 +2,18 @@
 //! output tokens/s against aggregate output tokens/s, one line per configuration (its loads
 //! joined), and the Pareto front across all of them.
 
-use std::path::Path;
-
 use super::ChartRun;
-use super::panel::{Line, Panel, XKind, color, figure_of};
+use super::figure::{Figure, figure_of};
+use super::panel::{Line, Panel, XKind, color};
 use super::title::Settings;
 use crate::summary::tune::TuneSummary;
 use crate::summary::tune::pareto::front;
 
-/// Draws the tune's Pareto chart to `path`; `runs` are the configurations' runs (for the
+/// The tune's Pareto chart (none without a run); `runs` are the configurations' runs (for the
 /// title band: model, engine, SIMULATED).
-pub fn pareto_figure(
-    path: &Path,
-    size: (u32, u32),
-    runs: &[ChartRun<'_>],
-    tune: &TuneSummary,
-) -> Result<super::ChartText, String> {
+pub fn pareto_figure(runs: &[ChartRun<'_>], tune: &TuneSummary) -> Option<Figure> {
     if runs.is_empty() {
-        return Ok(super::ChartText::default());
+        return None;
     }
     let mut lines: Vec<Line> = tune
         .configs
@@ -77,16 +71,14 @@ pub fn pareto_figure(
             on_front.join("; ")
         ),
     ];
-    figure_of(
-        path,
-        size,
+    Some(figure_of(
         (
             "servetop tune: the Pareto front",
             Settings::Text(&format!("SLO {}", tune.slo)),
         ),
         runs,
-        &[panel],
+        vec![panel],
         1,
-        &footer,
-    )
+        footer,
+    ))
 }

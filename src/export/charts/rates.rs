@@ -1,17 +1,13 @@
 //! `rates.png`: the request-rate sweep.
 
-use super::panel::{Line, Panel, XKind, figure};
+use super::figure::{Figure, figure};
+use super::panel::{Line, Panel, XKind};
 use super::{ChartRun, rate_lines, stat};
 use crate::metrics::curves::{self, Percentiles};
 use crate::summary::LevelSummary;
-use std::path::Path;
 
 /// The request-rate sweep: latency percentiles, achieved against offered rate, client queue.
-pub(super) fn rates_figure(
-    path: &Path,
-    size: (u32, u32),
-    runs: &[ChartRun<'_>],
-) -> Result<super::ChartText, String> {
+pub(super) fn rates_figure(runs: &[ChartRun<'_>]) -> Figure {
     let empty = "no request-rate level finished in this run".to_string();
     let pct_panel = |title: &str, y: Percentiles| {
         let mut lines = rate_lines(runs, "p50", move |l| stat(l, y.p50), false, 0);
@@ -85,12 +81,10 @@ pub(super) fn rates_figure(
         footer.push("The inf req/s level (every request at once) has no place on a rate axis and is not drawn: its figures are in the rates table.".into());
     }
     figure(
-        path,
-        size,
         "Request-rate sweep (p50 solid, p99 dashed)",
         runs,
-        &panels,
+        panels.into(),
         2,
-        &footer,
+        footer,
     )
 }

@@ -1,10 +1,10 @@
 //! `slo_search.png`: the SLO capacity search, probe by probe.
 
-use super::panel::{Line, Panel, XKind, figure, fmt_num};
+use super::figure::{Figure, figure};
+use super::panel::{Line, Panel, XKind, fmt_num};
 use super::{ChartRun, run_lines};
 use crate::summary::RunSummary;
 use crate::workload::search::SearchTarget;
-use std::path::Path;
 
 /// A judged search probe: its rate (or concurrency), its check, its goodput.
 type Judged = (f64, crate::metrics::SloCheck, Option<f64>);
@@ -58,14 +58,8 @@ fn answer_marks(s: &crate::workload::search::SearchSummary) -> Vec<(f64, String)
 /// good (the concurrency search: goodput against the concurrency), and each SLO metric's
 /// percentile (with its 95 % interval) against its limit; the answer and the lowest failing
 /// rate (or concurrency) marked on every panel.
-pub(super) fn slo_search_figure(
-    path: &Path,
-    size: (u32, u32),
-    runs: &[ChartRun<'_>],
-) -> Result<super::ChartText, String> {
-    let Some(first) = runs.iter().find_map(|r| r.summary.search.as_ref()) else {
-        return Ok(super::ChartText::default());
-    };
+pub(super) fn slo_search_figure(runs: &[ChartRun<'_>]) -> Option<Figure> {
+    let first = runs.iter().find_map(|r| r.summary.search.as_ref())?;
     let by_rate = first.target == SearchTarget::Rate;
     let (x, against) = if by_rate {
         (XKind::Rate, "offered rate")
@@ -154,13 +148,11 @@ pub(super) fn slo_search_figure(
     } else {
         2.min(panels.len())
     };
-    figure(
-        path,
-        size,
+    Some(figure(
         &format!("SLO capacity search: {}", first.slo.describe()),
         runs,
-        &panels,
+        panels,
         cols,
-        &footer,
-    )
+        footer,
+    ))
 }

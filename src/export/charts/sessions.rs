@@ -3,10 +3,10 @@
 //! the ceiling it could have served.
 
 use super::ChartRun;
-use super::panel::{Line, Panel, XKind, color, figure};
+use super::figure::{Figure, figure};
+use super::panel::{Line, Panel, XKind, color};
 use crate::metrics::TurnStats;
 use crate::summary::LevelSummary;
-use std::path::Path;
 
 /// One line per session level of every run (`8 users`, `run · 8 users` when several), of
 /// `(x, y)` from each of its turns.
@@ -73,11 +73,7 @@ fn turns(l: &LevelSummary) -> &[TurnStats] {
 
 /// The session levels by turn: TTFT p50 by turn, TTFT p50 against the turn's mean prompt (its
 /// context), and per turn the tokens the prefix cache served beside the ceiling.
-pub(super) fn sessions_figure(
-    path: &Path,
-    size: (u32, u32),
-    runs: &[ChartRun<'_>],
-) -> Result<super::ChartText, String> {
+pub(super) fn sessions_figure(runs: &[ChartRun<'_>]) -> Figure {
     let empty = "no session level finished in this run".to_string();
     let turn = |t: &TurnStats| f64::from(t.turn);
     let ttft = per_level(runs, "", |t| Some((turn(t), t.median_ttft_ms?)), false);
@@ -158,13 +154,5 @@ pub(super) fn sessions_figure(
         })
         .collect();
     footer.push("Served: the prompt tokens the server's prefix cache served, by its own count. Ceiling: the tokens of each prompt the server had finished for the session or the shared prefix before the turn was sent (docs/metrics.md, Agent sessions); the gap is what eviction cost.".into());
-    figure(
-        path,
-        size,
-        "Agent sessions by turn",
-        runs,
-        &panels,
-        2,
-        &footer,
-    )
+    figure("Agent sessions by turn", runs, panels.into(), 2, footer)
 }

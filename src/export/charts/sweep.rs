@@ -1,27 +1,21 @@
 //! The concurrency sweep's figures: `throughput.png`, `latency.png`, `spec_decoding.png`,
 //! `energy.png`.
 
-use super::panel::{Panel, XKind, figure};
+use super::figure::{Figure, figure};
+use super::panel::{Panel, XKind};
 use super::{ChartRun, NO_SWEEP, lines_per_run, stat};
 use crate::metrics::curves::{self, Percentiles};
 use crate::summary::LevelSummary;
-use std::path::Path;
 
 /// `throughput.png`: aggregate and per-stream tokens/s and requests/s against concurrency.
-pub(super) fn throughput(
-    path: &Path,
-    size: (u32, u32),
-    runs: &[ChartRun<'_>],
-) -> Result<super::ChartText, String> {
+pub(super) fn throughput(runs: &[ChartRun<'_>]) -> Figure {
     let panel = |title: &str, y: &str, f: fn(&LevelSummary) -> Option<f64>| {
         per_level_panel(runs, title, y, f, NO_SWEEP)
     };
     figure(
-        path,
-        size,
         "Throughput vs concurrency",
         runs,
-        &[
+        vec![
             panel("Aggregate output tokens/s", "output tok/s", |l| {
                 stat(l, curves::OUTPUT_TOK_S)
             }),
@@ -31,16 +25,12 @@ pub(super) fn throughput(
             panel("Requests/s", "req/s", |l| stat(l, curves::REQUESTS_S)),
         ],
         3,
-        &[],
+        vec![],
     )
 }
 
 /// `latency.png`: TTFT, ITL and TPOT p50 and p99 against concurrency.
-pub(super) fn latency(
-    path: &Path,
-    size: (u32, u32),
-    runs: &[ChartRun<'_>],
-) -> Result<super::ChartText, String> {
+pub(super) fn latency(runs: &[ChartRun<'_>]) -> Figure {
     let panel = |title: &str, y: Percentiles| {
         let mut lines = lines_per_run(runs, "p50", move |l| stat(l, y.p50), false);
         lines.extend(lines_per_run(runs, "p99", move |l| stat(l, y.p99), true));
@@ -77,22 +67,16 @@ pub(super) fn latency(
     panels.push(panel("Time per output token", curves::TPOT_MS));
     let columns = if reasoned { 2 } else { 3 };
     figure(
-        path,
-        size,
         "Latency vs concurrency (p50 solid, p99 dashed)",
         runs,
-        &panels,
+        panels,
         columns,
-        &[],
+        vec![],
     )
 }
 
 /// `spec_decoding.png`: the accept length per level, as the client and the engine see it.
-pub(super) fn spec_decoding(
-    path: &Path,
-    size: (u32, u32),
-    runs: &[ChartRun<'_>],
-) -> Result<super::ChartText, String> {
+pub(super) fn spec_decoding(runs: &[ChartRun<'_>]) -> Figure {
     let mut lines = lines_per_run(
         runs,
         "client (tokens per chunk)",
@@ -113,11 +97,9 @@ pub(super) fn spec_decoding(
         vec!["The server reported no accept length (no speculative-decoding metrics on its /metrics)".to_string()]
     };
     figure(
-        path,
-        size,
         "Speculative decoding: accept length per level",
         runs,
-        &[Panel {
+        vec![Panel {
             title: "Mean accept length (tokens per step)".into(),
             x: XKind::Concurrency,
             y_desc: "tokens".into(),
@@ -130,18 +112,14 @@ pub(super) fn spec_decoding(
             empty: NO_SWEEP.to_string(),
         }],
         1,
-        &footer,
+        footer,
     )
 }
 
 /// `energy.png`: output tokens per joule and the cost per million output tokens against
 /// concurrency (drawn when some level has either). Without a price the cost panel is left out
 /// and a line under the figure says how to give one.
-pub(super) fn energy(
-    path: &Path,
-    size: (u32, u32),
-    runs: &[ChartRun<'_>],
-) -> Result<super::ChartText, String> {
+pub(super) fn energy(runs: &[ChartRun<'_>]) -> Figure {
     let why = runs
         .iter()
         .flat_map(|r| r.summary.sweep.iter())
@@ -177,7 +155,7 @@ pub(super) fn energy(
         "Energy per token vs concurrency"
     };
     let cols = panels.len();
-    figure(path, size, title, runs, &panels, cols, &footer)
+    figure(title, runs, panels, cols, footer)
 }
 
 /// One figure of every run's sweep levels against concurrency, on a linear axis; `empty` says

@@ -1,13 +1,13 @@
 //! `gpu_timeline.png`: GPUs and the server over the run, with level starts marked.
 
 use super::ChartRun;
+use super::figure::Figure;
 use super::panel::{Line, Panel, XKind, color};
 use crate::telemetry::{GpuSource, TelemetryRecord};
-use std::path::Path;
 
 /// The run's first timestamp: its first sample or its first level's start (ms since the
-/// epoch).
-fn start_ms(r: &ChartRun<'_>) -> i64 {
+/// epoch); the origin of every time axis of the run's charts.
+pub fn start_ms(r: &ChartRun<'_>) -> i64 {
     r.telemetry
         .iter()
         .filter_map(|t| match t {
@@ -243,21 +243,9 @@ pub(super) fn timeline_panels(runs: &[ChartRun<'_>]) -> (Vec<Panel>, Vec<String>
 }
 
 /// `gpu_timeline.png`.
-pub(super) fn figure(
-    path: &Path,
-    size: (u32, u32),
-    runs: &[ChartRun<'_>],
-) -> Result<super::ChartText, String> {
+pub(super) fn figure(runs: &[ChartRun<'_>]) -> Figure {
     let (panels, footer) = timeline_panels(runs);
-    super::panel::figure(
-        path,
-        size,
-        "GPU and server over the run",
-        runs,
-        &panels,
-        2,
-        &footer,
-    )
+    super::figure::figure("GPU and server over the run", runs, panels, 2, footer)
 }
 
 #[cfg(test)]

@@ -1,11 +1,11 @@
 //! `trace.png`: a replayed trace's latency over its timeline (requests binned by when they were
 //! due), its arrivals, and the client's lateness.
 
-use super::panel::{Line, Panel, XKind, color, figure};
+use super::figure::{Figure, figure};
+use super::panel::{Line, Panel, XKind, color};
 use super::{ChartRun, run_lines};
 use crate::metrics::timeline::TimelineBin;
 use crate::summary::RunSummary;
-use std::path::Path;
 
 /// The bins of each run's trace level (the first one), with a value each.
 fn bin_points(s: &RunSummary, f: impl Fn(&TimelineBin) -> Option<f64>) -> Vec<(f64, f64)> {
@@ -46,11 +46,7 @@ fn panel(title: &str, y_desc: &str, lines: Vec<Line>, log: bool) -> Panel {
 }
 
 /// Latency over the trace's timeline: TTFT p50/p99, E2E p50, arrivals, client queue.
-pub(super) fn trace_figure(
-    path: &Path,
-    size: (u32, u32),
-    runs: &[ChartRun<'_>],
-) -> Result<super::ChartText, String> {
+pub(super) fn trace_figure(runs: &[ChartRun<'_>]) -> Figure {
     let mut ttft = run_lines(runs, "p50", |s| bin_points(s, |b| b.ttft_p50_ms), false, 0);
     ttft.extend(run_lines(
         runs,
@@ -113,12 +109,10 @@ pub(super) fn trace_figure(
         None => String::new(),
     }];
     figure(
-        path,
-        size,
         "Trace replay over time (p50 solid, p99 dashed)",
         runs,
-        &panels,
+        panels.into(),
         2,
-        &footer,
+        footer,
     )
 }

@@ -1,17 +1,13 @@
 //! `turns.png`: multi-turn chats, turn by turn.
 
-use super::panel::{Panel, XKind, figure};
+use super::figure::{Figure, figure};
+use super::panel::{Panel, XKind};
 use super::{ChartRun, run_lines};
 use crate::summary::RunSummary;
-use std::path::Path;
 
 /// A multi-turn level by turn: TTFT, and prompt tokens against those the server's prefix cache
 /// served.
-pub(super) fn turns_figure(
-    path: &Path,
-    size: (u32, u32),
-    runs: &[ChartRun<'_>],
-) -> Result<super::ChartText, String> {
+pub(super) fn turns_figure(runs: &[ChartRun<'_>]) -> Figure {
     let empty = "no multi-turn level finished in this run".to_string();
     let by_turn = |f: fn(&crate::metrics::TurnStats) -> Option<f64>| {
         move |s: &RunSummary| -> Vec<(f64, f64)> {
@@ -82,12 +78,10 @@ pub(super) fn turns_figure(
         })
         .collect();
     figure(
-        path,
-        size,
         "Multi-turn chats (p50 solid, p90 dashed)",
         runs,
-        &panels,
+        panels.into(),
         2,
-        &footer,
+        footer,
     )
 }
