@@ -281,6 +281,15 @@ pub struct ReportArgs {
     /// Chart size in pixels.
     #[arg(long, value_name = "WxH", default_value = "1600x900", value_parser = parse_size)]
     pub chart_size: (u32, u32),
+    /// Write report.html alone: one self-contained page (findings, tables, interactive
+    /// charts, the requests over time) into --out [default: the run directory for one run,
+    /// runs/<time>-compare/ for several]; no chart, CSV or summary.md is rewritten.
+    #[arg(long, conflicts_with_all = ["merge", "baseline", "screenshots"])]
+    pub html: bool,
+    /// The deployment's GPU count, for the per-GPU figures of runs where servetop saw no GPU
+    /// (the trade-off chart); a GPU count servetop saw counts first.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub gpus: Option<u32>,
     /// Also write PNG screenshots of every dashboard tab into <DIR>/screenshots/ (one run).
     #[arg(long)]
     pub screenshots: bool,

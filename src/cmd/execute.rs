@@ -512,6 +512,12 @@ async fn write_charts(dir: &Path, summary: RunSummary, size: (u32, u32)) {
                 names("png"),
                 names("csv")
             );
+            if let Some(page) = files.iter().find(|f| f.ends_with("report.html")) {
+                say!(
+                    "report: {} (one file: open it in a browser)",
+                    page.display()
+                );
+            }
         }
         Ok(Err(e)) => say!("servetop: charts not written: {e}"),
         Err(e) => say!("servetop: charts not written: {e}"),

@@ -13,20 +13,25 @@ pub fn report(a: &crate::cli::ReportArgs) -> i32 {
     if a.screenshots && a.dirs.len() != 1 {
         return fail("--screenshots takes one run directory");
     }
-    let result =
-        crate::export::report::report_runs(&a.dirs, &a.labels, a.out.as_deref(), a.chart_size)
-            .and_then(|mut r| {
-                if a.screenshots {
-                    let (summary, telemetry) = crate::export::report::load_run(&a.dirs[0])?;
-                    let mut app = crate::tui::app::App::from_saved(summary, &telemetry);
-                    let buffers = app.tab_buffers(a.screenshot_size.0, a.screenshot_size.1);
-                    r.files.extend(crate::tui::write_screenshots(
-                        &a.dirs[0].join("screenshots"),
-                        &buffers,
-                    )?);
-                }
-                Ok(r)
-            });
+    let result = crate::export::report::report_runs(
+        &a.dirs,
+        &a.labels,
+        a.out.as_deref(),
+        (!a.html).then_some(a.chart_size),
+        a.gpus,
+    )
+    .and_then(|mut r| {
+        if a.screenshots {
+            let (summary, telemetry) = crate::export::report::load_run(&a.dirs[0])?;
+            let mut app = crate::tui::app::App::from_saved(summary, &telemetry);
+            let buffers = app.tab_buffers(a.screenshot_size.0, a.screenshot_size.1);
+            r.files.extend(crate::tui::write_screenshots(
+                &a.dirs[0].join("screenshots"),
+                &buffers,
+            )?);
+        }
+        Ok(r)
+    });
     match result {
         Ok(r) => {
             warn_unlike(&r, a.dirs.len());

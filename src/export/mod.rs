@@ -4,6 +4,7 @@
 pub mod charts;
 pub mod csv;
 pub mod fit;
+pub mod html;
 pub mod markdown;
 pub mod merged;
 pub mod prometheus;

@@ -9,6 +9,7 @@ use super::csv::{
     long_context_csv, rates_csv, repeats_csv, session_list_csv, sessions_csv, sweep_csv, trace_csv,
     trace_timeline_csv, turns_csv,
 };
+use super::html;
 use super::markdown::summary_md;
 use super::write_atomic;
 use crate::summary::RunSummary;
@@ -131,7 +132,26 @@ pub fn export_run(
             .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
         files.push(p);
     }
+    files.push(write_run_html(dir, dir, summary, telemetry)?);
     Ok(files)
+}
+
+/// `out/report.html` for the run in `dir`: its summary, telemetry and the requests of its
+/// requests.jsonl.
+pub fn write_run_html(
+    dir: &Path,
+    out: &Path,
+    summary: &RunSummary,
+    telemetry: &[TelemetryRecord],
+) -> Result<PathBuf, String> {
+    let requests = html::timeline::load_requests(dir);
+    let page = html::run_page(&html::PageRun {
+        label: run_label(summary, dir),
+        summary,
+        telemetry,
+        requests: &requests,
+    });
+    html::write_page(out, &page)
 }
 
 /// A comparison's summary.md and CSV tables into `out`, for `labelled` runs read from `dirs`.
@@ -140,20 +160,10 @@ fn write_tables(
     dirs: &[PathBuf],
     labelled: &[(String, &RunSummary)],
 ) -> Result<Vec<PathBuf>, String> {
-    let mut md = String::from("# servetop comparison\n\n");
-    md.push_str(&super::markdown::across_section(
-        &crate::summary::findings::compare::across(labelled),
-    ));
-    md.push_str(&super::markdown::side_by_side(labelled));
-    for ((name, s), dir) in labelled.iter().zip(dirs) {
-        let _ = writeln!(md, "## {name} ({})\n", dir.display());
-        md.push_str(&summary_md(s).replacen("# servetop results", "### results", 1));
-        md.push('\n');
-    }
     let mut tables = vec![
         ("sweep.csv", sweep_csv(labelled)),
         ("long_context.csv", long_context_csv(labelled)),
-        ("summary.md", md),
+        ("summary.md", comparison_md(dirs, labelled)),
     ];
     if labelled.iter().any(|(_, s)| !s.rates.is_empty()) {
         tables.push(("rates.csv", rates_csv(labelled)));
@@ -169,6 +179,22 @@ fn write_tables(
         files.push(p);
     }
     Ok(files)
+}
+
+/// A comparison's summary.md: the findings across the runs, the side-by-side table, then each
+/// run's own summary.
+fn comparison_md(dirs: &[PathBuf], labelled: &[(String, &RunSummary)]) -> String {
+    let mut md = String::from("# servetop comparison\n\n");
+    md.push_str(&super::markdown::across_section(
+        &crate::summary::findings::compare::across(labelled),
+    ));
+    md.push_str(&super::markdown::side_by_side(labelled));
+    for ((name, s), dir) in labelled.iter().zip(dirs) {
+        let _ = writeln!(md, "## {name} ({})\n", dir.display());
+        md.push_str(&summary_md(s).replacen("# servetop results", "### results", 1));
+        md.push('\n');
+    }
+    md
 }
 
 /// A run's default label: its directory name.
@@ -199,18 +225,26 @@ pub fn report(
     out: Option<&Path>,
     size: (u32, u32),
 ) -> Result<Vec<PathBuf>, String> {
-    report_runs(dirs, labels, out, size).map(|r| r.files)
+    report_runs(dirs, labels, out, Some(size), None).map(|r| r.files)
 }
 
-/// [`report`], with what the comparison of several runs could not compare.
+/// [`report`], with what the comparison of several runs could not compare; `size: None`
+/// writes report.html alone (`--html`), nothing else rewritten; `gpus` (`--gpus`) is each
+/// run's GPU count where servetop saw none.
 pub fn report_runs(
     dirs: &[PathBuf],
     labels: &[String],
     out: Option<&Path>,
-    size: (u32, u32),
+    size: Option<(u32, u32)>,
+    gpus: Option<u32>,
 ) -> Result<Report, String> {
-    let loaded: Vec<(RunSummary, Vec<TelemetryRecord>)> =
+    let mut loaded: Vec<(RunSummary, Vec<TelemetryRecord>)> =
         dirs.iter().map(|d| load_run(d)).collect::<Result<_, _>>()?;
+    if gpus.is_some() {
+        for (s, _) in &mut loaded {
+            s.config.gpus = gpus;
+        }
+    }
     if !labels.is_empty() && labels.len() != dirs.len() {
         return Err(format!(
             "{} --label values for {} run directories: give one per directory, or none",
@@ -224,19 +258,30 @@ pub fn report_runs(
         .enumerate()
         .map(|(i, (d, (s, _)))| labels.get(i).cloned().unwrap_or_else(|| run_label(s, d)))
         .collect();
-    if dirs.len() == 1 && out.is_none() {
+    if dirs.len() == 1 {
         let (s, t) = &loaded[0];
-        let mut files = export_run(&dirs[0], s, t, size)?;
-        let md = dirs[0].join("summary.md");
-        write_atomic(&md, summary_md(s).as_bytes())
-            .map_err(|e| format!("cannot write {}: {e}", md.display()))?;
-        files.push(md);
-        return Ok(Report {
-            files,
-            ..Report::default()
-        });
+        let Some(size) = size else {
+            let out = out.unwrap_or(&dirs[0]);
+            create_dir(out)?;
+            return Ok(Report {
+                files: vec![write_run_html(&dirs[0], out, s, t)?],
+                ..Report::default()
+            });
+        };
+        if out.is_none() {
+            let mut files = export_run(&dirs[0], s, t, size)?;
+            let md = dirs[0].join("summary.md");
+            write_atomic(&md, summary_md(s).as_bytes())
+                .map_err(|e| format!("cannot write {}: {e}", md.display()))?;
+            files.push(md);
+            return Ok(Report {
+                files,
+                ..Report::default()
+            });
+        }
     }
     let out = out.map_or_else(|| super::default_run_dir("compare"), Path::to_path_buf);
+    create_dir(&out)?;
     // The charts name each run's plan in their title band; the tables' headings carry it
     // when the plans differ, so no run's figures pass for another's.
     let runs: Vec<ChartRun> = names
@@ -248,7 +293,6 @@ pub fn report_runs(
             telemetry: t,
         })
         .collect();
-    let mut files = render_all(&runs, &out.join("charts"), size)?;
     let plans: Vec<String> = loaded
         .iter()
         .map(|(s, _)| s.config.lengths_label())
@@ -274,12 +318,36 @@ pub fn report_runs(
             .zip(loaded.iter().map(|(s, _)| s))
             .collect::<Vec<_>>(),
     );
-    files.extend(write_tables(&out, dirs, &labelled)?);
+    let said = unlike_lines(dirs, &plans, &against);
+    let compared_any = against.iter().any(|a| !a.compared.is_empty());
+    let mut files = Vec::new();
+    if let Some(size) = size {
+        files.extend(render_all(&runs, &out.join("charts"), size)?);
+        files.extend(write_tables(&out, dirs, &labelled)?);
+    }
+    files.push(match loaded.as_slice() {
+        [(s, t)] => write_run_html(&dirs[0], &out, s, t)?,
+        _ => write_comparison_html(&out, dirs, &runs, &labelled, &said)?,
+    });
+    Ok(Report {
+        files,
+        unlike: said,
+        compared_any,
+    })
+}
+
+/// What a comparison cannot compare, a line each: that the runs' `plans` differ, and where a
+/// later run's levels were not compared with the first run's and why.
+fn unlike_lines(
+    dirs: &[PathBuf],
+    plans: &[String],
+    against: &[super::markdown::Against],
+) -> Vec<String> {
     let mut said = Vec::new();
-    if unlike {
+    if plans.iter().any(|p| *p != plans[0]) {
         let each: Vec<String> = dirs
             .iter()
-            .zip(&plans)
+            .zip(plans)
             .map(|(d, p)| format!("{}: {p}", d.display()))
             .collect();
         said.push(format!(
@@ -288,9 +356,37 @@ pub fn report_runs(
         ));
     }
     said.extend(against.iter().flat_map(super::markdown::Against::lines));
-    Ok(Report {
-        files,
-        unlike: said,
-        compared_any: against.iter().any(|a| !a.compared.is_empty()),
-    })
+    said
+}
+
+/// `out/report.html` comparing `runs` (labelled for the tables as `labelled`), with what
+/// could not be compared (`said`).
+fn write_comparison_html(
+    out: &Path,
+    dirs: &[PathBuf],
+    runs: &[ChartRun<'_>],
+    labelled: &[(String, &RunSummary)],
+    said: &[String],
+) -> Result<PathBuf, String> {
+    let page_runs: Vec<html::PageRun<'_>> = runs
+        .iter()
+        .map(|r| html::PageRun {
+            label: r.label.clone(),
+            summary: r.summary,
+            telemetry: r.telemetry,
+            requests: &[],
+        })
+        .collect();
+    let page = html::comparison_page(
+        &page_runs,
+        &crate::summary::findings::compare::across(labelled),
+        said,
+        &comparison_md(dirs, labelled),
+    );
+    html::write_page(out, &page)
+}
+
+/// Creates `dir` (and its parents) for what a report writes there.
+fn create_dir(dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))
 }

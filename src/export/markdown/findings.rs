@@ -7,12 +7,15 @@ use std::fmt::Write;
 use crate::summary::findings::{CaveatNumbers, Strength};
 use crate::summary::{LevelSummary, RunSummary};
 
+/// The heading of summary.md's findings section (report.html shows the findings its own way).
+pub const FINDINGS_HEADING: &str = "Findings";
+
 /// The findings as a Markdown section (nothing when there are none yet).
 pub fn findings_section(out: &mut String, s: &RunSummary) {
     if s.findings.is_empty() {
         return;
     }
-    out.push_str("\n## Findings\n\n");
+    let _ = write!(out, "\n## {FINDINGS_HEADING}\n\n");
     out.push_str(&findings_list(s));
 }
 

@@ -22,7 +22,7 @@ mod tiers;
 mod trace;
 
 pub use compare::{Against, against_first, side_by_side};
-pub use findings::{across_section, findings_list, with_caveats};
+pub use findings::{FINDINGS_HEADING, across_section, findings_list, with_caveats};
 pub use mixes::{images_table, lora_table, spread_note, structured_table};
 pub use repeats::{any_repeats, repeats_table};
 pub use sessions::sessions_table;
