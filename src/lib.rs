@@ -28,13 +28,14 @@
 //!    hands back and serves the live feed and the metrics page; the headless loop and its tables.
 //! 5. [`live`]: the run's journal (`events.jsonl`), the live feed that serves it to viewers
 //!    (`live.sock`, `--live-listen`), the viewer's reader, and the registry of runs going on.
-//! 6. [`export`]: run directory, results.json, summary.md, CSV, PNG charts, screenshots, `report`,
-//!    a tune's files.
+//! 6. [`export`]: run directory, results.json, summary.md, CSV, charts (built as data, drawn as
+//!    PNGs), report.html (one self-contained page), screenshots, `report`, a tune's files.
 //! 7. [`summary`]: the one summary type, what every output is written from, and what is
 //!    computed from it alone: [`summary::findings`] (what the numbers mean, with their caveats,
 //!    numbered once for every output), [`summary::baseline`] (a previous run's levels, whether a
 //!    plan can be compared with them, and this run's change against them), [`summary::repeats`]
 //!    (means and intervals across `--repeat`), [`summary::merge`] (shards folded into one run),
+//!    [`summary::redact`] (server commands' credentials written `***`),
 //!    [`summary::tune`] (`servetop tune`'s leaderboard, early stop and Pareto front).
 //! 8. [`runner`]: warmup, closed-loop and open-loop levels, chats, the SLO search driver,
 //!    cancellation, pause and skip.

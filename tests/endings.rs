@@ -196,7 +196,13 @@ fn check_finished(how: &str, dir: &Path) -> BTreeSet<String> {
     let v = state(dir).unwrap_or_else(|| panic!("{how}: no results.json"));
     assert_eq!(v["state"], "finished", "{how}");
     let f = files(dir);
-    for must in ["results.json", "requests.jsonl", "summary.md", "sweep.csv"] {
+    for must in [
+        "results.json",
+        "requests.jsonl",
+        "summary.md",
+        "sweep.csv",
+        "report.html",
+    ] {
         assert!(f.contains(must), "{how}: no {must} in {f:?}");
     }
     assert!(
@@ -319,6 +325,10 @@ fn two_sigints(mut stop: impl FnMut(), wait: impl FnOnce() -> i32, dir: &Path) -
     assert_eq!(
         written, cancelled,
         "every cancelled request is in requests.jsonl"
+    );
+    assert!(
+        dir.join("report.html").is_file(),
+        "an interrupted run ends with its report.html too"
     );
     took
 }

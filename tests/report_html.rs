@@ -465,3 +465,152 @@ fn the_page_embeds_everything_and_masks_credentials() {
         "HF_TOKEN=*** vllm serve m --api-key *** --port 8000"
     );
 }
+
+/// `report A B --html`: one page comparing two saved runs of unlike plans, opened in the
+/// browser — no error, nothing fetched, every chart drawn with both runs' lines, the unlike-plan
+/// warning `report` prints, each run's plan and findings, and the first run's results embedded.
+#[test]
+fn two_runs_compare_on_one_page() {
+    let Some(chromium) = chromium() else {
+        return;
+    };
+    let root = temp_dir("compare");
+    let a = servetop::tui::fixtures::finished_run().session.summary;
+    let mut b = a.clone();
+    b.config.input_len = 2000;
+    for (name, s) in [("before", &a), ("after", &b)] {
+        let d = root.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("results.json"), serde_json::to_vec(s).unwrap()).unwrap();
+    }
+    let out = root.join("compare");
+    let run = Command::new(env!("CARGO_BIN_EXE_servetop"))
+        .args(["report", "--html", "--out"])
+        .arg(&out)
+        .arg(root.join("before"))
+        .arg(root.join("after"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(stderr.contains("different plans"), "{stderr}");
+    // --html writes the page alone.
+    let written: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(written, ["report.html"]);
+
+    let mut page = browser::Browser::launch(&chromium, 1400, 1000).unwrap();
+    page.open(&out.join("report.html")).unwrap();
+    page.wait_for(
+        "document.body.dataset.drawn === '1'",
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    assert_eq!(page.console_errors(), Vec::<String>::new());
+    assert_eq!(page.requests().len(), 1);
+    let unlike = page
+        .eval("document.querySelector('.unlike').textContent")
+        .unwrap();
+    assert!(
+        unlike.as_str().unwrap().contains("different plans"),
+        "{unlike}"
+    );
+    let plans = page
+        .eval("document.querySelector('ul.runs').textContent")
+        .unwrap();
+    let plans = plans.as_str().unwrap();
+    assert!(
+        plans.contains("before: 1000 in") && plans.contains("after: 2000 in"),
+        "{plans}"
+    );
+    // Each run's findings, named by run.
+    for (run, s) in [("before", &a), ("after", &b)] {
+        let texts: Vec<String> = serde_json::from_value(
+            page.eval(&format!(
+                "[...document.querySelectorAll('li.finding')].filter((li) => li.querySelector('.run').textContent === {run:?}).map((li) => li.querySelector('.finding-text').textContent)"
+            ))
+            .unwrap(),
+        )
+        .unwrap();
+        let want: Vec<String> = s.findings.iter().map(|f| f.text.clone()).collect();
+        assert_eq!(texts, want, "{run}");
+    }
+    // The throughput chart has a line per run, both drawn.
+    let lines = page
+        .eval("JSON.parse(document.getElementById('figures').textContent).find((f) => f.name === 'throughput').spec.panels[0].lines.map((l) => [l.name, l.points.length])")
+        .unwrap();
+    let lines: Vec<(String, usize)> = serde_json::from_value(lines).unwrap();
+    let sweep = a.sweep.iter().filter(|l| l.stats.is_some()).count();
+    assert_eq!(
+        lines,
+        [("before".to_string(), sweep), ("after".to_string(), sweep)]
+    );
+    let drawn = page
+        .eval("document.querySelector(\"[data-chart='throughput/0']\").dataset.points")
+        .unwrap();
+    assert_eq!(drawn.as_str().unwrap(), (2 * sweep).to_string());
+    let (ink, _) = pixels(&mut page, "[data-chart='throughput/0']");
+    assert!(ink > 500, "{ink}");
+    let first = page
+        .eval("JSON.parse(document.getElementById('results').textContent).config.input_len")
+        .unwrap();
+    assert_eq!(first, 1000);
+    drop(page);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// A measurement, not a check of the demo: the report.html of the run at `SERVETOP_REPORT_RUN`
+/// (e.g. one of 100,000 requests) opened five times; prints its size and the median time to
+/// its load event and to its charts drawn, and that the timeline was sampled as the page says.
+/// `cargo test --release --test report_html -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement: needs SERVETOP_REPORT_RUN=DIR"]
+fn report_load_time() {
+    let Some(chromium) = chromium() else {
+        return;
+    };
+    let dir =
+        PathBuf::from(std::env::var_os("SERVETOP_REPORT_RUN").expect("SERVETOP_REPORT_RUN=DIR"));
+    let page = dir.join("report.html");
+    let size = std::fs::metadata(&page).unwrap().len();
+    let mut loads = Vec::new();
+    let mut draws = Vec::new();
+    for _ in 0..5 {
+        let mut b = browser::Browser::launch(&chromium, 1400, 1000).unwrap();
+        loads.push(b.open(&page).unwrap());
+        b.wait_for(
+            "document.body.dataset.drawn === '1'",
+            Duration::from_secs(60),
+        )
+        .unwrap();
+        draws.push(
+            b.eval("+document.body.dataset.drawMs")
+                .unwrap()
+                .as_f64()
+                .unwrap(),
+        );
+        assert_eq!(b.console_errors(), Vec::<String>::new());
+        assert_eq!(b.requests().len(), 1);
+        if loads.len() == 1 {
+            let said = b
+                .eval("document.querySelector('#timeline .sub').textContent")
+                .unwrap();
+            let lanes = b
+                .eval("document.querySelector(\"[data-chart='requests']\").dataset.points")
+                .unwrap();
+            eprintln!("timeline: {lanes} requests drawn; the page says: {said}");
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    eprintln!(
+        "{}: {size} bytes; load event {:.0} ms, charts drawn {:.0} ms after navigation began (medians of 5)",
+        page.display(),
+        median(&mut loads),
+        median(&mut draws)
+    );
+}

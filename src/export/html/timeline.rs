@@ -129,3 +129,94 @@ pub fn timeline(records: &[RequestRecord], summary: &RunSummary, origin_ms: i64)
         "marks": marks,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::record::tests::record;
+
+    /// `n` requests of level 0, each sent 10 ms after the one before, 25 ms long, its first
+    /// token 5 ms in: two in flight at once.
+    fn requests(n: u64) -> Vec<RequestRecord> {
+        (0..n)
+            .map(|i| {
+                let mut r = record(5_000, 25_000, 10);
+                r.index = i as u32;
+                r.sched_at_us = i * 10_000;
+                r.send_at_us = i * 10_000 + 1_000;
+                r.end_at_us = r.send_at_us + 25_000;
+                r
+            })
+            .collect()
+    }
+
+    /// A summary whose level 0 started `at_ms` since the epoch.
+    fn summary(at_ms: i64) -> RunSummary {
+        let mut s = crate::tui::fixtures::finished_run().session.summary;
+        for l in s.levels_mut() {
+            l.started_at_unix_ms = (l.index == 0).then_some(at_ms);
+        }
+        s
+    }
+
+    /// Every request up to the limit, each in a lane of its own while it overlaps another, on
+    /// the run's time axis (its level's start from the run's origin, plus its own offsets).
+    #[test]
+    fn requests_are_lanes_of_their_own_times_on_the_runs_axis() {
+        let t = timeline(&requests(100), &summary(5_000), 2_000);
+        assert_eq!(
+            (t["total"].as_u64(), t["drawn"].as_u64()),
+            (Some(100), Some(100))
+        );
+        assert_eq!(t["every"], 1);
+        assert_eq!(
+            t["lanes"], 3,
+            "a 25 ms request every 10 ms: three in flight at most"
+        );
+        let col = |k: &str| -> Vec<f64> {
+            t["columns"][k]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap())
+                .collect()
+        };
+        // Level 0 started 3 s after the run: request i due at 3000 + 10 i ms, sent 1 ms later,
+        // its first token 5 ms after that, done 25 ms after it was sent.
+        let at7: Vec<f64> = ["sched", "send", "first", "end"]
+            .iter()
+            .map(|k| col(k)[7])
+            .collect();
+        assert!(
+            at7.iter()
+                .zip([3070.0, 3071.0, 3076.0, 3096.0])
+                .all(|(a, b)| (a - b).abs() < 1e-9),
+            "{at7:?}"
+        );
+        // No two requests of a lane overlap.
+        let (lane, start, end) = (col("lane"), col("sched"), col("end"));
+        for i in 0..lane.len() {
+            for j in i + 1..lane.len() {
+                if (lane[i] - lane[j]).abs() < 0.5 {
+                    assert!(end[i] <= start[j] || end[j] <= start[i], "{i} and {j}");
+                }
+            }
+        }
+    }
+
+    /// Beyond the limit, every k-th request, about the limit of them, and the page is told.
+    #[test]
+    fn beyond_the_limit_every_kth_request_is_drawn() {
+        let t = timeline(&requests(5_000), &summary(0), 0);
+        assert_eq!(t["total"], 5_000);
+        assert_eq!(t["every"], 3);
+        assert_eq!(t["drawn"], 1_667);
+        assert_eq!(t["columns"]["lane"].as_array().unwrap().len(), 1_667);
+        // A request of a level that never started is not placed.
+        let none = timeline(&requests(3), &summary(0), 0);
+        assert_eq!(none["drawn"], 3);
+        let mut other = requests(3);
+        other[1].level = 99;
+        assert_eq!(timeline(&other, &summary(0), 0)["total"], 2);
+    }
+}
