@@ -342,13 +342,18 @@ impl Session {
         // GPU readings from here on are work, not idle.
         self.idle_open = false;
         self.progress.insert(index, LevelProgress::default());
-        // On the shared clock: how far past its slot's start the level began.
+        // On the shared clock, the server's: how far past its slot's start the level began
+        // (this machine's clock plus the offset measured against the server's).
+        let offset_ms = self
+            .summary
+            .clock_offset
+            .map_or(0, |c| c.offset_us() / 1000);
         let late_ms = self
             .summary
             .config
             .clock
             .slot_start_unix_ms(index)
-            .map(|start| (origin_unix_us / 1000) as i64 - start);
+            .map(|start| (origin_unix_us / 1000) as i64 + offset_ms - start);
         // The newest server servetop started is the one this level measures.
         let server = self.summary.servers.len().checked_sub(1).map(|i| i as u32);
         let mut late_warning = None;

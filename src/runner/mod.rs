@@ -101,6 +101,10 @@ pub struct Runner {
     reset_cache: std::sync::atomic::AtomicBool,
     /// servetop's own load probe, stopped (its last part-second reported) before the run ends.
     client_probe: Option<crate::telemetry::client_load::ClientProbe>,
+    /// The server's clock minus this machine's, µs, once probed (`--start-at`): the slots of
+    /// the shared schedule are on the server's clock, so shards whose clocks disagree still
+    /// start together.
+    clock_offset_us: i64,
 }
 
 /// The offered request rate of an open-loop level: a rate level's, a trace's mean.
@@ -186,6 +190,7 @@ impl Runner {
             template_tokens: None,
             reset_cache: cfg.reset_cache.into(),
             client_probe: None,
+            clock_offset_us: 0,
         }
     }
 
@@ -257,15 +262,7 @@ impl Runner {
                 }
             }
         }
-        if self.clock.start_at_unix_ms.is_some() {
-            let http = self.prepared.client.http();
-            match slot::probe_clock(&http, &self.prepared.server.base_url).await {
-                Some(c) => self.emit(Event::Clock(c)),
-                None => self.emit(Event::Warning(
-                    "the server's replies carry no usable Date header: this machine's clock could not be checked against it".into(),
-                )),
-            }
-        }
+        self.check_clock().await;
         // The GPUs before anything is asked of them: the run's idle power.
         self.read_gpus().await;
         self.warmup().await?;
@@ -375,7 +372,9 @@ impl Runner {
     /// late it is (0 when on time or unscheduled). The wait ends early if the level is
     /// cancelled.
     async fn wait_for_slot(&self, spec: &LevelSpec, level: &CancellationToken) -> i64 {
-        let (wait, late) = slot::wait_ms(&self.clock, spec, crate::telemetry::now_unix_ms());
+        // The server's clock now, as the shared schedule is kept.
+        let now_ms = crate::telemetry::now_unix_ms() + self.clock_offset_us / 1000;
+        let (wait, late) = slot::wait_ms(&self.clock, spec, now_ms);
         if wait > 0 {
             self.emit(Event::Phase(format!(
                 "waiting {} s for {}'s slot on the shared clock",

@@ -5,8 +5,9 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::event::Event;
 use crate::workload::LevelSpec;
-use crate::workload::clock::{ClockOffset, LevelClock, parse_http_date};
+use crate::workload::clock::{ClockOffset, LevelClock, Probe, fine_window_us, parse_http_date};
 
 /// The instants that bound one running level.
 #[derive(Clone, Copy, Debug, Default)]
@@ -80,25 +81,79 @@ pub(super) fn cut_when_due(
     (fired, Some(task))
 }
 
-/// The server's clock against this machine's: nine `GET /health` 125 ms apart (any reply
-/// carries a `Date` header), so the probes cross a second boundary of the server's clock.
+/// One `GET /health` (any reply carries a `Date` header): this machine's clock at its send and
+/// at its reply, and the reply's `Date`, in Unix µs; None without a usable `Date`.
+async fn probe(http: &reqwest::Client, url: &str) -> Option<Probe> {
+    let sent = crate::metrics::unix_us() as i64;
+    let reply = http.get(url).timeout(Duration::from_secs(2)).send().await;
+    let arrived = crate::metrics::unix_us() as i64;
+    let date = reply
+        .ok()?
+        .headers()
+        .get(reqwest::header::DATE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_http_date)?;
+    Some((sent, date * 1000, arrived))
+}
+
+/// The most probes sent back to back across a second boundary (about 250 ms of them on
+/// loopback, where one takes about 0.3 ms).
+const FINE_PROBES: usize = 2000;
+
+/// The server's clock against this machine's. Nine probes 125 ms apart cross a second
+/// boundary of the server's clock and give the offset to about their spacing; then probes sent
+/// one after another through the window where the next boundary must fall give it to about a
+/// round trip (a few ms at most on loopback or in one datacentre). When the fine probes
+/// contradict the coarse ones (a server whose `Date` lags its clock), the coarse offset stands.
 pub(super) async fn probe_clock(http: &reqwest::Client, base_url: &str) -> Option<ClockOffset> {
     let url = format!("{base_url}/health");
-    let mut probes = Vec::with_capacity(9);
+    let mut coarse = Vec::with_capacity(9);
     for _ in 0..9 {
-        let sent = crate::telemetry::now_unix_ms();
-        let reply = http.get(&url).timeout(Duration::from_secs(2)).send().await;
-        let arrived = crate::telemetry::now_unix_ms();
-        if let Ok(r) = reply
-            && let Some(d) = r
-                .headers()
-                .get(reqwest::header::DATE)
-                .and_then(|v| v.to_str().ok())
-                .and_then(parse_http_date)
-        {
-            probes.push((sent, d, arrived));
+        if let Some(p) = probe(http, &url).await {
+            coarse.push(p);
         }
         tokio::time::sleep(Duration::from_millis(125)).await;
     }
-    ClockOffset::from_probes(&probes)
+    let first = ClockOffset::from_probes(&coarse)?;
+    let now = crate::metrics::unix_us() as i64;
+    let Some((from, to)) = fine_window_us(&coarse, now, 50_000, 3_000) else {
+        return Some(first);
+    };
+    tokio::time::sleep(Duration::from_micros((from - now).max(0) as u64)).await;
+    let mut all = coarse;
+    let mut fine = 0;
+    while (crate::metrics::unix_us() as i64) < to && fine < FINE_PROBES {
+        if let Some(p) = probe(http, &url).await {
+            all.push(p);
+        }
+        fine += 1;
+    }
+    Some(ClockOffset::from_probes(&all).unwrap_or(first))
+}
+
+impl super::Runner {
+    /// A wall clock shifted on purpose is said; on the shared clock (`--start-at`), the
+    /// server's clock against this machine's is measured, and the schedule kept on it.
+    pub(super) async fn check_clock(&mut self) {
+        let skew = crate::metrics::test_clock_skew_us();
+        if skew != 0 {
+            self.emit(Event::Warning(format!(
+                "this run's wall clock is shifted {} ms on purpose ({}, a test setting): its times are not this machine's",
+                skew as f64 / 1000.0,
+                crate::metrics::TEST_CLOCK_SKEW_ENV
+            )));
+        }
+        if self.clock.start_at_unix_ms.is_some() {
+            let http = self.prepared.client.http();
+            match probe_clock(&http, &self.prepared.server.base_url).await {
+                Some(c) => {
+                    self.clock_offset_us = c.offset_us();
+                    self.emit(Event::Clock(c));
+                }
+                None => self.emit(Event::Warning(
+                    "the server's replies carry no usable Date header: this machine's clock could not be checked against it".into(),
+                )),
+            }
+        }
+    }
 }

@@ -253,9 +253,17 @@ fn merged_warnings(runs: &[ShardRun], info: &MergeInfo) -> Vec<String> {
     warnings
 }
 
+/// A shard's level origin on the server's clock (its own clock plus the offset it measured
+/// against the server, when it did): the shards' timelines merge on the one clock they share.
+fn on_server_clock(run: &ShardRun, l: &LevelSummary) -> Option<u64> {
+    let offset = run.summary.clock_offset.map_or(0, |c| c.offset_us());
+    l.origin_unix_us
+        .map(|o| (o as i64).saturating_add(offset).max(0) as u64)
+}
+
 /// Level `index` of every shard as one level: the plan's totals, statistics folded from all
-/// the shards' records on the earliest origin (appended to `records`), telemetry from the
-/// first shard that has it (every shard watches the same server and GPUs).
+/// the shards' records on the earliest origin on the server's clock (appended to `records`),
+/// telemetry from the first shard that has it (every shard watches the same server and GPUs).
 fn merge_level(
     runs: &[ShardRun],
     index: u32,
@@ -274,7 +282,7 @@ fn merge_level(
         .filter(|(_, l)| l.origin_unix_us.is_some())
         .collect();
     let mut out = totals(&parts)?;
-    let Some(origin) = ran.iter().filter_map(|(_, l)| l.origin_unix_us).min() else {
+    let Some(origin) = ran.iter().filter_map(|(r, l)| on_server_clock(r, l)).min() else {
         return Some(out);
     };
     let mut acc = crate::workload::accumulator(
@@ -293,7 +301,7 @@ fn merge_level(
     );
     let mut mine: Vec<RequestRecord> = Vec::new();
     for (run, l) in &ran {
-        let shift = l.origin_unix_us.unwrap_or(origin) - origin;
+        let shift = on_server_clock(run, l).unwrap_or(origin) - origin;
         let turns = l.conversation.map(|c| c.turns);
         let per_session = l.conversation.map_or(0, |c| c.requests());
         mine.extend(
@@ -329,8 +337,8 @@ fn merge_level(
     }
     // Each shard's outages, on the earliest origin too (shards of one server see the same one:
     // overlapping, they count once).
-    for (_, l) in &ran {
-        let shift = l.origin_unix_us.unwrap_or(origin) - origin;
+    for (run, l) in &ran {
+        let shift = on_server_clock(run, l).unwrap_or(origin) - origin;
         for o in l.stats.iter().flat_map(|s| &s.scalars.outages) {
             let us = |s: f64| (s * 1e6).round().max(0.0) as u64 + shift;
             acc.add_outage(us(o.from_s), us(o.to_s));
@@ -381,7 +389,13 @@ fn totals(parts: &[(&ShardRun, &LevelSummary)]) -> Option<LevelSummary> {
             .sum();
         t.max_concurrency = sum_opt(&|l| l.trace.as_ref().and_then(|t| t.max_concurrency));
     }
-    out.started_at_unix_ms = parts.iter().filter_map(|(_, l)| l.started_at_unix_ms).min();
+    out.started_at_unix_ms = parts
+        .iter()
+        .filter_map(|(r, l)| {
+            let offset_ms = r.summary.clock_offset.map_or(0, |c| c.offset_us() / 1000);
+            Some(l.started_at_unix_ms? + offset_ms)
+        })
+        .min();
     out.finished_at_unix_ms = parts
         .iter()
         .filter_map(|(_, l)| l.finished_at_unix_ms)

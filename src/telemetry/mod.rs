@@ -22,7 +22,7 @@ pub use record::{GpuReading, GpuSample, GpuSource, ServerSample, TelemetryRecord
 
 /// Milliseconds since the Unix epoch, now.
 pub fn now_unix_ms() -> i64 {
-    jiff::Timestamp::now().as_millisecond()
+    (crate::metrics::unix_us() / 1000) as i64
 }
 
 /// Where the samplers send what they read; `send` says `false` once nobody listens (the run is

@@ -50,7 +50,9 @@ impl LevelClock {
 /// reply stamped `d` was written at a server time in `[d, d + 1 s)`, while the local clock
 /// read between the request's send `s` and the reply's arrival `r`; so the offset
 /// `server − local` lies in `[d − r, d + 1 s − s]`. Intersecting the intervals of probes
-/// spread over more than a second narrows it to about the probes' spacing.
+/// spread over more than a second narrows it to about the probes' spacing; probes sent back to
+/// back across one of the server's second boundaries narrow it to about a round trip
+/// ([`fine_window_us`]).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ClockOffset {
     /// The middle of the interval: server clock minus this machine's, ms.
@@ -64,19 +66,28 @@ pub struct ClockOffset {
 /// A clock this far off the server's (beyond the uncertainty) is flagged.
 pub const SKEW_WARN_MS: f64 = 1000.0;
 
+/// One probe: this machine's clock when the request was sent and when the reply arrived, and
+/// the reply's `Date` header, all in Unix µs (the header's second as µs).
+pub type Probe = (i64, i64, i64);
+
+/// The offset interval `[lo, hi]` (µs) every probe allows; None without a probe, or when they
+/// contradict each other (a clock that jumped, or a server whose `Date` lags its clock).
+fn interval(probes: &[Probe]) -> Option<(i64, i64)> {
+    let (mut lo, mut hi) = (i64::MIN, i64::MAX);
+    for &(s, d, r) in probes {
+        lo = lo.max(d - r);
+        hi = hi.min(d + 1_000_000 - s);
+    }
+    (!probes.is_empty() && lo <= hi).then_some((lo, hi))
+}
+
 impl ClockOffset {
-    /// The offset from probes `(send_ms, date_ms, arrive_ms)`, all Unix ms (the Date header's
-    /// second as ms); None without one, or when they contradict each other (a clock that
-    /// jumped during probing).
-    pub fn from_probes(probes: &[(i64, i64, i64)]) -> Option<Self> {
-        let (mut lo, mut hi) = (i64::MIN, i64::MAX);
-        for &(s, d, r) in probes {
-            lo = lo.max(d - r);
-            hi = hi.min(d + 1000 - s);
-        }
-        (!probes.is_empty() && lo <= hi).then(|| Self {
-            offset_ms: (lo + hi) as f64 / 2.0,
-            uncertainty_ms: (hi - lo) as f64 / 2.0,
+    /// The offset from `probes`; None without one, or when they contradict each other.
+    pub fn from_probes(probes: &[Probe]) -> Option<Self> {
+        let (lo, hi) = interval(probes)?;
+        Some(Self {
+            offset_ms: (lo + hi) as f64 / 2000.0,
+            uncertainty_ms: (hi - lo) as f64 / 2000.0,
             probes: probes.len() as u32,
         })
     }
@@ -85,6 +96,27 @@ impl ClockOffset {
     pub fn skewed(&self) -> bool {
         self.offset_ms.abs() - self.uncertainty_ms > SKEW_WARN_MS
     }
+
+    /// The offset in whole µs, to add to this machine's clock for the server's.
+    pub fn offset_us(&self) -> i64 {
+        (self.offset_ms * 1000.0).round() as i64
+    }
+}
+
+/// Where to probe back to back, in this machine's Unix µs, so the probes cross the server's
+/// next second boundary that is at least `lead_us` away from `now_us`, given the `coarse`
+/// probes: the boundary `B` (server time) falls between local `B − hi` and `B − lo`; the window
+/// is that, `margin_us` wider each side. None when the coarse probes give no interval.
+pub fn fine_window_us(
+    coarse: &[Probe],
+    now_us: i64,
+    lead_us: i64,
+    margin_us: i64,
+) -> Option<(i64, i64)> {
+    let (lo, hi) = interval(coarse)?;
+    // The server's clock is at most now + hi: the first whole second past now + hi + lead.
+    let b = (now_us + hi + lead_us).div_euclid(1_000_000) * 1_000_000 + 1_000_000;
+    Some((b - hi - margin_us, b - lo + margin_us))
 }
 
 /// An HTTP `Date` header (IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT`) in Unix ms.
@@ -119,21 +151,44 @@ mod tests {
             parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
             Some(784_111_777_000)
         );
-        // The server runs 2.3 s ahead: probes every 250 ms, 10 ms round trips.
-        let probes: Vec<(i64, i64, i64)> = (0..6)
-            .map(|k| {
-                let s = 100_000 + k * 250;
-                let server = s + 5 + 2300;
-                (s, server / 1000 * 1000, s + 10)
-            })
-            .collect();
+        // The server runs 2.3 s ahead: probes every 250 ms, 10 ms round trips (in µs).
+        let probe = |s: i64| {
+            let server = s + 5_000 + 2_300_000;
+            (s, server.div_euclid(1_000_000) * 1_000_000, s + 10_000)
+        };
+        let probes: Vec<Probe> = (0..6).map(|k| probe(100_000_000 + k * 250_000)).collect();
         let o = ClockOffset::from_probes(&probes).unwrap();
         assert!((o.offset_ms - 2300.0).abs() <= o.uncertainty_ms, "{o:?}");
         assert!(o.uncertainty_ms <= 130.0, "{o:?}");
         assert!(o.skewed());
+        // Back to back across the server's next second boundary (0.3 ms round trips, one
+        // after the other), the interval is about a round trip wide, and holds the truth.
+        let now = 101_600_000;
+        let (from, to) = fine_window_us(&probes, now, 50_000, 3_000).unwrap();
+        assert!(
+            from > now && to - from <= 2 * 130_000 + 6_000,
+            "{from} {to}"
+        );
+        let fine_probe = |s: i64| {
+            let server = s + 150 + 2_300_000;
+            (s, server.div_euclid(1_000_000) * 1_000_000, s + 300)
+        };
+        let mut all = probes.clone();
+        all.extend(
+            (0..)
+                .map(|k| from + k * 300)
+                .take_while(|s| *s < to)
+                .map(fine_probe),
+        );
+        let fine = ClockOffset::from_probes(&all).unwrap();
+        assert!(
+            (fine.offset_ms - 2300.0).abs() <= fine.uncertainty_ms,
+            "{fine:?}"
+        );
+        assert!(fine.uncertainty_ms <= 0.5, "{fine:?}");
         // Probes that cannot all be true give nothing rather than a wrong offset.
         assert_eq!(
-            ClockOffset::from_probes(&[(0, 5000, 10), (20, 1000, 30)]),
+            ClockOffset::from_probes(&[(0, 5_000_000, 10_000), (20_000, 1_000_000, 30_000)]),
             None
         );
         assert_eq!(ClockOffset::from_probes(&[]), None);
