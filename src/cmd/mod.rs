@@ -27,6 +27,7 @@ pub mod demo;
 pub mod detach;
 pub mod execute;
 pub mod gpu;
+pub mod limits;
 pub mod report;
 pub mod run;
 pub mod selfbench;

@@ -39,6 +39,12 @@ pub async fn run(a: RunArgs) -> i32 {
             a.output.out.as_deref(),
         );
     }
+    // Before anything is sent: a socket a request in flight.
+    match super::limits::ensure_for(super::limits::most_in_flight(&cfg)) {
+        Ok(Some(line)) => say!("servetop: {line}"),
+        Ok(None) => {}
+        Err(e) => return fail(&e),
+    }
     if combos.is_empty() {
         Box::pin(execute::alone(Job::new(cfg), &a.output))
             .await

@@ -30,6 +30,28 @@ pub async fn soak(a: crate::cli::SoakArgs) -> i32 {
 /// `servetop bench-client` (see [`crate::selfbench`]).
 pub async fn bench_client(a: crate::cli::BenchClientArgs) -> i32 {
     let json = a.json;
+    // Before any case: a socket a stream on each side (the client's and the firehose's), the
+    // cases' processes inheriting the limit.
+    let most = [&a.concurrency, &a.accuracy_concurrency, &a.wave_concurrency]
+        .iter()
+        .flat_map(|l| l.0.iter().copied())
+        .max()
+        .unwrap_or(0);
+    if most > 0 {
+        let what = format!("bench-client at C={most}");
+        let checked = super::limits::ensure_local_ports(most, &what).and_then(|()| {
+            super::limits::ensure_open_files(
+                2 * most,
+                &what,
+                "a socket a stream on each side: the client's and the firehose's",
+            )
+        });
+        match checked {
+            Ok(Some(line)) => eprintln!("servetop: {line}"),
+            Ok(None) => {}
+            Err(e) => return fail(&e),
+        }
+    }
     match tokio::task::spawn_blocking(move || crate::selfbench::bench_client(&a)).await {
         Ok(Ok(rows)) => {
             crate::selfbench::print(&rows, json);

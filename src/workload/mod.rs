@@ -233,6 +233,26 @@ pub fn accumulator(
 }
 
 impl LevelSpec {
+    /// The most requests this level can have in flight at once, each an open connection: its
+    /// closed-loop workers (a session level's users, each with its sub-agents), an open-loop
+    /// level's `--max-concurrency`, or all of its requests when they are sent at once; None
+    /// where nothing bounds it (a rate without a cap: rate × latency, which no plan knows).
+    pub fn most_in_flight(&self) -> Option<u64> {
+        let c = u64::from(self.concurrency);
+        if let Some(a) = &self.arrival {
+            return match a.max_concurrency {
+                Some(m) => Some(u64::from(m)),
+                None if a.request_rate.is_infinite() => Some(u64::from(self.requests)),
+                None => None,
+            };
+        }
+        if self.trace.is_some() {
+            return (c > 0).then_some(c);
+        }
+        let fan_out = self.conversation.map_or(0, |cv| u64::from(cv.fan_out));
+        Some(c * (1 + fan_out))
+    }
+
     /// [`accumulator`] for this level, knowing its closed-loop workers.
     pub fn accumulator(
         &self,
