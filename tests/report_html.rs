@@ -84,12 +84,14 @@ fn shows(shown: &str, want: Option<f64>, what: &str) {
 }
 
 /// The cells of the table row of `level` in the table whose head has `first` as its first
-/// column, by column head.
-fn row(b: &mut browser::Browser, first: &str, level: &str) -> Vec<(String, String)> {
+/// column and a column `has`, by column head.
+fn row(b: &mut browser::Browser, (first, has): (&str, &str), level: &str) -> Vec<(String, String)> {
     let js = format!(
         r##"(() => {{
-            const t = [...document.querySelectorAll("#tables table")].find(
-                (t) => t.tHead.rows[0].cells[0].textContent === {first:?});
+            const t = [...document.querySelectorAll("#tables table")].find((t) => {{
+                const h = [...t.tHead.rows[0].cells].map((c) => c.textContent);
+                return h[0] === {first:?} && h.includes({has:?});
+            }});
             if (!t) return null;
             const heads = [...t.tHead.rows[0].cells].map((c) => c.textContent);
             const r = [...t.tBodies[0].rows].find((r) => r.dataset.level === {level:?});
@@ -247,7 +249,7 @@ fn findings_and_tables_are_the_results(b: &mut browser::Browser, results: &Value
     // The sweep and long-context tables' cells, as results.json has them.
     for l in &done {
         let label = format!("C={}", l["concurrency"]);
-        let cells = row(b, "C", &label);
+        let cells = row(b, ("C", "out tok/s"), &label);
         let what = |c: &str| format!("{label} {c}");
         assert_eq!(cell(&cells, "C"), l["concurrency"].to_string());
         assert_eq!(cell(&cells, "done"), l["completed"].to_string());
@@ -286,7 +288,7 @@ fn findings_and_tables_are_the_results(b: &mut browser::Browser, results: &Value
     assert!(!ladder.is_empty());
     for l in ladder {
         let label = format!("{}K ctx", l["input_len"].as_u64().unwrap() / 1000);
-        let cells = row(b, "context", &label);
+        let cells = row(b, ("context", "prefill tok/s"), &label);
         let what = |c: &str| format!("{label} {c}");
         shows(
             cell(&cells, "input tokens"),
@@ -307,6 +309,42 @@ fn findings_and_tables_are_the_results(b: &mut browser::Browser, results: &Value
             cell(&cells, "decode tok/s"),
             f(l, "mean_decode_tokens_per_s"),
             &what("decode"),
+        );
+    }
+}
+
+/// The energy table's rows (the demo's GPUs are the simulator's), and the steady state's, as
+/// results.json has them.
+fn energy_and_steady_rows_are_the_results(b: &mut browser::Browser, results: &Value) {
+    for l in &done_sweep(results) {
+        let label = format!("C={}", l["concurrency"]);
+        let cells = row(b, ("level", "energy (J)"), &label);
+        let what = |c: &str| format!("{label} {c}");
+        shows(
+            cell(&cells, "energy (J)"),
+            f(l, "energy_j"),
+            &what("energy"),
+        );
+        shows(
+            cell(&cells, "mean power (W)"),
+            f(l, "mean_power_w"),
+            &what("power"),
+        );
+        shows(
+            cell(&cells, "J / output token"),
+            f(l, "joules_per_output_token"),
+            &what("J/token"),
+        );
+        shows(
+            cell(&cells, "output tokens / J"),
+            f(l, "output_tokens_per_joule"),
+            &what("tokens/J"),
+        );
+        let cells = row(b, ("level", "steady out tok/s"), &label);
+        shows(
+            cell(&cells, "steady out tok/s"),
+            f(l, "steady_output_throughput"),
+            &what("steady out tok/s"),
         );
     }
 }
@@ -421,6 +459,7 @@ fn the_demos_report_opens_from_disk_and_shows_what_results_json_says() {
 
     charts_are_drawn(&mut b, &dir, &results);
     findings_and_tables_are_the_results(&mut b, &results);
+    energy_and_steady_rows_are_the_results(&mut b, &results);
     a_click_highlights_and_sorts(&mut b, &dir, &results);
     drop(b);
     if given.is_none() {

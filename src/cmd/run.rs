@@ -39,11 +39,8 @@ pub async fn run(a: RunArgs) -> i32 {
             a.output.out.as_deref(),
         );
     }
-    // Before anything is sent: a socket a request in flight.
-    match super::limits::ensure_for(super::limits::most_in_flight(&cfg)) {
-        Ok(Some(line)) => say!("servetop: {line}"),
-        Ok(None) => {}
-        Err(e) => return fail(&e),
+    if let Err(e) = open_files(&cfg) {
+        return fail(&e);
     }
     if combos.is_empty() {
         Box::pin(execute::alone(Job::new(cfg), &a.output))
@@ -200,10 +197,22 @@ async fn resume(dir: &std::path::Path, out: &OutputArgs, headers: &[String]) -> 
     if let Err(e) = cfg.validate() {
         return fail(&e);
     }
+    if let Err(e) = open_files(&cfg) {
+        return fail(&e);
+    }
     let job = Job {
         cfg,
         simulator: summary.simulator.clone(),
         previous: Some(summary),
     };
     Box::pin(execute::alone(job, &out)).await.code
+}
+
+/// Before anything is sent: a socket a request in flight ([`super::limits`]); says when the
+/// limit was raised.
+fn open_files(cfg: &RunConfig) -> Result<(), String> {
+    if let Some(line) = super::limits::ensure_for(super::limits::most_in_flight(cfg))? {
+        say!("servetop: {line}");
+    }
+    Ok(())
 }
