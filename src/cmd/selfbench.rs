@@ -30,8 +30,8 @@ pub async fn soak(a: crate::cli::SoakArgs) -> i32 {
 /// `servetop bench-client` (see [`crate::selfbench`]).
 pub async fn bench_client(a: crate::cli::BenchClientArgs) -> i32 {
     let json = a.json;
-    // Before any case: a socket a stream on each side (the client's and the firehose's), the
-    // cases' processes inheriting the limit.
+    // Before any case: a socket a stream in each process (the client's case and the
+    // firehose, processes of their own that inherit the limit).
     let most = [&a.concurrency, &a.accuracy_concurrency, &a.wave_concurrency]
         .iter()
         .flat_map(|l| l.0.iter().copied())
@@ -41,9 +41,9 @@ pub async fn bench_client(a: crate::cli::BenchClientArgs) -> i32 {
         let what = format!("bench-client at C={most}");
         let checked = super::limits::ensure_local_ports(most, &what).and_then(|()| {
             super::limits::ensure_open_files(
-                2 * most,
+                most,
                 &what,
-                "a socket a stream on each side: the client's and the firehose's",
+                "a socket a stream, in the client's process and in the firehose's",
             )
         });
         match checked {
