@@ -19,6 +19,8 @@ use crate::metrics::{
 struct StreamFold {
     dialect: Dialect,
     chunks: Vec<TokenChunk>,
+    /// Token-carrying events so far (a chunk can hold several: see [`StreamFold::push`]).
+    token_events: u32,
     /// How tokens per chunk are counted, fixed by the first chunk with text or a count.
     counting: Option<ChunkCounting>,
     /// The last cumulative completion count (exact engines).
@@ -45,11 +47,37 @@ struct HeldReads {
     first: bool,
 }
 
+/// Chunks a stream's record has room for before it grows (doubling). Not one a token: at
+/// C=10,000 streams of 256 tokens that room alone was 41 MB, while a stream read in bursts
+/// (several events a read) fills a fraction of it.
+const CHUNKS_AHEAD: usize = 32;
+
+impl StreamFold {
+    /// Notes an event's `n` tokens, arrived at `at_us`. Where each event counts its own tokens
+    /// (not one a chunk), events of one read become one chunk now: the deliveries they are
+    /// merged into at the end ([`bursts::merge_deliveries`]) come out the same, and a stream of
+    /// 256 events read in a dozen reads keeps a dozen chunks, not 256 (4 KB a stream at
+    /// C=10,000). One token an event keeps its events apart: its steps are found from the gaps
+    /// between them ([`bursts::group`]).
+    fn push(&mut self, at_us: u64, n: u64, one_a_chunk: bool) {
+        let n = n.min(u64::from(u32::MAX)) as u32;
+        self.token_events = self.token_events.saturating_add(1);
+        match self.chunks.last_mut() {
+            Some(last) if !one_a_chunk && last.t_us == at_us => {
+                last.tokens = last.tokens.saturating_add(n);
+                last.events = last.events.saturating_add(1);
+            }
+            _ => self.chunks.push(TokenChunk::new(at_us, n)),
+        }
+    }
+}
+
 impl StreamFold {
     fn new(dialect: Dialect, max_tokens: u32) -> Self {
         Self {
             dialect,
-            chunks: Vec::with_capacity(max_tokens as usize + 1),
+            chunks: Vec::with_capacity((max_tokens as usize + 1).min(CHUNKS_AHEAD)),
+            token_events: 0,
             counting: None,
             prev_cum: 0,
             usage_prompt: None,
@@ -86,13 +114,15 @@ impl Client {
             }
         };
         self.wait_turn().await;
-        let (t_send, resp, retries) = match self.post_retrying(url, body, tag).await {
+        // Boxed: the post's state (1.3 KB) is not the stream's, and a future holds room for
+        // the largest of its states for its whole life, a stream's included.
+        let (t_send, resp, retries) = match Box::pin(self.post_retrying(url, body, tag)).await {
             Ok(r) => r,
             Err((t_send, f, retries)) => return failed_record(spec, tag, t_send, f, retries),
         };
         let status = resp.status();
         if !(200..300).contains(&status) {
-            let f = http_failure(status, resp).await;
+            let f = Box::pin(http_failure(status, resp)).await;
             return failed_record(spec, tag, t_send, f, retries);
         }
         let mut fold = StreamFold::new(dialect, spec.max_tokens);
@@ -107,8 +137,8 @@ impl Client {
                 Failure::new(
                     FailureKind::StreamCut,
                     format!(
-                        "stream ended after {} token chunks without a finish reason or [DONE]",
-                        fold.chunks.len()
+                        "stream ended after {} token events without a finish reason or [DONE]",
+                        fold.token_events
                     ),
                 )
             })
@@ -245,7 +275,7 @@ impl Client {
             last_arrival = arrival;
             let since = std::mem::replace(&mut last_read, now);
             let at_us = us_since(t_send, arrival);
-            let chunks_before = fold.chunks.len();
+            let events_before = fold.token_events;
             let mut ended = None;
             while let Some(raw) = sse.next_data() {
                 let Ok(data) = std::str::from_utf8(raw) else {
@@ -262,9 +292,10 @@ impl Client {
                 }
                 break;
             }
+            sse.settle();
             // One token event cannot hold two arrivals of tokens: what came with it carries
             // none (a usage or [DONE] chunk, written right after the last token).
-            if fold.chunks.len() >= chunks_before + 2
+            if fold.token_events >= events_before + 2
                 && held::held(
                     arrival,
                     body.woken(),
@@ -275,7 +306,7 @@ impl Client {
                 )
             {
                 fold.held.reads += 1;
-                fold.held.first |= chunks_before == 0;
+                fold.held.first |= events_before == 0;
             }
             if let Some(end) = ended {
                 return end;
@@ -374,8 +405,7 @@ impl Client {
         if n > 0 {
             fold.kinds.add(c.kind, n, &c.tool_indices);
             self.live_tokens.fetch_add(n, Ordering::Relaxed);
-            fold.chunks
-                .push(TokenChunk::new(at_us, n.min(u64::from(u32::MAX)) as u32));
+            fold.push(at_us, n, mode == ChunkCounting::OnePerChunk);
         }
         Ok(false)
     }

@@ -463,9 +463,10 @@ impl Runner {
         spec: &LevelSpec,
         ctx: &LaneCtx<'_>,
     ) -> Vec<tokio::task::JoinHandle<()>> {
+        let client = Arc::new(self.prepared.client.clone());
         let lane = |slot| Lane {
             slot,
-            client: self.prepared.client.clone(),
+            client: client.clone(),
             queue: ctx.queue.clone(),
             stop: ctx.stop.clone(),
             watch: ctx.watch.clone(),
@@ -557,7 +558,7 @@ impl Runner {
         let mut workers = Vec::new();
         if let Some(times) = self.times(spec) {
             let ctx = Arc::new(OpenLoopCtx {
-                client: self.prepared.client.clone(),
+                client: Arc::new(self.prepared.client.clone()),
                 watch: watch.clone(),
                 stop: stop.clone(),
                 level: spec.index,

@@ -225,7 +225,7 @@ pub(super) fn origin_plus(origin: Instant, d: Duration) -> Instant {
 
 /// What every request task of an open-loop level shares.
 pub(super) struct OpenLoopCtx {
-    pub(super) client: Client,
+    pub(super) client: Arc<Client>,
     pub(super) watch: Arc<ServerWatch>,
     pub(super) stop: Arc<AtomicBool>,
     pub(super) level: u32,

@@ -59,7 +59,9 @@ pub(super) fn prewarm_connections(spec: &LevelSpec) -> u32 {
 pub(super) struct Lane {
     /// Which of the level's workers this is (stamped on its records).
     pub(super) slot: u32,
-    pub(super) client: Client,
+    /// The level's one client, shared: a clone of it is a few hundred bytes and a dozen
+    /// strings, once a stream at C=10,000.
+    pub(super) client: Arc<Client>,
     pub(super) queue: Queue,
     pub(super) stop: Arc<AtomicBool>,
     pub(super) watch: Arc<ServerWatch>,
