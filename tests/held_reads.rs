@@ -1,6 +1,6 @@
 //! Held reads (docs/metrics.md "Held reads"), against an independent record of the writes.
 //!
-//! The firehose streams one write of two token events every 20 ms per stream and records the
+//! The firehose streams one write of two token events every 10 ms per stream and records the
 //! time just before and just after each write (over loopback the bytes reach servetop's socket
 //! within the write call). servetop reads ten such streams; every read holds two events or
 //! more, so every read is one the detector must judge. From the firehose's record and the
@@ -8,18 +8,20 @@
 //! knows which reads merged writes, and which merged writes more than 5 ms apart:
 //!
 //! - while the test stops the whole process with SIGSTOP for 60 ms every 300 ms, every stream
-//!   gets two or three writes during each stop, the kernel merges them, and the read after it
+//!   gets five or six writes during each stop, the kernel merges them, and the read after it
 //!   stamps them all with the last one's time. Each request must count at least as many held
 //!   reads as it had reads merged across more than 5 ms (the flag's promise: an unflagged read
 //!   was merged only across a stall too short for the probe to see, under about 4 ms);
 //! - in both that run and a clean one (no stops), no more reads may be held than merged writes,
 //!   plus those each stall servetop's own timer probe reported (a probe woken 3 ms late or
 //!   more, in events.jsonl) may hold: a stall may hold the next read of every stream, merged
-//!   or not, since servetop cannot tell. On an idle machine the clean run's probe sees next to
+//!   or not, since servetop cannot tell, and more while the runtime's other thread read on;
+//!   the test's own stops halt every thread, so they may hold only the next read. On an idle machine the clean run's probe sees next to
 //!   no stall, so next to no read is held there; a detector that holds every read holds all of
 //!   them. On a machine busy enough to stall servetop that often the count cannot tell the two
-//!   apart: the check says so ("SKIPPED: ...") and passes, unless
-//!   `SERVETOP_REQUIRE_CLIENT_LOAD=1` (set by `.ci/run`) makes that a failure.
+//!   apart: the run is made again, up to three times, and if none was quiet enough the check
+//!   says so ("SKIPPED: ...") and passes, unless `SERVETOP_REQUIRE_CLIENT_LOAD=1` (set by
+//!   `.ci/run`) makes that a failure. Every run is held to the same bounds.
 
 // Integration tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -38,10 +40,16 @@ mod sim_child;
 const STREAMS: u64 = 10;
 /// A probe this late (µs) saw a stall (`client::held::STALL_MIN`).
 const STALL_US: u64 = 3_000;
-/// The firehose's interval between two writes of a stream (µs).
-const WRITE_EVERY_US: u64 = 20_000;
+/// The firehose's interval between two writes of a stream (µs): short, so that the reads
+/// outnumber what the stalls of a shared machine may hold (each may hold one or two reads of
+/// every stream, whatever the interval).
+const WRITE_EVERY_US: u64 = 10_000;
 /// Two arrivals further apart than this (µs) stamped alike were merged late.
 const LATE_US: u64 = 5_000;
+/// Runs of a check whose machine was too busy for it before it is skipped.
+const TRIES: u32 = 3;
+/// How long each of the stopped run's stops lasts (µs).
+const STOP_US: u64 = 60_000;
 
 /// The two runs share the machine's cores: one at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -61,7 +69,7 @@ fn run(url: &str, dir: &std::path::Path, stop: bool) -> u32 {
         .args(["run", "--base-url", url, "--headless", "--no-gpu"])
         .args(["--concurrency", &STREAMS.to_string()])
         .args(["--requests-per-level", "30"])
-        .args(["--input-len", "16", "--output-len", "50"])
+        .args(["--input-len", "16", "--output-len", "100"])
         .args(["--long-context", "none", "--warmup", "0", "--record-chunks"])
         .arg("--out")
         .arg(dir)
@@ -82,7 +90,7 @@ fn run(url: &str, dir: &std::path::Path, stop: bool) -> u32 {
         );
         std::thread::sleep(Duration::from_millis(if stop { 300 } else { 20 }));
         if stop && kill(pid, Signal::SIGSTOP).is_ok() {
-            std::thread::sleep(Duration::from_millis(60));
+            std::thread::sleep(Duration::from_micros(STOP_US));
             kill(pid, Signal::SIGCONT).unwrap();
             stops += 1;
         }
@@ -155,25 +163,45 @@ fn reads_of(r: &Value, origin: u64, writes: &[(u64, u32, u64)]) -> StreamReads {
 /// The reads of one stream the stalls servetop's timer probe reported over the run may hold
 /// (events.jsonl keeps every probe's lag): one for each stall, and one more for each write
 /// interval it lasted (reads go on on the runtime's other thread while the probe waits).
-fn stalls(dir: &std::path::Path) -> u64 {
-    std::fs::read_to_string(dir.join("events.jsonl"))
+///
+/// The test's own `stops` are stalls too, but of the whole process: SIGSTOP halts every thread,
+/// so no read happens while it lasts and each stream's first read after it carries what came
+/// meanwhile (two writes or more: a merged read, counted as such). Such a stall may hold that
+/// one read of each stream, and more only for the part of its lag past the stop, when the
+/// runtime was late for another reason. Each stop shows as one lag of about [`STOP_US`] (the
+/// probe falls due every millisecond, so a little less when it fell due just after the stop
+/// began): the `stops` largest lags from `STOP_US - 5 ms` up are taken as the stops.
+fn stalls(dir: &std::path::Path, stops: u32) -> u64 {
+    let mut lags: Vec<u64> = std::fs::read_to_string(dir.join("events.jsonl"))
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .filter(|e| e["event"] == "telemetry" && e["data"]["kind"] == "client")
         .flat_map(|e| e["data"]["lag_us"].as_array().cloned().unwrap_or_default())
         .filter_map(|v| v.as_u64().filter(|v| *v >= STALL_US))
-        .map(|lag| 1 + lag.div_ceil(WRITE_EVERY_US))
+        .collect();
+    lags.sort_unstable_by(|a, b| b.cmp(a));
+    let is_stop = |i: usize, lag: u64| i < stops as usize && lag + 5_000 >= STOP_US;
+    lags.iter()
+        .enumerate()
+        .map(|(i, &lag)| {
+            let other = if is_stop(i, lag) {
+                lag.saturating_sub(STOP_US)
+            } else {
+                lag
+            };
+            1 + other.div_ceil(WRITE_EVERY_US)
+        })
         .sum()
 }
 
-/// A firehose writing two token events every 20 ms a stream, recording its writes; a run
+/// A firehose writing two token events every 10 ms a stream, recording its writes; a run
 /// against it (`stop`: stopped now and then); the run's results, every request's reads and
 /// the probe's stalls.
 fn run_against_firehose(name: &str, stop: bool) -> (Value, Vec<StreamReads>, u64, u32) {
     let mut fh = Command::new(env!("CARGO_BIN_EXE_servetop"));
     fh.args(["sim", "--firehose", "--port", "0"])
-        .args(["--events-per-write", "2", "--decode-step-ms", "20"])
+        .args(["--events-per-write", "2", "--decode-step-ms", "10"])
         .arg("--record-writes");
     let (child, url) = sim_child::start(fh);
     let _firehose = sim_child::KillOnDrop(child);
@@ -197,7 +225,7 @@ fn run_against_firehose(name: &str, stop: bool) -> (Value, Vec<StreamReads>, u64
             })
         })
         .collect();
-    let stalls = stalls(&dir);
+    let stalls = stalls(&dir, stops);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(
         reads.len() >= 30,
@@ -211,14 +239,15 @@ fn run_against_firehose(name: &str, stop: bool) -> (Value, Vec<StreamReads>, u64
 /// a stall may hold the next read of every stream, and one more for each write interval it
 /// lasted. Checked where that allowance leaves the check its teeth (under half of the reads,
 /// so a detector holding every read fails); on a machine so busy that servetop stalled more
-/// than that, the premise (a client that mostly ran when its data came) was not set up, and
-/// the test says so.
+/// than that, the premise (a client that mostly ran when its data came) was not set up: the
+/// reason is returned, and the caller runs again (a busy spell of a shared machine passes) or
+/// says so.
 fn at_most_the_merged_and_the_stalled(
     what: &str,
     level: &Value,
     reads: &[StreamReads],
     stalls: u64,
-) {
+) -> Result<(), String> {
     // results.json leaves `held_reads` out where the level held none.
     let held = level.get("held_reads").map_or(0, |v| v.as_u64().unwrap());
     let sum = |f: fn(&StreamReads) -> u64| reads.iter().map(f).sum::<u64>();
@@ -230,17 +259,37 @@ fn at_most_the_merged_and_the_stalled(
     );
     assert_eq!(held, sum(|r| r.held), "{what}: the level sums its requests");
     if 2 * allowed >= all {
-        skip(&format!(
+        return Err(format!(
             "{what}: servetop's probe saw stalls that may hold {} of {all} reads (a busy machine), so the count cannot tell held from not",
             STREAMS * stalls
         ));
-        return;
     }
     assert!(
         held <= allowed,
         "{what}: {held} of {all} reads held, but only {merged} merged writes, and the stalls seen may hold {} more",
         STREAMS * stalls
     );
+    Ok(())
+}
+
+/// Runs `check` up to [`TRIES`] times while its premise (a machine quiet enough, see
+/// [`at_most_the_merged_and_the_stalled`]) is not met; a run that meets it and fails fails
+/// the test at once. Every run is held to the same bounds: only a run whose premise failed is
+/// run again, and after [`TRIES`] such runs the check is skipped, saying why.
+fn on_a_quiet_run(mut check: impl FnMut() -> Result<(), String>) {
+    let mut why = String::new();
+    for attempt in 1..=TRIES {
+        match check() {
+            Ok(()) => return,
+            Err(e) => {
+                eprintln!("run {attempt} of {TRIES}: {e}");
+                why = e;
+            }
+        }
+    }
+    skip(&format!(
+        "{TRIES} runs, none on a quiet enough machine; the last: {why}"
+    ));
 }
 
 /// Says why a check did not run; a failure under `SERVETOP_REQUIRE_CLIENT_LOAD=1` (CI).
@@ -257,45 +306,48 @@ fn reads_merged_across_a_stall_are_counted_held() {
     let _one = SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let (results, reads, stalls, stops) = run_against_firehose("stopped", true);
-    let level = &results["sweep"][0];
-    // The stops did merge writes: some tokens were stamped a write interval late or more.
-    let worst_us = reads.iter().map(|r| r.late_us).max().unwrap_or(0);
-    let late = reads.iter().filter(|r| r.merged_late > 0).count();
-    assert!(
-        late > 0 && worst_us >= 15_000,
-        "{stops} stops, {late} requests with reads merged late, worst {worst_us} µs"
-    );
-    // Every read merged across more than 5 ms is counted, request by request.
-    let unflagged: Vec<&StreamReads> = reads.iter().filter(|r| r.held < r.merged_late).collect();
-    assert!(
-        unflagged.is_empty(),
-        "reads merged across more than 5 ms, fewer held: {unflagged:?}"
-    );
-    // No token stamped more than 5 ms after its write ended without a held read.
-    let unflagged_late: Vec<&StreamReads> = reads
-        .iter()
-        .filter(|r| r.late_us > LATE_US && r.held == 0)
-        .collect();
-    assert!(
-        unflagged_late.is_empty(),
-        "late by more than 5 ms without a held read: {unflagged_late:?}"
-    );
-    at_most_the_merged_and_the_stalled("stopped", level, &reads, stalls);
-    let caveats = results["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|f| f["caveats"].as_array().cloned().unwrap_or_default())
-        .filter_map(|c| c.as_str().map(str::to_string))
-        .collect::<Vec<_>>();
-    let share = level["held_read_share"].as_f64().unwrap();
-    if share > 0.01 {
+    on_a_quiet_run(|| {
+        let (results, reads, stalls, stops) = run_against_firehose("stopped", true);
+        let level = &results["sweep"][0];
+        // The stops did merge writes: some tokens were stamped a write interval late or more.
+        let worst_us = reads.iter().map(|r| r.late_us).max().unwrap_or(0);
+        let late = reads.iter().filter(|r| r.merged_late > 0).count();
         assert!(
-            caveats.iter().any(|c| c.contains("were held")),
-            "held share {share}, caveats {caveats:?}"
+            late > 0 && worst_us >= 15_000,
+            "{stops} stops, {late} requests with reads merged late, worst {worst_us} µs"
         );
-    }
+        // Every read merged across more than 5 ms is counted, request by request.
+        let unflagged: Vec<&StreamReads> =
+            reads.iter().filter(|r| r.held < r.merged_late).collect();
+        assert!(
+            unflagged.is_empty(),
+            "reads merged across more than 5 ms, fewer held: {unflagged:?}"
+        );
+        // No token stamped more than 5 ms after its write ended without a held read.
+        let unflagged_late: Vec<&StreamReads> = reads
+            .iter()
+            .filter(|r| r.late_us > LATE_US && r.held == 0)
+            .collect();
+        assert!(
+            unflagged_late.is_empty(),
+            "late by more than 5 ms without a held read: {unflagged_late:?}"
+        );
+        let caveats = results["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|f| f["caveats"].as_array().cloned().unwrap_or_default())
+            .filter_map(|c| c.as_str().map(str::to_string))
+            .collect::<Vec<_>>();
+        let share = level["held_read_share"].as_f64().unwrap();
+        if share > 0.01 {
+            assert!(
+                caveats.iter().any(|c| c.contains("were held")),
+                "held share {share}, caveats {caveats:?}"
+            );
+        }
+        at_most_the_merged_and_the_stalled("stopped", level, &reads, stalls)
+    });
 }
 
 /// The same streams read without a stop: what servetop holds is what was merged, or what a
@@ -305,6 +357,8 @@ fn a_clean_run_holds_only_what_was_merged() {
     let _one = SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let (results, reads, stalls, _) = run_against_firehose("clean", false);
-    at_most_the_merged_and_the_stalled("clean", &results["sweep"][0], &reads, stalls);
+    on_a_quiet_run(|| {
+        let (results, reads, stalls, _) = run_against_firehose("clean", false);
+        at_most_the_merged_and_the_stalled("clean", &results["sweep"][0], &reads, stalls)
+    });
 }
