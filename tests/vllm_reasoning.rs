@@ -20,7 +20,7 @@
 //!
 //! Without the venv every test says why it skipped and passes; `SERVETOP_REQUIRE_VLLM=1` (set
 //! by `.ci/run`) makes a missing venv fail them. vLLM computes on core 0, this process on the
-//! others; each start takes 60-95 s on 2 cores.
+//! others; each start takes about 40 s on 2 cores.
 
 // Integration tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]

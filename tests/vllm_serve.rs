@@ -3,7 +3,7 @@
 //! same port, wait out its cold start, and measure the length. Without the venv the test says
 //! why it skipped and passes; with `SERVETOP_REQUIRE_VLLM=1` (set by `.ci/run`) it must run.
 //!
-//! vLLM computes on core 0; servetop is kept to the others. Each start takes 60-95 s on 2 cores.
+//! vLLM computes on core 0; servetop is kept to the others. Each start takes about 40 s on 2 cores.
 
 // Integration tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]

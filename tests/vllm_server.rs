@@ -9,7 +9,7 @@
 //! `SERVETOP_VLLM_DIR` points at another cache directory (default `.cache/vllm`).
 //!
 //! vLLM pins its compute to core 0; this test process keeps to the other cores. Start-up takes
-//! 60-95 s on 2 cores, so each test starts one server and runs its checks in order, and the tests
+//! about 40 s on 2 cores, so each test starts one server and runs its checks in order, and the tests
 //! take turns. A watchdog ends a server's whole process group once this process is gone.
 //!
 //! Known answers and tolerances (the counters are read from `/metrics` by this file's own

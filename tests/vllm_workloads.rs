@@ -4,7 +4,7 @@
 //! told to write no free whitespace: the random model would otherwise fill every answer with
 //! it until `max_tokens` cut the JSON short).
 //!
-//! Known answers, one server start (60-95 s on 2 cores):
+//! Known answers, one server start (about 40 s on 2 cores):
 //! - Structured output, every level twice: each constrained answer is checked by servetop against
 //!   the schema with the `jsonschema` crate, and every one must comply; vLLM's own
 //!   `vllm:request_success_total` by `finished_reason` must have ended exactly the constrained

@@ -7,8 +7,8 @@
 #   scripts/vllm/serve.sh --speculative-config '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":4}'
 #
 # Every argument goes to vLLM's OpenAI-compatible API server, after these defaults (a later flag
-# wins). Start-up to a healthy /health takes 60-95 s on 2 cores; vLLM pins its compute to one
-# core, so keep compiles off the machine while it measures.
+# wins). Start-up to a healthy /health takes about 40 s on 2 cores (setup.sh compiles the venv's
+# bytecode); vLLM pins its compute to one core, so keep compiles off the machine while it measures.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DIR=${SERVETOP_VLLM_DIR:-.cache/vllm}
