@@ -189,6 +189,19 @@ pub struct BenchClientArgs {
     /// Wave cases: waves per case.
     #[arg(long, default_value = "3")]
     pub waves: u32,
+    /// Agent cases: users at once, each running one session of --agent-turns turns on the chat
+    /// endpoint, paced like the accuracy cases, with a tool wait before each turn after the
+    /// first ("none" skips them).
+    #[arg(long, value_name = "LIST", default_value = "1000", value_parser = list)]
+    pub agent_sessions: List,
+    /// Agent cases: turns a session.
+    #[arg(long, default_value = "4", value_parser = clap::value_parser!(u32).range(1..))]
+    pub agent_turns: u32,
+    /// Agent cases: the tool wait before each turn after the first, as `run --tool-wait` takes
+    /// it (the default keeps most users waiting on a tool at any moment: a turn streams for
+    /// about a second).
+    #[arg(long, value_name = "DIST", default_value = "exp:4")]
+    pub agent_tool_wait: String,
     /// Memory case: prompt tokens at C=100 (0 skips it).
     #[arg(long, default_value = "100000")]
     pub long_context_tokens: u64,
@@ -226,6 +239,12 @@ pub struct BenchCaseArgs {
     pub requests: u32,
     #[arg(long)]
     pub record_chunks: bool,
+    /// Agent cases: turns a session (0: not an agent case).
+    #[arg(long, default_value = "0")]
+    pub turns: u32,
+    /// Agent cases: the tool wait before each turn after the first.
+    #[arg(long)]
+    pub tool_wait: Option<String>,
     #[arg(long)]
     pub out: PathBuf,
 }

@@ -30,13 +30,22 @@ pub async fn soak(a: crate::cli::SoakArgs) -> i32 {
 /// `servetop bench-client` (see [`crate::selfbench`]).
 pub async fn bench_client(a: crate::cli::BenchClientArgs) -> i32 {
     let json = a.json;
+    if let Err(e) = crate::selfbench::check_agent_args(&a) {
+        return fail(&e);
+    }
     // Before any case: a socket a stream in each process (the client's case and the
-    // firehose, processes of their own that inherit the limit).
-    let most = [&a.concurrency, &a.accuracy_concurrency, &a.wave_concurrency]
-        .iter()
-        .flat_map(|l| l.0.iter().copied())
-        .max()
-        .unwrap_or(0);
+    // firehose, processes of their own that inherit the limit); an agent case's users may
+    // each hold one.
+    let most = [
+        &a.concurrency,
+        &a.accuracy_concurrency,
+        &a.wave_concurrency,
+        &a.agent_sessions,
+    ]
+    .iter()
+    .flat_map(|l| l.0.iter().copied())
+    .max()
+    .unwrap_or(0);
     if most > 0 {
         let what = format!("bench-client at C={most}");
         let checked = super::limits::ensure_local_ports(most, &what).and_then(|()| {

@@ -22,6 +22,7 @@
 //! Each repeat's cases go under `DIR/repeat-N/`, with that repeat's rows in
 //! `DIR/repeat-N/bench-client.json`; every row of every repeat is in `DIR/bench-client.json`.
 
+mod agent;
 pub mod reference;
 mod report;
 pub mod soak;
@@ -102,6 +103,12 @@ pub struct CaseResult {
     /// the streams' reads left the dashboard's thread too little of the core.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub frames_per_s: Option<f64>,
+    /// Agent cases: the sessions that completed every turn, and the share of a completed
+    /// session's time its user spent waiting on tools (mean tool wait over mean session).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sessions_completed: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_wait_share: Option<f64>,
     /// Wave cases: each wave's start, how long it kept the client's core saturated, and its
     /// first tokens' timing error.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -116,9 +123,9 @@ fn cpu_seconds() -> f64 {
 use crate::telemetry::client_load::cpu_seconds_of;
 
 /// A case's plan: the demo's with every measurement setting overridden (new settings keep the
-/// demo's defaults).
-fn case_config(a: &BenchCaseArgs) -> crate::config::RunConfig {
-    crate::config::RunConfig {
+/// demo's defaults); an agent case's, one level of sessions instead of the sweep's level.
+fn case_config(a: &BenchCaseArgs) -> Result<crate::config::RunConfig, String> {
+    let cfg = crate::config::RunConfig {
         base_url: a.url.clone(),
         backend: BackendChoice::Openai,
         concurrency: vec![u64::from(a.concurrency)],
@@ -140,7 +147,16 @@ fn case_config(a: &BenchCaseArgs) -> crate::config::RunConfig {
         no_gpu: true,
         server_wait_s: 5.0,
         ..crate::config::RunConfig::demo()
+    };
+    if a.turns == 0 {
+        return Ok(cfg);
     }
+    let wait = a.tool_wait.as_deref().unwrap_or("0");
+    Ok(crate::config::RunConfig {
+        concurrency: Vec::new(),
+        sessions: Some(agent::sessions(a.concurrency, a.turns, wait)?),
+        ..cfg
+    })
 }
 
 /// The hidden `bench-case` command: runs one level and prints its [`CaseResult`] as JSON.
@@ -148,7 +164,7 @@ pub async fn case(a: BenchCaseArgs) -> Result<CaseResult, String> {
     if a.kind == REFERENCE {
         return reference_case(&a);
     }
-    let cfg = case_config(&a);
+    let cfg = case_config(&a)?;
     let prepared = crate::runner::prepare(&cfg, None).await?;
     let files = crate::export::RunFiles::create(&a.out)?;
     let summary = crate::summary::RunSummary::new(cfg.clone(), None);
@@ -187,11 +203,12 @@ pub async fn case(a: BenchCaseArgs) -> Result<CaseResult, String> {
         std::fs::write(a.out.join("cpu-samples.json"), json)
             .map_err(|e| format!("cpu-samples.json: {e}"))?;
     }
-    let level = session
-        .summary
-        .sweep
-        .first()
-        .ok_or("the level did not run")?;
+    let levels = if a.turns > 0 {
+        &session.summary.sessions
+    } else {
+        &session.summary.sweep
+    };
+    let level = levels.first().ok_or("the level did not run")?;
     let stats = level.stats.as_ref().ok_or("the level has no statistics")?;
     let sc = &stats.scalars;
     let origin = level.origin_unix_us.unwrap_or(0);
@@ -238,6 +255,11 @@ pub async fn case(a: BenchCaseArgs) -> Result<CaseResult, String> {
         origin_unix_us: origin,
         frames_per_s: (a.ui == "dashboard").then(|| drawn.per_second()),
         held_reads: Some(sc.held_reads),
+        sessions_completed: sc.session.as_ref().map(|x| x.sessions_completed),
+        tool_wait_share: sc.session.as_ref().and_then(|x| {
+            let (tool, all) = (x.mean_session_tool_s?, x.mean_session_s?);
+            (all > 0.0).then(|| tool / all)
+        }),
         ..CaseResult::default()
     })
 }
@@ -341,6 +363,9 @@ struct Case<'a> {
     output_len: u32,
     requests: u32,
     record_chunks: bool,
+    /// Agent cases: turns a session (0: not one) and the tool wait before each after the first.
+    turns: u32,
+    tool_wait: Option<&'a str>,
 }
 
 fn run_case(
@@ -376,6 +401,13 @@ fn run_case(
         } else {
             &[][..]
         })
+        .args(["--turns", &c.turns.to_string()])
+        .args(
+            c.tool_wait
+                .map(|w| ["--tool-wait", w])
+                .into_iter()
+                .flatten(),
+        )
         .arg("--out")
         .arg(dir)
         .stdin(Stdio::null())
@@ -456,6 +488,9 @@ fn capacity_cases(
     next_dir: &mut impl FnMut() -> PathBuf,
 ) -> Result<Vec<CaseResult>, String> {
     let mut rows = Vec::new();
+    if a.concurrency.0.is_empty() {
+        return Ok(rows);
+    }
     for &epw in &a.events_per_write.0 {
         let fh = firehose(sim_cpu, epw as u32, None)?;
         for &c in &a.concurrency.0 {
@@ -468,6 +503,8 @@ fn capacity_cases(
                 output_len: a.output_len,
                 requests: capacity_requests(a, c as u32),
                 record_chunks: false,
+                turns: 0,
+                tool_wait: None,
             };
             for ui in &a.ui {
                 // The reference right before each case: the machine's speed drifts by more
@@ -494,6 +531,11 @@ fn capacity_requests(a: &BenchClientArgs, c: u32) -> u32 {
     (c.saturating_mul(a.requests_per_stream))
         .max(a.min_requests)
         .max(u32::try_from(for_tokens).unwrap_or(u32::MAX))
+}
+
+/// The agent cases' flags, refused before any case runs.
+pub fn check_agent_args(a: &BenchClientArgs) -> Result<(), String> {
+    agent::sessions(1, a.agent_turns, &a.agent_tool_wait).map(|_| ())
 }
 
 /// `servetop bench-client`.
@@ -550,6 +592,8 @@ pub fn bench_client(a: &BenchClientArgs) -> Result<Vec<CaseResult>, String> {
                     output_len: a.accuracy_output_len,
                     requests: c as u32 * 2,
                     record_chunks: true,
+                    turns: 0,
+                    tool_wait: None,
                 };
                 let d = next_dir();
                 let mut r = run_case(client_cpu, &fh, &case, &d)?;
@@ -560,6 +604,8 @@ pub fn bench_client(a: &BenchClientArgs) -> Result<Vec<CaseResult>, String> {
         }
         // Waves: a closed loop at a realistic pace, C streams ending and starting together.
         rows.extend(wave::cases(a, (sim_cpu, client_cpu), &mut next_dir)?);
+        // Agents: users holding sessions, most of them waiting on a tool at any moment.
+        rows.extend(agent::cases(a, (sim_cpu, client_cpu), &mut next_dir)?);
         // Memory with long prompts.
         if a.long_context_tokens > 0 {
             let fh = firehose(sim_cpu, 16, None)?;
@@ -572,6 +618,8 @@ pub fn bench_client(a: &BenchClientArgs) -> Result<Vec<CaseResult>, String> {
                 output_len: 64,
                 requests: 200,
                 record_chunks: false,
+                turns: 0,
+                tool_wait: None,
             };
             let r = run_case(client_cpu, &fh, &case, &next_dir())?;
             print_case(&r);

@@ -65,6 +65,9 @@ pub fn medians(rows: &[CaseResult]) -> Vec<CaseResult> {
                 // Counts that should be zero: the most of any repeat.
                 held_reads: group.iter().filter_map(|r| r.held_reads).max(),
                 late_unheld_events: group.iter().filter_map(|r| r.late_unheld_events).max(),
+                // Agent cases: the fewest sessions any repeat completed.
+                sessions_completed: group.iter().filter_map(|r| r.sessions_completed).min(),
+                tool_wait_share: mo(|r| r.tool_wait_share),
                 ..group[0].clone()
             }
         })
@@ -172,6 +175,7 @@ pub fn print(all: &[CaseResult], json: bool) {
             r.failed
         );
     }
+    print_agents(all, &rows);
     let waves: Vec<&CaseResult> = rows.iter().filter(|r| !r.waves.is_empty()).collect();
     if waves.is_empty() {
         return;
@@ -196,6 +200,43 @@ pub fn print(all: &[CaseResult], json: bool) {
                 pair(w.ttft_error_p50_ms, w.ttft_error_p99_ms)
             );
         }
+    }
+}
+
+/// The agent cases' own figures: sessions completed, time on tools, memory and timing.
+fn print_agents(all: &[CaseResult], rows: &[CaseResult]) {
+    let pair = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => format!("{a:.3} / {b:.3}"),
+        _ => "-".into(),
+    };
+    let agents: Vec<&CaseResult> = rows
+        .iter()
+        .filter(|r| r.sessions_completed.is_some())
+        .collect();
+    if agents.is_empty() {
+        return;
+    }
+    println!();
+    println!(
+        "| agent case | users | ui | sessions completed (fewest) | time waiting on tools | peak RSS MB | timing error p99 / worst p99 ms |"
+    );
+    println!("|---|---:|---|---:|---:|---:|---:|");
+    for r in agents {
+        println!(
+            "| {} | {} | {} | {} of {} | {} | {:.1} | {} |",
+            r.kind,
+            r.concurrency,
+            r.ui,
+            r.sessions_completed.unwrap_or(0),
+            r.concurrency,
+            r.tool_wait_share
+                .map_or("-".into(), |s| format!("{:.0} %", s * 100.0)),
+            r.peak_rss_mb,
+            pair(
+                r.timing_error_p99_ms,
+                worst(all, r, |x| x.timing_error_p99_ms)
+            ),
+        );
     }
 }
 

@@ -45,12 +45,16 @@ struct Timing {
 
 /// Client arrival minus write time for every token event and for each request's first, how many
 /// requests matched a write, and each request's index, send time and first error.
-fn timing_errors(dir: &Path, writes: &crate::sim::firehose::Writes) -> Result<Timing, String> {
+fn timing_errors(
+    dir: &Path,
+    writes: &crate::sim::firehose::Writes,
+    levels: &str,
+) -> Result<Timing, String> {
     let results: serde_json::Value = serde_json::from_slice(
         &std::fs::read(dir.join("results.json")).map_err(|e| format!("results.json: {e}"))?,
     )
     .map_err(|e| format!("results.json: {e}"))?;
-    let origin = results["sweep"][0]["origin_unix_us"]
+    let origin = results[levels][0]["origin_unix_us"]
         .as_u64()
         .ok_or("results.json has no origin_unix_us")?;
     let text = std::fs::read_to_string(dir.join("requests.jsonl"))
@@ -110,6 +114,12 @@ pub(super) fn add_timing_errors(
     d: &Path,
 ) -> Result<Vec<wave::Sent>, String> {
     let writes = fetch_writes(url)?;
+    // The case's one level: an agent case's is a level of sessions.
+    let levels = if r.kind == super::agent::KIND {
+        "sessions"
+    } else {
+        "sweep"
+    };
     // Kept beside the case's requests.jsonl, to look into the tail.
     let _ = std::fs::write(
         d.join("firehose-writes.json"),
@@ -121,7 +131,7 @@ pub(super) fn add_timing_errors(
         matched,
         sent,
         late_unheld,
-    } = timing_errors(d, &writes)?;
+    } = timing_errors(d, &writes, levels)?;
     r.late_unheld_events = Some(late_unheld);
     if matched == 0 {
         return Err("no request matched the firehose's record (is X-Request-Id sent?)".into());

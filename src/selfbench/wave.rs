@@ -142,6 +142,8 @@ pub(super) fn cases(
                 output_len: a.accuracy_output_len,
                 requests: c as u32 * a.waves.max(1),
                 record_chunks: true,
+                turns: 0,
+                tool_wait: None,
             };
             let d = next_dir();
             let mut r = run_case(client_cpu, &fh, &case, &d)?;

@@ -1,5 +1,6 @@
 //! The firehose: a lean simulated server for measuring the client itself (`servetop sim
-//! --firehose`). No engine, no scheduler: every request streams its tokens as fast as the socket
+//! --firehose`), on OpenAI's completions and chat completions (the latter for sessions). No
+//! engine, no scheduler, no prefix cache: every request streams its tokens as fast as the socket
 //! takes them, or one write every `--decode-step-ms`, with `--events-per-write` SSE events in each
 //! socket write (1 = one flush per token, as engines do at low load; 16 = batched, as under load).
 //!
@@ -237,12 +238,17 @@ async fn connection(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> 
                 );
                 respond_json(&mut sock, "200 OK", &json!(w)).await?;
             }
-            ("POST", "/v1/completions") => completion(&mut sock, &st, &body, req.id).await?,
+            ("POST", "/v1/completions") => {
+                completion(&mut sock, &st, &body, req.id, Api::Completions).await?;
+            }
+            ("POST", "/v1/chat/completions") => {
+                completion(&mut sock, &st, &body, req.id, Api::Chat).await?;
+            }
             _ => {
                 respond_json(
                     &mut sock,
                     "404 Not Found",
-                    &json!({"error": "the firehose serves /v1/completions, /v1/models, /tokenize, /health"}),
+                    &json!({"error": "the firehose serves /v1/completions, /v1/chat/completions, /v1/models, /tokenize, /health"}),
                 )
                 .await?;
             }
@@ -263,37 +269,107 @@ struct Usage {
     total_tokens: u64,
 }
 
+/// The two streams the firehose writes: OpenAI completions (`choices[0].text`) and chat
+/// completions (`choices[0].delta.content`, for sessions and multi-turn chats).
+#[derive(Clone, Copy, PartialEq)]
+enum Api {
+    Completions,
+    Chat,
+}
+
+impl Api {
+    /// The answer's id prefix and its object names, streamed and whole.
+    fn names(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Self::Completions => ("cmpl", "text_completion", "text_completion"),
+            Self::Chat => ("chatcmpl", "chat.completion.chunk", "chat.completion"),
+        }
+    }
+
+    /// A token event of answer `n` up to its finish reason (the rest is pre-rendered too).
+    fn event_head(self, n: u64, model: &str) -> String {
+        let (id_prefix, object, _) = self.names();
+        let token = match self {
+            Self::Completions => "\"text\":\" the\"",
+            Self::Chat => "\"delta\":{\"content\":\" the\"}",
+        };
+        format!(
+            "data: {{\"id\":\"{id_prefix}-{n}\",\"object\":\"{object}\",\"created\":0,\"model\":{},\"choices\":[{{\"index\":0,{token},\"logprobs\":null,\"finish_reason\":",
+            Value::String(model.to_string())
+        )
+    }
+
+    /// The prompt's tokens as the firehose's tokenizer counts them: the prompt, or the text
+    /// of every message (no chat template: it adds no token here).
+    fn prompt_tokens(self, body: &Value) -> u64 {
+        match self {
+            Self::Completions => {
+                tokenizer::count(body.get("prompt").and_then(Value::as_str).unwrap_or(""))
+            }
+            Self::Chat => body
+                .get("messages")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|m| match m.get("content") {
+                    Some(Value::String(t)) => tokenizer::count(t),
+                    Some(Value::Array(parts)) => parts
+                        .iter()
+                        .filter_map(|p| p.get("text").and_then(Value::as_str))
+                        .map(tokenizer::count)
+                        .sum(),
+                    _ => 0,
+                })
+                .sum(),
+        }
+    }
+}
+
+/// A whole (not streamed) answer of `max_tokens` tokens.
+fn whole(st: &State, api: Api, n: u64, max_tokens: u64, prompt_tokens: u64) -> Value {
+    let (id_prefix, _, object) = api.names();
+    let text = " the".repeat(max_tokens as usize);
+    let choice = match api {
+        Api::Completions => {
+            json!({"index": 0, "text": text, "logprobs": null, "finish_reason": "length"})
+        }
+        Api::Chat => json!({"index": 0, "message": {"role": "assistant", "content": text},
+            "logprobs": null, "finish_reason": "length"}),
+    };
+    json!({"id": format!("{id_prefix}-{n}"), "object": object, "created": 0, "model": st.cfg.model,
+        "choices": [choice],
+        "usage": Usage { prompt_tokens, completion_tokens: max_tokens, total_tokens: prompt_tokens + max_tokens }})
+}
+
 async fn completion(
     sock: &mut TcpStream,
     st: &State,
     body: &Value,
     id: Option<String>,
+    api: Api,
 ) -> std::io::Result<()> {
     let max_tokens = body
-        .get("max_tokens")
+        .get("max_completion_tokens")
+        .or_else(|| body.get("max_tokens"))
         .and_then(Value::as_u64)
         .unwrap_or(16)
         .max(1);
-    let prompt_tokens = tokenizer::count(body.get("prompt").and_then(Value::as_str).unwrap_or(""));
+    let prompt_tokens = api.prompt_tokens(body);
+    let (id_prefix, object, _) = api.names();
     let opts = body.get("stream_options");
     let flag = |k: &str| opts.and_then(|o| o.get(k)).and_then(Value::as_bool) == Some(true);
     let (include_usage, continuous) = (flag("include_usage"), flag("continuous_usage_stats"));
     let n = st.next_id.fetch_add(1, Ordering::Relaxed);
     if body.get("stream").and_then(Value::as_bool) != Some(true) {
-        let v = json!({"id": format!("cmpl-{n}"), "object": "text_completion", "created": 0, "model": st.cfg.model,
-            "choices": [{"index": 0, "text": " the".repeat(max_tokens as usize), "logprobs": null, "finish_reason": "length"}],
-            "usage": Usage { prompt_tokens, completion_tokens: max_tokens, total_tokens: prompt_tokens + max_tokens }});
         st.tokens.fetch_add(max_tokens, Ordering::Relaxed);
+        let v = whole(st, api, n, max_tokens, prompt_tokens);
         return respond_json(sock, "200 OK", &v).await;
     }
     sock.write_all(
         b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n",
     )
     .await?;
-    let head = format!(
-        "data: {{\"id\":\"cmpl-{n}\",\"object\":\"text_completion\",\"created\":0,\"model\":{},\"choices\":[{{\"index\":0,\"text\":\" the\",\"logprobs\":null,\"finish_reason\":",
-        Value::String(st.cfg.model.clone())
-    );
+    let head = api.event_head(n, &st.cfg.model);
     let per = u64::from(st.cfg.events_per_write);
     let mut payload: Vec<u8> = Vec::with_capacity(512 * per as usize);
     let mut chunk: Vec<u8> = Vec::with_capacity(512 * per as usize + 16);
@@ -332,7 +408,7 @@ async fn completion(
             if include_usage {
                 payload.extend_from_slice(
                     format!(
-                        "data: {{\"id\":\"cmpl-{n}\",\"object\":\"text_completion\",\"created\":0,\"model\":{},\"choices\":[],\"usage\":{}}}\n\n",
+                        "data: {{\"id\":\"{id_prefix}-{n}\",\"object\":\"{object}\",\"created\":0,\"model\":{},\"choices\":[],\"usage\":{}}}\n\n",
                         Value::String(st.cfg.model.clone()),
                         json!(Usage { prompt_tokens, completion_tokens: max_tokens, total_tokens: prompt_tokens + max_tokens })
                     )
