@@ -20,7 +20,8 @@
 //! - "servetop was the limit" is the test's own reading, not a CPU level: its busiest thread was
 //!   running or waiting to run (schedstat) [`FLOODED`] of the window. On a machine busy enough
 //!   that even the firehose cannot keep servetop's thread fed, the premise was not set up: the
-//!   test says so ("SKIPPED: ...") rather than assert on it;
+//!   run is made again, up to three times (each held to the same checks), then the test says
+//!   so ("SKIPPED: ...") rather than assert on it;
 //! - "servetop idled" likewise: its busiest thread waited for a CPU less than [`QUIET`] of the
 //!   window. A machine whose other work kept servetop waiting longer may rightly make it late
 //!   (its timer lag is then real), so the no-caveat check is skipped, saying why.
@@ -338,16 +339,34 @@ fn can_pin() -> bool {
 /// always busy, the level is named client-bound, in its findings and in a warning with what to
 /// do.
 fn flooded(what: &str, dir: &Path) {
+    let mut why = String::new();
+    for attempt in 1..=TRIES {
+        match flooded_once(what, dir) {
+            Ok(()) => return,
+            Err(e) => {
+                eprintln!("run {attempt} of {TRIES}: {e}");
+                why = e;
+            }
+        }
+    }
+    skip(&why);
+}
+
+/// Runs of a case whose premise the machine did not set up before it is skipped: a busy spell
+/// of a shared machine passes, and every run that meets the premise is held to the same checks.
+const TRIES: u32 = 3;
+
+/// One run of [`flooded`]; the reason when the firehose could not flood servetop.
+fn flooded_once(what: &str, dir: &Path) -> Result<(), String> {
     let fast = firehose(&[]);
     let run = run_pinned(&fast.url, 64, 4000, Some("2"), dir);
     drop(fast);
     let own = own_reading(what, &run);
     if own.busy < FLOODED {
-        skip(&format!(
+        return Err(format!(
             "{what}: servetop's busiest thread was busy only {:.2} of the level (the firehose, on a busy machine, could not flood it), so it was not the limit",
             own.busy
         ));
-        return;
     }
     let r = &run.results;
     let caveats = client_bound_caveats(r);
@@ -382,6 +401,7 @@ fn flooded(what: &str, dir: &Path) {
             .any(|c| c.as_str().unwrap().contains("limit at C=64")),
         "{what}: {validity:#}"
     );
+    Ok(())
 }
 
 /// One test, so the runs never share CPU 0 with each other.
