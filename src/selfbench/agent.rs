@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use super::{Case, CaseResult, add_timing_errors, firehose, print_case, run_case};
+use super::{Case, CaseResult, paced_case, print_case};
 use crate::cli::BenchClientArgs;
 use crate::workload::sessions::{DEFAULT_SUB_AGENT_TURNS, Sessions, ToolWait, ToolWaitDist};
 
@@ -41,14 +41,13 @@ pub(super) fn sessions(users: u32, turns: u32, wait: &str) -> Result<Sessions, S
 /// on the firehose paced at `--pace-ms` (firehose and client on the CPUs given).
 pub(super) fn cases(
     a: &BenchClientArgs,
-    (sim_cpu, client_cpu): (Option<&str>, Option<&str>),
+    cpus: (Option<&str>, Option<&str>),
     next_dir: &mut dyn FnMut() -> PathBuf,
 ) -> Result<Vec<CaseResult>, String> {
     let mut out = Vec::new();
     for &users in &a.agent_sessions.0 {
         let users = u32::try_from(users).map_err(|_| format!("--agent-sessions {users}"))?;
         for ui in &a.ui {
-            let fh = firehose(sim_cpu, 1, Some(a.pace_ms))?;
             let case = Case {
                 kind: KIND,
                 concurrency: users,
@@ -61,9 +60,7 @@ pub(super) fn cases(
                 turns: a.agent_turns,
                 tool_wait: Some(&a.agent_tool_wait),
             };
-            let d = next_dir();
-            let mut r = run_case(client_cpu, &fh, &case, &d)?;
-            add_timing_errors(&mut r, &fh.url, &d)?;
+            let (r, _) = paced_case(a, cpus, &case, &next_dir())?;
             print_case(&r);
             out.push(r);
         }

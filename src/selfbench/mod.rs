@@ -443,6 +443,20 @@ fn run_case(
     Ok(r)
 }
 
+/// A case on a fresh firehose paced at `--pace-ms` (one event a write, every write recorded),
+/// with its timing errors against the firehose's record; and what the waves are made of.
+fn paced_case(
+    a: &BenchClientArgs,
+    (sim_cpu, client_cpu): (Option<&str>, Option<&str>),
+    case: &Case<'_>,
+    dir: &Path,
+) -> Result<(CaseResult, Vec<wave::Sent>), String> {
+    let fh = firehose(sim_cpu, 1, Some(a.pace_ms))?;
+    let mut r = run_case(client_cpu, &fh, case, dir)?;
+    let sent = add_timing_errors(&mut r, &fh.url, dir)?;
+    Ok((r, sent))
+}
+
 /// One case's line on stderr as it ends.
 fn print_case(r: &CaseResult) {
     eprintln!(
@@ -582,7 +596,6 @@ pub fn bench_client(a: &BenchClientArgs) -> Result<Vec<CaseResult>, String> {
         // Accuracy at a realistic pace.
         for &c in &a.accuracy_concurrency.0 {
             for ui in &a.ui {
-                let fh = firehose(sim_cpu, 1, Some(a.pace_ms))?;
                 let case = Case {
                     kind: "accuracy",
                     concurrency: c as u32,
@@ -595,9 +608,7 @@ pub fn bench_client(a: &BenchClientArgs) -> Result<Vec<CaseResult>, String> {
                     turns: 0,
                     tool_wait: None,
                 };
-                let d = next_dir();
-                let mut r = run_case(client_cpu, &fh, &case, &d)?;
-                add_timing_errors(&mut r, &fh.url, &d)?;
+                let (r, _) = paced_case(a, (sim_cpu, client_cpu), &case, &next_dir())?;
                 print_case(&r);
                 rows.push(r);
             }

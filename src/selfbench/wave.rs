@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Case, CaseResult, add_timing_errors, firehose, print_case, run_case};
+use super::{Case, CaseResult, paced_case, print_case};
 use crate::cli::BenchClientArgs;
 use crate::metrics::Dist;
 
@@ -126,13 +126,12 @@ pub fn waves(
 /// on the firehose paced at `--pace-ms` (firehose and client on the CPUs given).
 pub(super) fn cases(
     a: &BenchClientArgs,
-    (sim_cpu, client_cpu): (Option<&str>, Option<&str>),
+    cpus: (Option<&str>, Option<&str>),
     next_dir: &mut dyn FnMut() -> PathBuf,
 ) -> Result<Vec<CaseResult>, String> {
     let mut out = Vec::new();
     for &c in &a.wave_concurrency.0 {
         for ui in &a.ui {
-            let fh = firehose(sim_cpu, 1, Some(a.pace_ms))?;
             let case = Case {
                 kind: "wave",
                 concurrency: c as u32,
@@ -146,8 +145,7 @@ pub(super) fn cases(
                 tool_wait: None,
             };
             let d = next_dir();
-            let mut r = run_case(client_cpu, &fh, &case, &d)?;
-            let sent = add_timing_errors(&mut r, &fh.url, &d)?;
+            let (mut r, sent) = paced_case(a, cpus, &case, &d)?;
             let samples: Vec<(u64, u64)> = std::fs::read(d.join("cpu-samples.json"))
                 .ok()
                 .and_then(|b| serde_json::from_slice(&b).ok())
