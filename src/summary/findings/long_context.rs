@@ -162,7 +162,21 @@ fn prefill(done: &[&LevelSummary]) -> Option<Finding> {
     }
     let (_, slope, r2) = fit(&points)?;
     if slope <= 0.0 {
-        return None;
+        // TTFT that does not grow with the prompt is not a prefill's: said, with no speed, where
+        // saying nothing would leave the reader to guess why the lengths have no prefill line.
+        let each: Vec<String> = done
+            .iter()
+            .zip(&points)
+            .map(|(l, p)| format!("{} {}", l.label(), ms_text(p.1 * 1000.0)))
+            .collect();
+        let text = format!(
+            "Prefill: no speed fitted: TTFT did not grow with input ({}), so it is not the prefill's time alone (a prefix cache, a queue, or a disturbed measurement).",
+            each.join(", ")
+        );
+        return Some(Finding::new("prefill_scaling", text, done).weakened(
+            Strength::Thin,
+            "TTFT did not grow with input: no prefill speed".into(),
+        ));
     }
     let speed = 1.0 / slope;
     let last = points[points.len() - 1];
@@ -292,4 +306,50 @@ fn skipped(s: &RunSummary) -> Option<Finding> {
         )
         .value("skipped", Some(skipped.len() as f64)),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{DistStats, LevelStats};
+    use crate::summary::LevelStatus;
+    use crate::workload::{LevelKind, LevelSpec};
+
+    /// A measured long-context length of `input` tokens whose TTFT mean was `ttft_ms`.
+    fn length(index: u32, input: u64, ttft_ms: f64) -> LevelSummary {
+        let spec = LevelSpec::new(index, LevelKind::LongContext, 1, (input, 10), 3);
+        let mut l = LevelSummary::planned(&spec);
+        l.status = LevelStatus::Done;
+        let mut st = LevelStats::default();
+        st.scalars.completed = 3;
+        st.scalars.mean_input_tokens = Some(input as f64);
+        st.dists.ttft_ms = Some(DistStats {
+            count: 3,
+            mean: ttft_ms,
+            ..DistStats::default()
+        });
+        l.stats = Some(st);
+        l
+    }
+
+    /// TTFT that grows with input gives the slope's speed; TTFT that falls gives no speed, and
+    /// says so with each length's TTFT, thin.
+    #[test]
+    fn prefill_fits_a_speed_only_where_ttft_grows_with_input() {
+        let (a, b) = (length(0, 1000, 100.0), length(1, 3000, 300.0));
+        let f = prefill(&[&a, &b]).unwrap();
+        assert!((f.values["tokens_per_s"] - 10_000.0).abs() < 1e-6, "{f:?}");
+        let (a, b) = (length(0, 1000, 120.0), length(1, 2000, 95.0));
+        let f = prefill(&[&a, &b]).unwrap();
+        assert!(!f.values.contains_key("tokens_per_s"), "{f:?}");
+        assert_eq!(f.strength, Strength::Thin);
+        assert!(
+            f.text
+                .starts_with("Prefill: no speed fitted: TTFT did not grow with input (")
+                && f.text.contains(&format!("{} 120 ms", a.label()))
+                && f.text.contains(&format!("{} 95.0 ms", b.label())),
+            "{}",
+            f.text
+        );
+    }
 }
