@@ -30,7 +30,9 @@
 //!   window. A machine whose other work kept servetop waiting longer may rightly make it late
 //!   (its timer lag is then real), so the no-caveat check is skipped, saying why; where the
 //!   host and other processes took at least that much of its core, even under
-//!   `SERVETOP_REQUIRE_CLIENT_LOAD=1`.
+//!   `SERVETOP_REQUIRE_CLIENT_LOAD=1`. An idle runtime's timer probe runs in the test beside
+//!   it: where it stalled enough to hold the reads servetop counted held (and woke as late),
+//!   the machine stopped both, servetop's caveat is its right answer, and the check says so.
 //!
 //! Needs two CPUs and `taskset` (util-linux). Without them, or without a premise, it skips and
 //! passes, saying so, unless `SERVETOP_REQUIRE_CLIENT_LOAD=1` (set by `.ci/run`) makes a skip a
@@ -46,6 +48,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 
+mod idle_probe;
 mod run_files;
 mod sim_child;
 
@@ -531,6 +534,35 @@ fn flooded_once(what: &str, dir: &Path) -> Result<(), Unmet> {
     Ok(())
 }
 
+/// Why the machine, not servetop, explains a paced level's client-bound signs, if it does: an
+/// idle runtime's timer beside it (`idle_lags`, µs) stalled enough to hold as many reads as
+/// servetop counted held (a stall may hold the next read of each of the 4 streams, and one more
+/// a 20 ms write interval it lasted, as servetop counts them), and woke as late at the p99
+/// wherever servetop's timer lag passed its bound.
+fn machine_stalled(level: &Value, idle_lags: &[u64]) -> Option<String> {
+    use servetop::summary::findings::TIMER_LAG_BOUND_MS;
+    let stall_us = u64::try_from(servetop::client::held::STALL_MIN.as_micros()).unwrap();
+    let units: u64 = idle_lags
+        .iter()
+        .filter(|&&l| l >= stall_us)
+        .map(|l| 4 * (1 + l.div_ceil(20_000)))
+        .sum();
+    let mut sorted = idle_lags.to_vec();
+    sorted.sort_unstable();
+    let idle_p99_ms = sorted
+        .get(sorted.len().saturating_sub(1) * 99 / 100)
+        .map_or(0.0, |&l| l as f64 / 1e3);
+    let held = level.get("held_reads").and_then(Value::as_u64).unwrap_or(0);
+    let lag = level["client_timer_lag_p99_ms"].as_f64().unwrap_or(0.0);
+    let held_explained = held <= units;
+    let lag_explained = lag <= TIMER_LAG_BOUND_MS || idle_p99_ms > TIMER_LAG_BOUND_MS;
+    (held_explained && lag_explained).then(|| {
+        format!(
+            "an idle runtime's timer beside servetop stalled enough to hold {units} reads (servetop counted {held} held) and woke {idle_p99_ms:.2} ms late at the p99 (servetop's {lag} ms): the machine stalled"
+        )
+    })
+}
+
 /// One test, so the runs never share CPU 0 with each other.
 #[test]
 fn a_full_core_is_named_as_the_limit_and_an_idle_one_is_not() {
@@ -547,9 +579,11 @@ fn a_full_core_is_named_as_the_limit_and_an_idle_one_is_not() {
         flooded("flooded, sharing its core", &tmp.join("shared"));
     }
 
-    // Paced: one write every 20 ms a stream, 4 streams.
+    // Paced: one write every 20 ms a stream, 4 streams, an idle probe beside servetop.
     let paced = firehose(&["--decode-step-ms", "20"]);
+    let probe = idle_probe::start();
     let run = run_pinned(&paced, 4, 100, None, &tmp.join("paced"));
+    let idle_lags = probe.stop();
     drop(paced);
     let own = own_reading("paced", &run);
     if own.waited >= QUIET {
@@ -566,18 +600,25 @@ fn a_full_core_is_named_as_the_limit_and_an_idle_one_is_not() {
     } else {
         let r = &run.results;
         let caveats = client_bound_caveats(r);
-        assert!(
-            caveats.is_empty(),
-            "an idle servetop ({:.2} of a core) called the limit: {caveats:?}",
-            own.cpu_share
-        );
-        assert!(
-            !r["warnings"]
-                .to_string()
-                .contains("may have been the limit"),
-            "{:#}",
-            r["warnings"]
-        );
+        if let Some(why) =
+            machine_stalled(&r["sweep"][0], &idle_lags).filter(|_| !caveats.is_empty())
+        {
+            // The machine's stalls, which servetop rightly cannot tell from its own.
+            eprintln!("SKIPPED: paced: {why}; servetop said: {caveats:?}");
+        } else {
+            assert!(
+                caveats.is_empty(),
+                "an idle servetop ({:.2} of a core) called the limit: {caveats:?}",
+                own.cpu_share
+            );
+            assert!(
+                !r["warnings"]
+                    .to_string()
+                    .contains("may have been the limit"),
+                "{:#}",
+                r["warnings"]
+            );
+        }
     }
     let _ = std::fs::remove_dir_all(&tmp);
 }

@@ -28,14 +28,13 @@
 
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
 
+mod idle_probe;
 mod sim_child;
 
 /// Streams read at once.
@@ -205,30 +204,6 @@ fn stall_units(lags: &[u64]) -> u64 {
         .sum()
 }
 
-/// A probe like servetop's (a tokio timer due every millisecond, its lateness noted) on a
-/// runtime of the test's own that does nothing else, until `stop`: how late an idle runtime's
-/// timer wakes on this machine meanwhile. A virtual machine's host can wake a sleeping thread
-/// milliseconds late, and tokio's timer rounds to the millisecond on top: such stalls are the
-/// machine's, whatever servetop does.
-fn idle_probe(stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<u64>> {
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let mut lags = Vec::new();
-            while !stop.load(Ordering::Relaxed) {
-                let asked = Instant::now();
-                tokio::time::sleep(Duration::from_millis(1)).await;
-                let late = asked.elapsed().saturating_sub(Duration::from_millis(1));
-                lags.push(u64::try_from(late.as_micros()).unwrap_or(u64::MAX));
-            }
-            lags
-        })
-    })
-}
-
 /// A firehose writing two token events every 10 ms a stream, recording its writes; a run
 /// against it (`stop`: stopped now and then); the run's results, every request's reads and
 /// the probe's stalls.
@@ -240,11 +215,9 @@ fn run_against_firehose(name: &str, stop: bool) -> Reading {
     let (child, url) = sim_child::start(fh);
     let _firehose = sim_child::KillOnDrop(child);
     let dir = std::env::temp_dir().join(format!("servetop-held-{name}-{}", std::process::id()));
-    let quiet = Arc::new(AtomicBool::new(false));
-    let idle = idle_probe(quiet.clone());
+    let idle = idle_probe::start();
     let stops = run(&url, &dir, stop);
-    quiet.store(true, Ordering::Relaxed);
-    let idle = stall_units(&idle.join().unwrap());
+    let idle = stall_units(&idle.stop());
     let writes = fetch_writes(&url);
     let results: Value =
         serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
