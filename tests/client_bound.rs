@@ -24,8 +24,9 @@
 //!   the premise was not set up: the run is made again, up to three times (each held to the
 //!   same checks), then the test says so ("SKIPPED: ...") rather than assert on it. Where the
 //!   firehose's core lost at least the time servetop lacked (stolen, or taken by other
-//!   processes), the machine explains it, and that skip passes even under
-//!   `SERVETOP_REQUIRE_CLIENT_LOAD=1`; where the firehose had its core, it does not;
+//!   processes) in any of the runs, the machine explains it, and that skip passes even under
+//!   `SERVETOP_REQUIRE_CLIENT_LOAD=1`; where the firehose had its core in every run, it does
+//!   not;
 //! - "servetop idled" likewise: its busiest thread waited for a CPU less than [`QUIET`] of the
 //!   window. A machine whose other work kept servetop waiting longer may rightly make it late
 //!   (its timer lag is then real), so the no-caveat check is skipped, saying why; where the
@@ -441,18 +442,21 @@ fn can_pin() -> bool {
 /// do.
 fn flooded(what: &str, dir: &Path) {
     let mut last = None;
+    let mut machine = false;
     for attempt in 1..=TRIES {
         match flooded_once(what, dir) {
             Ok(()) => return,
             Err(e) => {
                 eprintln!("run {attempt} of {TRIES}: {}", e.why);
+                machine |= e.machine;
                 last = Some(e);
             }
         }
     }
     let Some(e) = last else { return };
-    if e.machine {
-        // The machine's, not servetop's: not a failure even where a skip is one.
+    if machine {
+        // The machine's, not servetop's, in one run at least: not a failure even where a skip
+        // is one. Only a servetop that idled beside a firehose with its core in every run is.
         eprintln!("SKIPPED: {}", e.why);
     } else {
         skip(&e.why);
