@@ -545,12 +545,7 @@ fn flooded_once(what: &str, dir: &Path) -> Result<(), Unmet> {
 /// wherever servetop's timer lag passed its bound.
 fn machine_stalled(level: &Value, idle_lags: &[u64]) -> Option<String> {
     use servetop::summary::findings::TIMER_LAG_BOUND_MS;
-    let stall_us = u64::try_from(servetop::client::held::STALL_MIN.as_micros()).unwrap();
-    let units: u64 = idle_lags
-        .iter()
-        .filter(|&&l| l >= stall_us)
-        .map(|l| 4 * (1 + l.div_ceil(20_000)))
-        .sum();
+    let units = 4 * idle_probe::stall_units(idle_lags, 20_000);
     let mut sorted = idle_lags.to_vec();
     sorted.sort_unstable();
     let idle_p99_ms = sorted

@@ -196,14 +196,6 @@ fn stalls(dir: &std::path::Path, stops: u32) -> u64 {
         .sum()
 }
 
-/// The same reckoning for an idle probe's lags: what the machine's own stalls may hold.
-fn stall_units(lags: &[u64]) -> u64 {
-    lags.iter()
-        .filter(|&&lag| lag >= STALL_US)
-        .map(|lag| 1 + lag.div_ceil(WRITE_EVERY_US))
-        .sum()
-}
-
 /// A firehose writing two token events every 10 ms a stream, recording its writes; a run
 /// against it (`stop`: stopped now and then); the run's results, every request's reads and
 /// the probe's stalls.
@@ -217,7 +209,7 @@ fn run_against_firehose(name: &str, stop: bool) -> Reading {
     let dir = std::env::temp_dir().join(format!("servetop-held-{name}-{}", std::process::id()));
     let idle = idle_probe::start();
     let stops = run(&url, &dir, stop);
-    let idle = stall_units(&idle.stop());
+    let idle = idle_probe::stall_units(&idle.stop(), WRITE_EVERY_US);
     let writes = fetch_writes(&url);
     let results: Value =
         serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
@@ -253,7 +245,7 @@ fn run_against_firehose(name: &str, stop: bool) -> Reading {
 }
 
 /// One run against the firehose: its results, every request's reads, the stall units
-/// servetop's probe saw and those an idle probe beside it saw ([`stalls`], [`stall_units`]),
+/// servetop's probe saw and those an idle probe beside it saw ([`stalls`], `idle_probe::stall_units`),
 /// and the stops made.
 struct Reading {
     results: Value,

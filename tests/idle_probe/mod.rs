@@ -47,3 +47,14 @@ impl Probe {
         self.thread.join().unwrap()
     }
 }
+
+/// The reads per stream that stalls of these lags (µs) may hold, as servetop counts held
+/// reads: each stall of [`servetop::client::held::STALL_MIN`] or more may hold a stream's next
+/// read, and one more for each `write_every_us` it lasted.
+pub fn stall_units(lags: &[u64], write_every_us: u64) -> u64 {
+    let stall_us = u64::try_from(servetop::client::held::STALL_MIN.as_micros()).unwrap();
+    lags.iter()
+        .filter(|&&lag| lag >= stall_us)
+        .map(|lag| 1 + lag.div_ceil(write_every_us))
+        .sum()
+}
