@@ -663,16 +663,25 @@ fn check_long_context(
             (r.prompt_tokens as f64, ttft)
         })
         .collect();
-    check_prefill(shape, pf, &points, kept_schedule, judged);
+    // The lengths' input tokens as the finding fitted them.
+    let lengths: Vec<f64> = s
+        .long_context
+        .iter()
+        .filter(|l| pf.levels.contains(&l.label()))
+        .filter_map(|l| l.stats.as_ref()?.scalars.mean_input_tokens)
+        .collect();
+    check_prefill(shape, pf, &points, &lengths, kept_schedule, judged);
     check_decode_across(shape, s, t, judged);
 }
 
 /// The prefill finding against the server's record (`points`: each request's prompt tokens and
-/// its read-to-first-frame seconds), and the record against the configured speed.
+/// its read-to-first-frame seconds; `lengths`: the input tokens of the lengths the finding
+/// fitted), and the record against the configured speed.
 fn check_prefill(
     shape: &Shape,
     pf: &Finding,
     points: &[(f64, f64)],
+    lengths: &[f64],
     kept_schedule: bool,
     judged: &mut Judged,
 ) {
@@ -690,17 +699,36 @@ fn check_prefill(
         judged.add("prefill: none fitted");
         return;
     };
-    // Within 3 % of the server's record, or the finding says why not to trust it: servetop's
-    // own timing was disturbed at its lengths (a busy machine late to read a first token moves
-    // a two-point slope by as much), the caveat every figure of such a level carries.
+    // The fit is servetop's TTFT at each length; it differs from the record's only by what
+    // lies between the server's stamps and servetop's (its send to the server's read of the
+    // prompt, the server's write of the first frame to its arrival): on a quiet machine
+    // 0.3-0.8 ms a request, on a busy one a preemption of a few ms on either side (seen: 2.4
+    // and 4.4 ms with two spinning processes beside the test, and a fit 3.4 % off in CI, one
+    // request a length). servetop holds its readings to TIMER_LAG_BOUND_MS (later than that
+    // at the p99 and it says its timing may have been the limit), so the fit is held to the
+    // record's slope within 3 % plus what that much at each length can move it, and, over the
+    // draw, most shapes to 3 % alone (counted as "prefill: within 3 %"). Or the finding says
+    // why not to trust it: servetop's own timing was disturbed at its lengths.
+    let bound_s = servetop::summary::findings::TIMER_LAG_BOUND_MS / 1e3;
+    let mean = lengths.iter().sum::<f64>() / lengths.len() as f64;
+    let spread: f64 = lengths.iter().map(|x| (x - mean).abs()).sum();
+    let sxx: f64 = lengths.iter().map(|x| (x - mean).powi(2)).sum();
+    let timing = bound_s * spread / sxx;
+    let off = (1.0 / speed - 1.0 / server).abs();
     assert!(
-        (speed / server - 1.0).abs() < 0.03 || client_doubted(pf),
-        "prefill fitted at {speed:.0} tok/s, the server's record {server:.0} (configured {:.0}), and the finding does not say servetop's timing was disturbed: {} {:?}",
+        off <= 0.03 / server + timing || client_doubted(pf),
+        "prefill fitted at {speed:.0} tok/s, the server's record {server:.0} (configured {:.0}), {:.0} µs a thousand tokens apart where 3 % and {} ms at each length allow {:.0}, and the finding does not say servetop's timing was disturbed: {} {:?}",
         shape.prefill,
+        off * 1e9,
+        servetop::summary::findings::TIMER_LAG_BOUND_MS,
+        (0.03 / server + timing) * 1e9,
         pf.text,
         pf.caveats
     );
     judged.add("prefill");
+    if (speed / server - 1.0).abs() < 0.03 {
+        judged.add("prefill: within 3 %");
+    }
     // The record against the configured speed checks the simulator, not servetop: a machine
     // that stalls the simulator mid-prefill moves the record's slope either way (seen: 7275
     // tok/s against 11664, and 12019 against 8938, with the test's process stopped 150 ms
@@ -1159,6 +1187,7 @@ fn every_finding_holds_on_random_simulator_shapes() {
             ("no knee", 5),
             ("saturation level", 10),
             ("prefill", 35),
+            ("prefill: within 3 %", 30),
             ("two-point fit", 5),
             ("decode: change", 10),
             ("failures", 5),
