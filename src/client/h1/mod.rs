@@ -222,8 +222,7 @@ impl Pool {
     }
 
     /// Idle connections now in the pool.
-    #[cfg(test)]
-    fn idle_count(&self) -> usize {
+    pub(crate) fn idle_count(&self) -> usize {
         self.idle.lock().map_or(0, |i| i.len())
     }
 
