@@ -317,21 +317,22 @@ impl Client {
     pub async fn prewarm(&self, n: u32) {
         let url = format!("{}/v1/models", self.base_url);
         let path = path_of(&url);
-        let auth = self.api_key.as_ref().map(|k| format!("Bearer {k}"));
-        let mut headers: Vec<(&str, &str)> =
-            auth.iter().map(|a| ("authorization", a.as_str())).collect();
-        headers.extend(
-            self.opts
-                .headers
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str())),
-        );
         let all = async {
             if let Some(plain) = &self.plain {
+                let auth = self.api_key.as_ref().map(|k| format!("Bearer {k}"));
+                let mut headers: Vec<(&str, &str)> =
+                    auth.iter().map(|a| ("authorization", a.as_str())).collect();
+                headers.extend(
+                    self.opts
+                        .headers
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str())),
+                );
+                let headers = &headers;
                 let lacking = (n as usize).saturating_sub(plain.idle_count());
                 let one = |_| {
                     Box::pin(async {
-                        if let Ok(r) = plain.send("GET", path, &headers, b"", true).await {
+                        if let Ok(r) = plain.send("GET", path, headers, b"", true).await {
                             // Read to the end so the connection goes back to the pool.
                             let _ = Resp::Own(r).text().await;
                         }
