@@ -1,15 +1,19 @@
 //! Event-parse benchmark: time to parse the OpenAI completions events a stream is made of (the
 //! firehose's, vLLM's with its per-event usage, and vLLM's last one) as the next events of
-//! their streams (`dialect::parse_in_stream`, which skips what a stream's events repeat; each
-//! event's text and count differ from its stream's last), one by one (`dialect::parse`; both
-//! take the fast path for them), and through the general serde parse alone. Prints the medians
-//! of 15 alternating runs of 200,000 events each, and the median ratio of each run's times.
-//! `cargo bench --bench parse`.
+//! their streams from their bytes, as the client reads them (`dialect::parse_raw_in_stream`,
+//! which skips what a stream's events repeat and checks only the new text as UTF-8; each
+//! event's text and count differ from its stream's last); the same checking each whole event
+//! as UTF-8 and trimming it first (`dialect::parse_in_stream`, the client's read before
+//! 2026-12-07); one by one (`dialect::parse`; all take the fast path for them); and through the
+//! general serde parse alone. Prints the medians of 15 alternating runs of 200,000 events each,
+//! and the median ratio of each run's times. `cargo bench --bench parse`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use servetop::client::dialect::{Dialect, RepeatedBytes, parse, parse_general, parse_in_stream};
+use servetop::client::dialect::{
+    Dialect, Raw, RepeatedBytes, parse, parse_general, parse_in_stream, parse_raw_in_stream,
+};
 
 const EVENTS: [&str; 3] = [
     r#"{"id":"cmpl-1","object":"text_completion","created":0,"model":"sim/firehose","choices":[{"index":0,"text":" the","logprobs":null,"finish_reason":null}]}"#,
@@ -63,40 +67,65 @@ fn main() {
     }
     // Each event is the next of its own stream (three streams read in turn), as the client
     // reads them: what a stream's events repeat is skipped.
-    let streams = std::cell::RefCell::new([
-        RepeatedBytes::default(),
-        RepeatedBytes::default(),
-        RepeatedBytes::default(),
-    ]);
-    let next = std::cell::Cell::new(0);
-    let in_stream = |e: &str| {
-        let i = next.replace((next.get() + 1) % 3);
-        parse_in_stream(Dialect::Completions, e, &mut streams.borrow_mut()[i])
+    let streams = || {
+        std::cell::RefCell::new([
+            RepeatedBytes::default(),
+            RepeatedBytes::default(),
+            RepeatedBytes::default(),
+        ])
+    };
+    let (raw_streams, str_streams) = (streams(), streams());
+    let (raw_next, str_next) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
+    let raw = |e: &str| {
+        let i = raw_next.replace((raw_next.get() + 1) % 3);
+        match parse_raw_in_stream(
+            Dialect::Completions,
+            e.as_bytes(),
+            &mut raw_streams.borrow_mut()[i],
+        ) {
+            Ok(Raw::Chunk(c)) => c.text.len(),
+            _ => 0,
+        }
+    };
+    let checked = |e: &str| {
+        let i = str_next.replace((str_next.get() + 1) % 3);
+        std::str::from_utf8(black_box(e.as_bytes())).map_or(0, |d| {
+            parse_in_stream(
+                Dialect::Completions,
+                d.trim(),
+                &mut str_streams.borrow_mut()[i],
+            )
             .map_or(0, |c| c.text.len())
+        })
     };
     let fast = |e: &str| parse(Dialect::Completions, e).map_or(0, |c| c.text.len());
     let general = |e: &str| parse_general(Dialect::Completions, e).map_or(0, |c| c.text.len());
-    // The two alternate, run after run, so that a slower moment of the machine falls on both;
-    // the ratio is the median of each pair's.
-    let (mut s, mut f, mut g) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut s_ratio, mut f_ratio) = (Vec::new(), Vec::new());
+    // They alternate, run after run, so that a slower moment of the machine falls on all; the
+    // ratios are the medians of each run's.
+    let (mut r, mut s, mut f, mut g) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut s_ratio, mut f_ratio, mut g_ratio) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..15 {
-        let a = once(&events, &in_stream).as_secs_f64();
-        let b = once(&events, &fast).as_secs_f64();
-        let c = once(&events, &general).as_secs_f64();
-        s.push(a);
-        f.push(b);
-        g.push(c);
-        s_ratio.push(c / a);
-        f_ratio.push(c / b);
+        let a = once(&events, &raw).as_secs_f64();
+        let b = once(&events, &checked).as_secs_f64();
+        let c = once(&events, &fast).as_secs_f64();
+        let d = once(&events, &general).as_secs_f64();
+        r.push(a);
+        s.push(b);
+        f.push(c);
+        g.push(d);
+        s_ratio.push(b / a);
+        f_ratio.push(c / a);
+        g_ratio.push(d / a);
     }
     let per = |s: f64| s * 1e9 / 200_000.0;
     println!(
-        "parse 200,000 completions events, medians of 15 alternating runs: in a stream (dialect::parse_in_stream) {:.0} ns/event, one by one (dialect::parse) {:.0} ns/event, general serde parse {:.0} ns/event; the general parse takes {:.2}x the first's time, {:.2}x the second's",
+        "parse 200,000 completions events, medians of 15 alternating runs: in a stream from its bytes (dialect::parse_raw_in_stream) {:.0} ns/event; each event checked as UTF-8 and trimmed first (dialect::parse_in_stream) {:.0} ns/event, {:.2}x; one by one (dialect::parse) {:.0} ns/event, {:.2}x; general serde parse {:.0} ns/event, {:.2}x",
+        per(median(&mut r)),
         per(median(&mut s)),
-        per(median(&mut f)),
-        per(median(&mut g)),
         median(&mut s_ratio),
-        median(&mut f_ratio)
+        per(median(&mut f)),
+        median(&mut f_ratio),
+        per(median(&mut g)),
+        median(&mut g_ratio)
     );
 }

@@ -37,6 +37,9 @@ struct StreamFold {
     held: HeldReads,
     /// What the stream's events repeat, parsed once.
     repeat: dialect::RepeatedBytes,
+    /// Tokens of this read not yet added to the client's running count: added once a read,
+    /// not once an event (an atomic add an event, at a million events a second).
+    unshown: u64,
 }
 
 /// Token-carrying reads that were held (docs/metrics.md "Held reads"), and whether the first
@@ -89,6 +92,7 @@ impl StreamFold {
             kinds: super::kinds::KindFold::default(),
             held: HeldReads::default(),
             repeat: dialect::RepeatedBytes::default(),
+            unshown: 0,
         }
     }
 }
@@ -278,14 +282,7 @@ impl Client {
             let events_before = fold.token_events;
             let mut ended = None;
             while let Some(raw) = sse.next_data() {
-                let Ok(data) = std::str::from_utf8(raw) else {
-                    ended = Some(Some(Failure::new(
-                        FailureKind::BadPayload,
-                        "the stream is not valid UTF-8".to_string(),
-                    )));
-                    break;
-                };
-                match self.fold_event(fold, data.trim(), at_us, reply.as_deref_mut()) {
+                match self.fold_event(fold, raw, at_us, reply.as_deref_mut()) {
                     Ok(true) => ended = Some(None),
                     Ok(false) => continue,
                     Err(f) => ended = Some(Some(f)),
@@ -293,6 +290,10 @@ impl Client {
                 break;
             }
             sse.settle();
+            let unshown = std::mem::take(&mut fold.unshown);
+            if unshown > 0 {
+                self.live_tokens.fetch_add(unshown, Ordering::Relaxed);
+            }
             // One token event cannot hold two arrivals of tokens: what came with it carries
             // none (a usage or [DONE] chunk, written right after the last token).
             if fold.token_events >= events_before + 2
@@ -317,25 +318,26 @@ impl Client {
         }
     }
 
-    /// Folds one SSE data payload that arrived `at_us` after the send; `true` at `[DONE]` (or
-    /// Messages' `message_stop`).
+    /// Folds one SSE data payload (its bytes as they came) that arrived `at_us` after the send;
+    /// `true` at `[DONE]` (or Messages' `message_stop`).
     fn fold_event(
         &self,
         fold: &mut StreamFold,
-        data: &str,
+        raw: &[u8],
         at_us: u64,
         reply: Option<&mut String>,
     ) -> Result<bool, Failure> {
-        if data.is_empty() {
-            return Ok(false);
-        }
-        if data == "[DONE]" {
-            fold.done = true;
-            return Ok(true);
-        }
         let dialect = fold.dialect;
-        let c = dialect::parse_in_stream(dialect, data, &mut fold.repeat)
-            .map_err(|e| Failure::new(FailureKind::BadPayload, e))?;
+        let c = match dialect::parse_raw_in_stream(dialect, raw, &mut fold.repeat)
+            .map_err(|e| Failure::new(FailureKind::BadPayload, e))?
+        {
+            dialect::Raw::Empty => return Ok(false),
+            dialect::Raw::Done => {
+                fold.done = true;
+                return Ok(true);
+            }
+            dialect::Raw::Chunk(c) => c,
+        };
         if let Some(msg) = c.error {
             let kind = if is_context_error(&msg) {
                 FailureKind::ContextTooLong
@@ -404,7 +406,7 @@ impl Client {
         };
         if n > 0 {
             fold.kinds.add(c.kind, n, &c.tool_indices);
-            self.live_tokens.fetch_add(n, Ordering::Relaxed);
+            fold.unshown += n;
             fold.push(at_us, n, mode == ChunkCounting::OnePerChunk);
         }
         Ok(false)

@@ -217,6 +217,39 @@ pub fn parse_in_stream<'a>(
     parse_general(dialect, data)
 }
 
+/// One event of a stream, from its `data` bytes as they came.
+#[derive(Debug, PartialEq)]
+pub enum Raw<'a> {
+    /// Nothing but white space.
+    Empty,
+    /// `[DONE]`.
+    Done,
+    Chunk(ChunkData<'a>),
+}
+
+/// [`parse_in_stream`] from the event's bytes as they came: what the client reads. An event
+/// with the last one's shape ([`RepeatedBytes`]) is read without checking all of it as UTF-8;
+/// any other is checked, trimmed and parsed. `Err` says what was wrong, as [`parse`] does.
+pub fn parse_raw_in_stream<'a>(
+    dialect: Dialect,
+    raw: &'a [u8],
+    repeat: &mut RepeatedBytes,
+) -> Result<Raw<'a>, String> {
+    if dialect == Dialect::Completions
+        && let Some(c) = repeat.same_shape(raw)
+    {
+        return Ok(Raw::Chunk(c));
+    }
+    let data = std::str::from_utf8(raw)
+        .map_err(|_| "the stream is not valid UTF-8".to_string())?
+        .trim();
+    match data {
+        "" => Ok(Raw::Empty),
+        "[DONE]" => Ok(Raw::Done),
+        _ => parse_in_stream(dialect, data, repeat).map(Raw::Chunk),
+    }
+}
+
 /// [`parse`] through serde alone: every payload the fast path leaves goes here (public for the
 /// parse benchmark, which compares the two).
 #[doc(hidden)]
