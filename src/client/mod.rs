@@ -19,6 +19,7 @@ pub mod rxtime;
 pub mod sse;
 mod stream;
 pub mod structured;
+mod template;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -80,6 +81,8 @@ pub struct Client {
     /// The stalls of the runtime that reads the streams, as its timer probe sees them
     /// ([`held`]).
     stalls: Arc<held::Stalls>,
+    /// Plain requests' bodies, made once ([`template`]).
+    templates: template::Templates,
 }
 
 /// The path (and query) of an absolute `http(s)://` URL.
@@ -154,6 +157,7 @@ impl Client {
             live_tokens: Arc::new(AtomicU64::new(0)),
             write_turn: Arc::new(tokio::sync::Mutex::new(())),
             stalls: held::Stalls::new(),
+            templates: template::none_yet(),
         }
     }
 

@@ -105,7 +105,7 @@ impl Client {
         reply: Option<&mut String>,
     ) -> RequestRecord {
         let (url, dialect) = self.route(spec);
-        let body = match serde_json::to_vec(&self.body(spec)) {
+        let body = match self.body_bytes(spec) {
             Ok(b) => bytes::Bytes::from(b),
             Err(e) => {
                 return failed_record(
