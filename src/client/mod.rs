@@ -70,7 +70,7 @@ pub struct Client {
     api_key: Option<String>,
     opts: ClientOptions,
     /// Tokens received so far by every request of this client (sampled by the dashboard for a
-    /// live rate; one relaxed atomic add per chunk, no event).
+    /// live rate; one relaxed atomic add a read, no event).
     live_tokens: Arc<AtomicU64>,
     /// Requests take turns to be written, one per pass of the runtime's scheduler, so that the
     /// streams waiting to be read go first ([`Client::wait_turn`]).

@@ -30,6 +30,10 @@ std::thread_local! {
     static SPARE: std::cell::Cell<Option<BytesMut>> = const { std::cell::Cell::new(None) };
 }
 
+/// A room larger than this (a read of events of hundreds of KB) is freed, not kept as a
+/// thread's spare for the rest of the run.
+const SPARE_MAX: usize = 256 * 1024;
+
 /// Incremental SSE decoder: [`feed`](Self::feed) bytes, then take events with
 /// [`next_data`](Self::next_data) until it returns `None`.
 #[derive(Debug, Default)]
@@ -46,6 +50,11 @@ pub struct SseDecoder {
     joined: Vec<u8>,
     /// Past the optional byte-order mark at the start of the stream.
     started: bool,
+    /// `buf` has more room than a stream keeps between reads (it grew past [`KEEP`], or it is
+    /// the thread's spare). Noted as it grows: once bytes are consumed from its front,
+    /// `BytesMut::capacity` counts only the room after them, and a buffer grown to one 16 KB read
+    /// then consumed to a partial event reads as small.
+    roomy: bool,
 }
 
 impl SseDecoder {
@@ -58,8 +67,8 @@ impl SseDecoder {
     pub fn feed(&mut self, bytes: &[u8]) {
         self.drop_consumed();
         let need = self.buf.len() + bytes.len();
-        if need > self.buf.capacity()
-            && self.buf.capacity() <= KEEP
+        if !self.roomy
+            && need > self.buf.capacity()
             && let Some(mut spare) = SPARE.take()
         {
             spare.clear();
@@ -67,6 +76,7 @@ impl SseDecoder {
             self.buf = spare;
         }
         self.buf.extend_from_slice(bytes);
+        self.roomy |= self.buf.capacity() > KEEP;
     }
 
     /// Bytes held for an event not yet complete.
@@ -80,20 +90,26 @@ impl SseDecoder {
     /// decoders alone held 160 MB. Call it after [`next_data`](Self::next_data) returned `None`.
     pub fn settle(&mut self) {
         self.drop_consumed();
-        if self.buf.capacity() > KEEP && self.buf.len() <= KEEP / 2 {
+        if self.roomy && self.buf.len() <= KEEP / 2 {
             let small = if self.buf.is_empty() {
                 BytesMut::new()
             } else {
                 BytesMut::from(&self.buf[..])
             };
             let mut room = std::mem::replace(&mut self.buf, small);
+            self.roomy = false;
             room.clear();
-            // The thread keeps the larger room.
-            let kept = match SPARE.take() {
-                Some(other) if other.capacity() >= room.capacity() => other,
-                _ => room,
-            };
-            SPARE.set(Some(kept));
+            // Empty, it takes back the room before its front: no allocation, since it grew
+            // past KEEP.
+            room.reserve(KEEP + 1);
+            if room.capacity() <= SPARE_MAX {
+                // The thread keeps the larger room.
+                let kept = match SPARE.take() {
+                    Some(other) if other.capacity() >= room.capacity() => other,
+                    _ => room,
+                };
+                SPARE.set(Some(kept));
+            }
         }
         if self.joined.capacity() > KEEP {
             self.joined = Vec::new();
@@ -274,6 +290,31 @@ mod tests {
             }
         }
         assert_eq!(got, 2 * 50 * 201);
+    }
+
+    /// One read of 16 KB in one feed, ending inside an event, then consumed to that partial
+    /// event: the stream gives the room back all the same (its front consumed, the buffer's
+    /// capacity reads as small), and keeps only the partial event.
+    #[test]
+    fn one_large_read_consumed_to_a_partial_event_gives_its_room_back() {
+        let event = b"data: {\"choices\":[{\"text\":\" the\"}]}\n\n";
+        let mut read = event.repeat(16 * 1024 / event.len());
+        read.extend_from_slice(&event[..20]);
+        SPARE.set(None);
+        let mut d = SseDecoder::new();
+        d.feed(&read);
+        while d.next_data().is_some() {}
+        d.settle();
+        assert_eq!(d.buffered(), 20);
+        assert!(d.buf.capacity() <= KEEP, "kept {}", d.buf.capacity());
+        let spare = SPARE.take().expect("the room went to the thread");
+        assert!(
+            spare.capacity() >= read.len() - 20,
+            "spare {}",
+            spare.capacity()
+        );
+        d.feed(&event[20..]);
+        assert_eq!(d.next_data(), Some(&event[6..event.len() - 2]));
     }
 
     #[test]
