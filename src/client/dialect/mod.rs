@@ -206,8 +206,8 @@ pub fn parse_in_stream<'a>(
     data: &'a str,
     repeat: &mut RepeatedBytes,
 ) -> Result<ChunkData<'a>, String> {
-    if dialect == Dialect::Completions
-        && let Some(c) = fast::completions(data, repeat)
+    if let Some(chat) = fast::openai(dialect)
+        && let Some(c) = fast::completions(data, chat, repeat)
     {
         return Ok(c);
     }
@@ -235,7 +235,7 @@ pub fn parse_raw_in_stream<'a>(
     raw: &'a [u8],
     repeat: &mut RepeatedBytes,
 ) -> Result<Raw<'a>, String> {
-    if dialect == Dialect::Completions
+    if fast::openai(dialect).is_some()
         && let Some(c) = repeat.same_shape(raw)
     {
         return Ok(Raw::Chunk(c));
@@ -354,17 +354,10 @@ fn chat_delta<'a>(out: &mut ChunkData<'a>, d: Delta<'a>) {
         }
         tool_text = Some(Cow::Owned(text));
     }
-    out.kind = if !out.tool_indices.is_empty() {
-        DeltaKind::ToolCall
-    } else if answer {
-        DeltaKind::Content
-    } else if thinking {
-        DeltaKind::Reasoning
-    } else if d.content.is_some() {
-        // An answer token whose text is still held (`"content": ""`).
-        DeltaKind::Content
+    out.kind = if out.tool_indices.is_empty() {
+        delta_kind(answer, thinking, d.content.is_some())
     } else {
-        DeltaKind::Silent
+        DeltaKind::ToolCall
     };
     if let Some(c) = &d.content {
         out.content.clone_from(c);
@@ -374,6 +367,21 @@ fn chat_delta<'a>(out: &mut ChunkData<'a>, d: Delta<'a>) {
         d.content,
         tool_text,
     );
+}
+
+/// What a chat delta without tool calls carried: `answer` (non-empty `content`), `thinking` (a
+/// reasoning field, even empty) and `content` (a `content` field, even empty).
+fn delta_kind(answer: bool, thinking: bool, content: bool) -> DeltaKind {
+    if answer {
+        DeltaKind::Content
+    } else if thinking {
+        DeltaKind::Reasoning
+    } else if content {
+        // An answer token whose text is still held (`"content": ""`).
+        DeltaKind::Content
+    } else {
+        DeltaKind::Silent
+    }
 }
 
 fn join3<'a>(
