@@ -75,6 +75,12 @@ pub struct CaseResult {
     pub timing_error_p50_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timing_error_p99_ms: Option<f64>,
+    /// Paced cases: how late the firehose wrote, p99 over its writes, against when each was due
+    /// (a step after the last; [`crate::sim::firehose::STEP_SLACK`]). Above
+    /// [`SERVER_LATE_MS`] the firehose could not keep the asked pace on its core: the case ran
+    /// at a lower event rate than asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_late_p99_ms: Option<f64>,
     /// The same for each request's first event (the TTFT error).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ttft_error_p50_ms: Option<f64>,
@@ -114,6 +120,9 @@ pub struct CaseResult {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waves: Vec<wave::Wave>,
 }
+
+/// A paced case whose firehose wrote later than this at the p99 ran below its asked pace.
+pub const SERVER_LATE_MS: f64 = 5.0;
 
 /// User + system CPU seconds of this process.
 fn cpu_seconds() -> f64 {
@@ -471,11 +480,12 @@ fn print_case(r: &CaseResult) {
         r.server_cpu_pct,
         r.peak_rss_mb,
         r.timing_error_p99_ms.map_or(String::new(), |p| format!(
-            "  timing error p50 {:.3} p99 {p:.3} ms, TTFT error p99 {:.3} ms, held reads {}, late unheld {}",
+            "  timing error p50 {:.3} p99 {p:.3} ms, TTFT error p99 {:.3} ms, held reads {}, late unheld {}, firehose late p99 {:.1} ms",
             r.timing_error_p50_ms.unwrap_or(0.0),
             r.ttft_error_p99_ms.unwrap_or(f64::NAN),
             r.held_reads.unwrap_or(0),
-            r.late_unheld_events.unwrap_or(0)
+            r.late_unheld_events.unwrap_or(0),
+            r.server_late_p99_ms.unwrap_or(f64::NAN)
         ))
     );
     if let Some(f) = r.frames_per_s {

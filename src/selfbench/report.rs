@@ -56,6 +56,7 @@ pub fn medians(rows: &[CaseResult]) -> Vec<CaseResult> {
                 timing_error_p99_ms: mo(|r| r.timing_error_p99_ms),
                 ttft_error_p50_ms: mo(|r| r.ttft_error_p50_ms),
                 ttft_error_p99_ms: mo(|r| r.ttft_error_p99_ms),
+                server_late_p99_ms: mo(|r| r.server_late_p99_ms),
                 frames_per_s: mo(|r| r.frames_per_s),
                 reference_tokens_per_s: mo(|r| r.reference_tokens_per_s),
                 ratio_to_reference: mo(|r| r.ratio_to_reference),
@@ -175,6 +176,7 @@ pub fn print(all: &[CaseResult], json: bool) {
             r.failed
         );
     }
+    print_behind(all, &rows);
     print_agents(all, &rows);
     let waves: Vec<&CaseResult> = rows.iter().filter(|r| !r.waves.is_empty()).collect();
     if waves.is_empty() {
@@ -203,6 +205,26 @@ pub fn print(all: &[CaseResult], json: bool) {
     }
 }
 
+/// The paced cases whose firehose could not keep the asked pace: their load was less than asked.
+fn print_behind(all: &[CaseResult], rows: &[CaseResult]) {
+    for r in rows {
+        let Some(late) = worst(all, r, |x| x.server_late_p99_ms) else {
+            continue;
+        };
+        if late > super::SERVER_LATE_MS {
+            println!();
+            println!(
+                "{} C={} {}: the firehose wrote {:.1} ms late at the p99 (worst repeat {late:.1}), more than {} ms: this machine could not pace that load on the firehose's core, so the case ran at a lower event rate than asked, its client beside a saturated server.",
+                r.kind,
+                r.concurrency,
+                r.ui,
+                r.server_late_p99_ms.unwrap_or(late),
+                super::SERVER_LATE_MS
+            );
+        }
+    }
+}
+
 /// The agent cases' own figures: sessions completed, time on tools, memory and timing.
 fn print_agents(all: &[CaseResult], rows: &[CaseResult]) {
     let pair = |a: Option<f64>, b: Option<f64>| match (a, b) {
@@ -218,12 +240,12 @@ fn print_agents(all: &[CaseResult], rows: &[CaseResult]) {
     }
     println!();
     println!(
-        "| agent case | users | ui | sessions completed (fewest) | time waiting on tools | peak RSS MB | timing error p99 / worst p99 ms |"
+        "| agent case | users | ui | sessions completed (fewest) | time waiting on tools | peak RSS MB | timing error p99 / worst p99 ms | firehose late p99 / worst p99 ms |"
     );
-    println!("|---|---:|---|---:|---:|---:|---:|");
+    println!("|---|---:|---|---:|---:|---:|---:|---:|");
     for r in agents {
         println!(
-            "| {} | {} | {} | {} of {} | {} | {:.1} | {} |",
+            "| {} | {} | {} | {} of {} | {} | {:.1} | {} | {} |",
             r.kind,
             r.concurrency,
             r.ui,
@@ -235,6 +257,10 @@ fn print_agents(all: &[CaseResult], rows: &[CaseResult]) {
             pair(
                 r.timing_error_p99_ms,
                 worst(all, r, |x| x.timing_error_p99_ms)
+            ),
+            pair(
+                r.server_late_p99_ms,
+                worst(all, r, |x| x.server_late_p99_ms)
             ),
         );
     }

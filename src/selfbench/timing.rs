@@ -6,15 +6,15 @@ use std::path::Path;
 use super::{CaseResult, wave};
 use crate::metrics::{Dist, RequestRecord};
 
-/// `GET /firehose/writes` over a plain socket (this side is synchronous).
-fn fetch_writes(url: &str) -> Result<crate::sim::firehose::Writes, String> {
+/// `GET path` of the firehose over a plain socket (this side is synchronous), its JSON body.
+fn fetch<T: serde::de::DeserializeOwned>(url: &str, path: &str) -> Result<T, String> {
     use std::io::{Read, Write};
     let host = url.trim_start_matches("http://");
     let mut sock =
         std::net::TcpStream::connect(host).map_err(|e| format!("firehose {host}: {e}"))?;
     write!(
         sock,
-        "GET /firehose/writes HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n"
     )
     .map_err(|e| e.to_string())?;
     let mut buf = Vec::new();
@@ -24,7 +24,7 @@ fn fetch_writes(url: &str) -> Result<crate::sim::firehose::Writes, String> {
         .position(|w| w == b"\r\n\r\n")
         .map(|i| &buf[i + 4..])
         .ok_or("firehose: no HTTP body")?;
-    serde_json::from_slice(body).map_err(|e| format!("firehose writes: {e}"))
+    serde_json::from_slice(body).map_err(|e| format!("firehose {path}: {e}"))
 }
 
 /// An event this late after its write ended, in a request with no held read, breaks the held
@@ -113,7 +113,9 @@ pub(super) fn add_timing_errors(
     url: &str,
     d: &Path,
 ) -> Result<Vec<wave::Sent>, String> {
-    let writes = fetch_writes(url)?;
+    let writes: crate::sim::firehose::Writes = fetch(url, "/firehose/writes")?;
+    let pace: crate::sim::firehose::Pace = fetch(url, "/firehose/pace")?;
+    r.server_late_p99_ms = pace.late_p99_ms;
     // The case's one level: an agent case's is a level of sessions.
     let levels = if r.kind == super::agent::KIND {
         "sessions"

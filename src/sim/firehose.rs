@@ -13,6 +13,13 @@
 //! just before and just after the write) and how many token events it held are kept per
 //! `X-Request-Id` and
 //! served, then cleared, at `GET /firehose/writes`.
+//!
+//! Paced, a stream's writes are due a step apart; one written more than [`STEP_SLACK`] after
+//! it was due (the firehose's core was busy: more streams than it can write at that pace) puts
+//! the next a whole step after it, as an engine whose decode step ran late emits one token a
+//! stream, not the missed ones at once. How late each write was is served, then cleared, at
+//! `GET /firehose/pace`: where it is more than a few ms, the load was more than this firehose
+//! can pace on its core, and the case ran at a lower rate than asked.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -28,7 +35,12 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 use super::tokenizer;
-use crate::metrics::unix_us;
+use crate::metrics::{Dist, unix_us};
+
+/// How late a paced write may be and keep the schedule: tokio's timers wake on millisecond
+/// ticks, so a write on time is up to about a millisecond late. Later than this, the next write
+/// is a step after this one (the module's comment).
+pub const STEP_SLACK: Duration = Duration::from_millis(2);
 
 /// What the firehose serves.
 #[derive(Clone, Debug)]
@@ -50,6 +62,8 @@ pub type Writes = HashMap<String, Vec<(u64, u32, u64)>>;
 struct State {
     cfg: FirehoseConfig,
     writes: Mutex<Writes>,
+    /// Paced: how late each write was against when it was due, µs.
+    late: Mutex<Dist>,
     next_id: AtomicU64,
     tokens: AtomicU64,
 }
@@ -98,6 +112,7 @@ pub async fn start(cfg: FirehoseConfig, addr: SocketAddr) -> std::io::Result<Fir
             ..cfg
         },
         writes: Mutex::new(HashMap::new()),
+        late: Mutex::new(Dist::new()),
         next_id: AtomicU64::new(0),
         tokens: AtomicU64::new(0),
     });
@@ -229,6 +244,15 @@ async fn connection(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> 
                     "tokens": tokenizer::ids(text)});
                 respond_json(&mut sock, "200 OK", &v).await?;
             }
+            ("GET", "/firehose/pace") => {
+                let late = std::mem::take(
+                    &mut *st
+                        .late
+                        .lock()
+                        .map_err(|_| std::io::Error::other("poisoned"))?,
+                );
+                respond_json(&mut sock, "200 OK", &json!(pace_report(&late))).await?;
+            }
             ("GET", "/firehose/writes") => {
                 let w = std::mem::take(
                     &mut *st
@@ -258,6 +282,53 @@ async fn connection(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> 
         }
     }
     Ok(())
+}
+
+/// A paced stream's schedule: a write a step after the last was due, or, where that one was
+/// written more than [`STEP_SLACK`] late, a step after it was written (the module's comment).
+struct Pacer {
+    step: Duration,
+    due: tokio::time::Instant,
+}
+
+impl Pacer {
+    fn new(step: Duration) -> Self {
+        Self {
+            step,
+            due: tokio::time::Instant::now(),
+        }
+    }
+
+    /// Waits for the next write's time; how late it is against when it was due.
+    async fn wait(&mut self) -> Duration {
+        let want = self.due + self.step;
+        tokio::time::sleep_until(want).await;
+        let now = tokio::time::Instant::now();
+        let behind = now.saturating_duration_since(want);
+        // Behind its step: the next write a step after this one, not at once.
+        self.due = if behind > STEP_SLACK { now } else { want };
+        behind
+    }
+}
+
+/// What `GET /firehose/pace` serves: the paced writes since the last call and how late they
+/// were against when each was due.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct Pace {
+    pub writes: u64,
+    pub late_p50_ms: Option<f64>,
+    pub late_p99_ms: Option<f64>,
+    pub late_max_ms: Option<f64>,
+}
+
+fn pace_report(late: &Dist) -> Pace {
+    let s = late.stats(1e-3);
+    Pace {
+        writes: late.count(),
+        late_p50_ms: s.as_ref().map(|s| s.p50),
+        late_p99_ms: s.as_ref().map(|s| s.p99),
+        late_max_ms: s.as_ref().map(|s| s.max),
+    }
 }
 
 /// OpenAI's usage object (its field names).
@@ -377,9 +448,8 @@ async fn completion(
         .cfg
         .record_writes
         .then(|| Vec::with_capacity((max_tokens / per + 1) as usize));
-    let start = tokio::time::Instant::now();
+    let mut pacer = st.cfg.pace.map(Pacer::new);
     let mut k = 0u64;
-    let mut write_no = 0u32;
     let mut num = itoa::Buffer::new();
     while k < max_tokens {
         payload.clear();
@@ -424,14 +494,19 @@ async fn completion(
         if last {
             chunk.extend_from_slice(b"0\r\n\r\n");
         }
-        write_no += 1;
-        if let Some(p) = st.cfg.pace {
-            tokio::time::sleep_until(start + p * write_no).await;
-        }
+        let late = match pacer.as_mut() {
+            Some(p) => Some(p.wait().await),
+            None => None,
+        };
         let before = unix_us();
         sock.write_all(&chunk).await?;
         if let Some(t) = times.as_mut() {
             t.push((before, events as u32, unix_us()));
+        }
+        if let Some(l) = late
+            && let Ok(mut d) = st.late.lock()
+        {
+            d.record(u64::try_from(l.as_micros()).unwrap_or(u64::MAX));
         }
         st.tokens.fetch_add(events, Ordering::Relaxed);
     }
@@ -441,4 +516,74 @@ async fn completion(
         w.insert(id, t);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One HTTP/1.1 exchange with `connection: close`; the response's body.
+    async fn exchange(addr: SocketAddr, head: &str, body: &str) -> String {
+        let mut sock = TcpStream::connect(addr).await.unwrap();
+        let req = format!(
+            "{head}\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        sock.write_all(req.as_bytes()).await.unwrap();
+        let mut out = Vec::new();
+        sock.read_to_end(&mut out).await.unwrap();
+        let text = String::from_utf8(out).unwrap();
+        text.split_once("\r\n\r\n").unwrap().1.to_string()
+    }
+
+    /// A paced stream whose firehose was held for six steps writes its next token late, then
+    /// keeps a step between writes instead of writing the missed ones at once; the pace record
+    /// says how late it was.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_late_paced_stream_keeps_a_step_between_writes() {
+        let step = Duration::from_millis(50);
+        let fh = start(
+            FirehoseConfig {
+                model: "m".into(),
+                context_length: 4096,
+                events_per_write: 1,
+                pace: Some(step),
+                record_writes: true,
+            },
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .await
+        .unwrap();
+        let addr = fh.addr;
+        let reader = tokio::spawn(async move {
+            exchange(
+                addr,
+                "POST /v1/completions HTTP/1.1\r\nx-request-id: t",
+                r#"{"prompt":"a","max_tokens":10,"stream":true}"#,
+            )
+            .await
+        });
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        // The firehose shares this thread: nothing of it runs for 300 ms (six steps).
+        std::thread::sleep(Duration::from_millis(300));
+        let stream = reader.await.unwrap();
+        assert_eq!(stream.matches("data: {").count(), 10, "{stream}");
+        let writes: Writes =
+            serde_json::from_str(&exchange(addr, "GET /firehose/writes HTTP/1.1", "").await)
+                .unwrap();
+        let before: Vec<u64> = writes["t"].iter().map(|w| w.0).collect();
+        assert_eq!(before.len(), 10);
+        let gaps: Vec<u64> = before.windows(2).map(|w| w[1] - w[0]).collect();
+        // A step is 50 ms; written at once, the missed ones would be microseconds apart.
+        assert!(gaps.iter().all(|&g| g >= 25_000), "gaps µs {gaps:?}");
+        assert!(gaps.iter().any(|&g| g >= 300_000), "gaps µs {gaps:?}");
+        let pace: Pace =
+            serde_json::from_str(&exchange(addr, "GET /firehose/pace HTTP/1.1", "").await).unwrap();
+        assert_eq!(pace.writes, 10);
+        assert!(pace.late_max_ms.is_some_and(|m| m >= 250.0), "{pace:?}");
+        // Served, then cleared.
+        let again: Pace =
+            serde_json::from_str(&exchange(addr, "GET /firehose/pace HTTP/1.1", "").await).unwrap();
+        assert_eq!(again, Pace::default());
+    }
 }
