@@ -6,7 +6,9 @@
 //! as UTF-8 and trimming it first (`dialect::parse_in_stream`, the client's read before
 //! 2026-12-07); one by one (`dialect::parse`; all take the fast path for them); and through the
 //! general serde parse alone. Prints the medians of 15 alternating runs of 200,000 events each,
-//! and the median ratio of each run's times. `cargo bench --bench parse`.
+//! and the median ratio of each run's times. Then the same for chat events (the firehose's,
+//! vLLM's with usage, a reasoning delta) from their bytes against the general parse, which read
+//! every chat event before 2026-12-07. `cargo bench --bench parse`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -24,13 +26,22 @@ const EVENTS: [&str; 3] = [
 /// The texts the events carry in turn: a stream's next event differs from its last in its text.
 const WORDS: [&str; 8] = [" the", " a", " of", " model", "'s", " serving", ",", " é"];
 
-/// The events read in turn: event `i` is `EVENTS[i % 3]` (the next of stream `i % 3`) with
+const CHAT_EVENTS: [&str; 3] = [
+    r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":0,"model":"sim/firehose","choices":[{"index":0,"delta":{"content":" the"},"logprobs":null,"finish_reason":null}]}"#,
+    r#"{"id":"chatcmpl-8f2a","object":"chat.completion.chunk","created":1733,"model":"Qwen/Qwen3-27B","choices":[{"index":0,"delta":{"content":" a"},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":1000,"total_tokens":1001,"completion_tokens":1}}"#,
+    r#"{"id":"chatcmpl-8f2b","object":"chat.completion.chunk","created":1733,"model":"Qwen/Qwen3-27B","choices":[{"index":0,"delta":{"reasoning_content":" hm"},"logprobs":null,"finish_reason":null}]}"#,
+];
+
+/// The events read in turn: event `i` is `set[i % 3]` (the next of stream `i % 3`) with
 /// `WORDS[(i / 3) % 8]` for its text, and vLLM's per-event usage counting it.
-fn events() -> Vec<String> {
+fn events(set: &[&str; 3]) -> Vec<String> {
     (0..24)
         .map(|i| {
-            let e = EVENTS[i % 3];
-            let at = e.find(r#""text":""#).expect("every event has a text") + 8;
+            let e = set[i % 3];
+            let at = [r#""text":""#, r#""content":""#, r#""reasoning_content":""#]
+                .iter()
+                .find_map(|k| e.find(k).map(|at| at + k.len()))
+                .expect("every event has a text");
             let end = at + e[at..].find('"').expect("the text ends");
             let n = i / 3 + 1;
             format!("{}{}{}", &e[..at], WORDS[(i / 3) % 8], &e[end..]).replace(
@@ -58,7 +69,7 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn main() {
-    let events = events();
+    let events = events(&EVENTS);
     for e in &events {
         assert_eq!(
             parse(Dialect::Completions, e),
@@ -127,5 +138,43 @@ fn main() {
         median(&mut f_ratio),
         per(median(&mut g)),
         median(&mut g_ratio)
+    );
+    chat();
+}
+
+/// Chat events in streams from their bytes against the general parse, as above.
+fn chat() {
+    let events = events(&CHAT_EVENTS);
+    for e in &events {
+        assert_eq!(parse(Dialect::Chat, e), parse_general(Dialect::Chat, e));
+    }
+    let streams = std::cell::RefCell::new([
+        RepeatedBytes::default(),
+        RepeatedBytes::default(),
+        RepeatedBytes::default(),
+    ]);
+    let next = std::cell::Cell::new(0);
+    let raw = |e: &str| {
+        let i = next.replace((next.get() + 1) % 3);
+        match parse_raw_in_stream(Dialect::Chat, e.as_bytes(), &mut streams.borrow_mut()[i]) {
+            Ok(Raw::Chunk(c)) => c.text.len(),
+            _ => 0,
+        }
+    };
+    let general = |e: &str| parse_general(Dialect::Chat, e).map_or(0, |c| c.text.len());
+    let (mut r, mut g, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..15 {
+        let a = once(&events, &raw).as_secs_f64();
+        let b = once(&events, &general).as_secs_f64();
+        r.push(a);
+        g.push(b);
+        ratio.push(b / a);
+    }
+    let per = |s: f64| s * 1e9 / 200_000.0;
+    println!(
+        "parse 200,000 chat events, medians of 15 alternating runs: in a stream from its bytes (dialect::parse_raw_in_stream) {:.0} ns/event; general serde parse {:.0} ns/event, {:.2}x",
+        per(median(&mut r)),
+        per(median(&mut g)),
+        median(&mut ratio)
     );
 }
