@@ -205,6 +205,45 @@ pub fn print(all: &[CaseResult], json: bool) {
     }
 }
 
+/// One case's line on stderr as it ends.
+pub(super) fn print_case(r: &CaseResult) {
+    eprintln!(
+        "  {:<9} C={:<5} {:<9} epw={:<2} {:>10.0} tok/s {:>9.0} chunks/s  cpu {:>5.2} s/Mtok  server cpu {:>3.0}%  rss {:>6.1} MB{}",
+        r.kind,
+        r.concurrency,
+        r.ui,
+        r.events_per_write,
+        r.tokens_per_s,
+        r.chunks_per_s,
+        r.cpu_s_per_million_tokens,
+        r.server_cpu_pct,
+        r.peak_rss_mb,
+        r.timing_error_p99_ms.map_or(String::new(), |p| format!(
+            "  timing error p50 {:.3} p99 {p:.3} ms, TTFT error p99 {:.3} ms, held reads {}, late unheld {}, firehose late p99 {:.1} ms",
+            r.timing_error_p50_ms.unwrap_or(0.0),
+            r.ttft_error_p99_ms.unwrap_or(f64::NAN),
+            r.held_reads.unwrap_or(0),
+            r.late_unheld_events.unwrap_or(0),
+            r.server_late_p99_ms.unwrap_or(f64::NAN)
+        ))
+    );
+    if let Some(f) = r.frames_per_s {
+        eprintln!("    dashboard drew {f:.1} frames a second (asked 10)");
+    }
+    for w in &r.waves {
+        eprintln!(
+            "    wave {}: {} requests from {:.1} ms, written over {:.1} ms, core saturated {:.1} ms ({:.0} µs CPU per request), TTFT error p99 {:.3} ms",
+            w.wave,
+            w.requests,
+            w.start_ms,
+            w.write_span_ms,
+            w.saturated_ms,
+            w.cpu_us_per_request,
+            w.ttft_error_p99_ms.unwrap_or(f64::NAN)
+        );
+    }
+}
+
 /// The paced cases whose firehose could not keep the asked pace: their load was less than asked.
 fn print_behind(all: &[CaseResult], rows: &[CaseResult]) {
     for r in rows {

@@ -12,7 +12,10 @@
 
 use std::borrow::Cow;
 
-use super::{ChunkData, DeltaKind, Dialect, Usage, delta_kind};
+mod choice;
+
+use super::{ChunkData, Dialect, Usage};
+use choice::{Choice, Said, choice};
 
 /// Whether the fast path reads `dialect`, and if so whether as chat.
 pub(super) fn openai(dialect: Dialect) -> Option<bool> {
@@ -223,133 +226,6 @@ fn usage(sc: &mut Scan<'_>) -> Result<Option<Usage>, Aside> {
     })
     .ok_or(Aside)?;
     Ok(Some(u))
-}
-
-/// What the one choice said: its text and finish reason (`finished`, `length`).
-struct Choice<'a> {
-    /// Its text (completions' `text`, or a chat delta's one text field); a slice of the event
-    /// where `said.slot` is true.
-    text: &'a str,
-    said: Said,
-    finished: bool,
-    length: bool,
-}
-
-/// What kind of text a choice's text field holds: what [`ChunkData`] makes of any text there.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[allow(clippy::struct_excessive_bools)] // the facts a delta's kind is made of
-struct Said {
-    /// A chat delta (else completions' `text`, always an answer).
-    chat: bool,
-    /// The text is a field of the event (a delta with no text field has none).
-    slot: bool,
-    /// The field is the delta's `content`.
-    content: bool,
-    /// The delta has a reasoning field (even empty), and `content` (even empty).
-    thinking: bool,
-    has_content: bool,
-}
-
-impl Said {
-    /// Completions' `text`.
-    const COMPLETIONS: Said = Said {
-        chat: false,
-        slot: true,
-        content: true,
-        thinking: false,
-        has_content: true,
-    };
-
-    /// The kind and the answer text of a choice whose text field holds `text`. The delta's
-    /// other text fields are empty or null (a delta with two texts is left to serde), so its
-    /// text is this one, as the general parse joins them.
-    fn read(self, text: &str) -> (DeltaKind, &str) {
-        if !self.chat {
-            return (DeltaKind::Content, text);
-        }
-        let answer = self.content && !text.is_empty();
-        let kind = delta_kind(answer, self.thinking, self.has_content);
-        (kind, if self.content { text } else { "" })
-    }
-}
-
-/// A chat delta without tool calls and with at most one non-empty text: that text (or an empty
-/// one, at the field that would hold it) and what it is.
-fn delta<'a>(sc: &mut Scan<'a>) -> Option<(&'a str, Said)> {
-    fn field<'a>(sc: &mut Scan<'a>, seen: &mut bool, v: &mut Option<&'a str>) -> Option<()> {
-        once(seen)?;
-        *v = if sc.null() { None } else { Some(sc.string()?) };
-        Some(())
-    }
-    let (mut content, mut rc, mut r) = (None, None, None);
-    // Each field seen: content, reasoning_content, reasoning, tool_calls.
-    let mut seen = [false; 4];
-    sc.object(|sc, key| match key {
-        "content" => field(sc, &mut seen[0], &mut content),
-        "reasoning_content" => field(sc, &mut seen[1], &mut rc),
-        "reasoning" => field(sc, &mut seen[2], &mut r),
-        // No call (null or none): serde's `Option<Vec<_>>`, filtered empty.
-        "tool_calls" => {
-            once(&mut seen[3])?;
-            if sc.null() {
-                return Some(());
-            }
-            sc.eat(b'[')?;
-            sc.eat(b']')
-        }
-        _ => sc.skip(1),
-    })?;
-    let fields = [(content, true), (rc, false), (r, false)];
-    let mut full = fields
-        .iter()
-        .filter(|(t, _)| t.is_some_and(|t| !t.is_empty()));
-    let (first, second) = (full.next(), full.next());
-    if second.is_some() {
-        return None;
-    }
-    // The text's field: the one with text, else the first present, else none.
-    let at = first.or_else(|| fields.iter().find(|(t, _)| t.is_some()));
-    let said = Said {
-        chat: true,
-        slot: at.is_some(),
-        content: at.is_some_and(|(_, c)| *c),
-        thinking: rc.is_some() || r.is_some(),
-        has_content: content.is_some(),
-    };
-    Some((at.and_then(|(t, _)| *t).unwrap_or(""), said))
-}
-
-fn choice<'a>(sc: &mut Scan<'a>, chat: bool) -> Option<Choice<'a>> {
-    let (mut text, mut finish) = (None, None);
-    let (mut t, mut f) = (false, false);
-    sc.object(|sc, key| match key {
-        "text" if !chat => {
-            once(&mut t)?;
-            text = Some((sc.string()?, Said::COMPLETIONS));
-            Some(())
-        }
-        "delta" if chat => {
-            once(&mut t)?;
-            text = Some(delta(sc)?);
-            Some(())
-        }
-        "finish_reason" => {
-            once(&mut f)?;
-            finish = Some(if sc.null() { None } else { Some(sc.string()?) });
-            Some(())
-        }
-        // The other endpoint's text: the general parse decides.
-        "text" | "delta" => None,
-        _ => sc.skip(1),
-    })?;
-    let reason = finish.flatten();
-    let (text, said) = text?;
-    Some(Choice {
-        text,
-        said,
-        finished: reason.is_some_and(|r| !r.is_empty()),
-        length: reason == Some("length"),
-    })
 }
 
 /// The members before `"choices"` in a stream's last event, when they were only fields the
@@ -701,7 +577,7 @@ pub(super) fn completions<'a>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Dialect, parse};
+    use super::super::{DeltaKind, Dialect, parse};
     use super::*;
     use proptest::prelude::*;
     use proptest::strategy::ValueTree;
