@@ -88,11 +88,7 @@ impl FirehoseHandle {
 
     /// Takes the recorded writes.
     pub fn take_writes(&self) -> Writes {
-        self.state
-            .writes
-            .lock()
-            .map(|mut w| std::mem::take(&mut *w))
-            .unwrap_or_default()
+        take(&self.state.writes).unwrap_or_default()
     }
 }
 
@@ -220,6 +216,13 @@ async fn respond_json(sock: &mut TcpStream, status: &str, v: &Value) -> std::io:
     sock.write_all(&out).await
 }
 
+/// A record served, then cleared.
+fn take<T: Default>(m: &Mutex<T>) -> std::io::Result<T> {
+    m.lock()
+        .map(|mut v| std::mem::take(&mut *v))
+        .map_err(|_| std::io::Error::other("poisoned"))
+}
+
 async fn connection(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> {
     sock.set_nodelay(true)?;
     let mut buf = BytesMut::with_capacity(64 * 1024);
@@ -245,22 +248,11 @@ async fn connection(mut sock: TcpStream, st: Arc<State>) -> std::io::Result<()> 
                 respond_json(&mut sock, "200 OK", &v).await?;
             }
             ("GET", "/firehose/pace") => {
-                let late = std::mem::take(
-                    &mut *st
-                        .late
-                        .lock()
-                        .map_err(|_| std::io::Error::other("poisoned"))?,
-                );
+                let late = take(&st.late)?;
                 respond_json(&mut sock, "200 OK", &json!(pace_report(&late))).await?;
             }
             ("GET", "/firehose/writes") => {
-                let w = std::mem::take(
-                    &mut *st
-                        .writes
-                        .lock()
-                        .map_err(|_| std::io::Error::other("poisoned"))?,
-                );
-                respond_json(&mut sock, "200 OK", &json!(w)).await?;
+                respond_json(&mut sock, "200 OK", &json!(take(&st.writes)?)).await?;
             }
             ("POST", "/v1/completions") => {
                 completion(&mut sock, &st, &body, req.id, Api::Completions).await?;
