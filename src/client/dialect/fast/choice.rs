@@ -14,7 +14,8 @@ pub(super) struct Choice<'a> {
     pub(super) length: bool,
 }
 
-/// What kind of text a choice's text field holds: what [`ChunkData`](super::super::ChunkData) makes of any text there.
+/// What kind of text a choice's text field holds: what
+/// [`ChunkData`](super::super::ChunkData) makes of any text there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[allow(clippy::struct_excessive_bools)] // the facts a delta's kind is made of
 pub(super) struct Said {
@@ -24,8 +25,9 @@ pub(super) struct Said {
     pub(super) slot: bool,
     /// The field is the delta's `content`.
     pub(super) content: bool,
-    /// The delta has a reasoning field (even empty), and `content` (even empty).
+    /// The delta has a reasoning field (even empty).
     pub(super) thinking: bool,
+    /// The delta has `content` (even empty).
     pub(super) has_content: bool,
 }
 
