@@ -14,8 +14,10 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use servetop::client::dialect::{
-    Dialect, Raw, RepeatedBytes, parse, parse_general, parse_in_stream, parse_raw_in_stream,
+    Dialect, Raw, RepeatedBytes, framed_in_stream, parse, parse_general, parse_in_stream,
+    parse_raw_in_stream,
 };
+use servetop::client::sse::SseDecoder;
 
 const EVENTS: [&str; 3] = [
     r#"{"id":"cmpl-1","object":"text_completion","created":0,"model":"sim/firehose","choices":[{"index":0,"text":" the","logprobs":null,"finish_reason":null}]}"#,
@@ -140,6 +142,7 @@ fn main() {
         median(&mut g_ratio)
     );
     chat();
+    framed();
 }
 
 /// Chat events in streams from their bytes against the general parse, as above.
@@ -176,5 +179,125 @@ fn chat() {
         per(median(&mut r)),
         per(median(&mut g)),
         median(&mut ratio)
+    );
+}
+
+/// The firehose's events (with the per-event usage the client asks for), as `reads` reads of 16
+/// events framed as server-sent events, each event's text and counts its own.
+fn firehose_reads(reads: usize) -> Vec<Vec<u8>> {
+    (0..reads)
+        .map(|r| {
+            let mut b = Vec::new();
+            for k in 0..16 {
+                let n = r * 16 + k + 1;
+                b.extend_from_slice(
+                    format!(
+                        "data: {{\"id\":\"cmpl-0\",\"object\":\"text_completion\",\"created\":0,\"model\":\"sim/firehose\",\"choices\":[{{\"index\":0,\"text\":\"{}\",\"logprobs\":null,\"finish_reason\":null}}],\"usage\":{{\"prompt_tokens\":32,\"completion_tokens\":{n},\"total_tokens\":{}}}}}\n\n",
+                        WORDS[n % 8],
+                        n + 32
+                    )
+                    .as_bytes(),
+                );
+            }
+            b
+        })
+        .collect()
+}
+
+/// One run over `reads` (repeated to 200,000 events) through `read`, which takes a stream's
+/// decoder and kept shape and returns the text bytes it read.
+fn reads_once(
+    reads: &[Vec<u8>],
+    read: &dyn Fn(&mut SseDecoder, &mut RepeatedBytes, &[u8]) -> usize,
+) -> Duration {
+    let (mut sse, mut repeat) = (SseDecoder::new(), RepeatedBytes::default());
+    let t = Instant::now();
+    let mut n = 0;
+    for i in 0..200_000 / 16 {
+        n += read(&mut sse, &mut repeat, black_box(&reads[i % reads.len()]));
+    }
+    black_box(n);
+    t.elapsed()
+}
+
+/// Reads of 16 firehose events as the client reads them: each event's line and field found by
+/// the SSE decoder, then parsed from its bytes (the client's read before 2026-12-07's second
+/// change), against an event with the last one's shape read where it starts
+/// (`SseDecoder::next_with` with `dialect::framed_in_stream`), and against the reference
+/// reader's scan of the same bytes for event ends.
+fn framed() {
+    let reads = firehose_reads(64);
+    let by_line = |sse: &mut SseDecoder, repeat: &mut RepeatedBytes, b: &[u8]| {
+        sse.feed(b);
+        let mut n = 0;
+        while let Some(raw) = sse.next_data() {
+            if let Ok(Raw::Chunk(c)) = parse_raw_in_stream(Dialect::Completions, raw, repeat) {
+                n += c.text.len();
+            }
+        }
+        sse.settle();
+        n
+    };
+    let framed = |sse: &mut SseDecoder, repeat: &mut RepeatedBytes, b: &[u8]| {
+        sse.feed(b);
+        let mut n = 0;
+        loop {
+            let got = sse.next_with(|b| {
+                let (c, took) = framed_in_stream(Dialect::Completions, b, repeat)?;
+                Some((c.text.len(), took))
+            });
+            if let Some(len) = got {
+                n += len;
+                continue;
+            }
+            let Some(raw) = sse.next_data() else { break };
+            if let Ok(Raw::Chunk(c)) = parse_raw_in_stream(Dialect::Completions, raw, repeat) {
+                n += c.text.len();
+            }
+        }
+        sse.settle();
+        n
+    };
+    // The reference reader's loop (src/selfbench/reference.rs): a byte at a time, event ends.
+    let scan = |_: &mut SseDecoder, _: &mut RepeatedBytes, b: &[u8]| {
+        let (mut prev, mut events) = (0u8, 0);
+        for &c in b {
+            if c == b'\n' && prev == b'\n' {
+                events += 1;
+            }
+            prev = c;
+        }
+        events
+    };
+    // Both read every event's text, and the framed read took the shape.
+    let total = |read: &dyn Fn(&mut SseDecoder, &mut RepeatedBytes, &[u8]) -> usize| {
+        let (mut sse, mut repeat) = (SseDecoder::new(), RepeatedBytes::default());
+        reads
+            .iter()
+            .map(|b| read(&mut sse, &mut repeat, b))
+            .sum::<usize>()
+    };
+    let words: usize = (1..=reads.len() * 16).map(|n| WORDS[n % 8].len()).sum();
+    assert_eq!((total(&by_line), total(&framed)), (words, words));
+    let (mut l, mut f, mut s, mut ratio, mut to_scan) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..15 {
+        let a = reads_once(&reads, &by_line).as_secs_f64();
+        let b = reads_once(&reads, &framed).as_secs_f64();
+        let c = reads_once(&reads, &scan).as_secs_f64();
+        l.push(a);
+        f.push(b);
+        s.push(c);
+        ratio.push(a / b);
+        to_scan.push(b / c);
+    }
+    let per = |s: f64| s * 1e9 / 200_000.0;
+    println!(
+        "read 200,000 firehose events in reads of 16, medians of 15 alternating runs: framed where each starts (SseDecoder::next_with, dialect::framed_in_stream) {:.0} ns/event; each line found first (SseDecoder::next_data, dialect::parse_raw_in_stream) {:.0} ns/event, {:.2}x; the reference reader's scan for event ends {:.0} ns/event, framed {:.2}x its time",
+        per(median(&mut f)),
+        per(median(&mut l)),
+        median(&mut ratio),
+        per(median(&mut s)),
+        median(&mut to_scan)
     );
 }

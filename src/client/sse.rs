@@ -124,6 +124,26 @@ impl SseDecoder {
         }
     }
 
+    /// What `read` makes of the bytes from the next event's start, when the decoder stands at
+    /// one (no line of an event read yet): `read` returns its value and how many bytes it
+    /// took, a whole event with the blank line that ends it, as [`next_data`](Self::next_data)
+    /// would have taken them. `None` (the bytes left as they were) where the decoder is inside
+    /// an event, or where `read` takes nothing.
+    pub fn next_with<'s, T>(
+        &'s mut self,
+        read: impl FnOnce(&'s [u8]) -> Option<(T, usize)>,
+    ) -> Option<T> {
+        self.drop_consumed();
+        if !self.started || self.scan != 0 || !self.data_lines.is_empty() {
+            return None;
+        }
+        let (value, took) = read(&self.buf[..])?;
+        debug_assert!(took > 0 && took <= self.buf.len());
+        self.scan = took;
+        self.consumed = took;
+        Some(value)
+    }
+
     /// The `data` of the next complete event, or `None` until more bytes arrive.
     pub fn next_data(&mut self) -> Option<&[u8]> {
         self.drop_consumed();
@@ -376,5 +396,172 @@ mod tests {
                 proptest::prop_assert_eq!(decode(&refs), want);
             }
         }
+    }
+
+    /// One event of a random stream: its text, its framing (what opens and closes it), how its
+    /// data is over two lines (0 not, 1 two data lines, 2 a second line that is not data),
+    /// whether it finishes, whether it is of the other kind than its stream's, its count.
+    type RandomEvent = (String, (&'static str, &'static str), u8, bool, bool, u64);
+
+    /// An event's bytes in a stream of chat or completions events whose events share a usage
+    /// (`usage`: 0 vLLM's per-event counts, 1 none, 2 counts the shape must refuse).
+    fn event_bytes(
+        chat: bool,
+        usage: u8,
+        (text, (open, close), split, finish, other, n): RandomEvent,
+    ) -> Vec<u8> {
+        let usage = match usage {
+            0 => format!(
+                ",\"usage\":{{\"prompt_tokens\":32,\"completion_tokens\":{n},\"total_tokens\":{}}}",
+                n + 32
+            ),
+            1 => String::new(),
+            _ => format!(",\"usage\":{{\"prompt_tokens\":0{n},\"completion_tokens\":1}}"),
+        };
+        let finish = if finish { "\"length\"" } else { "null" };
+        let mut e = if chat ^ other {
+            format!(
+                "{{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{text}\"}},\"finish_reason\":{finish}}}]{usage}}}"
+            )
+        } else {
+            format!(
+                "{{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"model\":\"m\",\"choices\":[{{\"index\":0,\"text\":\"{text}\",\"finish_reason\":{finish}}}]{usage}}}"
+            )
+        };
+        match split {
+            // Data over two lines: joined with a line feed, white space to JSON.
+            1 => e = e.replacen(",\"model\"", ",\ndata: \"model\"", 1),
+            // A second line that is not a data line: the event's data is its first line alone,
+            // though its bytes are a kept two-line event's but for the second `data: `.
+            2 => e = e.replacen(",\"model\"", ",\n\"model\"", 1),
+            _ => {}
+        }
+        format!("{open}{e}{close}").into_bytes()
+    }
+
+    /// Random streams: whether chat, their bytes (each event's too), where reads cut them.
+    fn random_streams()
+    -> impl proptest::strategy::Strategy<Value = (bool, Vec<Vec<u8>>, Vec<usize>)> {
+        use proptest::prelude::*;
+        let framing = prop_oneof![
+            12 => Just(("data: ", "\n\n")),
+            1 => Just(("data:", "\n\n")),
+            1 => Just(("data: ", "\r\n\r\n")),
+            1 => Just(("data: ", "\r\r")),
+            1 => Just((": keep-alive\ndata: ", "\n\n")),
+            1 => Just(("event: x\ndata: ", "\n\n")),
+            1 => Just(("data:  ", "\n\n")),
+            1 => Just(("data: ", " \n\n")),
+            1 => Just(("data: ", "\n\n\n")),
+            1 => Just(("", "\n\n")),
+        ];
+        let rare = || prop_oneof![16 => Just(false), 1 => Just(true)];
+        let event = (
+            prop_oneof![16 => "[a-z é]{0,5}", 1 => "[a-z\\\\\"\t]{0,3}"],
+            framing,
+            prop_oneof![14 => Just(0u8), 1 => Just(1), 1 => Just(2)],
+            rare(),
+            rare(),
+            0u64..3000,
+        );
+        (
+            any::<bool>(),
+            any::<bool>(),
+            prop_oneof![4 => Just(0u8), 4 => Just(1), 1 => Just(2)],
+            proptest::collection::vec(event, 1..12),
+            proptest::collection::vec(0usize..4000, 0..6),
+        )
+            .prop_map(|(chat, bom, usage, events, cuts)| {
+                let mut parts = vec![if bom { BOM.to_vec() } else { Vec::new() }];
+                parts.extend(events.into_iter().map(|e| event_bytes(chat, usage, e)));
+                (chat, parts, cuts)
+            })
+    }
+
+    /// Each event's parse of `chunks` read one after the other, taken where they start
+    /// (`framed`, as the client reads them) or from their lines; how many were taken where they
+    /// start.
+    fn read_events(
+        chunks: &[&[u8]],
+        dialect: crate::client::dialect::Dialect,
+        framed: bool,
+    ) -> (Vec<String>, usize) {
+        use crate::client::dialect::{Raw, RepeatedBytes, framed_in_stream, parse_raw_in_stream};
+        let (mut d, mut repeat) = (SseDecoder::new(), RepeatedBytes::default());
+        let (mut out, mut short) = (Vec::new(), 0);
+        for c in chunks {
+            d.feed(c);
+            loop {
+                if framed
+                    && let Some(got) = d.next_with(|b| {
+                        let (c, took) = framed_in_stream(dialect, b, &repeat)?;
+                        Some((format!("{:?}", Ok::<_, String>(c)), took))
+                    })
+                {
+                    out.push(got);
+                    short += 1;
+                    continue;
+                }
+                let Some(raw) = d.next_data() else { break };
+                out.push(format!(
+                    "{:?}",
+                    parse_raw_in_stream(dialect, raw, &mut repeat).map(|r| match r {
+                        Raw::Chunk(c) => c,
+                        other => panic!("no [DONE] is sent here: {other:?}"),
+                    })
+                ));
+            }
+            d.settle();
+        }
+        (out, short)
+    }
+
+    /// A stream's events read where they start ([`SseDecoder::next_with`] with
+    /// `dialect::framed_in_stream`, as the client reads them) give what finding each event's
+    /// lines first and parsing its data gives ([`SseDecoder::next_data`] with
+    /// `dialect::parse_raw_in_stream`), event by event, errors included: on random streams of
+    /// completions and chat events, framed every way the format allows (no space after the
+    /// colon, CR LF or CR line ends, comments and other fields, data over two lines, a line
+    /// that is not data, white space, a byte-order mark), with texts and counts the shape must refuse, cut into reads
+    /// at random points. And plainly framed events often take the short way.
+    #[test]
+    fn events_read_where_they_start_parse_as_their_lines_do() {
+        use crate::client::dialect::Dialect;
+        use proptest::strategy::{Strategy, ValueTree};
+        let streams = random_streams();
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let (mut events, mut short, mut plain) = (0, 0, 0);
+        for _ in 0..3000 {
+            let (chat, parts, cuts) = streams.new_tree(&mut runner).unwrap().current();
+            plain += parts
+                .iter()
+                .filter(|p| p.starts_with(b"data: {") && p.ends_with(b"}\n\n"))
+                .count();
+            let bytes = parts.concat();
+            let mut points: Vec<usize> = cuts.into_iter().map(|c| c % (bytes.len() + 1)).collect();
+            points.sort_unstable();
+            let mut chunks: Vec<&[u8]> = Vec::new();
+            let mut last = 0;
+            for p in points.into_iter().chain([bytes.len()]) {
+                chunks.push(&bytes[last..p]);
+                last = p;
+            }
+            let dialect = if chat {
+                Dialect::Chat
+            } else {
+                Dialect::Completions
+            };
+            let (want, _) = read_events(&chunks, dialect, false);
+            let (got, took) = read_events(&chunks, dialect, true);
+            let stream = String::from_utf8_lossy(&bytes);
+            assert_eq!(got, want, "{dialect:?} {stream:?}");
+            events += want.len();
+            short += took;
+        }
+        assert!(events > 10_000, "{events} events");
+        assert!(
+            short * 3 > plain,
+            "{short} of {plain} plainly framed events were read where they start"
+        );
     }
 }

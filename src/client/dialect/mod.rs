@@ -250,6 +250,18 @@ pub fn parse_raw_in_stream<'a>(
     }
 }
 
+/// The next event of an SSE stream read from its framed bytes, where it has the shape of the
+/// stream's last event (`RepeatedBytes::framed`): its parse and the bytes it took, or `None`
+/// (the SSE decoder and [`parse_raw_in_stream`] then read it). `b` starts at an event's start.
+pub fn framed_in_stream<'a>(
+    dialect: Dialect,
+    b: &'a [u8],
+    repeat: &RepeatedBytes,
+) -> Option<(ChunkData<'a>, usize)> {
+    fast::openai(dialect)?;
+    repeat.framed(b)
+}
+
 /// [`parse`] through serde alone: every payload the fast path leaves goes here (public for the
 /// parse benchmark, which compares the two).
 #[doc(hidden)]
