@@ -22,6 +22,7 @@ use crate::config::RunConfig;
 use crate::event::{Event, EventTx, RunState};
 use crate::workload::{LevelKind, LevelSpec, Schedule};
 
+mod ahead;
 mod chat;
 mod open_loop;
 mod owned_server;
@@ -32,8 +33,9 @@ mod slot;
 mod warmup;
 mod worker;
 
-use crate::workload::requests::{Jobs, make_request};
+use crate::workload::requests::Jobs;
 pub use crate::workload::search::SearchPlan;
+use ahead::make_request_patiently;
 use open_loop::OpenLoopCtx;
 pub use prepare::{Prepared, prepare, warmup_input};
 use server_watch::{ServerWatch, deliver};
@@ -309,16 +311,22 @@ impl Runner {
         let mut jobs = Jobs::new(spec, self.prepared.factory.trace().map(AsRef::as_ref));
         // Capacity for every job of the prompts made ahead: sending them never waits.
         let (ptx, prx) = async_channel::bounded(jobs.count(ahead).max(1));
-        for i in 0..ahead {
-            if self.cancel.is_cancelled() {
-                return Ok(());
-            }
-            let req = make_request_patiently(&mut self.prepared.factory, spec, i, self.server_wait)
-                .await
-                .map_err(|e| format!("preparing prompts for {}: {e}", spec.label()))?;
-            if let Some(job) = jobs.push(i, req) {
-                let _ = ptx.send(job).await;
-            }
+        let made = ahead::make_ahead(
+            &mut self.prepared.factory,
+            spec,
+            (ahead, self.server_wait),
+            &self.cancel,
+            |i, req| {
+                if let Some(job) = jobs.push(i, req) {
+                    // The queue has room for every job made ahead: this never finds it full.
+                    let _ = ptx.try_send(job);
+                }
+            },
+        )
+        .await
+        .map_err(|e| format!("preparing prompts for {}: {e}", spec.label()))?;
+        if !made {
+            return Ok(());
         }
         let producer = if ahead < spec.requests {
             let mut factory = self.prepared.factory.clone();
@@ -613,25 +621,6 @@ impl Runner {
             LevelEnd::Interrupted
         } else {
             LevelEnd::Done
-        }
-    }
-}
-
-/// [`make_request`], which asks the server to size a prompt (/tokenize): while the server is
-/// away (an outage that began in the level before), it waits as long as the workers do
-/// (`patience`, `--server-wait`), then gives up with the last error.
-async fn make_request_patiently(
-    factory: &mut crate::workload::prompt::PromptFactory,
-    spec: &LevelSpec,
-    i: u32,
-    patience: Duration,
-) -> Result<crate::client::RequestSpec, String> {
-    let started = Instant::now();
-    loop {
-        match make_request(factory, spec, i).await {
-            Ok(r) => return Ok(r),
-            Err(e) if started.elapsed() >= patience => return Err(e),
-            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
         }
     }
 }
