@@ -61,21 +61,21 @@ pub(super) enum Body {
 }
 
 impl Body {
-    /// Waits for the body's next bytes and feeds them to `sse`, with the kernel's receive time
-    /// when known. Cancel-safe: what was read is fed.
-    pub(super) async fn read_into(
+    /// Waits for the body's next bytes and hands each piece of their data to `each`, with the
+    /// kernel's receive time when known, before anything is copied (an SSE decoder's
+    /// [`feed_framed`](super::sse::SseDecoder::feed_framed) takes the events where they lie).
+    /// Cancel-safe: what was read is handed out.
+    pub(super) async fn read_with(
         &mut self,
-        sse: &mut super::sse::SseDecoder,
+        mut each: impl FnMut(&[u8], Option<u64>),
     ) -> Result<h1::Got, String> {
         match self {
-            Body::Own(b) => {
-                std::future::poll_fn(|cx| b.poll_read(cx, &mut |d: &[u8]| sse.feed(d))).await
-            }
+            Body::Own(b) => std::future::poll_fn(|cx| b.poll_read(cx, &mut each)).await,
             Body::Chunks(c) => match c.next().await {
                 None => Ok(h1::Got::End),
                 Some(Err(e)) => Err(e),
                 Some(Ok(bytes)) => {
-                    sse.feed(&bytes);
+                    each(&bytes, None);
                     Ok(h1::Got::Bytes(None))
                 }
             },

@@ -238,15 +238,33 @@ impl Client {
         let timer = tokio::time::sleep_until(deadline.into());
         tokio::pin!(timer);
         loop {
+            let events_before = fold.token_events;
+            // When this read's events arrived, taken as its first data is handed out: its
+            // events are folded there, the usual ones where they lie in the read
+            // (SseDecoder::feed_to).
+            let mut read_at: Option<ReadAt> = None;
+            let mut to = ReadFold {
+                client: self,
+                fold: &mut *fold,
+                at_us: 0,
+                reply: reply.as_deref_mut(),
+                ended: None,
+            };
             let next = tokio::select! {
                 biased;
-                n = body.read_into(&mut sse) => n,
+                n = body.read_with(|piece, stamp| {
+                    let at = *read_at.get_or_insert_with(|| ReadAt::of(stamp, t_send, last_arrival));
+                    to.at_us = at.at_us;
+                    if to.ended.is_none() {
+                        sse.feed_to(piece, &mut to);
+                    }
+                }) => n,
                 () = &mut timer => {
                     if Instant::now() < deadline {
                         timer.as_mut().reset(deadline.into());
                         continue;
                     }
-                    let msg = if fold.chunks.is_empty() {
+                    let msg = if to.fold.chunks.is_empty() {
                         format!(
                             "no token within the first-token timeout of {:?}",
                             self.opts.first_token_timeout
@@ -257,8 +275,9 @@ impl Client {
                     return Some(Failure::new(FailureKind::Timeout, msg));
                 }
             };
+            let ended = to.ended;
             let stamp = match next {
-                Ok(super::h1::Got::End) => return None,
+                Ok(super::h1::Got::End) => return ended.and_then(Ended::failure),
                 Err(e) => {
                     return Some(Failure::new(
                         FailureKind::StreamCut,
@@ -267,43 +286,10 @@ impl Client {
                 }
                 Ok(super::h1::Got::Bytes(stamp)) => stamp,
             };
-            // Every event in this read arrived when the kernel received its last byte (or now,
-            // without a kernel timestamp): after the send and after the previous read.
-            let now = Instant::now();
-            let arrival = stamp
-                .and_then(|t| {
-                    rxtime::arrival(t, now, rxtime::unix_now_ns(), Duration::from_secs(5))
-                })
-                .unwrap_or(now)
-                .max(last_arrival);
+            let ReadAt { now, arrival, .. } =
+                read_at.unwrap_or_else(|| ReadAt::of(stamp, t_send, last_arrival));
             last_arrival = arrival;
             let since = std::mem::replace(&mut last_read, now);
-            let at_us = us_since(t_send, arrival);
-            let events_before = fold.token_events;
-            let mut ended = None;
-            loop {
-                // An event with the last one's shape is read where it starts; any other is
-                // framed by the decoder first.
-                // Folded where it was read: the parse is not moved (it is 200 bytes; moving it
-                // twice an event was 4 % of the client's CPU at C=100 against the firehose).
-                let framed = sse.next_with(|b| {
-                    let (c, took) = dialect::framed_in_stream(fold.dialect, b, &fold.repeat)?;
-                    Some((self.fold_chunk(fold, &c, at_us, reply.as_deref_mut()), took))
-                });
-                let folded = match framed {
-                    Some(folded) => folded,
-                    None => match sse.next_data() {
-                        Some(raw) => self.fold_event(fold, raw, at_us, reply.as_deref_mut()),
-                        None => break,
-                    },
-                };
-                match folded {
-                    Ok(true) => ended = Some(None),
-                    Ok(false) => continue,
-                    Err(f) => ended = Some(Some(f)),
-                }
-                break;
-            }
             sse.settle();
             let unshown = std::mem::take(&mut fold.unshown);
             if unshown > 0 {
@@ -325,7 +311,7 @@ impl Client {
                 fold.held.first |= events_before == 0;
             }
             if let Some(end) = ended {
-                return end;
+                return end.failure();
             }
             if !fold.chunks.is_empty() {
                 deadline = now + self.opts.idle_timeout;
@@ -543,5 +529,120 @@ async fn http_failure(status: u16, resp: Resp) -> Failure {
         kind,
         message: format!("HTTP {status}: {message}"),
         http_status: Some(status),
+    }
+}
+
+/// When a read's events arrived, and when it was read.
+#[derive(Clone, Copy)]
+struct ReadAt {
+    /// When the read returned.
+    now: Instant,
+    /// When its events arrived: when the kernel received its last byte (or `now`, without a
+    /// kernel timestamp), after the send and after the previous read's.
+    arrival: Instant,
+    /// `arrival` in µs after the send.
+    at_us: u64,
+}
+
+impl ReadAt {
+    fn of(stamp: Option<u64>, t_send: Instant, last_arrival: Instant) -> ReadAt {
+        let now = Instant::now();
+        let arrival = stamp
+            .and_then(|t| rxtime::arrival(t, now, rxtime::unix_now_ns(), Duration::from_secs(5)))
+            .unwrap_or(now)
+            .max(last_arrival);
+        ReadAt {
+            now,
+            arrival,
+            at_us: us_since(t_send, arrival),
+        }
+    }
+}
+
+/// One read's events folded as the decoder hands them out ([`sse::Folder`]).
+struct ReadFold<'a> {
+    client: &'a Client,
+    fold: &'a mut StreamFold,
+    /// When the read's events arrived, µs after the send.
+    at_us: u64,
+    reply: Option<&'a mut String>,
+    /// What ended the stream, if something did.
+    ended: Option<Ended>,
+}
+
+/// What ended a stream in a read.
+enum Ended {
+    /// Its end (`[DONE]`, Messages' `message_stop`).
+    Done,
+    /// A failure in it.
+    Failed(Failure),
+}
+
+impl Ended {
+    fn failure(self) -> Option<Failure> {
+        match self {
+            Ended::Done => None,
+            Ended::Failed(f) => Some(f),
+        }
+    }
+}
+
+impl ReadFold<'_> {
+    /// Whether to read on after an event's fold; what ended the stream noted.
+    fn go_on(&mut self, folded: Result<bool, Failure>) -> bool {
+        match folded {
+            Ok(false) => true,
+            Ok(true) => {
+                self.ended = Some(Ended::Done);
+                false
+            }
+            Err(f) => {
+                self.ended = Some(Ended::Failed(f));
+                false
+            }
+        }
+    }
+}
+
+impl sse::Folder for ReadFold<'_> {
+    fn in_place(&mut self, b: &[u8]) -> Option<(bool, usize)> {
+        let (c, took) = dialect::framed_in_stream(self.fold.dialect, b, &self.fold.repeat)?;
+        let folded = self
+            .client
+            .fold_chunk(self.fold, &c, self.at_us, self.reply.as_deref_mut());
+        Some((self.go_on(folded), took))
+    }
+
+    fn drain(&mut self, sse: &mut sse::SseDecoder) -> bool {
+        loop {
+            let ReadFold {
+                client,
+                fold,
+                at_us,
+                reply,
+                ..
+            } = self;
+            // An event with the last one's shape is read where it starts; any other is
+            // framed by the decoder first. Folded where it was read: the parse is not moved
+            // (it is 200 bytes; moving it twice an event was 4 % of the client's CPU at C=100
+            // against the firehose).
+            let framed = sse.next_with(|b| {
+                let (c, took) = dialect::framed_in_stream(fold.dialect, b, &fold.repeat)?;
+                Some((
+                    client.fold_chunk(fold, &c, *at_us, reply.as_deref_mut()),
+                    took,
+                ))
+            });
+            let folded = match framed {
+                Some(folded) => folded,
+                None => match sse.next_data() {
+                    Some(raw) => client.fold_event(fold, raw, *at_us, reply.as_deref_mut()),
+                    None => return true,
+                },
+            };
+            if !self.go_on(folded) {
+                return false;
+            }
+        }
     }
 }

@@ -313,12 +313,12 @@ impl Body {
         self.conn.as_ref()?.wakes.last()
     }
 
-    /// Waits for the body's next bytes and hands their data to `out` (a read may bring framing
-    /// only).
+    /// Waits for the body's next bytes and hands their data to `out`, with the kernel's
+    /// receive time of the read that brought them (a read may bring framing only).
     pub(crate) fn poll_read(
         &mut self,
         cx: &mut Context<'_>,
-        out: &mut impl FnMut(&[u8]),
+        out: &mut impl FnMut(&[u8], Option<u64>),
     ) -> Poll<Result<Got, String>> {
         let Some(conn) = self.conn.as_mut() else {
             return Poll::Ready(Ok(Got::End));
@@ -337,7 +337,8 @@ impl Body {
         let dec = &mut self.dec;
         // Bytes that came with the head (or a partial line) first, with their read's time.
         if !buf.is_empty() {
-            let n = dec.decode(buf, out)?;
+            let stamp = *buf_stamp;
+            let n = dec.decode(buf, &mut |d: &[u8]| out(d, stamp))?;
             buf.drain(..n);
             give_back_room(buf);
             if n > 0 {
@@ -349,6 +350,7 @@ impl Body {
                 return dec.eof().map(|()| Got::End);
             }
             *buf_stamp = ts;
+            let out = &mut |d: &[u8]| out(d, ts);
             if buf.is_empty() {
                 let n = dec.decode(bytes, out)?;
                 buf.extend_from_slice(&bytes[n..]);
@@ -368,7 +370,7 @@ impl Body {
         let mut v = Vec::new();
         while v.len() < MAX_TEXT {
             let more =
-                poll_fn(|cx| self.poll_read(cx, &mut |b: &[u8]| v.extend_from_slice(b))).await?;
+                poll_fn(|cx| self.poll_read(cx, &mut |b: &[u8], _| v.extend_from_slice(b))).await?;
             if more == Got::End {
                 break;
             }
@@ -386,7 +388,7 @@ impl Body {
         }
         let mut cx = Context::from_waker(Waker::noop());
         loop {
-            match self.poll_read(&mut cx, &mut |_: &[u8]| {}) {
+            match self.poll_read(&mut cx, &mut |_: &[u8], _| {}) {
                 Poll::Ready(Ok(Got::Bytes(_))) => {}
                 Poll::Ready(Ok(Got::End)) => return self.checkin(),
                 Poll::Ready(Err(_)) => return,
@@ -399,7 +401,7 @@ impl Body {
         rt.spawn(async move {
             let end = tokio::time::timeout(Duration::from_secs(2), async {
                 loop {
-                    match poll_fn(|cx| self.poll_read(cx, &mut |_: &[u8]| {})).await {
+                    match poll_fn(|cx| self.poll_read(cx, &mut |_: &[u8], _| {})).await {
                         Ok(Got::Bytes(_)) => {}
                         Ok(Got::End) => return true,
                         Err(_) => return false,
