@@ -636,10 +636,10 @@ mod tests {
     /// `dialect::parse_raw_in_stream`), event by event, errors included: on random streams of
     /// completions and chat events, framed every way the format allows (no space after the
     /// colon, CR LF or CR line ends, comments and other fields, data over two lines, a line
-    /// that is not data, white space, a byte-order mark), with texts and counts the shape must refuse, cut into reads
-    /// at random points. The same events handed over in the reads as they came
-    /// ([`SseDecoder::feed_to`], each usual one read where it lies in its read) give the
-    /// same. And plainly framed events often take the short way, both ways.
+    /// that is not data, white space, a byte-order mark), with texts and counts the shape must
+    /// refuse, cut into reads at random points. The same events handed over in the reads as
+    /// they came ([`SseDecoder::feed_to`], each usual one read where it lies in its read) give
+    /// the same. And plainly framed events often take the short way, both ways.
     #[test]
     fn events_read_where_they_start_parse_as_their_lines_do() {
         use crate::client::dialect::Dialect;

@@ -253,7 +253,7 @@ impl Client {
             let next = tokio::select! {
                 biased;
                 n = body.read_with(|piece, stamp| {
-                    let at = *read_at.get_or_insert_with(|| ReadAt::of(stamp, t_send, last_arrival));
+                    let at = read_at.get_or_insert_with(|| ReadAt::of(stamp, t_send, last_arrival));
                     to.at_us = at.at_us;
                     if to.ended.is_none() {
                         sse.feed_to(piece, &mut to);
