@@ -998,3 +998,62 @@ fn the_repeat_check_sees_a_reworded_repeat_and_not_two_sentences() {
         ]
     );
 }
+
+/// A directory that holds a run already is refused before anything starts, and left as it
+/// was: `run` would add its records to that run's `requests.jsonl` (its `--resume` appends), and
+/// `bench-client` would write its cases' directories again. Both refusals come before any
+/// server is reached (the address here has nothing listening: a run that went on would fail
+/// on it instead).
+#[test]
+fn a_directory_that_holds_a_run_is_refused_and_left_as_it_was() {
+    let base = std::env::temp_dir().join(format!("servetop-held-{}", std::process::id()));
+    let cases: [(&str, &[&str], &str); 3] = [
+        (
+            "results.json",
+            &["run", "--base-url", U, "--headless"],
+            "holds a run already (results.json)",
+        ),
+        (
+            "requests.jsonl",
+            &["run", "--base-url", U, "--headless"],
+            "holds a run already (requests.jsonl)",
+        ),
+        (
+            "bench-client.json",
+            &["bench-client", "--concurrency", "1"],
+            "holds a bench-client run already (bench-client.json)",
+        ),
+    ];
+    for (file, args, want) in cases {
+        let dir = base.join(file);
+        std::fs::create_dir_all(&dir).unwrap();
+        let kept = format!("the earlier run's {file}\n");
+        std::fs::write(dir.join(file), &kept).unwrap();
+        let mut all = args.to_vec();
+        all.extend(["--out", dir.to_str().unwrap()]);
+        let (code, err, _) = servetop(&all);
+        assert_eq!(code, 2, "{all:?}: {err}");
+        assert!(err.contains(want), "{all:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{all:?}: {err}");
+        assert_eq!(std::fs::read_to_string(dir.join(file)).unwrap(), kept);
+        assert_eq!(
+            files_under(&dir),
+            vec![dir.join(file)],
+            "{all:?} wrote nothing"
+        );
+    }
+    // An empty directory, or one with other files, is a run directory as before.
+    let empty = base.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let (code, err, _) = servetop(&[
+        "run",
+        "--base-url",
+        U,
+        "--headless",
+        "--out",
+        empty.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(!err.contains("holds a run"), "{err}");
+    let _ = std::fs::remove_dir_all(&base);
+}

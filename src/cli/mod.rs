@@ -214,7 +214,8 @@ pub struct BenchClientArgs {
     /// Print the table's rows as JSON objects instead.
     #[arg(long)]
     pub json: bool,
-    /// Where each case's run directory and bench-client.json go [default: runs/<UTC time>-bench-client/].
+    /// Where each case's run directory and bench-client.json go, not where a bench-client run
+    /// is already [default: runs/<UTC time>-bench-client/].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 }

@@ -14,7 +14,8 @@ use crate::grammar::parse_percent as percent;
 pub struct OutputArgs {
     /// Run directory (default: runs/<UTC time>-<model>/).
     ///
-    /// It holds requests.jsonl, results.json, summary.md and charts/.
+    /// It holds requests.jsonl, results.json, summary.md and charts/. A directory that holds
+    /// a run already is refused (--resume DIR finishes that run).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Progress lines instead of the dashboard.

@@ -111,6 +111,19 @@ async fn compose(job: Job, out: &OutputArgs, series: Option<&Series>) -> Outcome
         simulator,
         previous,
     } = job;
+    // A run directory that holds a run already is bad input, found before anything is
+    // started or sent: the new run's records would be added to that run's.
+    if series.is_none()
+        && previous.is_none()
+        && let Some(d) = &out.out
+        && let Some(f) = RunFiles::held_in(d)
+    {
+        return Outcome::bad_input(format!(
+            "--out {}: it holds a run already ({f}); give another directory, or --resume {} to finish that run",
+            d.display(),
+            d.display()
+        ));
+    }
     // A baseline that cannot be read is bad input, found before any server is started; so is
     // an address servetop cannot serve its metrics on.
     let (baseline, page) = match read_baseline(out).and_then(|b| Ok((b, listen_metrics(out)?))) {

@@ -30,7 +30,9 @@ pub async fn soak(a: crate::cli::SoakArgs) -> i32 {
 /// `servetop bench-client` (see [`crate::selfbench`]).
 pub async fn bench_client(a: crate::cli::BenchClientArgs) -> i32 {
     let json = a.json;
-    if let Err(e) = crate::selfbench::check_agent_args(&a) {
+    if let Err(e) =
+        crate::selfbench::check_agent_args(&a).and_then(|()| crate::selfbench::check_out(&a))
+    {
         return fail(&e);
     }
     // Before any case: a socket a stream in each process (the client's case and the

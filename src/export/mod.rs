@@ -40,6 +40,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 impl RunFiles {
+    /// The run file `dir` already holds, if any (`results.json`, `requests.jsonl`): a second
+    /// run there would add its records to that run's ([`RunFiles::create`] appends, so that
+    /// `--resume` goes on with a run's records).
+    pub fn held_in(dir: &Path) -> Option<&'static str> {
+        ["results.json", "requests.jsonl"]
+            .into_iter()
+            .find(|f| dir.join(f).exists())
+    }
+
     /// Creates `dir` (and parents) and opens `requests.jsonl` for appending. Fails early, before
     /// any request is sent, when the directory is not writable.
     pub fn create(dir: &Path) -> Result<Self, String> {

@@ -524,6 +524,23 @@ pub fn check_agent_args(a: &BenchClientArgs) -> Result<(), String> {
     agent::sessions(1, a.agent_turns, &a.agent_tool_wait).map(|_| ())
 }
 
+/// `--out` refused where it holds a bench-client run already: its cases' directories would be
+/// written again, each case's records added to the earlier run's (and its timing errors read
+/// against both), before any case runs.
+pub fn check_out(a: &BenchClientArgs) -> Result<(), String> {
+    let Some(d) = &a.out else { return Ok(()) };
+    match ["bench-client.json", "repeat-1"]
+        .into_iter()
+        .find(|f| d.join(f).exists())
+    {
+        Some(f) => Err(format!(
+            "--out {}: it holds a bench-client run already ({f}); give another directory",
+            d.display()
+        )),
+        None => Ok(()),
+    }
+}
+
 /// `servetop bench-client`.
 pub fn bench_client(a: &BenchClientArgs) -> Result<Vec<CaseResult>, String> {
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
