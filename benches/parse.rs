@@ -65,6 +65,21 @@ fn once(events: &[String], f: &dyn Fn(&str) -> usize) -> Duration {
     t.elapsed()
 }
 
+/// Each of `runs` timed 15 times, taking turns run after run so that a slower moment of the
+/// machine falls on all: each one's seconds, and each one's time over the first's, run by run
+/// (a ratio's median is the median of those).
+fn alternated<const N: usize>(runs: [&dyn Fn() -> Duration; N]) -> [(Vec<f64>, Vec<f64>); N] {
+    let mut out: [(Vec<f64>, Vec<f64>); N] = std::array::from_fn(|_| (Vec::new(), Vec::new()));
+    for _ in 0..15 {
+        let t: Vec<f64> = runs.iter().map(|run| run().as_secs_f64()).collect();
+        for (k, (secs, ratio)) in out.iter_mut().enumerate() {
+            secs.push(t[k]);
+            ratio.push(t[k] / t[0]);
+        }
+    }
+    out
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -113,23 +128,17 @@ fn main() {
     };
     let fast = |e: &str| parse(Dialect::Completions, e).map_or(0, |c| c.text.len());
     let general = |e: &str| parse_general(Dialect::Completions, e).map_or(0, |c| c.text.len());
-    // They alternate, run after run, so that a slower moment of the machine falls on all; the
-    // ratios are the medians of each run's.
-    let (mut r, mut s, mut f, mut g) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut s_ratio, mut f_ratio, mut g_ratio) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..15 {
-        let a = once(&events, &raw).as_secs_f64();
-        let b = once(&events, &checked).as_secs_f64();
-        let c = once(&events, &fast).as_secs_f64();
-        let d = once(&events, &general).as_secs_f64();
-        r.push(a);
-        s.push(b);
-        f.push(c);
-        g.push(d);
-        s_ratio.push(b / a);
-        f_ratio.push(c / a);
-        g_ratio.push(d / a);
-    }
+    let [
+        (mut r, _),
+        (mut s, mut s_ratio),
+        (mut f, mut f_ratio),
+        (mut g, mut g_ratio),
+    ] = alternated([
+        &|| once(&events, &raw),
+        &|| once(&events, &checked),
+        &|| once(&events, &fast),
+        &|| once(&events, &general),
+    ]);
     let per = |s: f64| s * 1e9 / 200_000.0;
     println!(
         "parse 200,000 completions events, medians of 15 alternating runs: in a stream from its bytes (dialect::parse_raw_in_stream) {:.0} ns/event; each event checked as UTF-8 and trimmed first (dialect::parse_in_stream) {:.0} ns/event, {:.2}x; one by one (dialect::parse) {:.0} ns/event, {:.2}x; general serde parse {:.0} ns/event, {:.2}x",
@@ -165,14 +174,8 @@ fn chat() {
         }
     };
     let general = |e: &str| parse_general(Dialect::Chat, e).map_or(0, |c| c.text.len());
-    let (mut r, mut g, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..15 {
-        let a = once(&events, &raw).as_secs_f64();
-        let b = once(&events, &general).as_secs_f64();
-        r.push(a);
-        g.push(b);
-        ratio.push(b / a);
-    }
+    let [(mut r, _), (mut g, mut ratio)] =
+        alternated([&|| once(&events, &raw), &|| once(&events, &general)]);
     let per = |s: f64| s * 1e9 / 200_000.0;
     println!(
         "parse 200,000 chat events, medians of 15 alternating runs: in a stream from its bytes (dialect::parse_raw_in_stream) {:.0} ns/event; general serde parse {:.0} ns/event, {:.2}x",
@@ -279,18 +282,11 @@ fn framed() {
     };
     let words: usize = (1..=reads.len() * 16).map(|n| WORDS[n % 8].len()).sum();
     assert_eq!((total(&by_line), total(&framed)), (words, words));
-    let (mut l, mut f, mut s, mut ratio, mut to_scan) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..15 {
-        let a = reads_once(&reads, &by_line).as_secs_f64();
-        let b = reads_once(&reads, &framed).as_secs_f64();
-        let c = reads_once(&reads, &scan).as_secs_f64();
-        l.push(a);
-        f.push(b);
-        s.push(c);
-        ratio.push(a / b);
-        to_scan.push(b / c);
-    }
+    let [(mut f, _), (mut l, mut ratio), (mut s, mut scan_ratio)] = alternated([
+        &|| reads_once(&reads, &framed),
+        &|| reads_once(&reads, &by_line),
+        &|| reads_once(&reads, &scan),
+    ]);
     let per = |s: f64| s * 1e9 / 200_000.0;
     println!(
         "read 200,000 firehose events in reads of 16, medians of 15 alternating runs: framed where each starts (SseDecoder::next_with, dialect::framed_in_stream) {:.0} ns/event; each line found first (SseDecoder::next_data, dialect::parse_raw_in_stream) {:.0} ns/event, {:.2}x; the reference reader's scan for event ends {:.0} ns/event, framed {:.2}x its time",
@@ -298,6 +294,6 @@ fn framed() {
         per(median(&mut l)),
         median(&mut ratio),
         per(median(&mut s)),
-        median(&mut to_scan)
+        1.0 / median(&mut scan_ratio)
     );
 }
