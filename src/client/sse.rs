@@ -107,9 +107,9 @@ impl SseDecoder {
     /// `bytes` ([`Folder::in_place`]); the others are copied in and taken from the buffer
     /// ([`Folder::drain`]), a piece at a time up to the next blank line, so the events after
     /// them are again read in place. A stream's usual events then go from the socket's read to
-    /// their parse with no copy between (measured: the copy into the buffer was about 5 % of
-    /// the client's CPU at C=1 against the firehose). Stops where `to` says to, the rest of
-    /// `bytes` dropped; `false` then.
+    /// their parse with no copy between (measured against the firehose: 1.4-2.4 % less CPU per
+    /// token at C=1, nothing measurable at C=100 or C=10,000; and the buffer no longer takes each
+    /// read's size). Stops where `to` says to, the rest of `bytes` dropped; `false` then.
     pub fn feed_to(&mut self, mut bytes: &[u8], to: &mut impl Folder) -> bool {
         loop {
             self.drop_consumed();

@@ -2,7 +2,7 @@
 //! (`/tokenize`) two or three times, one round trip after another, and made one after another
 //! the prompts of a large level took longer than the level (measured against the firehose on
 //! this project's 2-core machine: 60,000 prompts of 32 tokens, 15 s of sizing before a level of
-//! 6.5 s; a 10,000-user agent case, 40,000 turns, 15-24 s).
+//! 6.5 s; the 40,000 of a C=10,000 case, about 11 s).
 
 use std::time::{Duration, Instant};
 
