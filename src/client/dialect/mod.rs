@@ -253,6 +253,12 @@ pub fn parse_raw_in_stream<'a>(
 /// The next event of an SSE stream read from its framed bytes, where it has the shape of the
 /// stream's last event (`RepeatedBytes::framed`): its parse and the bytes it took, or `None`
 /// (the SSE decoder and [`parse_raw_in_stream`] then read it). `b` starts at an event's start.
+///
+/// Inlined, with `RepeatedBytes::framed` and `shape_at`, into the stream's fold: as calls, the
+/// parse (a `ChunkData`, about 200 bytes) was copied on its way back up (measured: `memmove`
+/// was 3.3 % of the client's CPU at C=1 against the firehose; inlined, 3.8 % less CPU per token,
+/// lower in each of five alternating rounds).
+#[inline]
 pub fn framed_in_stream<'a>(
     dialect: Dialect,
     b: &'a [u8],

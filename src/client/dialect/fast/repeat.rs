@@ -140,6 +140,7 @@ impl RepeatedBytes {
     /// colon dropped) is the event, and the blank line dispatches it alone. Measured: finding
     /// each event's line ends and fields first was about a tenth of the client's CPU at
     /// C=100 against the firehose (`memchr2` and `SseDecoder::next_data`).
+    #[inline]
     pub(in crate::client::dialect) fn framed<'a>(
         &self,
         b: &'a [u8],
@@ -154,6 +155,7 @@ impl RepeatedBytes {
     }
 
     /// The kept shape's event at the start of `b`, and where it ends in `b`.
+    #[inline]
     fn shape_at<'a>(&self, b: &'a [u8]) -> Option<(ChunkData<'a>, usize)> {
         let sh = self.shape.as_ref()?;
         let from = sh.text.start;
