@@ -1,0 +1,130 @@
+//! The least a client built like servetop's can do: one tokio task a stream on a one-worker
+//! runtime, each writing a streaming completion request and reading its answer with plain
+//! `read`s, counting event ends (`\n\n`) and nothing more — no timestamps, no parse, no records.
+//! Against the firehose it separates what tokio's task-per-stream model costs from what
+//! servetop's own reads add (docs/client-performance.md, "A read's cost at ten thousand paced
+//! streams"): compare its CPU per million tokens with `servetop bench-case --kind reference`
+//! (one thread, `epoll`) and `--kind accuracy` on the same firehose.
+//!
+//! ```sh
+//! taskset -c 0 servetop sim --firehose --port 0 --events-per-write 1 --decode-step-ms 20 &
+//! taskset -c 1 cargo run --release --example task_per_stream_reader -- 127.0.0.1:PORT 10000 2
+//! ```
+//!
+//! Arguments: the firehose's address, the streams, the requests each stream sends one after
+//! another (50 output tokens each). The connections are opened before the clock starts.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Output tokens a request asks for; its answer has one more event, `[DONE]`.
+const OUTPUT: u64 = 50;
+
+/// This process's CPU seconds (user + system).
+fn cpu_seconds() -> Result<f64, String> {
+    let stat = std::fs::read_to_string("/proc/self/stat").map_err(|e| e.to_string())?;
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| -> Result<f64, String> {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .ok_or_else(|| "unreadable /proc/self/stat".to_string())
+    };
+    Ok((ticks(11)? + ticks(12)?) / 100.0)
+}
+
+/// Sends `requests` requests on `sock`, one after another, each read to its body's end: the
+/// token events read.
+async fn stream(mut sock: TcpStream, request: Arc<Vec<u8>>, requests: u32) -> Result<u64, String> {
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut tokens = 0;
+    for _ in 0..requests {
+        sock.write_all(&request).await.map_err(|e| e.to_string())?;
+        let (mut events, mut prev) = (0u64, 0u8);
+        let mut tail = [0u8; 5];
+        loop {
+            let got = sock.read(&mut buf).await.map_err(|e| e.to_string())?;
+            if got == 0 {
+                return Err("the firehose closed a connection".into());
+            }
+            for &b in &buf[..got] {
+                if b == b'\n' && prev == b'\n' {
+                    events += 1;
+                }
+                prev = b;
+            }
+            // The last five bytes read, across reads.
+            let n = got.min(tail.len());
+            tail.rotate_left(n);
+            tail[5 - n..].copy_from_slice(&buf[got - n..got]);
+            // The chunked body's end comes right after the [DONE] event.
+            if events > OUTPUT && &tail == b"0\r\n\r\n" {
+                break;
+            }
+        }
+        tokens += events - 1;
+    }
+    Ok(tokens)
+}
+
+fn main() -> Result<(), String> {
+    let args: Vec<String> = std::env::args().collect();
+    let usage = "usage: task_per_stream_reader ADDR STREAMS REQUESTS_PER_STREAM";
+    let addr = args.get(1).ok_or(usage)?.clone();
+    let streams: u32 = args.get(2).and_then(|a| a.parse().ok()).ok_or(usage)?;
+    let requests: u32 = args.get(3).and_then(|a| a.parse().ok()).ok_or(usage)?;
+    let body = format!(
+        "{{\"model\":\"firehose\",\"prompt\":\"{}\",\"max_tokens\":{OUTPUT},\"stream\":true,\"ignore_eos\":true}}",
+        "the ".repeat(32)
+    );
+    let request = Arc::new(
+        format!(
+            "POST /v1/completions HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes(),
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let socks = rt.block_on(async {
+        let mut v = Vec::new();
+        for _ in 0..streams {
+            let s = TcpStream::connect(&addr)
+                .await
+                .map_err(|e| format!("{addr}: {e}"))?;
+            s.set_nodelay(true).map_err(|e| e.to_string())?;
+            v.push(s);
+        }
+        Ok::<_, String>(v)
+    })?;
+    let (cpu0, t0) = (cpu_seconds()?, Instant::now());
+    let tokens = rt.block_on(async {
+        let tasks: Vec<_> = socks
+            .into_iter()
+            .map(|s| tokio::spawn(stream(s, request.clone(), requests)))
+            .collect();
+        let mut tokens = 0;
+        for t in tasks {
+            tokens += t.await.map_err(|e| e.to_string())??;
+        }
+        Ok::<_, String>(tokens)
+    })?;
+    let (cpu, secs) = (cpu_seconds()? - cpu0, t0.elapsed().as_secs_f64());
+    println!(
+        "{tokens} tokens in {secs:.2} s: {:.0} tok/s, {cpu:.2} s of CPU, {:.2} s per million tokens",
+        tokens as f64 / secs,
+        cpu / tokens.max(1) as f64 * 1e6
+    );
+    Ok(())
+}
