@@ -12,12 +12,17 @@
 //! ```
 //!
 //! Arguments: the firehose's address, the streams, the requests each stream sends one after
-//! another (50 output tokens each). The connections are opened before the clock starts.
+//! another (50 output tokens each), and `stamped` to read as servetop does, with `recvmsg` and
+//! the kernel's receive time of each read (`SO_TIMESTAMPNS`). The connections are opened before
+//! the clock starts.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use std::os::fd::AsRawFd;
+
+use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, setsockopt, sockopt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
 /// Output tokens a request asks for; its answer has one more event, `[DONE]`.
@@ -41,17 +46,61 @@ fn cpu_seconds() -> Result<f64, String> {
     Ok((ticks(11)? + ticks(12)?) / 100.0)
 }
 
+/// One read as servetop's streams read: `recvmsg` with the kernel's receive time of its latest
+/// segment (`SO_TIMESTAMPNS`), the time taken from its control message.
+async fn recv_stamped(
+    sock: &TcpStream,
+    buf: &mut [u8],
+    cmsg: &mut Vec<u8>,
+) -> Result<usize, String> {
+    let fd = sock.as_raw_fd();
+    loop {
+        sock.readable().await.map_err(|e| e.to_string())?;
+        let read = sock.try_io(Interest::READABLE, || {
+            let mut iov = [std::io::IoSliceMut::new(&mut *buf)];
+            let msg = recvmsg::<()>(fd, &mut iov, Some(&mut *cmsg), MsgFlags::MSG_DONTWAIT)
+                .map_err(std::io::Error::from)?;
+            let mut stamp = 0;
+            for c in msg.cmsgs().into_iter().flatten() {
+                if let ControlMessageOwned::ScmTimestampns(t) = c {
+                    stamp = t.tv_sec() * 1_000_000_000 + t.tv_nsec();
+                }
+            }
+            std::hint::black_box(stamp);
+            Ok(msg.bytes)
+        });
+        match read {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
 /// Sends `requests` requests on `sock`, one after another, each read to its body's end: the
 /// token events read.
-async fn stream(mut sock: TcpStream, request: Arc<Vec<u8>>, requests: u32) -> Result<u64, String> {
+async fn stream(
+    mut sock: TcpStream,
+    request: Arc<Vec<u8>>,
+    requests: u32,
+    stamped: bool,
+) -> Result<u64, String> {
     let mut buf = vec![0u8; 16 * 1024];
+    let mut cmsg = nix::cmsg_space!(nix::sys::time::TimeSpec);
+    if stamped {
+        setsockopt(&sock, sockopt::ReceiveTimestampns, &true).map_err(|e| e.to_string())?;
+    }
     let mut tokens = 0;
     for _ in 0..requests {
         sock.write_all(&request).await.map_err(|e| e.to_string())?;
         let (mut events, mut prev) = (0u64, 0u8);
         let mut tail = [0u8; 5];
         loop {
-            let got = sock.read(&mut buf).await.map_err(|e| e.to_string())?;
+            let got = if stamped {
+                recv_stamped(&sock, &mut buf, &mut cmsg).await?
+            } else {
+                sock.read(&mut buf).await.map_err(|e| e.to_string())?
+            };
             if got == 0 {
                 return Err("the firehose closed a connection".into());
             }
@@ -77,10 +126,15 @@ async fn stream(mut sock: TcpStream, request: Arc<Vec<u8>>, requests: u32) -> Re
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: task_per_stream_reader ADDR STREAMS REQUESTS_PER_STREAM";
+    let usage = "usage: task_per_stream_reader ADDR STREAMS REQUESTS_PER_STREAM [stamped]";
     let addr = args.get(1).ok_or(usage)?.clone();
     let streams: u32 = args.get(2).and_then(|a| a.parse().ok()).ok_or(usage)?;
     let requests: u32 = args.get(3).and_then(|a| a.parse().ok()).ok_or(usage)?;
+    let stamped = match args.get(4).map(String::as_str) {
+        None => false,
+        Some("stamped") => true,
+        Some(_) => return Err(usage.into()),
+    };
     let body = format!(
         "{{\"model\":\"firehose\",\"prompt\":\"{}\",\"max_tokens\":{OUTPUT},\"stream\":true,\"ignore_eos\":true}}",
         "the ".repeat(32)
@@ -112,7 +166,7 @@ fn main() -> Result<(), String> {
     let tokens = rt.block_on(async {
         let tasks: Vec<_> = socks
             .into_iter()
-            .map(|s| tokio::spawn(stream(s, request.clone(), requests)))
+            .map(|s| tokio::spawn(stream(s, request.clone(), requests, stamped)))
             .collect();
         let mut tokens = 0;
         for t in tasks {
