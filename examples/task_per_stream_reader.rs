@@ -1,6 +1,7 @@
 //! The least a client built like servetop's can do: one tokio task a stream on a one-worker
-//! runtime, each writing a streaming completion request and reading its answer with plain
-//! `read`s, counting event ends (`\n\n`) and nothing more — no timestamps, no parse, no records.
+//! runtime, each writing the reference reader's request and reading its answer with plain
+//! `read`s, counting event ends (`\n\n`) as the reference reader does and nothing more: no
+//! timestamps, no parse, no records.
 //! Against the firehose it separates what tokio's task-per-stream model costs from what
 //! servetop's own reads add (docs/client-performance.md, "A read's cost at ten thousand paced
 //! streams"): compare its CPU per million tokens with `servetop bench-case --kind reference`
@@ -22,29 +23,13 @@ use std::time::Instant;
 use std::os::fd::AsRawFd;
 
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, setsockopt, sockopt};
+use servetop::selfbench::reference::{self, Response};
+use servetop::telemetry::client_load::cpu_seconds_of;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
 /// Output tokens a request asks for; its answer has one more event, `[DONE]`.
 const OUTPUT: u64 = 50;
-
-/// This process's CPU seconds (user + system).
-fn cpu_seconds() -> Result<f64, String> {
-    let stat = std::fs::read_to_string("/proc/self/stat").map_err(|e| e.to_string())?;
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .collect();
-    let ticks = |i: usize| -> Result<f64, String> {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .ok_or_else(|| "unreadable /proc/self/stat".to_string())
-    };
-    Ok((ticks(11)? + ticks(12)?) / 100.0)
-}
 
 /// One read as servetop's streams read: `recvmsg` with the kernel's receive time of its latest
 /// segment (`SO_TIMESTAMPNS`), the time taken from its control message.
@@ -93,8 +78,7 @@ async fn stream(
     let mut tokens = 0;
     for _ in 0..requests {
         sock.write_all(&request).await.map_err(|e| e.to_string())?;
-        let (mut events, mut prev) = (0u64, 0u8);
-        let mut tail = [0u8; 5];
+        let mut response = Response::default();
         loop {
             let got = if stamped {
                 recv_stamped(&sock, &mut buf, &mut cmsg).await?
@@ -104,22 +88,11 @@ async fn stream(
             if got == 0 {
                 return Err("the firehose closed a connection".into());
             }
-            for &b in &buf[..got] {
-                if b == b'\n' && prev == b'\n' {
-                    events += 1;
-                }
-                prev = b;
-            }
-            // The last five bytes read, across reads.
-            let n = got.min(tail.len());
-            tail.rotate_left(n);
-            tail[5 - n..].copy_from_slice(&buf[got - n..got]);
-            // The chunked body's end comes right after the [DONE] event.
-            if events > OUTPUT && &tail == b"0\r\n\r\n" {
+            if response.scan(&buf[..got], OUTPUT + 1) {
                 break;
             }
         }
-        tokens += events - 1;
+        tokens += response.events - 1;
     }
     Ok(tokens)
 }
@@ -135,17 +108,7 @@ fn main() -> Result<(), String> {
         Some("stamped") => true,
         Some(_) => return Err(usage.into()),
     };
-    let body = format!(
-        "{{\"model\":\"firehose\",\"prompt\":\"{}\",\"max_tokens\":{OUTPUT},\"stream\":true,\"ignore_eos\":true}}",
-        "the ".repeat(32)
-    );
-    let request = Arc::new(
-        format!(
-            "POST /v1/completions HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .into_bytes(),
-    );
+    let request = Arc::new(reference::request(&addr, 32, OUTPUT as u32));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -162,7 +125,7 @@ fn main() -> Result<(), String> {
         }
         Ok::<_, String>(v)
     })?;
-    let (cpu0, t0) = (cpu_seconds()?, Instant::now());
+    let (cpu0, t0) = (cpu_seconds_of("self"), Instant::now());
     let tokens = rt.block_on(async {
         let tasks: Vec<_> = socks
             .into_iter()
@@ -174,7 +137,7 @@ fn main() -> Result<(), String> {
         }
         Ok::<_, String>(tokens)
     })?;
-    let (cpu, secs) = (cpu_seconds()? - cpu0, t0.elapsed().as_secs_f64());
+    let (cpu, secs) = (cpu_seconds_of("self") - cpu0, t0.elapsed().as_secs_f64());
     println!(
         "{tokens} tokens in {secs:.2} s: {:.0} tok/s, {cpu:.2} s of CPU, {:.2} s per million tokens",
         tokens as f64 / secs,

@@ -33,19 +33,19 @@ pub struct Reading {
 /// The end of a chunked body.
 const BODY_END: &[u8] = b"0\r\n\r\n";
 
-/// One connection's place in its current response.
-struct Conn {
-    sock: TcpStream,
+/// Where a reader stands in one streamed response: its event ends counted, and its last bytes.
+#[derive(Debug, Default)]
+pub struct Response {
     /// `\n\n` seen so far in this response.
-    events: u64,
+    pub events: u64,
     /// The last bytes read, for an event end or the body's end split between two reads.
     tail: [u8; 4],
-    busy: bool,
 }
 
-impl Conn {
-    /// Scans `bytes` of the current response; whether the response is over.
-    fn scan(&mut self, bytes: &[u8], events_per_response: u64) -> bool {
+impl Response {
+    /// Scans `bytes` of the response; whether it is over (its `events_per_response`-th event
+    /// and the chunked body's end seen).
+    pub fn scan(&mut self, bytes: &[u8], events_per_response: u64) -> bool {
         let mut prev = self.tail[3];
         for &b in bytes {
             if b == b'\n' && prev == b'\n' {
@@ -66,6 +66,30 @@ impl Conn {
     }
 }
 
+/// One connection and its place in its current response.
+struct Conn {
+    sock: TcpStream,
+    response: Response,
+    busy: bool,
+}
+
+/// The streaming completion request the reference reader sends the firehose at `addr`
+/// (`host:port`): `input_len` words of prompt, `output_len` tokens asked, end of sequence
+/// ignored.
+pub fn request(addr: &str, input_len: u64, output_len: u32) -> Vec<u8> {
+    let prompt = "the ".repeat(input_len as usize);
+    let body = serde_json::json!({
+        "model": "firehose", "prompt": prompt, "max_tokens": output_len,
+        "stream": true, "ignore_eos": true,
+    })
+    .to_string();
+    format!(
+        "POST /v1/completions HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
 /// Reads `requests` streams of `output_len` tokens from the firehose at `addr` (`host:port`),
 /// `concurrency` at a time.
 pub fn read(
@@ -75,17 +99,7 @@ pub fn read(
     input_len: u64,
     output_len: u32,
 ) -> Result<Reading, String> {
-    let prompt = "the ".repeat(input_len as usize);
-    let body = serde_json::json!({
-        "model": "firehose", "prompt": prompt, "max_tokens": output_len,
-        "stream": true, "ignore_eos": true,
-    })
-    .to_string();
-    let request = format!(
-        "POST /v1/completions HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .into_bytes();
+    let request = request(addr, input_len, output_len);
     let per_response = u64::from(output_len) + 1;
     let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(|e| format!("epoll: {e}"))?;
     let mut conns = Vec::new();
@@ -100,8 +114,7 @@ pub fn read(
             .map_err(|e| format!("epoll: {e}"))?;
         conns.push(Conn {
             sock,
-            events: 0,
-            tail: [0; 4],
+            response: Response::default(),
             busy: false,
         });
     }
@@ -132,13 +145,12 @@ pub fn read(
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
                 Err(e) => return Err(e.to_string()),
             };
-            if !c.busy || !c.scan(&buf[..got], per_response) {
+            if !c.busy || !c.response.scan(&buf[..got], per_response) {
                 continue;
             }
             done += 1;
-            tokens += c.events - 1;
-            c.events = 0;
-            c.tail = [0; 4];
+            tokens += c.response.events - 1;
+            c.response = Response::default();
             c.busy = false;
             if sent < requests {
                 c.sock.write_all(&request).map_err(|e| e.to_string())?;
@@ -167,16 +179,6 @@ pub fn read(
 mod tests {
     use super::*;
 
-    fn conn() -> Conn {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        Conn {
-            sock: TcpStream::connect(l.local_addr().unwrap()).unwrap(),
-            events: 0,
-            tail: [0; 4],
-            busy: true,
-        }
-    }
-
     /// A response cut anywhere into reads: the events are counted and the end found once, at
     /// the end.
     #[test]
@@ -184,7 +186,7 @@ mod tests {
         let body = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n1e\r\ndata: {\"a\":1}\n\ndata: {\"a\":2}\n\n\r\n14\r\ndata: [DONE]\n\n\r\n0\r\n\r\n";
         for cut in 1..body.len() {
             for step in [1, 3, cut] {
-                let mut c = conn();
+                let mut c = Response::default();
                 let mut ends = Vec::new();
                 let mut at = 0;
                 while at < body.len() {
