@@ -333,7 +333,9 @@ pub fn assert_crash_recorded_and_restarted(r: &serde_json::Value, requests: u64)
 }
 
 /// The sweep levels of a `--thinking-budget` run against a real engine: every measured request
-/// of `records` thought exactly its level's budget and produced `output` tokens, and TTFC − TTFT
+/// of `records` thought exactly its level's budget (one more only where its last thinking chunk
+/// holds an event of more than one token, which may hold the forced `</think>`) and produced
+/// `output` tokens, and TTFC − TTFT
 /// spans the thinking's steps — the budget's tokens and `closing(r)` more (the forced
 /// `</think>`) — at the request's own time per output token: the level's median at least 70 %
 /// of that, and at C=1 at most 130 % (at C=2 the other request's prefill may land inside the
@@ -364,12 +366,22 @@ pub fn thinking_took_its_budget(
         let mut ratios = Vec::new();
         for r in &mine {
             assert_eq!(r.output_tokens, u64::from(output), "{r:?}");
-            assert_eq!(
-                r.reasoning_tokens,
-                Some(u64::from(budget)),
-                "{}: a request of budget {budget} thought {:?} tokens",
+            // The forced `</think>` in the last thinking event is counted as thinking: an engine
+            // that merges it with the token before (vLLM, when its API server lags its engine)
+            // sends one event of two tokens, which no count per event can split.
+            let ttfc = r.ttfc_us.unwrap();
+            let merged_tag = r
+                .chunks
+                .iter()
+                .rfind(|c| c.t_us < ttfc)
+                .is_some_and(|c| c.tokens > c.events);
+            let thought = r.reasoning_tokens.unwrap_or(0);
+            assert!(
+                thought == u64::from(budget) || merged_tag && thought == u64::from(budget) + 1,
+                "{}: a request of budget {budget} thought {:?} tokens (the last thinking chunk {:?})",
                 l.label(),
-                r.reasoning_tokens
+                r.reasoning_tokens,
+                r.chunks.iter().rfind(|c| c.t_us < ttfc)
             );
             assert!(!r.think_tags, "{r:?}");
             let steps = f64::from(budget) + closing(r);
