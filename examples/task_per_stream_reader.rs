@@ -17,12 +17,11 @@
 //! the kernel's receive time of each read (`SO_TIMESTAMPNS`). The connections are opened before
 //! the clock starts.
 
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Instant;
 
-use std::os::fd::AsRawFd;
-
-use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, setsockopt, sockopt};
+use servetop::client::rxtime;
 use servetop::selfbench::reference::{self, Response};
 use servetop::telemetry::client_load::cpu_seconds_of;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
@@ -32,7 +31,7 @@ use tokio::net::TcpStream;
 const OUTPUT: u64 = 50;
 
 /// One read as servetop's streams read: `recvmsg` with the kernel's receive time of its latest
-/// segment (`SO_TIMESTAMPNS`), the time taken from its control message.
+/// segment, through servetop's own call (`rxtime::recv_stamped`).
 async fn recv_stamped(
     sock: &TcpStream,
     buf: &mut [u8],
@@ -41,21 +40,11 @@ async fn recv_stamped(
     let fd = sock.as_raw_fd();
     loop {
         sock.readable().await.map_err(|e| e.to_string())?;
-        let read = sock.try_io(Interest::READABLE, || {
-            let mut iov = [std::io::IoSliceMut::new(&mut *buf)];
-            let msg = recvmsg::<()>(fd, &mut iov, Some(&mut *cmsg), MsgFlags::MSG_DONTWAIT)
-                .map_err(std::io::Error::from)?;
-            let mut stamp = 0;
-            for c in msg.cmsgs().into_iter().flatten() {
-                if let ControlMessageOwned::ScmTimestampns(t) = c {
-                    stamp = t.tv_sec() * 1_000_000_000 + t.tv_nsec();
-                }
+        match sock.try_io(Interest::READABLE, || rxtime::recv_stamped(fd, buf, cmsg)) {
+            Ok((n, stamp)) => {
+                std::hint::black_box(stamp);
+                return Ok(n);
             }
-            std::hint::black_box(stamp);
-            Ok(msg.bytes)
-        });
-        match read {
-            Ok(n) => return Ok(n),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(e.to_string()),
         }
@@ -71,9 +60,9 @@ async fn stream(
     stamped: bool,
 ) -> Result<u64, String> {
     let mut buf = vec![0u8; 16 * 1024];
-    let mut cmsg = nix::cmsg_space!(nix::sys::time::TimeSpec);
+    let mut cmsg = rxtime::cmsg_space();
     if stamped {
-        setsockopt(&sock, sockopt::ReceiveTimestampns, &true).map_err(|e| e.to_string())?;
+        rxtime::stamp_receives(&sock);
     }
     let mut tokens = 0;
     for _ in 0..requests {

@@ -9,10 +9,11 @@
 //! - `--reasoning-parser deepseek_r1 --enable-auto-tool-choice --tool-call-parser hermes`: each
 //!   request thinks exactly its budget (counted from the events: `deepseek_r1`'s usage says 0
 //!   when the template opened `<think>`), or one more where vLLM merged the forced `</think>`
-//!   into the last thinking event (its API server behind its engine: a CI run saw 13 for 12); TTFC − TTFT is the budget's steps and the forced tag's
-//!   at the request's own time per output token (each level's median of 8 at least 70 % of it, and
-//!   at C=1 at most 130 %: at C=2 the other request's prefill may land inside the thinking); a
-//!   required call with `parallel_tool_calls: false` is exactly one call a request. Planted: the
+//!   into the last thinking event (its API server behind its engine: a CI run saw 13 for 12);
+//!   TTFC − TTFT is the budget's steps and the forced tag's at the request's own time per output
+//!   token (each level's median of 8 at least 70 % of it, and at C=1 at most 130 %: at C=2 the
+//!   other request's prefill may land inside the thinking); a required call with
+//!   `parallel_tool_calls: false` is exactly one call a request. Planted: the
 //!   template told not to open `<think>` (`deepseek_r1` then calls every token thinking and the
 //!   budget never starts) is caught, naming `--reasoning-parser`.
 //! - No parser at all: a budget is refused (vLLM's own message, kept as the failure); thinking

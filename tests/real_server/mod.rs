@@ -335,11 +335,10 @@ pub fn assert_crash_recorded_and_restarted(r: &serde_json::Value, requests: u64)
 /// The sweep levels of a `--thinking-budget` run against a real engine: every measured request
 /// of `records` thought exactly its level's budget (one more only where its last thinking chunk
 /// holds an event of more than one token, which may hold the forced `</think>`) and produced
-/// `output` tokens, and TTFC − TTFT
-/// spans the thinking's steps — the budget's tokens and `closing(r)` more (the forced
-/// `</think>`) — at the request's own time per output token: the level's median at least 70 %
-/// of that, and at C=1 at most 130 % (at C=2 the other request's prefill may land inside the
-/// thinking, which only lengthens it). A median of at least 8 requests, as one request's stall
+/// `output` tokens, and TTFC − TTFT spans the thinking's steps — the budget's tokens and
+/// `closing(r)` more (the forced `</think>`) — at the request's own time per output token: the
+/// level's median at least 70 % of that, and at C=1 at most 130 % (at C=2 the other request's
+/// prefill may land inside the thinking, which only lengthens it). A median of at least 8 requests, as one request's stall
 /// (a level's first may start cold; on 2 cores a 25 ms pause of the engine is 30 % of a
 /// 12-token thinking) moves its own ratio either way: a CI run with 4 a level once saw two of
 /// them stalled ([0.91, 1.02, 1.31, 1.33]). Each level's ratios are printed.
@@ -370,18 +369,14 @@ pub fn thinking_took_its_budget(
             // that merges it with the token before (vLLM, when its API server lags its engine)
             // sends one event of two tokens, which no count per event can split.
             let ttfc = r.ttfc_us.unwrap();
-            let merged_tag = r
-                .chunks
-                .iter()
-                .rfind(|c| c.t_us < ttfc)
-                .is_some_and(|c| c.tokens > c.events);
+            let last_thinking = r.chunks.iter().rfind(|c| c.t_us < ttfc);
+            let merged_tag = last_thinking.is_some_and(|c| c.tokens > c.events);
             let thought = r.reasoning_tokens.unwrap_or(0);
             assert!(
                 thought == u64::from(budget) || merged_tag && thought == u64::from(budget) + 1,
-                "{}: a request of budget {budget} thought {:?} tokens (the last thinking chunk {:?})",
+                "{}: a request of budget {budget} thought {:?} tokens (the last thinking chunk {last_thinking:?})",
                 l.label(),
                 r.reasoning_tokens,
-                r.chunks.iter().rfind(|c| c.t_us < ttfc)
             );
             assert!(!r.think_tags, "{r:?}");
             let steps = f64::from(budget) + closing(r);
