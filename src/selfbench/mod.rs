@@ -25,6 +25,7 @@
 mod agent;
 pub mod reference;
 mod report;
+mod sched;
 pub mod soak;
 mod timing;
 pub mod wave;
@@ -82,6 +83,15 @@ pub struct CaseResult {
     /// at a lower event rate than asked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_late_p99_ms: Option<f64>,
+    /// servetop's cases: how long, over the level, the runtime's threads that read the streams
+    /// were ready to run and waited for a CPU (their own process's other threads, another
+    /// process on the core, the hypervisor), and the hypervisor's steal on the case's CPUs
+    /// ([`sched`]). A paced stream falls a step behind when its reader loses the core for
+    /// about a step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reader_wait_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_ms: Option<f64>,
     /// The same for each request's first event (the TTFT error).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ttft_error_p50_ms: Option<f64>,
@@ -180,13 +190,15 @@ pub async fn case(a: BenchCaseArgs) -> Result<CaseResult, String> {
     let summary = crate::summary::RunSummary::new(cfg.clone(), None);
     // CPU readings every 20 ms, to take the level's window out of the whole process's time.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let readings = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(u64, f64)>::new()));
+    // With them, the reading threads' run-queue wait and the steal on the case's CPUs.
+    let readings = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(u64, [f64; 3])>::new()));
     let sampler = {
         let (stop, readings) = (stop.clone(), readings.clone());
         std::thread::spawn(move || {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let now = [cpu_seconds(), sched::reader_wait_s(), sched::steal_s()];
                 if let Ok(mut r) = readings.lock() {
-                    r.push((crate::metrics::unix_us(), cpu_seconds()));
+                    r.push((crate::metrics::unix_us(), now));
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -230,9 +242,10 @@ pub async fn case(a: BenchCaseArgs) -> Result<CaseResult, String> {
             .iter()
             .find(|(ts, _)| *ts >= t)
             .or(readings.last())
-            .map_or(0.0, |r| r.1)
+            .map_or([0.0; 3], |r| r.1)
     };
-    let cpu_s = at(end) - at(start);
+    let over = |k: usize| at(end)[k] - at(start)[k];
+    let cpu_s = over(0);
     // The deliveries (token-carrying reads) of the completed requests. Not the count of
     // tokens_per_chunk, which has one value a gap between two deliveries of a request: at
     // capacity the firehose outruns the reader, a request's whole answer often arrives in one
@@ -265,6 +278,8 @@ pub async fn case(a: BenchCaseArgs) -> Result<CaseResult, String> {
         origin_unix_us: origin,
         frames_per_s: (a.ui == "dashboard").then(|| drawn.per_second()),
         held_reads: Some(sc.held_reads),
+        reader_wait_ms: Some(over(1) * 1e3),
+        steal_ms: Some(over(2) * 1e3),
         sessions_completed: sc.session.as_ref().map(|x| x.sessions_completed),
         tool_wait_share: sc.session.as_ref().and_then(|x| {
             let (tool, all) = (x.mean_session_tool_s?, x.mean_session_s?);

@@ -57,6 +57,8 @@ pub fn medians(rows: &[CaseResult]) -> Vec<CaseResult> {
                 ttft_error_p50_ms: mo(|r| r.ttft_error_p50_ms),
                 ttft_error_p99_ms: mo(|r| r.ttft_error_p99_ms),
                 server_late_p99_ms: mo(|r| r.server_late_p99_ms),
+                reader_wait_ms: mo(|r| r.reader_wait_ms),
+                steal_ms: mo(|r| r.steal_ms),
                 frames_per_s: mo(|r| r.frames_per_s),
                 reference_tokens_per_s: mo(|r| r.reference_tokens_per_s),
                 ratio_to_reference: mo(|r| r.ratio_to_reference),
@@ -229,6 +231,12 @@ pub(super) fn print_case(r: &CaseResult) {
     );
     if let Some(f) = r.frames_per_s {
         eprintln!("    dashboard drew {f:.1} frames a second (asked 10)");
+    }
+    if let (Some(w), Some(st)) = (r.reader_wait_ms, r.steal_ms) {
+        eprintln!(
+            "    the reading threads waited {w:.1} ms for a CPU over the level ({:.2} % of it); steal on the case's CPUs {st:.0} ms",
+            w / (r.duration_s * 10.0).max(1e-9)
+        );
     }
     for w in &r.waves {
         eprintln!(
