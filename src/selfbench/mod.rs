@@ -105,6 +105,13 @@ pub struct CaseResult {
     pub held_reads: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub late_unheld_events: Option<u64>,
+    /// Accuracy, wave and agent cases: the token events timed against the firehose's record,
+    /// and those stamped more than [`UNHELD_LATE_US`] after their write ended, held or not
+    /// (`--json` keeps the repeat with the most).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timed_events: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_events: Option<u64>,
     /// Capacity cases: the reference reader's tokens/s against the same firehose, on the same
     /// core, in the same repeat, and servetop's as a ratio to it.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -68,6 +68,9 @@ pub fn medians(rows: &[CaseResult]) -> Vec<CaseResult> {
                 // Counts that should be zero: the most of any repeat.
                 held_reads: group.iter().filter_map(|r| r.held_reads).max(),
                 late_unheld_events: group.iter().filter_map(|r| r.late_unheld_events).max(),
+                // The repeat with the most late events, with its own count of events timed.
+                late_events: most_late(&group).and_then(|r| r.late_events),
+                timed_events: most_late(&group).and_then(|r| r.timed_events),
                 // Agent cases: the fewest sessions any repeat completed.
                 sessions_completed: group.iter().filter_map(|r| r.sessions_completed).min(),
                 tool_wait_share: mo(|r| r.tool_wait_share),
@@ -75,6 +78,15 @@ pub fn medians(rows: &[CaseResult]) -> Vec<CaseResult> {
             }
         })
         .collect()
+}
+
+/// The repeat of a case with the most events stamped late, if any has a count.
+fn most_late<'a>(group: &[&'a CaseResult]) -> Option<&'a CaseResult> {
+    group
+        .iter()
+        .filter(|r| r.late_events.is_some())
+        .max_by_key(|r| r.late_events)
+        .copied()
 }
 
 /// Each wave's figures, medians over the repeats of one wave case.
@@ -179,6 +191,12 @@ pub fn print(all: &[CaseResult], json: bool) {
         );
     }
     print_behind(all, &rows);
+    for r in &rows {
+        if let Some(note) = late_note(all, r) {
+            println!();
+            println!("{note}");
+        }
+    }
     print_agents(all, &rows);
     let waves: Vec<&CaseResult> = rows.iter().filter(|r| !r.waves.is_empty()).collect();
     if waves.is_empty() {
@@ -221,10 +239,12 @@ pub(super) fn print_case(r: &CaseResult) {
         r.server_cpu_pct,
         r.peak_rss_mb,
         r.timing_error_p99_ms.map_or(String::new(), |p| format!(
-            "  timing error p50 {:.3} p99 {p:.3} ms, TTFT error p99 {:.3} ms, held reads {}, late unheld {}, firehose late p99 {:.1} ms",
+            "  timing error p50 {:.3} p99 {p:.3} ms, TTFT error p99 {:.3} ms, held reads {}, late {} ({}), late unheld {}, firehose late p99 {:.1} ms",
             r.timing_error_p50_ms.unwrap_or(0.0),
             r.ttft_error_p99_ms.unwrap_or(f64::NAN),
             r.held_reads.unwrap_or(0),
+            r.late_events.unwrap_or(0),
+            share(r.late_events, r.timed_events),
             r.late_unheld_events.unwrap_or(0),
             r.server_late_p99_ms.unwrap_or(f64::NAN)
         ))
@@ -250,6 +270,66 @@ pub(super) fn print_case(r: &CaseResult) {
             w.ttft_error_p99_ms.unwrap_or(f64::NAN)
         );
     }
+}
+
+/// `part` of `whole` as a percentage to two places (`-` without both).
+fn share(part: Option<u64>, whole: Option<u64>) -> String {
+    match (part, whole) {
+        (Some(p), Some(w)) if w > 0 => format!("{:.2} %", p as f64 * 100.0 / w as f64),
+        _ => "-".into(),
+    }
+}
+
+/// A timing error p99 this large in some repeat is explained under the table.
+pub const TIMING_P99_NOTE_MS: f64 = 1.0;
+
+/// What to say of the repeat of `r`'s case with the largest timing error p99, when it reached
+/// [`TIMING_P99_NOTE_MS`]: how many events were stamped late in it, and whether the client
+/// flagged them (held reads) or not.
+fn late_note(all: &[CaseResult], r: &CaseResult) -> Option<String> {
+    let same = |x: &&CaseResult| {
+        (
+            &x.kind,
+            x.concurrency,
+            &x.ui,
+            x.events_per_write,
+            x.input_len,
+        ) == (
+            &r.kind,
+            r.concurrency,
+            &r.ui,
+            r.events_per_write,
+            r.input_len,
+        )
+    };
+    let w = all
+        .iter()
+        .filter(same)
+        .filter(|x| {
+            x.timing_error_p99_ms
+                .is_some_and(|p| p >= TIMING_P99_NOTE_MS)
+        })
+        .max_by(|a, b| {
+            let p = |x: &CaseResult| x.timing_error_p99_ms.unwrap_or(0.0);
+            p(a).total_cmp(&p(b))
+        })?;
+    let (late, unheld) = (w.late_events?, w.late_unheld_events?);
+    let whose = if unheld == 0 {
+        "every one in a request that flagged a held read: the client read those streams after their next event had arrived, and said so".to_string()
+    } else {
+        format!(
+            "{unheld} of them in requests that flagged no held read: stamps the client did not flag"
+        )
+    };
+    Some(format!(
+        "{} C={} {}: a repeat's timing error p99 was {:.3} ms; {late} of its token events ({}) were stamped more than {} ms after their write, {whose}.",
+        r.kind,
+        r.concurrency,
+        r.ui,
+        w.timing_error_p99_ms.unwrap_or(f64::NAN),
+        share(Some(late), w.timed_events),
+        super::UNHELD_LATE_US / 1000,
+    ))
 }
 
 /// The paced cases whose firehose could not keep the asked pace: their load was less than asked.
@@ -366,6 +446,47 @@ mod tests {
         }
         assert_eq!(behind(&case(94.0), Some(5.0)), None);
         assert_eq!(behind(&case(94.0), None), None);
+    }
+
+    /// A repeat whose timing error p99 reached 1 ms is explained by its own late events, flagged
+    /// or not; repeats under it get no note; the medians keep the repeat with the most late.
+    #[test]
+    fn a_repeat_timed_a_step_late_is_explained_by_its_late_events() {
+        let rep = |p99: f64, late: u64, unheld: u64| CaseResult {
+            kind: "accuracy".into(),
+            concurrency: 10000,
+            ui: "dashboard".into(),
+            timing_error_p99_ms: Some(p99),
+            late_events: Some(late),
+            late_unheld_events: Some(unheld),
+            timed_events: Some(1_000_000),
+            ..CaseResult::default()
+        };
+        let all = [
+            rep(0.007, 4523, 0),
+            rep(19.928, 10_589, 0),
+            rep(0.006, 98, 0),
+        ];
+        let m = medians(&all);
+        assert_eq!(
+            (m[0].late_events, m[0].timed_events),
+            (Some(10_589), Some(1_000_000))
+        );
+        let note = late_note(&all, &m[0]).expect("a repeat reached 1 ms");
+        assert!(note.contains("19.928 ms"), "{note}");
+        assert!(
+            note.contains("10589 of its token events (1.06 %)"),
+            "{note}"
+        );
+        assert!(note.contains("flagged a held read"), "{note}");
+        let unflagged = [rep(2.5, 12_000, 40)];
+        let note = late_note(&unflagged, &medians(&unflagged)[0]).expect("2.5 ms");
+        assert!(
+            note.contains("40 of them in requests that flagged no held read"),
+            "{note}"
+        );
+        let fine = [rep(0.999, 9_000, 0)];
+        assert_eq!(late_note(&fine, &medians(&fine)[0]), None);
     }
 
     /// Three repeats of one case become one row of medians, its waves too; another case stays.

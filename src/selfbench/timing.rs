@@ -39,7 +39,9 @@ struct Timing {
     /// Requests found in the record.
     matched: usize,
     sent: Vec<wave::Sent>,
-    /// Events more than [`UNHELD_LATE_US`] late in requests that counted no held read.
+    /// Events stamped more than [`UNHELD_LATE_US`] after their write ended, and those of them in
+    /// requests that counted no held read.
+    late: u64,
     late_unheld: u64,
 }
 
@@ -62,7 +64,7 @@ fn timing_errors(
     let (mut all, mut first) = (Dist::new(), Dist::new());
     let mut matched = 0;
     let mut sent = Vec::new();
-    let mut late_unheld = 0;
+    let (mut late, mut late_unheld) = (0, 0);
     for line in text.lines() {
         let r: RequestRecord = serde_json::from_str(line).map_err(|e| e.to_string())?;
         if r.warmup || !r.is_ok() {
@@ -90,8 +92,9 @@ fn timing_errors(
                 first.record(e);
                 first_error = Some(e);
             }
-            if r.held_reads == 0 && at.saturating_sub(end) > UNHELD_LATE_US {
-                late_unheld += 1;
+            if at.saturating_sub(end) > UNHELD_LATE_US {
+                late += 1;
+                late_unheld += u64::from(r.held_reads == 0);
             }
         }
         sent.push((r.index, r.send_at_us, first_error));
@@ -101,6 +104,7 @@ fn timing_errors(
         first,
         matched,
         sent,
+        late,
         late_unheld,
     })
 }
@@ -132,9 +136,12 @@ pub(super) fn add_timing_errors(
         first,
         matched,
         sent,
+        late,
         late_unheld,
     } = timing_errors(d, &writes, levels)?;
+    r.late_events = Some(late);
     r.late_unheld_events = Some(late_unheld);
+    r.timed_events = Some(all.count());
     if matched == 0 {
         return Err("no request matched the firehose's record (is X-Request-Id sent?)".into());
     }
