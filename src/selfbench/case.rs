@@ -46,6 +46,60 @@ fn case_config(a: &BenchCaseArgs) -> Result<crate::config::RunConfig, String> {
     })
 }
 
+/// One reading: µs since the Unix epoch, this process's CPU seconds, the reading threads'
+/// run-queue wait and the steal on the case's CPUs, in seconds ([`sched`]).
+type Reading = (u64, f64, Option<f64>, Option<f64>);
+
+/// Readings every 20 ms until `stop`, to take the level's window out of the whole process's
+/// time; the wait and steal with every fifth (about 0.1 ms of reading /proc each: every 100 ms
+/// they cost the measured core under 0.1 %), the last ones carried between.
+fn sample(
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> (
+    std::thread::JoinHandle<()>,
+    std::sync::Arc<std::sync::Mutex<Vec<Reading>>>,
+) {
+    let readings = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Reading>::new()));
+    let out = readings.clone();
+    let sampler = std::thread::spawn(move || {
+        let mut sched = sched::Readings::new();
+        let (mut wait, mut steal) = (None, None);
+        for tick in 0u64.. {
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                break;
+            }
+            if tick % 5 == 0 {
+                (wait, steal) = (sched.reader_wait_s(), sched.steal_s());
+            }
+            let now = (crate::metrics::unix_us(), cpu_seconds(), wait, steal);
+            if let Ok(mut r) = readings.lock() {
+                r.push(now);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    (sampler, out)
+}
+
+/// Over the window from `start` to `end` (µs since the Unix epoch): CPU seconds, and the
+/// reading threads' wait and the steal in ms (`None` where not read).
+fn over_level(readings: &[Reading], start: u64, end: u64) -> (f64, Option<f64>, Option<f64>) {
+    let at = |t: u64| {
+        readings
+            .iter()
+            .find(|r| r.0 >= t)
+            .or(readings.last())
+            .copied()
+    };
+    let (first, last) = (at(start), at(end));
+    let ms = |f: fn(&Reading) -> Option<f64>| Some((f(&last?)? - f(&first?)?).max(0.0) * 1e3);
+    (
+        last.map_or(0.0, |r| r.1) - first.map_or(0.0, |r| r.1),
+        ms(|r| r.2),
+        ms(|r| r.3),
+    )
+}
+
 /// The hidden `bench-case` command: runs one level and prints its [`CaseResult`] as JSON.
 pub async fn case(a: BenchCaseArgs) -> Result<CaseResult, String> {
     if a.kind == REFERENCE {
@@ -55,22 +109,8 @@ pub async fn case(a: BenchCaseArgs) -> Result<CaseResult, String> {
     let prepared = crate::runner::prepare(&cfg, None).await?;
     let files = crate::export::RunFiles::create(&a.out)?;
     let summary = crate::summary::RunSummary::new(cfg.clone(), None);
-    // CPU readings every 20 ms, to take the level's window out of the whole process's time.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    // With them, the reading threads' run-queue wait and the steal on the case's CPUs.
-    let readings = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(u64, [f64; 3])>::new()));
-    let sampler = {
-        let (stop, readings) = (stop.clone(), readings.clone());
-        std::thread::spawn(move || {
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let now = [cpu_seconds(), sched::reader_wait_s(), sched::steal_s()];
-                if let Ok(mut r) = readings.lock() {
-                    r.push((crate::metrics::unix_us(), now));
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        })
-    };
+    let (sampler, readings) = sample(stop.clone());
     // Wave cases: this process's CPU clock every millisecond, for the parent to find how long
     // each wave kept the core saturated.
     let fine = (a.kind == "wave").then(|| wave::sample_cpu(stop.clone()));
@@ -104,15 +144,7 @@ pub async fn case(a: BenchCaseArgs) -> Result<CaseResult, String> {
     let start = origin;
     let end = origin + (sc.duration_s * 1e6) as u64;
     let readings = readings.lock().map(|r| r.clone()).unwrap_or_default();
-    let at = |t: u64| {
-        readings
-            .iter()
-            .find(|(ts, _)| *ts >= t)
-            .or(readings.last())
-            .map_or([0.0; 3], |r| r.1)
-    };
-    let over = |k: usize| at(end)[k] - at(start)[k];
-    let cpu_s = over(0);
+    let (cpu_s, reader_wait_ms, steal_ms) = over_level(&readings, start, end);
     // The deliveries (token-carrying reads) of the completed requests. Not the count of
     // tokens_per_chunk, which has one value a gap between two deliveries of a request: at
     // capacity the firehose outruns the reader, a request's whole answer often arrives in one
@@ -145,8 +177,8 @@ pub async fn case(a: BenchCaseArgs) -> Result<CaseResult, String> {
         origin_unix_us: origin,
         frames_per_s: (a.ui == "dashboard").then(|| drawn.per_second()),
         held_reads: Some(sc.held_reads),
-        reader_wait_ms: Some(over(1) * 1e3),
-        steal_ms: Some(over(2) * 1e3),
+        reader_wait_ms,
+        steal_ms,
         sessions_completed: sc.session.as_ref().map(|x| x.sessions_completed),
         tool_wait_share: sc.session.as_ref().and_then(|x| {
             let (tool, all) = (x.mean_session_tool_s?, x.mean_session_s?);

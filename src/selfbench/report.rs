@@ -22,17 +22,20 @@ fn median_opt<T>(items: &[&T], f: impl Fn(&T) -> Option<f64>) -> Option<f64> {
     (!v.is_empty()).then(|| median(v))
 }
 
+/// What makes two rows repeats of one case.
+fn case_key(r: &CaseResult) -> (&str, u32, &str, u32, u64) {
+    (
+        &r.kind,
+        r.concurrency,
+        &r.ui,
+        r.events_per_write,
+        r.input_len,
+    )
+}
+
 /// Medians over repeats of the same case, in the order cases first ran.
 pub fn medians(rows: &[CaseResult]) -> Vec<CaseResult> {
-    let key = |r: &CaseResult| {
-        (
-            r.kind.clone(),
-            r.concurrency,
-            r.ui.clone(),
-            r.events_per_write,
-            r.input_len,
-        )
-    };
+    let key = case_key;
     let mut keys: Vec<_> = Vec::new();
     for r in rows {
         if !keys.contains(&key(r)) {
@@ -113,21 +116,7 @@ fn wave_medians(group: &[&CaseResult]) -> Vec<super::wave::Wave> {
 /// The worst (highest) of `f` over the repeats of `r`'s case, if any has it.
 fn worst(all: &[CaseResult], r: &CaseResult, f: fn(&CaseResult) -> Option<f64>) -> Option<f64> {
     all.iter()
-        .filter(|x| {
-            (
-                &x.kind,
-                x.concurrency,
-                &x.ui,
-                x.events_per_write,
-                x.input_len,
-            ) == (
-                &r.kind,
-                r.concurrency,
-                &r.ui,
-                r.events_per_write,
-                r.input_len,
-            )
-        })
+        .filter(|x| case_key(x) == case_key(r))
         .filter_map(f)
         .reduce(f64::max)
 }
@@ -287,24 +276,9 @@ pub const TIMING_P99_NOTE_MS: f64 = 1.0;
 /// [`TIMING_P99_NOTE_MS`]: how many events were stamped late in it, and whether the client
 /// flagged them (held reads) or not.
 fn late_note(all: &[CaseResult], r: &CaseResult) -> Option<String> {
-    let same = |x: &&CaseResult| {
-        (
-            &x.kind,
-            x.concurrency,
-            &x.ui,
-            x.events_per_write,
-            x.input_len,
-        ) == (
-            &r.kind,
-            r.concurrency,
-            &r.ui,
-            r.events_per_write,
-            r.input_len,
-        )
-    };
     let w = all
         .iter()
-        .filter(same)
+        .filter(|x| case_key(x) == case_key(r))
         .filter(|x| {
             x.timing_error_p99_ms
                 .is_some_and(|p| p >= TIMING_P99_NOTE_MS)

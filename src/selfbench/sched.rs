@@ -8,26 +8,67 @@
 /// The worker threads' name: the runtime that reads the streams.
 const READER: &str = "tokio-rt-worker";
 
-/// Seconds this process's reading threads have waited on a run queue so far (0 where the kernel
-/// keeps no schedstat).
-pub fn reader_wait_s() -> f64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0.0;
-    };
-    let mut ns = 0u64;
-    for t in tasks.flatten() {
-        let p = t.path();
-        let named = std::fs::read_to_string(p.join("comm")).is_ok_and(|c| c.trim() == READER);
-        if !named {
-            continue;
+/// Reads of the reading threads' run-queue wait and of the steal on the case's CPUs, each a
+/// running total in seconds since the first read.
+pub struct Readings {
+    /// Each reading thread's wait (ns) at the last read: a thread that ends keeps what it
+    /// added (tokio's blocking threads share the workers' name and end when idle).
+    waits: std::collections::HashMap<u64, u64>,
+    wait_ns: u64,
+    cpus: Vec<usize>,
+    /// The kernel keeps per-thread schedstat, and `/proc/stat` reads.
+    has_wait: bool,
+    has_steal: bool,
+}
+
+impl Readings {
+    pub fn new() -> Self {
+        Self {
+            waits: std::collections::HashMap::new(),
+            wait_ns: 0,
+            cpus: allowed_cpus(),
+            has_wait: std::fs::metadata("/proc/self/schedstat").is_ok(),
+            has_steal: std::fs::metadata("/proc/stat").is_ok(),
         }
-        // "run time (ns) wait time (ns) timeslices".
-        ns += std::fs::read_to_string(p.join("schedstat"))
-            .ok()
-            .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
-            .unwrap_or(0);
     }
-    ns as f64 / 1e9
+
+    /// Seconds the reading threads have waited on a run queue so far (`None` where the
+    /// kernel keeps no schedstat).
+    pub fn reader_wait_s(&mut self) -> Option<f64> {
+        if !self.has_wait {
+            return None;
+        }
+        let tasks = std::fs::read_dir("/proc/self/task").ok()?;
+        for t in tasks.flatten() {
+            let p = t.path();
+            let Some(tid) = t.file_name().to_str().and_then(|n| n.parse::<u64>().ok()) else {
+                continue;
+            };
+            if !std::fs::read_to_string(p.join("comm")).is_ok_and(|c| c.trim() == READER) {
+                continue;
+            }
+            // "run time (ns) wait time (ns) timeslices".
+            let Some(ns) = std::fs::read_to_string(p.join("schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            let last = self.waits.insert(tid, ns).unwrap_or(0);
+            self.wait_ns += ns.saturating_sub(last);
+        }
+        Some(self.wait_ns as f64 / 1e9)
+    }
+
+    /// Seconds of steal so far on the CPUs this process may run on (`None` where `/proc/stat`
+    /// cannot be read).
+    pub fn steal_s(&self) -> Option<f64> {
+        if !self.has_steal {
+            return None;
+        }
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        Some(steal_ticks(&stat, &self.cpus) as f64 / USER_HZ)
+    }
 }
 
 /// The CPUs this process may run on, from `Cpus_allowed_list` in `/proc/self/status`
@@ -53,13 +94,6 @@ fn cpu_list(list: &str) -> Vec<usize> {
         }
     }
     out
-}
-
-/// Seconds of steal so far on the CPUs this process may run on (0 where none is reported).
-pub fn steal_s() -> f64 {
-    let cpus = allowed_cpus();
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    steal_ticks(&stat, &cpus) as f64 / USER_HZ
 }
 
 /// `/proc/stat` counts in `USER_HZ` ticks, 100 a second on Linux whatever the kernel's own tick.
@@ -97,44 +131,51 @@ mod tests {
         assert_eq!(steal_ticks(stat, &[2]), 0);
     }
 
-    /// The reading threads' wait is read from this process's own threads: a thread of that
-    /// name that waits behind a busy one on the same CPU shows a wait that grows.
+    /// The reading threads' wait is read from this process's own threads: one more thread of
+    /// that name spinning than the process has CPUs must wait between them, whatever else the
+    /// machine does (more load only adds to it).
     #[test]
-    fn a_reader_kept_from_its_core_shows_its_wait() {
-        if std::fs::read_to_string("/proc/self/schedstat").is_err() {
+    fn reading_threads_kept_from_their_cores_show_their_wait() {
+        let mut r = Readings::new();
+        let Some(before) = r.reader_wait_s() else {
             return;
-        }
-        let before = reader_wait_s();
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let spin = |stop: std::sync::Arc<std::sync::atomic::AtomicBool>| {
-            std::thread::Builder::new()
-                .name(READER.into())
-                .spawn(move || {
-                    pin_to_first_cpu();
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        std::hint::spin_loop();
-                    }
-                })
-                .unwrap()
         };
-        // Two spinning threads on one CPU: each waits while the other runs.
-        let (a, b) = (spin(stop.clone()), spin(stop.clone()));
+        // The CPUs its threads may run on (a cgroup's quota may give them less, never more).
+        let cpus = r
+            .cpus
+            .len()
+            .max(std::thread::available_parallelism().map_or(1, std::num::NonZero::get));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let spinners: Vec<_> = (0..=cpus)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::Builder::new()
+                    .name(READER.into())
+                    .spawn(move || {
+                        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            std::hint::spin_loop();
+                        }
+                    })
+                    .unwrap()
+            })
+            .collect();
         std::thread::sleep(std::time::Duration::from_millis(300));
-        let during = reader_wait_s();
+        let during = r.reader_wait_s().unwrap_or(0.0);
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        a.join().unwrap();
-        b.join().unwrap();
+        for s in spinners {
+            s.join().unwrap();
+        }
+        // Ended threads keep what they added.
+        let after = r.reader_wait_s().unwrap_or(0.0);
         assert!(
             during - before >= 0.05,
-            "two spinning threads on one CPU for 300 ms waited {:.3} s between them",
+            "{} spinning threads on {cpus} CPUs for 300 ms waited {:.3} s between them",
+            cpus + 1,
             during - before
         );
-    }
-
-    fn pin_to_first_cpu() {
-        let first = allowed_cpus().first().copied().unwrap_or(0);
-        let mut set = nix::sched::CpuSet::new();
-        let _ = set.set(first);
-        let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
+        assert!(
+            after >= during,
+            "the total went down: {during} then {after}"
+        );
     }
 }

@@ -153,3 +153,45 @@ pub(super) fn add_timing_errors(
     r.ttft_error_p99_ms = first.as_ref().map(|d| d.p99);
     Ok(sent)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each token event is timed against its own write; one stamped more than 5 ms after its
+    /// write ended counts late, and late unheld only in a request that flagged no held read.
+    #[test]
+    fn late_events_are_counted_and_told_held_or_not() {
+        let dir = std::env::temp_dir().join(format!("servetop-timing-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let origin = 1_000_000u64;
+        std::fs::write(
+            dir.join("results.json"),
+            format!(r#"{{"sweep":[{{"origin_unix_us":{origin}}}]}}"#),
+        )
+        .unwrap();
+        // Request 0 flagged a held read; request 1 did not. Each carries three token events
+        // in reads at 20, 60 (two events: the first written at 40) and 80 ms after its send.
+        let line = |index: u32, held: u32| {
+            format!(
+                r#"{{"level":0,"index":{index},"warmup":false,"sched_at_us":0,"send_at_us":0,"end_at_us":90000,"status":"ok","planned_input_tokens":4,"input_tokens":4,"input_source":"usage","output_tokens":4,"output_source":"usage","chunk_source":"per_chunk_usage","ttft_us":20000,"e2e_us":80000,"chunks":[{{"t_us":20000,"tokens":1}},{{"t_us":60000,"tokens":2}},{{"t_us":80000,"tokens":1}}],"held_reads":{held}}}"#
+            )
+        };
+        std::fs::write(
+            dir.join("requests.jsonl"),
+            format!("{}\n{}\n", line(0, 1), line(1, 0)),
+        )
+        .unwrap();
+        // Writes at 20, 40, 60 and 80 ms after the send, each ending 10 µs after it began.
+        let w = |ms: u64| (origin + ms * 1000, 1, origin + ms * 1000 + 10);
+        let writes: crate::sim::firehose::Writes = ["servetop-0-0", "servetop-0-1"]
+            .into_iter()
+            .map(|id| (id.to_string(), vec![w(20), w(40), w(60), w(80)]))
+            .collect();
+        let t = timing_errors(&dir, &writes, "sweep").unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!((t.matched, t.all.count()), (2, 8));
+        // The event written at 40 ms and read at 60, in each request.
+        assert_eq!((t.late, t.late_unheld), (2, 1));
+    }
+}
