@@ -51,8 +51,9 @@ fn case_config(a: &BenchCaseArgs) -> Result<crate::config::RunConfig, String> {
 type Reading = (u64, f64, Option<f64>, Option<f64>);
 
 /// Readings every 20 ms until `stop`, to take the level's window out of the whole process's
-/// time; the wait and steal with every fifth (about 0.1 ms of reading /proc each: every 100 ms
-/// they cost the measured core under 0.1 %), the last ones carried between.
+/// time; the wait and steal with every fifth only, the last ones carried between: their reads
+/// of /proc (two files a reading thread, and `/proc/stat`) run on the measured core, so they are
+/// kept off most samples (not measured apart from the case's CPU).
 fn sample(
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> (
